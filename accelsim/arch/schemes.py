@@ -1,0 +1,164 @@
+"""Training precision schemes as data: what each gradient-reduction phase sends and updates.
+
+Models the three schemes compared in the HFP8 paper (Sun et al., NeurIPS 2019, Sec. 5 and
+appendix D):
+
+* ``fp16`` -- FP16 compute; gradients reduce-scattered and all-gathered in 16 bits; every chip
+  then updates the whole (replicated) model with FP16 master weights.
+* ``fp8``  -- FP8 compute (first and last layer kept in FP16); communication as ``fp16``; every
+  chip updates the whole model in FP16 and writes an 8-bit copy of the weights for compute
+  (Wang et al., NeurIPS 2018: FP16 master weights and updates).
+* ``hfp8`` -- hybrid FP8 compute (1-4-3 forward, 1-5-2 backward); gradients reduce-scattered in
+  16 bits; each chip updates only the 1/N shard it owns, keeping 8-bit weights plus an FP16
+  round-off residual for that shard, then all-gathers the *updated 8-bit weights*.
+
+Per-element byte counts are the schemes' storage precisions; the weight-update cost model that
+uses them lives in :mod:`accelsim.netsim.update`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PHASES = ("reduce_scatter", "all_gather", "weight_update")
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One training-precision scheme.
+
+    Byte counts are per model parameter (element).  ``update_placement`` says where the optimizer
+    step runs: ``"replicated"`` (every chip updates the whole model after the gradient all-gather)
+    or ``"sharded"`` (each of the N chips updates its 1/N shard between reduce-scatter and
+    all-gather).
+    """
+
+    name: str
+    description: str
+    compute_precision: str  # "fp16" | "fp8": precision of the GEMMs (used by accelsim.perf)
+    first_last_fp16: bool  # first and last layers computed in FP16 (FP8/HFP8 practice)
+    phase_order: tuple[str, ...]
+    reduce_scatter_bytes_per_elem: float  # gradient payload of the reduce-scatter
+    all_gather_bytes_per_elem: float  # payload of the all-gather
+    all_gather_payload: str  # "gradients" | "weights"
+    update_placement: str  # "replicated" | "sharded"
+    gradient_bytes: float  # reduced gradient as stored for the update
+    master_weight_bytes: float  # the weight copy the optimizer reads and writes
+    residual_bytes: float  # round-off residual read and written per updated element (0 = none)
+    optimizer_state_bytes: float  # bytes of ONE optimizer state tensor (momentum; Adam has two)
+    compute_copy_bytes: float  # extra low-precision weight copy written for compute (0 = none)
+    residual_ops_per_elem: float  # extra vector ops per updated element for the residual split
+    compressible_phases: tuple[str, ...] = ("reduce_scatter",)  # gradient compression applies
+
+    def __post_init__(self) -> None:
+        if sorted(self.phase_order) != sorted(PHASES):
+            raise ValueError(f"scheme {self.name!r}: phase_order {self.phase_order} must be a "
+                             f"permutation of {PHASES}")
+        if self.compute_precision not in ("fp16", "fp8"):
+            raise ValueError(f"scheme {self.name!r}: compute_precision "
+                             f"{self.compute_precision!r} not in ('fp16', 'fp8')")
+        if self.all_gather_payload not in ("gradients", "weights"):
+            raise ValueError(f"scheme {self.name!r}: all_gather_payload "
+                             f"{self.all_gather_payload!r} not in ('gradients', 'weights')")
+        if self.update_placement not in ("replicated", "sharded"):
+            raise ValueError(f"scheme {self.name!r}: update_placement "
+                             f"{self.update_placement!r} not in ('replicated', 'sharded')")
+        # Sharded update must sit between the two collectives, replicated after both.
+        wu = self.phase_order.index("weight_update")
+        ag = self.phase_order.index("all_gather")
+        if self.update_placement == "sharded" and not wu < ag:
+            raise ValueError(f"scheme {self.name!r}: a sharded update must precede the all-gather")
+        if self.update_placement == "replicated" and not wu > ag:
+            raise ValueError(f"scheme {self.name!r}: a replicated update must follow the all-gather")
+        if (self.all_gather_payload == "weights") != (self.update_placement == "sharded"):
+            raise ValueError(f"scheme {self.name!r}: all-gathering weights requires a sharded "
+                             "update (and gradients a replicated one)")
+        for f in ("reduce_scatter_bytes_per_elem", "all_gather_bytes_per_elem", "gradient_bytes",
+                  "master_weight_bytes"):
+            if not getattr(self, f) > 0:
+                raise ValueError(f"scheme {self.name!r}: {f} must be > 0, got {getattr(self, f)}")
+        for f in ("residual_bytes", "optimizer_state_bytes", "compute_copy_bytes",
+                  "residual_ops_per_elem"):
+            if getattr(self, f) < 0:
+                raise ValueError(f"scheme {self.name!r}: {f} must be >= 0, got {getattr(self, f)}")
+        for ph in self.compressible_phases:
+            if ph not in ("reduce_scatter", "all_gather"):
+                raise ValueError(f"scheme {self.name!r}: compressible phase {ph!r} is not a "
+                                 "collective")
+
+    @property
+    def sharded_update(self) -> bool:
+        return self.update_placement == "sharded"
+
+
+_SCHEMES: dict[str, Scheme] = {
+    "fp16": Scheme(
+        name="fp16",
+        description="FP16 compute; 16-bit gradient reduce-scatter and all-gather; "
+        "replicated full-model update with FP16 master weights",
+        compute_precision="fp16",
+        first_last_fp16=False,  # everything is FP16 already
+        phase_order=("reduce_scatter", "all_gather", "weight_update"),
+        reduce_scatter_bytes_per_elem=2.0,
+        all_gather_bytes_per_elem=2.0,
+        all_gather_payload="gradients",
+        update_placement="replicated",
+        gradient_bytes=2.0,
+        master_weight_bytes=2.0,
+        residual_bytes=0.0,
+        optimizer_state_bytes=2.0,
+        compute_copy_bytes=0.0,
+        residual_ops_per_elem=0.0,
+    ),
+    "fp8": Scheme(
+        name="fp8",
+        description="FP8 compute (first/last layer FP16); 16-bit gradient reduce-scatter and "
+        "all-gather; replicated full-model FP16 update plus an 8-bit weight copy for compute",
+        compute_precision="fp8",
+        first_last_fp16=True,
+        phase_order=("reduce_scatter", "all_gather", "weight_update"),
+        reduce_scatter_bytes_per_elem=2.0,
+        all_gather_bytes_per_elem=2.0,
+        all_gather_payload="gradients",
+        update_placement="replicated",
+        gradient_bytes=2.0,
+        master_weight_bytes=2.0,
+        residual_bytes=0.0,
+        optimizer_state_bytes=2.0,
+        compute_copy_bytes=1.0,
+        residual_ops_per_elem=0.0,
+    ),
+    "hfp8": Scheme(
+        name="hfp8",
+        description="hybrid FP8 compute (first/last layer FP16); 16-bit gradient reduce-scatter; "
+        "1/N sharded update of 8-bit weights with an FP16 round-off residual; 8-bit weight "
+        "all-gather",
+        compute_precision="fp8",
+        first_last_fp16=True,
+        phase_order=("reduce_scatter", "weight_update", "all_gather"),
+        reduce_scatter_bytes_per_elem=2.0,
+        all_gather_bytes_per_elem=1.0,
+        all_gather_payload="weights",
+        update_placement="sharded",
+        gradient_bytes=2.0,
+        master_weight_bytes=1.0,
+        residual_bytes=2.0,
+        optimizer_state_bytes=2.0,
+        compute_copy_bytes=0.0,
+        # w = w8 + r ; update ; w8' = q(w) ; r' = w - w8'  -> add, quantize, subtract
+        residual_ops_per_elem=3.0,
+    ),
+}
+
+SCHEME_NAMES: tuple[str, ...] = tuple(_SCHEMES)
+
+
+def get_scheme(name: str | Scheme) -> Scheme:
+    """The preset scheme called ``name`` (a :class:`Scheme` is returned unchanged)."""
+    if isinstance(name, Scheme):
+        return name
+    try:
+        return _SCHEMES[str(name).lower()]
+    except KeyError:
+        raise ValueError(f"unknown scheme {name!r}; known schemes: {', '.join(SCHEME_NAMES)}") \
+            from None
