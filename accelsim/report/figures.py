@@ -1,0 +1,181 @@
+"""Figures and Markdown for the training-throughput study (HFP8 paper, appendix D, Figs. 8-9).
+
+Everything here takes finished tidy tables (pandas) and only draws or formats them; no model is
+evaluated in this module. matplotlib is imported inside each plotting function with the Agg
+backend, so importing this module is cheap and never needs a display.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+SCHEME_COLORS = {"fp16": "#4C72B0", "fp8": "#DD8452", "hfp8": "#55A868"}
+PHASE_COLORS = {"reduce_scatter_s": "#4C72B0", "all_gather_s": "#DD8452",
+                "weight_update_s": "#C44E52"}
+PHASE_LABELS = {"reduce_scatter_s": "reduce-scatter", "all_gather_s": "all-gather",
+                "weight_update_s": "weight update"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _schemes(table) -> list[str]:
+    order = list(SCHEME_COLORS)
+    present = list(dict.fromkeys(table["scheme"]))
+    return [s for s in order if s in present] + [s for s in present if s not in order]
+
+
+def _need(table, columns: Iterable[str], what: str) -> None:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{what}: table lacks column(s) {missing}; has {list(table.columns)}")
+
+
+def plot_throughput(table, path: str | Path, *, compression: float = 1.0,
+                    engine: str | None = None) -> Path:
+    """Figure 8: training throughput (thousand images/s) per scheme at each off-chip bandwidth."""
+    _need(table, ("scheme", "link_GBps", "compression", "images_per_s"), "plot_throughput")
+    plt = _pyplot()
+    t = table[table["compression"] == compression]
+    if t.empty:
+        raise ValueError(f"plot_throughput: no rows with compression == {compression}")
+    links = sorted(t["link_GBps"].unique())
+    schemes = _schemes(t)
+    width = 0.8 / len(schemes)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for k, s in enumerate(schemes):
+        ts = t[t["scheme"] == s].set_index("link_GBps").reindex(links)
+        xs = [i + (k - (len(schemes) - 1) / 2) * width for i in range(len(links))]
+        ys = ts["images_per_s"].to_numpy() / 1e3
+        bars = ax.bar(xs, ys, width, label=s.upper(), color=SCHEME_COLORS.get(s))
+        ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
+    ax.set_xticks(range(len(links)), [f"{b:g} GB/s" for b in links])
+    ax.set_xlabel("off-chip link bandwidth")
+    ax.set_ylabel("training throughput (thousand images/s)")
+    comp = "no gradient compression" if compression == 1 else f"{compression:g}x gradient compression"
+    ax.set_title(f"ResNet-50 training throughput, {comp}" + (f" [{engine}]" if engine else ""),
+                 fontsize=10)
+    ax.legend(frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
+def plot_compression_sweep(table, path: str | Path, *, engine: str | None = None) -> Path:
+    """Throughput (thousand images/s) against gradient compression, one panel per bandwidth."""
+    _need(table, ("scheme", "link_GBps", "compression", "images_per_s"), "plot_compression_sweep")
+    plt = _pyplot()
+    links = sorted(table["link_GBps"].unique())
+    comps = sorted(table["compression"].unique())
+    fig, axes = plt.subplots(1, len(links), figsize=(3.4 * len(links), 3.6), dpi=120,
+                             sharey=True, squeeze=False)
+    for ax, b in zip(axes[0], links):
+        tb = table[table["link_GBps"] == b]
+        for s in _schemes(tb):
+            ts = tb[tb["scheme"] == s].set_index("compression").reindex(comps)
+            ax.plot(range(len(comps)), ts["images_per_s"].to_numpy() / 1e3, marker="o",
+                    label=s.upper(), color=SCHEME_COLORS.get(s))
+        ax.set_xticks(range(len(comps)), ["none" if c == 1 else f"{c:g}x" for c in comps],
+                      fontsize=8)
+        ax.set_title(f"{b:g} GB/s", fontsize=10)
+        ax.set_xlabel("gradient compression")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("training throughput (thousand images/s)")
+    axes[0][0].legend(frameon=False, fontsize=8)
+    fig.suptitle("Gradient compression sweep" + (f" [{engine}]" if engine else ""), fontsize=10)
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
+def plot_comm_breakdown(table, path: str | Path, *, schemes: Sequence[str] = ("fp8", "hfp8"),
+                        compressions: Sequence[float] = (1.0, 256.0),
+                        engine: str | None = None) -> Path:
+    """Figure 9: reduce-scatter / all-gather / weight-update time (ms), stacked, per scheme,
+    at each bandwidth, without and with gradient compression."""
+    phases = tuple(PHASE_COLORS)
+    _need(table, ("scheme", "link_GBps", "compression", *phases), "plot_comm_breakdown")
+    plt = _pyplot()
+    links = sorted(table["link_GBps"].unique())
+    fig, axes = plt.subplots(1, len(compressions), figsize=(4.6 * len(compressions), 4.0),
+                             dpi=120, sharey=True, squeeze=False)
+    width = 0.8 / len(schemes)
+    hatches = {s: h for s, h in zip(schemes, ("", "//", "..", "xx"))}
+    for ax, c in zip(axes[0], compressions):
+        tc = table[table["compression"] == c]
+        if tc.empty:
+            raise ValueError(f"plot_comm_breakdown: no rows with compression == {c}")
+        for k, s in enumerate(schemes):
+            ts = tc[tc["scheme"] == s].set_index("link_GBps").reindex(links)
+            xs = [i + (k - (len(schemes) - 1) / 2) * width for i in range(len(links))]
+            bottom = [0.0] * len(links)
+            for ph in phases:
+                ys = (ts[ph].to_numpy() * 1e3).tolist()
+                ax.bar(xs, ys, width, bottom=bottom, color=PHASE_COLORS[ph], hatch=hatches[s],
+                       edgecolor="white", linewidth=0.5,
+                       label=PHASE_LABELS[ph] if k == 0 else None)
+                bottom = [b + y for b, y in zip(bottom, ys)]
+            for x, tot in zip(xs, bottom):
+                ax.text(x, tot, s.upper(), ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(links)), [f"{b:g} GB/s" for b in links])
+        ax.set_title("no compression" if c == 1 else f"{c:g}x gradient compression", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("gradient-reduction time per iteration (ms)")
+    axes[0][0].legend(frameon=False, fontsize=8)
+    fig.suptitle("Communication breakdown, " + " vs ".join(s.upper() for s in schemes)
+                 + (f" [{engine}]" if engine else ""), fontsize=10)
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
+def plot_measured_vs_predicted(table, path: str | Path, *, title: str) -> Path:
+    """Bars of published measurements next to predictions (columns: case, published, predicted)."""
+    _need(table, ("case", "published", "predicted"), "plot_measured_vs_predicted")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=120)
+    xs = range(len(table))
+    ax.bar([x - 0.2 for x in xs], table["published"], 0.4, label="published", color="#8172B2")
+    ax.bar([x + 0.2 for x in xs], table["predicted"], 0.4, label="accelsim", color="#64B5CD")
+    ax.set_xticks(list(xs), list(table["case"]), fontsize=8)
+    ax.set_ylabel("images/s")
+    ax.set_title(title, fontsize=10)
+    ax.legend(frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
+def _save(fig, plt, path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, metadata={"Software": "accelsim"})
+    plt.close(fig)
+    return p
+
+
+# --------------------------------------------------------------------------- Markdown
+def _fmt(v, floatfmt: str) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ""
+        return format(v, floatfmt)
+    return str(v)
+
+
+def markdown_table(table, *, floatfmt: str = ".4g", columns: Sequence[str] | None = None) -> str:
+    """A GitHub-flavoured Markdown table of a DataFrame (no index)."""
+    cols = list(columns) if columns is not None else list(table.columns)
+    head = "| " + " | ".join(cols) + " |"
+    sep = "|" + "|".join("---" for _ in cols) + "|"
+    body = ["| " + " | ".join(_fmt(v, floatfmt) for v in row) + " |"
+            for row in table[cols].itertuples(index=False, name=None)]
+    return "\n".join([head, sep, *body])
