@@ -1,0 +1,154 @@
+"""The three gradient-reduction phases of a training step, per precision scheme.
+
+reduce-scatter (gradients, ``scheme.reduce_scatter_bytes_per_elem`` / compression) ->
+all-gather (gradients or updated weights) -> weight update, in the scheme's phase order
+(HFP8 appendix D: hfp8 updates its 1/N shard between the two collectives and all-gathers 8-bit
+weights).  The phases are serial; the total is their sum.  Collectives are timed on the
+system's topology with the best explicit schedule (:func:`schedule.best_schedule`) by either
+engine; the weight update by :mod:`accelsim.netsim.update`.
+
+Gradient compression divides the payload of the scheme's ``compressible_phases``
+(reduce-scatter) by the factor and adds the compress/decompress pass to the reduce-scatter
+(``compression_s`` shows that part).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import networkx as nx
+
+from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.netsim.analytic import CollectiveTime, analytic_time
+from accelsim.netsim.schedule import Schedule, best_schedule, link_table
+from accelsim.netsim.update import UpdateParams, compression_cost, weight_update_cost
+
+ENGINES = ("analytic", "des")
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    """Per-chip time of each gradient-reduction phase (seconds) and what produced it."""
+
+    scheme: str
+    engine: str
+    chips: int
+    n_params: int
+    compression: float
+    reduce_scatter_s: float  # includes compression_s
+    all_gather_s: float
+    weight_update_s: float
+    total_s: float
+    compression_s: float
+    phase_order: tuple[str, ...]
+    algorithm: str
+    rs_payload_bytes: float
+    ag_payload_bytes: float
+    rs_bus_bandwidth_GBps: float
+    ag_bus_bandwidth_GBps: float
+    wu_elems_per_chip: int
+    wu_bytes_per_chip: float
+    wu_bound: str
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["phase_order"] = "->".join(self.phase_order)
+        return d
+
+
+# A small cache of schedule *structure* (built with 1 byte per element); sweeps over bandwidth,
+# compression and scheme then only rescale bytes and swap link rates.
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_MAX = 32
+
+
+def _signature(g: nx.Graph) -> tuple:
+    nodes = tuple(sorted((str(n), tuple(sorted((k, str(v)) for k, v in d.items())))
+                         for n, d in g.nodes(data=True)))
+    edges = tuple(sorted((str(u), str(v), d.get("multiplicity", 1), d.get("tier", ""))
+                         for u, v, d in g.edges(data=True)))
+    return (g.graph.get("topology"), nodes, edges)
+
+
+def schedule_for(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float, *,
+                 pad: bool = True) -> Schedule:
+    """``best_schedule`` with structure cached across bandwidths and payload precisions."""
+    key = (_signature(g), op, int(n_elems), bool(pad))
+    base = _CACHE.get(key)
+    if base is None:
+        base = best_schedule(g, op, n_elems, 1.0, pad=pad)
+        _CACHE[key] = base
+        if len(_CACHE) > _CACHE_MAX:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    links, _, bw, lat = link_table(g)
+    if links != base.links:  # same structure must give the same link order
+        raise RuntimeError("schedule cache: link order changed")  # pragma: no cover
+    return dataclasses.replace(base, nbytes=base.nbytes * bytes_per_elem,
+                               payload_bytes=base.payload_bytes * bytes_per_elem,
+                               padded_bytes=base.padded_bytes * bytes_per_elem,
+                               link_bandwidth_Bps=bw, link_latency_s=lat)
+
+
+def time_schedule(s: Schedule, engine: str = "analytic", *, alpha_s: float = 0.0,
+                  reduce_Bps: float | None = None, packet_bytes: float | None = None
+                  ) -> CollectiveTime:
+    """Time a schedule with the named engine."""
+    if engine == "analytic":
+        return analytic_time(s, alpha_s=alpha_s, reduce_Bps=reduce_Bps)
+    if engine == "des":
+        from accelsim.netsim.des import simulate
+        return simulate(s, alpha_s=alpha_s, reduce_Bps=reduce_Bps, packet_bytes=packet_bytes)
+    raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+
+
+def phase_times(g: nx.Graph, n_params: int, scheme: Scheme | str, *, memory_Bps: float,
+                vector_ops_per_s: float, compression: float = 1.0, engine: str = "analytic",
+                optimizer: str = "sgd-momentum", n_tensors: int = 0,
+                update: UpdateParams = UpdateParams(), alpha_s: float = 0.0,
+                reduce_Bps: float | None = None, packet_bytes: float | None = None
+                ) -> PhaseTimes:
+    """Three-phase breakdown on topology ``g`` from plain numbers (no config objects).
+
+    ``memory_Bps`` / ``vector_ops_per_s``: one chip's memory bandwidth and elementwise (SFU /
+    vector) op rate; ``alpha_s``: per-step software/synchronisation overhead added to link
+    latency; ``reduce_Bps``: rate at which a chip adds an incoming partial-sum chunk (None =
+    free).  Other knobs: :class:`UpdateParams`.
+    """
+    sc = get_scheme(scheme)
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    if not (isinstance(compression, (int, float)) and math.isfinite(compression)
+            and compression >= 1):
+        raise ValueError(f"compression factor must be a number >= 1, got {compression!r}")
+    if not isinstance(n_params, int) or n_params <= 0:
+        raise ValueError(f"n_params must be a positive integer, got {n_params!r}")
+    n_chips = sum(1 for _, k in g.nodes(data="kind") if k == "chip")
+
+    def payload(phase: str, bpe: float) -> float:
+        return bpe / compression if phase in sc.compressible_phases else bpe
+
+    rs = time_schedule(schedule_for(g, "reduce-scatter", n_params,
+                                    payload("reduce_scatter", sc.reduce_scatter_bytes_per_elem)),
+                       engine, alpha_s=alpha_s, reduce_Bps=reduce_Bps, packet_bytes=packet_bytes)
+    ag = time_schedule(schedule_for(g, "all-gather", n_params,
+                                    payload("all_gather", sc.all_gather_bytes_per_elem)),
+                       engine, alpha_s=alpha_s, packet_bytes=packet_bytes)
+    wu = weight_update_cost(n_params, sc, n_chips, memory_Bps=memory_Bps,
+                            vector_ops_per_s=vector_ops_per_s, optimizer=optimizer,
+                            n_tensors=n_tensors, params=update)
+    comp = compression_cost(n_params, sc, compression, memory_Bps=memory_Bps,
+                            vector_ops_per_s=vector_ops_per_s, params=update)
+    rs_s = rs.time_s + comp.time_s
+    return PhaseTimes(
+        scheme=sc.name, engine=engine, chips=n_chips, n_params=n_params,
+        compression=float(compression), reduce_scatter_s=rs_s, all_gather_s=ag.time_s,
+        weight_update_s=wu.time_s, total_s=rs_s + ag.time_s + wu.time_s,
+        compression_s=comp.time_s, phase_order=sc.phase_order, algorithm=rs.algorithm,
+        rs_payload_bytes=rs.payload_bytes, ag_payload_bytes=ag.payload_bytes,
+        rs_bus_bandwidth_GBps=rs.bus_bandwidth_GBps, ag_bus_bandwidth_GBps=ag.bus_bandwidth_GBps,
+        wu_elems_per_chip=wu.elems, wu_bytes_per_chip=wu.bytes, wu_bound=wu.bound)

@@ -1,0 +1,358 @@
+"""Collective algorithms as explicit schedules: which chunk moves over which link in which step.
+
+A :class:`Schedule` is a list of *transfers* stored column-wise (numpy arrays, so a 1024-chip
+ring with a million transfers stays small).  Transfer ``t`` moves ``nbytes[t]`` from chip
+``src[t]`` to ``dst[t]`` along a route of directional link lanes, in logical ``step[t]``; it may
+start only when all transfers in ``deps[t]`` have arrived (and, for reduce-scatter, after the
+receiver has added the incoming partial sums: ``reduce[t]`` marks transfers whose *payload is
+reduced on arrival*).
+
+Builders:
+
+* :func:`ring_schedule` -- reduce-scatter / all-gather / all-reduce over ``k`` edge-disjoint
+  rings, each used in both directions (``2k`` directional rings), data split evenly over them.
+* :func:`hierarchical_schedule` -- multi-board systems: intra-board rings, then rail rings
+  across boards (reduce-scatter); the reverse for all-gather; all-reduce is their composition.
+
+Padding rule (documented, never guessed): a collective over ``S`` split counts (directional
+rings x chips, times the rail split for hierarchical schedules) needs the element count to be a
+multiple of the *granule* ``S``.  With ``pad=True`` (default) the vector is zero-padded up to
+the next multiple and the padded bytes are reported (``padded_bytes``); with ``pad=False`` a
+non-multiple raises ``ValueError``.  Bandwidths are always reported on the UNPADDED size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from accelsim.netsim.rings import Ring, find_rings
+from accelsim.netsim.topology import chips as chip_nodes
+from accelsim.netsim.topology import validate
+
+OPS = ("reduce-scatter", "all-gather", "all-reduce")
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """An explicit collective schedule on a topology (see module docstring)."""
+
+    op: str
+    algorithm: str
+    chips: tuple
+    payload_bytes: float  # the logical vector size N per chip (nccl-tests "size")
+    padded_bytes: float  # N after the zero-padding rule
+    links: tuple  # directional link lanes: (u, v, lane)
+    link_bandwidth_Bps: np.ndarray
+    link_latency_s: np.ndarray
+    step: np.ndarray  # int32 [T]
+    src: np.ndarray  # int32 [T] index into chips
+    dst: np.ndarray  # int32 [T]
+    nbytes: np.ndarray  # float64 [T]
+    reduce: np.ndarray  # bool [T]: receiver reduces the payload before it can be forwarded
+    route_ptr: np.ndarray  # int64 [T+1]
+    route: np.ndarray  # int32 [R] link ids
+    dep_ptr: np.ndarray  # int64 [T+1]
+    deps: np.ndarray  # int32 [D] transfer ids
+    rings: tuple = field(default=())
+    notes: str = ""
+
+    @property
+    def n_transfers(self) -> int:
+        return int(self.step.shape[0])
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.step.max()) + 1 if self.n_transfers else 0
+
+    @property
+    def p(self) -> int:
+        return len(self.chips)
+
+
+# ---------------------------------------------------------------------------- link tables
+
+def link_table(g: nx.Graph):
+    """Directional link lanes of ``g``: ``(links, index, bandwidth, latency)``."""
+    links, bw, lat = [], [], []
+    for u, v, d in sorted(g.edges(data=True), key=lambda e: (str(e[0]), str(e[1]))):
+        for lane in range(int(d.get("multiplicity", 1))):
+            for a, b in ((u, v), (v, u)):
+                links.append((a, b, lane))
+                bw.append(d["bandwidth_Bps"])
+                lat.append(d.get("latency_s", 0.0))
+    index = {lk: i for i, lk in enumerate(links)}
+    return tuple(links), index, np.asarray(bw, float), np.asarray(lat, float)
+
+
+class _Builder:
+    """Accumulates transfers column-wise; routes are looked up in the link index."""
+
+    def __init__(self, g: nx.Graph):
+        self.g = g
+        self.links, self.index, self.bw, self.lat = link_table(g)
+        self.chips = tuple(chip_nodes(g))
+        self.chip_idx = {c: i for i, c in enumerate(self.chips)}
+        self.cols = {k: [] for k in ("step", "src", "dst", "nbytes", "reduce")}
+        self.routes: list[np.ndarray] = []
+        self.depl: list[np.ndarray] = []  # per block: deps as [n, k] arrays (-1 = none)
+        self.n = 0
+
+    def link_id(self, u, v, lane) -> int:
+        try:
+            return self.index[(u, v, lane)]
+        except KeyError:
+            raise ValueError(f"schedule references missing link {u}->{v} lane {lane} in "
+                             f"{self.g.graph.get('name', 'topology')}") from None
+
+    def add_block(self, step, src, dst, nbytes, reduce, route_ids, deps):
+        """Add ``n`` transfers; ``route_ids`` [n, h] link ids; ``deps`` [n, k] ids or -1."""
+        n = len(step)
+        base = self.n
+        self.cols["step"].append(np.asarray(step, np.int32))
+        self.cols["src"].append(np.asarray(src, np.int32))
+        self.cols["dst"].append(np.asarray(dst, np.int32))
+        self.cols["nbytes"].append(np.broadcast_to(np.asarray(nbytes, float), (n,)).copy())
+        self.cols["reduce"].append(np.broadcast_to(np.asarray(reduce, bool), (n,)).copy())
+        self.routes.append(np.asarray(route_ids, np.int32).reshape(n, -1))
+        self.depl.append(np.asarray(deps, np.int64).reshape(n, -1))
+        self.n += n
+        return np.arange(base, base + n)
+
+    def build(self, op, algorithm, payload_bytes, padded_bytes, rings=(), notes="") -> Schedule:
+        cat = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in self.cols.items()}
+        route_ptr = [0]
+        route_parts, dep_parts, dep_ptr = [], [], [0]
+        for r in self.routes:
+            route_parts.append(r.ravel())
+            route_ptr.extend((route_ptr[-1] + np.arange(1, r.shape[0] + 1) * r.shape[1]).tolist())
+        for d in self.depl:
+            valid = d >= 0
+            counts = valid.sum(axis=1)
+            dep_parts.append(d[valid])
+            dep_ptr.extend((dep_ptr[-1] + np.cumsum(counts)).tolist())
+        return Schedule(
+            op=op, algorithm=algorithm, chips=self.chips, payload_bytes=float(payload_bytes),
+            padded_bytes=float(padded_bytes), links=self.links, link_bandwidth_Bps=self.bw,
+            link_latency_s=self.lat, step=cat["step"].astype(np.int32),
+            src=cat["src"].astype(np.int32), dst=cat["dst"].astype(np.int32),
+            nbytes=cat["nbytes"].astype(float), reduce=cat["reduce"].astype(bool),
+            route_ptr=np.asarray(route_ptr, np.int64),
+            route=(np.concatenate(route_parts) if route_parts else np.zeros(0)).astype(np.int32),
+            dep_ptr=np.asarray(dep_ptr, np.int64),
+            deps=(np.concatenate(dep_parts) if dep_parts else np.zeros(0)).astype(np.int32),
+            rings=tuple(rings), notes=notes)
+
+
+# ------------------------------------------------------------------------ directional rings
+
+@dataclass(frozen=True)
+class DirRing:
+    """One directional ring: chip order and, per hop, the route as ``(u, v, lane)`` links."""
+
+    order: tuple
+    hop_routes: tuple  # hop i: tuple of (u, v, lane) from order[i] to order[i+1]
+
+
+def directional_rings(g: nx.Graph, nodes: list | None = None) -> list[DirRing]:
+    """Both directions of every edge-disjoint ring on ``g`` (one direction for 2 chips).
+
+    A topology without direct rings among the chips (a switch) gets one logical ring through
+    its switch: ``u -> switch -> v`` per hop (only one direction: the reverse would reuse every
+    up- and down-link).
+    """
+    nodes = list(chip_nodes(g) if nodes is None else nodes)
+    rings = find_rings(g, nodes)
+    out: list[DirRing] = []
+    for r in rings:
+        for rev in ((False,) if len(nodes) == 2 else (False, True)):
+            hops = r.hops(reverse=rev)
+            order = tuple(h[0] for h in hops)
+            out.append(DirRing(order=order, hop_routes=tuple((h,) for h in hops)))
+    if out:
+        return out
+    switches = [n for n, k in g.nodes(data="kind") if k == "switch"]
+    for s in switches:
+        if all(g.has_edge(c, s) for c in nodes):
+            n = len(nodes)
+            hops = tuple(((nodes[i], s, 0), (s, nodes[(i + 1) % n], 0)) for i in range(n))
+            return [DirRing(order=tuple(nodes), hop_routes=hops)]
+    raise ValueError(f"{g.graph.get('name', 'topology')}: no ring over the chips found "
+                     "(no Hamiltonian cycle and no common switch)")
+
+
+def _pad(n_elems: int, granule: int, pad: bool, what: str) -> int:
+    if not isinstance(n_elems, (int, np.integer)) or n_elems <= 0:
+        raise ValueError(f"{what}: element count must be a positive integer, got {n_elems!r}")
+    if n_elems % granule == 0:
+        return int(n_elems)
+    if not pad:
+        raise ValueError(f"{what}: {n_elems} elements do not divide into {granule} equal chunks "
+                         f"(directional rings x chips); pad to {math.ceil(n_elems / granule) * granule} "
+                         "or allow zero-padding")
+    return int(math.ceil(n_elems / granule) * granule)
+
+
+def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int, reduce: bool,
+                first_deps) -> np.ndarray:
+    """Append one reduce-scatter (``reduce``) or all-gather pass over ``drings``.
+
+    Each directional ring of p chips runs p-1 steps; at step s the chip at ring position i
+    sends one segment (``seg_bytes``) to position i+1.  Transfer (s, i) depends on (s-1, i-1)
+    (the segment it forwards arrived there); step-0 transfers depend on ``first_deps(chip)``.
+    Returns, per chip index, the ids of the transfers *arriving* at it in the last step.
+    """
+    p = len(drings[0].order)
+    arrivals: dict[int, list[int]] = {}
+    for dr in drings:
+        pos_chip = np.array([b.chip_idx[c] for c in dr.order], np.int32)
+        hop_ids = np.array([[b.link_id(*lk) for lk in route] for route in dr.hop_routes], np.int32)
+        ids_prev = None
+        for s in range(p - 1):
+            i = np.arange(p)
+            if s == 0:
+                fd = [first_deps(int(pos_chip[k])) for k in range(p)]
+                width = max((len(x) for x in fd), default=0)
+                deps = np.full((p, max(width, 1)), -1, np.int64)
+                for k, x in enumerate(fd):
+                    deps[k, :len(x)] = x
+            else:
+                deps = ids_prev[(i - 1) % p].reshape(p, 1)
+            ids_prev = b.add_block(np.full(p, step0 + s), pos_chip, pos_chip[(i + 1) % p],
+                                   seg_bytes, reduce, hop_ids, deps)
+        for k in range(p):
+            arrivals.setdefault(int(pos_chip[(k + 1) % p]), []).append(int(ids_prev[k]))
+    return arrivals
+
+
+def _check_op(op: str) -> None:
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
+
+
+def ring_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
+                  pad: bool = True, drings: list[DirRing] | None = None) -> Schedule:
+    """Reduce-scatter / all-gather / all-reduce of an ``n_elems`` vector over all directional
+    rings of ``g``: the vector is split evenly over the rings, each ring's share into p
+    segments."""
+    _check_op(op)
+    validate(g)
+    if not (isinstance(bytes_per_elem, (int, float)) and bytes_per_elem > 0):
+        raise ValueError(f"bytes per element must be > 0, got {bytes_per_elem!r}")
+    drings = directional_rings(g) if drings is None else drings
+    p = len(drings[0].order)
+    k = len(drings)
+    n_pad = _pad(n_elems, k * p, pad, f"{op} on {g.graph.get('name', 'topology')}")
+    seg = n_pad // (k * p) * bytes_per_elem
+    b = _Builder(g)
+    none = lambda c: []  # noqa: E731
+    if op in ("reduce-scatter", "all-reduce"):
+        arr = _ring_phase(b, drings, seg, 0, True, none)
+    if op == "all-gather":
+        _ring_phase(b, drings, seg, 0, False, none)
+    elif op == "all-reduce":
+        _ring_phase(b, drings, seg, p - 1, False, lambda c: arr.get(c, []))
+    return b.build(op, f"ring x{k}", n_elems * bytes_per_elem, n_pad * bytes_per_elem,
+                   rings=tuple(d.order for d in drings))
+
+
+def hierarchical_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
+                          pad: bool = True) -> Schedule:
+    """Two-level collective on a multi-board graph (nodes with ``board``/``local``).
+
+    Reduce-scatter: (1) every board reduce-scatters the whole vector over its intra-board
+    directional rings (each chip ends with 1/8); (2) each rail (same local index on all boards)
+    reduce-scatters that 1/8 over the rail ring in both directions (each chip ends with
+    1/(8 x boards)).  All-gather runs the two levels in reverse; all-reduce composes them.
+    """
+    _check_op(op)
+    validate(g)
+    boards = sorted({d["board"] for _, d in g.nodes(data=True) if d.get("kind") == "chip"})
+    per = g.graph.get("chips_per_board", 8)
+    nb = len(boards)
+    board_nodes = {bd: sorted(n for n, d in g.nodes(data=True) if d.get("board") == bd)
+                   for bd in boards}
+    intra = g.edge_subgraph([(u, v) for u, v, t in g.edges(data="tier") if t != "inter"])
+    base_rings = directional_rings(intra.subgraph(board_nodes[boards[0]]).copy())
+    k1 = len(base_rings)
+
+    def shift(dr: DirRing, off: int) -> DirRing:
+        return DirRing(order=tuple(c + off for c in dr.order),
+                       hop_routes=tuple(tuple((u + off, v + off, ln) for u, v, ln in hop)
+                                        for hop in dr.hop_routes))
+
+    intra_rings = {bd: [shift(r, board_nodes[bd][0] - board_nodes[boards[0]][0])
+                        for r in base_rings] for bd in boards}
+    rail_rings = {}
+    for local in range(per):
+        rail = [board_nodes[bd][local] for bd in boards]
+        rail_g = g.subgraph(rail).copy()
+        rail_rings[local] = directional_rings(rail_g, rail)
+    k2 = len(rail_rings[0])
+    granule = math.lcm(per * k1, per * nb * k2)
+    n_pad = _pad(n_elems, granule, pad, f"{op} on {g.graph.get('name', 'topology')}")
+    seg1 = n_pad // (k1 * per) * bytes_per_elem  # intra-board segment
+    seg2 = n_pad // (per * k2 * nb) * bytes_per_elem  # rail segment
+    b = _Builder(g)
+    none = lambda c: []  # noqa: E731
+
+    def run_level(rings_by_group, seg, step0, reduce, first):
+        arr: dict[int, list[int]] = {}
+        for rs in rings_by_group.values():
+            for c, ids in _ring_phase(b, rs, seg, step0, reduce, first).items():
+                arr.setdefault(c, []).extend(ids)
+        return arr
+
+    s1, s2 = per - 1, nb - 1
+    if op in ("reduce-scatter", "all-reduce"):
+        a1 = run_level(intra_rings, seg1, 0, True, none)
+        a2 = run_level(rail_rings, seg2, s1, True, lambda c: a1.get(c, []))
+        if op == "all-reduce":
+            a3 = run_level(rail_rings, seg2, s1 + s2, False, lambda c: a2.get(c, []))
+            run_level(intra_rings, seg1, s1 + 2 * s2, False, lambda c: a3.get(c, []))
+    else:
+        a3 = run_level(rail_rings, seg2, 0, False, none)
+        run_level(intra_rings, seg1, s2, False, lambda c: a3.get(c, []))
+    return b.build(op, f"hierarchical (intra x{k1}, rail x{k2})", n_elems * bytes_per_elem,
+                   n_pad * bytes_per_elem,
+                   rings=tuple(r.order for r in base_rings),
+                   notes=f"{nb} boards x {per} chips; intra-board rings then rail rings")
+
+
+def best_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
+                  pad: bool = True) -> Schedule:
+    """The schedule accelsim uses for ``g``: hierarchical on multi-board graphs, rings else."""
+    if g.graph.get("topology") == "multi-board":
+        return hierarchical_schedule(g, op, n_elems, bytes_per_elem, pad=pad)
+    return ring_schedule(g, op, n_elems, bytes_per_elem, pad=pad)
+
+
+def from_transfers(g: nx.Graph, op: str, transfers: list[dict], payload_bytes: float) -> Schedule:
+    """A hand-written schedule: each transfer a dict with ``step, src, dst, nbytes, route``
+    (list of ``(u, v)`` or ``(u, v, lane)``), optional ``deps`` (indices of earlier transfers)
+    and ``reduce``.  Raises ValueError for a missing link, a broken route or a bad dependency."""
+    _check_op(op)
+    validate(g)
+    b = _Builder(g)
+    for t, tr in enumerate(transfers):
+        route = [tuple(lk) if len(lk) == 3 else (lk[0], lk[1], 0) for lk in tr["route"]]
+        if not route or route[0][0] != tr["src"] or route[-1][1] != tr["dst"] or any(
+                route[i][1] != route[i + 1][0] for i in range(len(route) - 1)):
+            raise ValueError(f"transfer {t}: route {route} does not lead from {tr['src']} to "
+                             f"{tr['dst']}")
+        ids = [b.link_id(*lk) for lk in route]
+        deps = list(tr.get("deps", ()))
+        if any(not (0 <= d < t) for d in deps):
+            raise ValueError(f"transfer {t}: dependencies {deps} must name earlier transfers")
+        if not tr["nbytes"] > 0:
+            raise ValueError(f"transfer {t}: nbytes must be > 0, got {tr['nbytes']!r}")
+        for c in (tr["src"], tr["dst"]):
+            if c not in b.chip_idx:
+                raise ValueError(f"transfer {t}: {c!r} is not a chip of the topology")
+        b.add_block([tr["step"]], [b.chip_idx[tr["src"]]], [b.chip_idx[tr["dst"]]],
+                    tr["nbytes"], tr.get("reduce", False), np.array([ids]),
+                    np.array([deps or [-1]]))
+    return b.build(op, "explicit", payload_bytes, payload_bytes)
