@@ -1,0 +1,187 @@
+"""Binary floating-point format descriptions: one frozen dataclass and a table of named presets.
+
+Adding a format means adding one row to ``_PRESETS``; every operation (quantize, encode, decode,
+report) derives what it needs from the fields and properties below.
+Sources: IEEE 754-2019; OCP 8-bit FP spec v1.0 (E4M3/E5M2); Sun et al., NeurIPS 2019 (HFP8);
+Agrawal et al., ARITH 2019 (DLFloat); Luo et al., arXiv 2409.16626 (HiFloat8).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# How the special values are laid out in the code space.
+#   ieee    : exponent field all ones holds +-inf (fraction 0) and NaN (fraction != 0); -0 exists.
+#   fn      : no infinity; only exponent+fraction all ones is NaN (per sign), e.g. OCP E4M3.
+#   fnuz    : no infinity, no -0; the single NaN is the code with only the sign bit set (0x80).
+#   dlfloat : no subnormals (exponent field 0 is a normal binade); exponent+fraction all ones is a
+#             single combined NaN/Inf code (decodes to NaN); underflow flushes to zero.
+#   hif8    : HiFloat8 tapered code (prefix dot field); 0x00 zero, 0x80 NaN, 0x6F/0xEF +-inf.
+LAYOUTS = ("ieee", "fn", "fnuz", "dlfloat", "hif8")
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """A binary floating-point format.
+
+    ``ebits``/``mbits`` are the exponent and fraction field widths (for the tapered ``hif8``
+    layout: the widest exponent field, 4, and the most fraction bits, 3). ``bias`` is the exponent
+    bias of the stored exponent field (a parameter: ``hfp8-143`` uses 11).
+    """
+
+    name: str
+    bits: int
+    ebits: int
+    mbits: int
+    bias: int
+    has_subnormals: bool
+    layout: str = "ieee"
+    default_rounding: str = "rne"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"format {self.name!r}: unknown layout {self.layout!r}; valid: {LAYOUTS}")
+        if self.layout != "hif8" and 1 + self.ebits + self.mbits != self.bits:
+            raise ValueError(
+                f"format {self.name!r}: 1 + ebits + mbits = {1 + self.ebits + self.mbits} != bits {self.bits}"
+            )
+
+    # ---- derived properties -------------------------------------------------------------
+    @property
+    def code_dtype(self):
+        import numpy as np
+
+        return {8: np.uint8, 16: np.uint16, 32: np.uint32}[self.bits]
+
+    @property
+    def has_inf(self) -> bool:
+        return self.layout in ("ieee", "hif8")
+
+    @property
+    def has_nan(self) -> bool:
+        return True
+
+    @property
+    def has_negative_zero(self) -> bool:
+        return self.layout in ("ieee", "fn", "dlfloat")
+
+    @property
+    def emin(self) -> int:
+        """Exponent of the smallest normal binade."""
+        if self.layout == "hif8":
+            return -15
+        return (0 if self.layout == "dlfloat" else 1) - self.bias
+
+    @property
+    def emax(self) -> int:
+        """Exponent of the largest finite binade."""
+        if self.layout == "hif8":
+            return 15
+        top = (1 << self.ebits) - 1
+        return (top - 1 if self.layout == "ieee" else top) - self.bias
+
+    @property
+    def max(self) -> float:
+        """Largest finite value."""
+        if self.layout == "hif8":
+            return 2.0**15
+        m = self.mbits
+        frac_max = {"ieee": (1 << m) - 1, "fnuz": (1 << m) - 1, "fn": (1 << m) - 2, "dlfloat": (1 << m) - 2}
+        return math.ldexp(1.0 + frac_max[self.layout] / (1 << m), self.emax)
+
+    @property
+    def min_normal(self) -> float:
+        """Smallest positive normal value (for ``dlfloat``, 2^-31 x (1 + 2^-9): code 0 is zero)."""
+        if self.layout == "dlfloat":
+            return math.ldexp(1.0 + 2.0**-self.mbits, self.emin)
+        return math.ldexp(1.0, self.emin)
+
+    @property
+    def min_subnormal(self) -> float:
+        """Smallest positive value (equals ``min_normal`` without subnormals)."""
+        if self.layout == "hif8":
+            return 2.0**-22
+        if not self.has_subnormals:
+            return self.min_normal
+        return math.ldexp(1.0, self.emin - self.mbits)
+
+    @property
+    def min_positive(self) -> float:
+        return self.min_subnormal
+
+    @property
+    def eps(self) -> float:
+        """Machine epsilon: distance from 1.0 to the next larger value."""
+        return 2.0 ** -self.mbits
+
+    @property
+    def precision_bits(self) -> int:
+        """Significand bits at 1.0 (hidden bit included)."""
+        return self.mbits + 1
+
+    @property
+    def binades(self) -> float:
+        """log2(max / min_positive): the dynamic range in binades (powers of two)."""
+        return math.log2(self.max / self.min_positive)
+
+    @property
+    def nan_code(self) -> int:
+        """Canonical positive quiet-NaN code (the code ml_dtypes produces for a float32 NaN)."""
+        if self.layout in ("fnuz", "hif8"):
+            return 1 << (self.bits - 1)
+        if self.layout in ("fn", "dlfloat"):
+            return (1 << (self.bits - 1)) - 1
+        return ((1 << self.ebits) - 1) << self.mbits | 1 << (self.mbits - 1)
+
+    @property
+    def inf_code(self) -> int | None:
+        if self.layout == "hif8":
+            return 0x6F
+        if self.layout == "ieee":
+            return ((1 << self.ebits) - 1) << self.mbits
+        return None
+
+    def special_values(self) -> str:
+        """One-line description of zeros, infinities and NaNs (for the format table)."""
+        return {
+            "ieee": "+-0, +-inf, NaN (exp all ones)",
+            "fn": "+-0, no inf, NaN = S.1..1",
+            "fnuz": "0 only, no inf, single NaN 0x80",
+            "dlfloat": "+-0, single NaN/inf code (all ones), no subnormals",
+            "hif8": "0 only (0x00), +-inf 0x6F/0xEF, single NaN 0x80",
+        }[self.layout]
+
+
+_PRESETS: tuple[FloatFormat, ...] = (
+    FloatFormat("fp32", 32, 8, 23, 127, True, "ieee", "rne", "IEEE 754 binary32"),
+    FloatFormat("fp16", 16, 5, 10, 15, True, "ieee", "rne", "IEEE 754 binary16"),
+    FloatFormat("bf16", 16, 8, 7, 127, True, "ieee", "rne", "bfloat16 (truncated binary32)"),
+    FloatFormat("e4m3fn", 8, 4, 3, 7, True, "fn", "rne", "OCP FP8 E4M3 (no inf)"),
+    FloatFormat("e5m2", 8, 5, 2, 15, True, "ieee", "rne", "OCP FP8 E5M2"),
+    FloatFormat(
+        "hfp8-143", 8, 4, 3, 11, True, "fnuz", "rne",
+        "IBM HFP8 forward 1-4-3 (= ml_dtypes float8_e4m3b11fnuz)",
+    ),
+    FloatFormat("hfp8-152", 8, 5, 2, 15, True, "ieee", "rne", "IBM HFP8 backward 1-5-2 (E5M2 layout)"),
+    FloatFormat(
+        "dlfloat16", 16, 6, 9, 31, False, "dlfloat", "rna", "IBM DLFloat 1-6-9 accumulation format"
+    ),
+    FloatFormat("hif8", 8, 4, 3, 0, True, "hif8", "rna", "Huawei HiFloat8 (tapered precision)"),
+)
+
+FORMATS: dict[str, FloatFormat] = {f.name: f for f in _PRESETS}
+FORMAT_NAMES: tuple[str, ...] = tuple(FORMATS)
+
+
+def get_format(fmt: str | FloatFormat) -> FloatFormat:
+    """Look up a preset by name (or pass a :class:`FloatFormat` through)."""
+    if isinstance(fmt, FloatFormat):
+        return fmt
+    if not isinstance(fmt, str):
+        raise TypeError(f"format must be a name or FloatFormat, got {type(fmt).__name__}")
+    try:
+        return FORMATS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMAT_NAMES)}") from None
