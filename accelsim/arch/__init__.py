@@ -1,1 +1,27 @@
-"""TODO"""
+"""Hardware descriptions: strict TOML configs (``arch_configs/*.toml``) loaded into frozen
+dataclasses Core -> Chip -> System (+ Link), SI units inside; precision schemes in
+:mod:`accelsim.arch.schemes`. Models the HFP8 paper's 64-chip system (NeurIPS 2019, appendix D)."""
+
+from accelsim.arch.config import (
+    TOPOLOGIES,
+    ConfigError,
+    apply_overrides,
+    load_system,
+    read_toml,
+    system_from_dict,
+)
+from accelsim.arch.model import PRECISIONS, Chip, Core, Link, System
+
+__all__ = [
+    "PRECISIONS",
+    "TOPOLOGIES",
+    "Chip",
+    "ConfigError",
+    "Core",
+    "Link",
+    "System",
+    "apply_overrides",
+    "load_system",
+    "read_toml",
+    "system_from_dict",
+]

@@ -1,0 +1,271 @@
+"""Strict TOML loading of architecture configs (``arch_configs/*.toml``) into frozen dataclasses.
+
+Units live in the key names at the boundary (``_GBps``, ``_GHz``, ``_KiB``/``_MiB``/``_GiB``,
+``_ns``) and are converted once, here, to SI (bytes, bytes/s, Hz, s). Unknown, missing or
+duplicate keys, wrong types and non-positive sizes raise :class:`ConfigError` naming the file,
+the dotted key path and the bad value.
+
+Schema (every key required unless marked optional)::
+
+    [system]  name (str), description (str, optional), chips, topology (str), boards,
+              chips_per_board
+    [system.link]         bandwidth_GBps (per link per direction), latency_ns, links_per_chip
+    [system.inter_board]  bandwidth_GBps (per link per direction), latency_ns, links_per_chip
+    [chip]    cores, ring_bandwidth_GBps, memory_capacity_GiB | memory_capacity_MiB,
+              memory_bandwidth_GBps
+    [core]    rows, cols, frequency_GHz, scratchpad_KiB | scratchpad_MiB,
+              scratchpad_bandwidth_GBps, sfu_ops_per_cycle
+    [core.macs_per_pe_per_cycle]  fp16, fp8, hfp8
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from accelsim.arch.model import PRECISIONS, Chip, Core, Link, System
+
+TOPOLOGIES = ("single", "ring", "torus-2d", "fully-connected", "switch", "dgx1",
+              "hybrid-cube-mesh-64")
+
+_GB = 1e9
+_UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+
+
+class ConfigError(ValueError):
+    """A bad config: ``file``, dotted ``key`` path and offending ``value``; one-line message."""
+
+    def __init__(self, file: str | Path, key: str, value: Any, message: str):
+        self.file = str(file)
+        self.key = key
+        self.value = value
+        self.reason = message
+        shown = "" if value is _ABSENT else f" (got {value!r})"
+        super().__init__(f"{self.file}: {key}: {message}{shown}".replace("\n", " "))
+
+
+_ABSENT = object()
+
+
+class _Table:
+    """Reads keys from one TOML table, remembering which were used, so leftovers are errors."""
+
+    def __init__(self, file: str, path: str, data: Any):
+        if not isinstance(data, Mapping):
+            raise ConfigError(file, path or "<root>", data, "must be a table")
+        self.file, self.path, self.data, self.used = file, path, data, set()
+
+    def _key(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def raw(self, key: str, *, optional: bool = False) -> Any:
+        if key not in self.data:
+            if optional:
+                return _ABSENT
+            raise ConfigError(self.file, self._key(key), _ABSENT, "missing required key")
+        self.used.add(key)
+        return self.data[key]
+
+    def table(self, key: str) -> _Table:
+        return _Table(self.file, self._key(key), self.raw(key))
+
+    def string(self, key: str, *, optional: bool = False, choices: tuple[str, ...] = ()) -> Any:
+        v = self.raw(key, optional=optional)
+        if v is _ABSENT:
+            return None
+        if not isinstance(v, str) or not v.strip():
+            raise ConfigError(self.file, self._key(key), v, "must be a non-empty string")
+        if choices and v not in choices:
+            raise ConfigError(self.file, self._key(key), v, f"must be one of {', '.join(choices)}")
+        return v
+
+    def integer(self, key: str, *, minimum: int = 1) -> int:
+        v = self.raw(key)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(self.file, self._key(key), v, "must be an integer")
+        if v < minimum:
+            raise ConfigError(self.file, self._key(key), v, f"must be >= {minimum}")
+        return v
+
+    def positive(self, key: str, *, optional: bool = False) -> Any:
+        v = self.raw(key, optional=optional)
+        if v is _ABSENT:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(self.file, self._key(key), v, "must be a number")
+        if not math.isfinite(v) or v <= 0:
+            raise ConfigError(self.file, self._key(key), v, "must be a positive finite number")
+        return float(v)
+
+    def capacity(self, stem: str, units: tuple[str, ...]) -> int:
+        """Exactly one of ``stem_<unit>`` for the given units; returns bytes (integer)."""
+        present = [u for u in units if f"{stem}_{u}" in self.data]
+        if len(present) != 1:
+            names = " or ".join(f"{stem}_{u}" for u in units)
+            got = [f"{stem}_{u}" for u in present]
+            raise ConfigError(self.file, self._key(f"{stem}_{units[0]}"),
+                              got if got else _ABSENT, f"exactly one of {names} is required")
+        key = f"{stem}_{present[0]}"
+        nbytes = self.positive(key) * _UNITS[present[0]]
+        if nbytes != int(nbytes):
+            raise ConfigError(self.file, self._key(key), self.data[key],
+                              "must be a whole number of bytes")
+        return int(nbytes)
+
+    def finish(self) -> None:
+        for key in self.data:
+            if key not in self.used:
+                raise ConfigError(self.file, self._key(key), self.data[key], "unknown key")
+
+
+def _link(t: _Table) -> Link:
+    link = Link(bandwidth_Bps=t.positive("bandwidth_GBps") * _GB,
+                latency_s=t.positive("latency_ns") * 1e-9,
+                links_per_chip=t.integer("links_per_chip"))
+    t.finish()
+    return link
+
+
+def _core(t: _Table) -> Core:
+    rates_t = t.table("macs_per_pe_per_cycle")
+    rates = tuple((p, rates_t.positive(p)) for p in PRECISIONS)
+    rates_t.finish()
+    core = Core(
+        rows=t.integer("rows"),
+        cols=t.integer("cols"),
+        frequency_Hz=t.positive("frequency_GHz") * 1e9,
+        mac_rates=rates,
+        scratchpad_bytes=t.capacity("scratchpad", ("KiB", "MiB")),
+        scratchpad_bandwidth_Bps=t.positive("scratchpad_bandwidth_GBps") * _GB,
+        sfu_ops_per_cycle=t.positive("sfu_ops_per_cycle"),
+    )
+    t.finish()
+    return core
+
+
+def _chip(t: _Table, core: Core) -> Chip:
+    chip = Chip(
+        cores=t.integer("cores"),
+        core=core,
+        ring_bandwidth_Bps=t.positive("ring_bandwidth_GBps") * _GB,
+        memory_capacity_bytes=t.capacity("memory_capacity", ("GiB", "MiB")),
+        memory_bandwidth_Bps=t.positive("memory_bandwidth_GBps") * _GB,
+    )
+    t.finish()
+    return chip
+
+
+def system_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -> System:
+    """Build a :class:`System` from a parsed TOML document (TOML units), strictly."""
+    file = str(source)
+    root = _Table(file, "", data)
+    sys_t = root.table("system")
+    core = _core(root.table("core"))
+    chip = _chip(root.table("chip"), core)
+    name = sys_t.string("name")
+    description = sys_t.string("description", optional=True) or ""
+    chips = sys_t.integer("chips")
+    topology = sys_t.string("topology", choices=TOPOLOGIES)
+    boards = sys_t.integer("boards")
+    per_board = sys_t.integer("chips_per_board")
+    if boards * per_board != chips:
+        raise ConfigError(file, "system.chips_per_board", per_board,
+                          f"boards x chips_per_board must equal chips ({boards} x {per_board} "
+                          f"!= {chips})")
+    if topology == "single" and chips != 1:
+        raise ConfigError(file, "system.topology", topology, f"needs chips = 1, not {chips}")
+    if topology == "dgx1" and chips != 8:
+        raise ConfigError(file, "system.topology", topology, f"needs chips = 8, not {chips}")
+    if topology == "hybrid-cube-mesh-64" and (chips != 64 or per_board != 8):
+        raise ConfigError(file, "system.topology", topology,
+                          f"needs chips = 64 on 8 boards of 8, not {boards} x {per_board}")
+    link = _link(sys_t.table("link"))
+    inter = _link(sys_t.table("inter_board"))
+    sys_t.finish()
+    root.finish()
+    return System(name=name, description=description, chips=chips, topology=topology,
+                  boards=boards, chips_per_board=per_board, link=link,
+                  inter_board_link=inter, chip=chip)
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any],
+                    source: str | Path = "<overrides>") -> dict[str, Any]:
+    """A deep copy of ``data`` with dotted TOML keys replaced, e.g.
+    ``{"system.link.bandwidth_GBps": 64, "chip.cores": 16}``. Only existing keys may be
+    overridden (a misspelt key is a :class:`ConfigError`, never a silent no-op)."""
+    out = _deepcopy(data)
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        node = out
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                raise ConfigError(source, dotted, value,
+                                  f"override names no existing key ({'.'.join(parts[:i + 1])})")
+            if i == len(parts) - 1:
+                if isinstance(node[part], dict):
+                    raise ConfigError(source, dotted, value, "override names a table, not a key")
+                node[part] = value
+            else:
+                node = node[part]
+    return out
+
+
+def _deepcopy(d: Any) -> Any:
+    if isinstance(d, Mapping):
+        return {k: _deepcopy(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_deepcopy(v) for v in d]
+    return d
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML file with :mod:`tomllib`; syntax errors and duplicate keys become
+    :class:`ConfigError` with the file, the line/column and (where recoverable) the key."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, "<file>", str(path), "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, "<file>", str(path), f"cannot read: {exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, _key_near_error(text, str(exc)), _ABSENT,
+                          f"TOML error: {exc}") from None
+
+
+def _key_near_error(text: str, msg: str) -> str:
+    """Best-effort key name for a TOML error: the key on the reported line (tomllib reports
+    duplicates as 'Cannot overwrite a value (at line L, column C)')."""
+    import re
+
+    m = re.search(r"at line (\d+)", msg)
+    if m:
+        lines = text.splitlines()
+        line_no = int(m.group(1))
+        if 1 <= line_no <= len(lines):
+            line = lines[line_no - 1].split("#", 1)[0].strip()
+            if "=" in line:
+                return line.split("=", 1)[0].strip()
+            if line.startswith("["):
+                return line.strip("[] ")
+    elif "end of document" in msg:
+        lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+        lines = [ln for ln in lines if ln]
+        if lines and "=" in lines[-1]:
+            return lines[-1].split("=", 1)[0].strip()
+    return "<toml>"
+
+
+def load_system(path: str | Path, overrides: Mapping[str, Any] | None = None) -> System:
+    """Load ``arch_configs/*.toml`` strictly into a :class:`System` (SI units inside).
+
+    ``overrides`` maps dotted TOML keys (in the file's units) to new values, for sweeps."""
+    data = read_toml(path)
+    if overrides:
+        data = apply_overrides(data, overrides, source=path)
+    return system_from_dict(data, source=path)
