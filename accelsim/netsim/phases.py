@@ -152,3 +152,24 @@ def phase_times(g: nx.Graph, n_params: int, scheme: Scheme | str, *, memory_Bps:
         rs_payload_bytes=rs.payload_bytes, ag_payload_bytes=ag.payload_bytes,
         rs_bus_bandwidth_GBps=rs.bus_bandwidth_GBps, ag_bus_bandwidth_GBps=ag.bus_bandwidth_GBps,
         wu_elems_per_chip=wu.elems, wu_bytes_per_chip=wu.bytes, wu_bound=wu.bound)
+
+
+def single_chip_times(n_params: int, scheme: Scheme | str, *, memory_Bps: float,
+                      vector_ops_per_s: float, optimizer: str = "sgd-momentum",
+                      n_tensors: int = 0, update: UpdateParams = UpdateParams(),
+                      engine: str = "analytic") -> PhaseTimes:
+    """One chip: nothing to reduce or gather (and nothing to compress); the whole-model update
+    remains (a 1-way shard is the whole model)."""
+    sc = get_scheme(scheme)
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    wu = weight_update_cost(n_params, sc, 1, memory_Bps=memory_Bps,
+                            vector_ops_per_s=vector_ops_per_s, optimizer=optimizer,
+                            n_tensors=n_tensors, params=update)
+    return PhaseTimes(
+        scheme=sc.name, engine=engine, chips=1, n_params=n_params, compression=1.0,
+        reduce_scatter_s=0.0, all_gather_s=0.0, weight_update_s=wu.time_s, total_s=wu.time_s,
+        compression_s=0.0, phase_order=sc.phase_order, algorithm="none (1 chip)",
+        rs_payload_bytes=0.0, ag_payload_bytes=0.0, rs_bus_bandwidth_GBps=0.0,
+        ag_bus_bandwidth_GBps=0.0, wu_elems_per_chip=wu.elems, wu_bytes_per_chip=wu.bytes,
+        wu_bound=wu.bound)

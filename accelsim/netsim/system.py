@@ -6,7 +6,7 @@ import networkx as nx
 
 from accelsim.arch.schemes import Scheme
 from accelsim.netsim import topology as topo
-from accelsim.netsim.phases import PhaseTimes, phase_times
+from accelsim.netsim.phases import PhaseTimes, phase_times, single_chip_times
 from accelsim.netsim.update import UpdateParams
 
 
@@ -51,10 +51,12 @@ def system_graph(system, *, link_GBps: float | None = None,
         bw = float(_get(system, ("link.bandwidth_Bps",), "link bandwidth"))
     inter = _positive_GBps("inter_board_GBps", inter_board_GBps)
     if inter is None and link_GBps is None:
-        inter = _opt(system, ("link.inter_board_bandwidth_Bps", "inter_board_bandwidth_Bps"))
+        inter = _opt(system, ("inter_board_link.bandwidth_Bps",))
     lat = _opt(system, ("link.latency_s",))
+    ilat = _opt(system, ("inter_board_link.latency_s",))
     return topo.build(str(name), chips, bandwidth_Bps=bw, inter_board_Bps=inter,
-                      latency_s=None if lat is None else float(lat))
+                      latency_s=None if lat is None else float(lat),
+                      inter_board_latency_s=None if ilat is None else float(ilat))
 
 
 def chip_rates(system) -> tuple[float, float]:
@@ -77,8 +79,12 @@ def gradient_reduction_times(system, n_params: int, scheme: Scheme | str, *,
 
     See :func:`accelsim.netsim.phases.phase_times` for the model and the knobs.
     """
-    g = system_graph(system, link_GBps=link_GBps, inter_board_GBps=inter_board_GBps)
     mem, vec = chip_rates(system)
+    if int(_get(system, ("chips", "n_chips"), "chip count")) == 1:
+        return single_chip_times(n_params, scheme, memory_Bps=mem, vector_ops_per_s=vec,
+                                 optimizer=optimizer, n_tensors=n_tensors, update=update,
+                                 engine=engine)
+    g = system_graph(system, link_GBps=link_GBps, inter_board_GBps=inter_board_GBps)
     return phase_times(g, n_params, scheme, memory_Bps=mem, vector_ops_per_s=vec,
                        compression=compression, engine=engine, optimizer=optimizer,
                        n_tensors=n_tensors, update=update, alpha_s=alpha_s,

@@ -206,11 +206,13 @@ def with_bandwidth(g: nx.Graph, bandwidth_Bps: float | None = None,
     return h
 
 
-TOPOLOGY_NAMES = ("ring", "torus2d", "fully-connected", "switch", "dgx1", "hfp8-64", "multi-board")
+TOPOLOGY_NAMES = ("ring", "torus2d", "torus-2d", "fully-connected", "switch", "dgx1", "hfp8-64",
+                  "hybrid-cube-mesh-64", "multi-board")
 
 
 def build(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = None,
-          inter_board_Bps: float | None = None, latency_s: float | None = None) -> nx.Graph:
+          inter_board_Bps: float | None = None, latency_s: float | None = None,
+          inter_board_latency_s: float | None = None) -> nx.Graph:
     """Topology by name: the CLI's and the System adapter's single entry point.
 
     ``chips`` is required for ring / fully-connected / switch / torus2d (a square or
@@ -220,6 +222,7 @@ def build(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = 
     otherwise.
     """
     key = name.lower().replace("_", "-")
+    key = {"torus-2d": "torus2d", "fully-connected": "fully-connected"}.get(key, key)
     lat = NVLINK2_LATENCY_S if latency_s is None else latency_s
     if key in ("dgx1", "hfp8-64", "multi-board", "hybrid-cube-mesh-64"):
         bw = NVLINK2_GBPS * 1e9 if bandwidth_Bps is None else bandwidth_Bps
@@ -229,10 +232,12 @@ def build(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = 
         if key == "dgx1":
             return dgx1(bw, lat)
         if key in ("hfp8-64", "hybrid-cube-mesh-64"):
-            return hfp8_64(bw, inter_board_Bps, lat)
+            g = multi_board(8, bw, inter_board_Bps, lat, inter_board_latency_s)
+            g.graph["name"] = "hfp8-64"
+            return g
         if chips is None or chips % 8 or chips < 16:
             raise ValueError(f"multi-board needs chips a multiple of 8 and >= 16, got {chips}")
-        return multi_board(chips // 8, bw, inter_board_Bps, lat)
+        return multi_board(chips // 8, bw, inter_board_Bps, lat, inter_board_latency_s)
     if key not in TOPOLOGY_NAMES:
         raise ValueError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGY_NAMES)}")
     if chips is None:
