@@ -1,0 +1,103 @@
+"""``accelsim collective``: time one collective on one topology with either engine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "collective"
+HELP = ("Time one reduce-scatter / all-gather / all-reduce on a topology (ring, dgx1, hfp8-64, "
+        "...) with the analytic alpha-beta model or the simpy discrete-event simulation; prints "
+        "time and bus bandwidth (nccl-tests convention).")
+
+TOPOLOGY_CHOICES = ("ring", "dgx1", "hfp8-64", "torus-2d", "fully-connected", "switch",
+                    "multi-board")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topology", required=True, choices=TOPOLOGY_CHOICES,
+                        help="interconnect: ring, dgx1 (8-GPU hybrid cube-mesh), hfp8-64 (8 cube-"
+                        "mesh boards, rail-aligned), torus-2d, fully-connected, switch, "
+                        "multi-board (--chips a multiple of 8)")
+    parser.add_argument("--chips", type=int, default=None,
+                        help="number of chips P (fixed: 8 for dgx1, 64 for hfp8-64)")
+    parser.add_argument("--op", required=True,
+                        choices=("reduce-scatter", "all-gather", "all-reduce"),
+                        help="collective operation")
+    parser.add_argument("--bytes", type=int, required=True, dest="nbytes",
+                        help="vector size N in bytes (nccl-tests 'size': the whole vector)")
+    parser.add_argument("--elem-bytes", type=int, default=1,
+                        help="element size in bytes; N must be a multiple of it (default 1)")
+    parser.add_argument("--link-GBps", type=float, default=None,
+                        help="bandwidth of one link in one direction, GB/s (1e9 B/s); default "
+                        "25 (NVLink2) for dgx1/hfp8-64, required otherwise")
+    parser.add_argument("--inter-board-GBps", type=float, default=None,
+                        help="board-to-board link bandwidth for hfp8-64/multi-board "
+                        "(default: --link-GBps)")
+    parser.add_argument("--latency-us", type=float, default=None,
+                        help="per-hop link latency in microseconds (default 1 us for dgx1-based "
+                        "topologies, 0 otherwise)")
+    parser.add_argument("--alpha-us", type=float, default=0.0,
+                        help="extra software overhead per step, microseconds (default 0)")
+    parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
+                        help="analytic alpha-beta model or simpy discrete-event simulation")
+    parser.add_argument("--packet-bytes", type=float, default=None,
+                        help="DES packet size in bytes (default: one packet per transfer)")
+    parser.add_argument("--no-pad", action="store_true",
+                        help="error out instead of zero-padding when the elements do not split "
+                        "evenly over rings x chips")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _positive(name: str, x, allow_none=True):
+    if x is None and allow_none:
+        return None
+    if x is None or not x > 0:
+        raise ValueError(f"{name} must be > 0, got {x!r}")
+    return x
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelsim.netsim import topology as topo
+    from accelsim.netsim.phases import time_schedule
+    from accelsim.netsim.schedule import best_schedule
+
+    _positive("--link-GBps", args.link_GBps)
+    _positive("--inter-board-GBps", args.inter_board_GBps)
+    _positive("--bytes", args.nbytes, allow_none=False)
+    _positive("--elem-bytes", args.elem_bytes, allow_none=False)
+    _positive("--packet-bytes", args.packet_bytes)
+    if args.latency_us is not None and args.latency_us < 0:
+        raise ValueError(f"--latency-us must be >= 0, got {args.latency_us}")
+    if args.alpha_us < 0:
+        raise ValueError(f"--alpha-us must be >= 0, got {args.alpha_us}")
+    if args.nbytes % args.elem_bytes:
+        raise ValueError(f"--bytes {args.nbytes} is not a multiple of --elem-bytes "
+                         f"{args.elem_bytes}")
+    g = topo.build(args.topology, args.chips,
+                   bandwidth_Bps=None if args.link_GBps is None else args.link_GBps * 1e9,
+                   inter_board_Bps=None if args.inter_board_GBps is None
+                   else args.inter_board_GBps * 1e9,
+                   latency_s=None if args.latency_us is None else args.latency_us * 1e-6)
+    s = best_schedule(g, args.op, args.nbytes // args.elem_bytes, float(args.elem_bytes),
+                      pad=not args.no_pad)
+    r = time_schedule(s, args.engine, alpha_s=args.alpha_us * 1e-6,
+                      packet_bytes=args.packet_bytes)
+    out = r.as_dict()
+    out["topology"] = g.graph.get("name", args.topology)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    rows = [("topology", out["topology"]), ("op", r.op), ("engine", r.engine),
+            ("chips", r.chips), ("algorithm", r.algorithm),
+            ("size", f"{r.payload_bytes:.0f} B (padded {r.padded_bytes:.0f} B)"),
+            ("steps / transfers", f"{r.steps} / {r.transfers}"),
+            ("time", f"{r.time_s * 1e6:.3f} us"),
+            ("algorithm bandwidth", f"{r.algbw_GBps:.3f} GB/s"),
+            ("bus bandwidth", f"{r.bus_bandwidth_GBps:.3f} GB/s")]
+    if r.engine == "des":
+        rows.append(("simulated events", f"{r.events} in {r.wall_s:.3f} s"))
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}")
+    return 0
