@@ -4,9 +4,10 @@ gradient reduction (reduce-scatter, weight update, all-gather; from :mod:`accels
 
 Models the throughput study of the HFP8 paper (Sun et al., NeurIPS 2019, appendix D, Figs. 8-9)::
 
-    step_s      = compute_s + exposed_comm_s
+    step_s      = compute_s + compression_s + exposed_comm_s
     compute_s   = fwd_s + bwd_data_s + wgrad_s            (best mapping found by the explorer)
     comm_s      = reduce_scatter_s + all_gather_s + weight_update_s
+    compression_s = the local gradient-compression pass (chip memory/vector work, not network)
     exposed     = comm_s - min(overlap * (bwd_data_s + wgrad_s), reduce_scatter_s)
     images_per_s = minibatch / step_s
 
@@ -69,9 +70,10 @@ class ComputeProfile:
 class CommPhases:
     """Gradient-reduction phase times per iteration (seconds)."""
 
-    reduce_scatter_s: float
+    reduce_scatter_s: float  # network part only
     all_gather_s: float
     weight_update_s: float
+    compression_s: float = 0.0  # local compress/decompress pass (chip memory/vector work)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -98,6 +100,7 @@ class StepTime:
     all_gather_s: float
     weight_update_s: float
     comm_s: float
+    compression_s: float
     hidden_comm_s: float
     exposed_comm_s: float
     step_s: float
@@ -117,7 +120,7 @@ def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) 
         raise ValueError(f"overlap must be in [0, 1], got {overlap!r}")
     hidden = min(overlap * profile.backward_s, comm.reduce_scatter_s)
     exposed = comm.comm_s - hidden
-    step = profile.compute_s + exposed
+    step = profile.compute_s + comm.compression_s + exposed
     if step <= 0:
         raise ValueError("training step time is zero: compute and communication are both empty")
     achieved = profile.flops / step
@@ -132,6 +135,7 @@ def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) 
         all_gather_s=comm.all_gather_s,
         weight_update_s=comm.weight_update_s,
         comm_s=comm.comm_s,
+        compression_s=comm.compression_s,
         hidden_comm_s=hidden,
         exposed_comm_s=exposed,
         step_s=step,
@@ -280,3 +284,387 @@ def qualitative_claims(table) -> "Any":
         rows.append({"claim": f"gradient compression widens the {a.upper()}-over-{b.upper()} gain",
                      "holds": ok, "evidence": "; ".join(ev)})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- global knobs
+@dataclass(frozen=True)
+class TrainingParams:
+    """The few global, physically meaningful knobs of the step model (not per point).
+
+    minibatch: global minibatch, images per iteration over all chips (data parallel).
+    overlap: fraction of the backward pass during which the reduce-scatter can run (0: the
+        gradient reduction starts after back-propagation, as the paper's numbers imply).
+    per_tensor_overhead_s: fixed cost per parameter tensor per optimizer step on a chip
+        (descriptor setup, synchronisation, scale bookkeeping); a sharded (HFP8) update still
+        visits every tensor's slice, so this cost does not shrink with the shard.
+    memory_efficiency: fraction of peak chip memory bandwidth a streaming update kernel reaches.
+    """
+
+    minibatch: int
+    overlap: float = 0.0
+    per_tensor_overhead_s: float = 0.0
+    memory_efficiency: float = 1.0
+    optimizer: str = "sgd-momentum"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.minibatch, bool) or not isinstance(self.minibatch, int) \
+                or self.minibatch < 1:
+            raise ValueError(f"minibatch must be a positive integer, got {self.minibatch!r}")
+        if not 0.0 <= self.overlap <= 1.0:
+            raise ValueError(f"overlap must be in [0, 1], got {self.overlap!r}")
+        if not (math.isfinite(self.per_tensor_overhead_s) and self.per_tensor_overhead_s >= 0):
+            raise ValueError(f"per_tensor_overhead_s must be >= 0, got {self.per_tensor_overhead_s!r}")
+        if not 0.0 < self.memory_efficiency <= 1.0:
+            raise ValueError(f"memory_efficiency must be in (0, 1], got {self.memory_efficiency!r}")
+
+
+#: The one parameter set behind every figure, fitted by ``scripts/calibrate.py`` to the paper's
+#: published ratios (PROVISIONAL until the fit is rerun on the final compute model).
+PAPER_SETUP = TrainingParams(minibatch=512, overlap=0.0, per_tensor_overhead_s=2.5e-6,
+                             memory_efficiency=0.55)
+PAPER_SETUP_SOURCE = "provisional values; rerun scripts/calibrate.py"
+
+
+# --------------------------------------------------------------------------- inputs
+def resolve_path(path: str | Path) -> Path:
+    """``path`` as given if it exists, else relative to the repository (editable installs), else
+    FileNotFoundError naming both places."""
+    p = Path(path)
+    if p.exists():
+        return p
+    alt = REPO_ROOT / p
+    if not p.is_absolute() and alt.exists():
+        return alt
+    raise FileNotFoundError(f"file not found: {p}" + ("" if p.is_absolute() else f" (nor {alt})"))
+
+
+def off_chip_links(system) -> int:
+    """Physical off-chip links of one chip (board links plus board-to-board links)."""
+    n = system.link.links_per_chip
+    if system.boards > 1:
+        n += system.inter_board_link.links_per_chip
+    return n
+
+
+def per_link_GBps(system, link_GBps: float | None) -> float | None:
+    """The paper's 'off-chip bandwidth' is the chip's (all links, one direction); netsim wants
+    one physical link's. The chip's bandwidth is split evenly over its links."""
+    if link_GBps is None:
+        return None
+    if not (isinstance(link_GBps, int | float) and math.isfinite(link_GBps) and link_GBps > 0):
+        raise ValueError(f"link_GBps must be a positive number, got {link_GBps!r}")
+    return float(link_GBps) / off_chip_links(system)
+
+
+def chip_link_GBps(system) -> float:
+    """The configured off-chip bandwidth of one chip (GB/s, one direction)."""
+    bw = system.link.bandwidth_Bps * system.link.links_per_chip
+    if system.boards > 1:
+        bw += system.inter_board_link.bandwidth_Bps * system.inter_board_link.links_per_chip
+    return bw / 1e9
+
+
+def comm_phases(system, workload, scheme: str, params: TrainingParams, *,
+                link_GBps: float | None = None, compression: float = 1.0,
+                engine: str = "analytic") -> CommPhases:
+    """Gradient-reduction phases from :func:`accelsim.netsim.gradient_reduction_times`.
+
+    ``link_GBps`` is the chip's off-chip bandwidth (None: as configured). On one chip there is
+    nothing to reduce: only the weight update remains."""
+    from accelsim.netsim import UpdateParams, gradient_reduction_times, weight_update_cost
+    from accelsim.netsim.system import chip_rates
+
+    upd = UpdateParams(memory_efficiency=params.memory_efficiency,
+                       per_tensor_overhead_s=params.per_tensor_overhead_s)
+    n_params = int(workload.n_params)
+    n_tensors = n_param_tensors(workload)
+    if system.chips == 1:
+        mem, vec = chip_rates(system)
+        wu = weight_update_cost(n_params, scheme, 1, memory_Bps=mem, vector_ops_per_s=vec,
+                                optimizer=params.optimizer, n_tensors=n_tensors, params=upd)
+        return CommPhases(0.0, 0.0, wu.time_s, 0.0)
+    p = gradient_reduction_times(system, n_params, scheme, link_GBps=per_link_GBps(system, link_GBps),
+                                 compression=compression, engine=engine,
+                                 optimizer=params.optimizer, n_tensors=n_tensors, update=upd)
+    return CommPhases(reduce_scatter_s=p.reduce_scatter_s - p.compression_s,
+                      all_gather_s=p.all_gather_s, weight_update_s=p.weight_update_s,
+                      compression_s=p.compression_s)
+
+
+def n_param_tensors(workload) -> int:
+    """Number of parameter tensors (weights, biases, BatchNorm scale and shift)."""
+    n = getattr(workload, "n_param_tensors", None)
+    if n is not None:
+        return int(n() if callable(n) else n)
+    raise ValueError(f"workload {getattr(workload, 'name', workload)!r} does not report its "
+                     "number of parameter tensors")
+
+
+# --------------------------------------------------------------------------- compute
+@functools.lru_cache(maxsize=64)
+def _cached_profile(system, workload, scheme: str, minibatch: int) -> ComputeProfile:
+    return _compute_profile(system, workload, scheme, minibatch)
+
+
+def compute_profile(system, workload, scheme: str, minibatch: int) -> ComputeProfile:
+    """Per-iteration compute of the best mapping the explorer finds (cached per argument set;
+    System and Workload are frozen, hence hashable)."""
+    return _cached_profile(system, workload, scheme, int(minibatch))
+
+
+# --------------------------------------------------------------------------- one training step
+def training_step(system, workload, scheme: str, params: TrainingParams, *,
+                  link_GBps: float | None = None, compression: float = 1.0,
+                  engine: str = "analytic") -> StepTime:
+    """Per-iteration time and images/s of ``workload`` on ``system`` under ``scheme``."""
+    profile = compute_profile(system, workload, scheme, params.minibatch)
+    comm = comm_phases(system, workload, scheme, params, link_GBps=link_GBps,
+                       compression=compression, engine=engine)
+    return combine(profile, comm, overlap=params.overlap)
+
+
+def throughput_grid(system, workload, params: TrainingParams, *, schemes=SCHEMES,
+                    links=LINKS_GBPS, compressions=COMPRESSIONS, engine: str = "analytic",
+                    progress: bool = False):
+    """Tidy table, one row per scheme x link_GBps x compression, all StepTime columns."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    combos = [(s, b, c) for s in schemes for b in links for c in compressions]
+    rows = []
+    for s, b, c in tqdm(combos, desc=f"throughput ({engine})", disable=not progress, leave=False):
+        st = training_step(system, workload, s, params, link_GBps=b, compression=c, engine=engine)
+        rows.append({"scheme": s, "link_GBps": float(b), "compression": float(c),
+                     "images_per_s": st.images_per_s, "kimages_per_s": st.images_per_s / 1e3,
+                     **{k: v for k, v in st.as_row().items() if k not in ("scheme", "images_per_s")},
+                     "engine": engine})
+    return pd.DataFrame(rows)
+
+
+BREAKDOWN_COLUMNS = ("scheme", "link_GBps", "compression", "reduce_scatter_s", "all_gather_s",
+                     "weight_update_s", "comm_s", "compression_s", "engine")
+
+
+def breakdown_table(throughput):
+    """Figure 9's table: the three phase times per scheme x bandwidth x compression."""
+    return throughput[list(BREAKDOWN_COLUMNS)].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- DGX-1 check
+DEFAULT_DGX1 = "arch_configs/dgx1-v100.toml"
+
+
+def single_chip_overrides() -> dict[str, Any]:
+    """Config overrides that cut a multi-chip system down to one of its chips."""
+    return {"system.chips": 1, "system.boards": 1, "system.chips_per_board": 1,
+            "system.topology": "single"}
+
+
+def dgx1_table(dgx1_path: str | Path, workload, params: TrainingParams, *,
+               engine: str = "analytic"):
+    """Predicted vs NVIDIA-published ResNet-50 FP16 (AMP) training throughput on 1 and 8 V100s.
+
+    Same model and global knobs as the main study; the minibatch is NVIDIA's (256 per GPU)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from accelsim.arch import load_system
+
+    rows = []
+    for gpus, published in DGX1_PUBLISHED:
+        system = load_system(dgx1_path, single_chip_overrides() if gpus == 1 else None)
+        if system.chips != gpus:
+            raise ValueError(f"{dgx1_path}: expected {gpus} GPUs, config has {system.chips}")
+        p = dataclasses.replace(params, minibatch=DGX1_MINIBATCH_PER_GPU * gpus)
+        st = training_step(system, workload, "fp16", p, link_GBps=None, compression=1.0,
+                           engine=engine)
+        rows.append({"case": f"{gpus} x V100", "gpus": gpus, "minibatch": p.minibatch,
+                     "published": published, "predicted": st.images_per_s,
+                     "error_pct": 100.0 * (st.images_per_s / published - 1.0),
+                     "compute_s": st.compute_s, "comm_s": st.comm_s, "step_s": st.step_s,
+                     "utilization": st.utilization, "source": DGX1_SOURCE})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- the whole study
+@dataclass(frozen=True)
+class StudyResult:
+    """Everything the main job reports: tidy tables plus where they came from."""
+
+    tables: dict  # name -> DataFrame (throughput, comm_breakdown, paper_comparison, ...)
+    meta: dict  # engine per figure, parameters, input files and hashes, system summary
+
+
+def sha256_file(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def ceiling_check(throughput, peak_by_scheme: Mapping[str, float], flops_per_image: float):
+    """Rows whose throughput would need more than the system's peak FLOP/s (should be none)."""
+    ceiling = throughput["scheme"].map(peak_by_scheme) / flops_per_image
+    return throughput[throughput["images_per_s"] > ceiling * (1 + 1e-12)]
+
+
+def run_study(system_path: str | Path, workload_path: str | Path, *, engine: str = "analytic",
+              dgx1_path: str | Path | None = None, params: TrainingParams | None = None,
+              progress: bool = False) -> StudyResult:
+    """The HFP8 appendix-D study on ``system_path`` (Figs. 8-9 grid, compression sweep,
+    published-number comparison) plus the DGX-1 check when ``dgx1_path`` is given."""
+    from accelsim.arch import load_system
+    from accelsim.workload import load_workload
+
+    params = params or PAPER_SETUP
+    system = load_system(system_path)
+    workload = load_workload(workload_path)
+    thr = throughput_grid(system, workload, params, engine=engine, progress=progress)
+    flops_per_image = compute_profile(system, workload, "fp16", params.minibatch).flops \
+        / params.minibatch
+    peaks = {s: compute_profile(system, workload, s, params.minibatch).peak_flops
+             for s in SCHEMES}
+    over = ceiling_check(thr, peaks, flops_per_image)
+    if len(over):
+        raise RuntimeError(f"model error: {len(over)} points exceed the peak-FLOPS ceiling")
+    tables = {"throughput": thr, "comm_breakdown": breakdown_table(thr),
+              "paper_comparison": paper_comparison(thr), "claims": qualitative_claims(thr)}
+    inputs = [{"role": "system", "path": str(system_path), "sha256": sha256_file(system_path)},
+              {"role": "workload", "path": str(workload_path), "sha256": sha256_file(workload_path)}]
+    if dgx1_path is not None:
+        tables["dgx1"] = dgx1_table(dgx1_path, workload, params, engine=engine)
+        inputs.append({"role": "dgx1", "path": str(dgx1_path), "sha256": sha256_file(dgx1_path)})
+    meta = {
+        "engine": engine,
+        "figure_engines": {"fig8_throughput": engine, "compression_sweep": engine,
+                           "fig9_comm_breakdown": engine, "dgx1": engine},
+        "params": asdict(params),
+        "params_source": PAPER_SETUP_SOURCE,
+        "inputs": inputs,
+        "system": {"name": system.name, "chips": system.chips,
+                   "peak_fp16_PFLOPS": system.peak_flops("fp16") / 1e15,
+                   "peak_fp8_PFLOPS": system.peak_flops("fp8") / 1e15,
+                   "configured_off_chip_GBps": chip_link_GBps(system),
+                   "off_chip_links_per_chip": off_chip_links(system)},
+        "workload": {"name": workload.name, "n_params": int(workload.n_params),
+                     "n_param_tensors": n_param_tensors(workload),
+                     "train_flops_per_image": flops_per_image},
+    }
+    return StudyResult(tables=tables, meta=meta)
+
+
+# --------------------------------------------------------------------------- sweep evaluator
+#: Sweep keys that are arguments of the step model (everything else is a config override).
+STEP_KEYS = ("system", "workload", "scheme", "minibatch", "link_GBps", "compression", "engine",
+             "overlap", "per_tensor_overhead_s", "memory_efficiency", "optimizer")
+#: Short names for common config overrides (dotted TOML keys of the arch config).
+OVERRIDE_ALIASES = {
+    "chips": "system.chips",
+    "cores": "chip.cores",
+    "rows": "core.rows",
+    "cols": "core.cols",
+    "memory_bandwidth_GBps": "chip.memory_bandwidth_GBps",
+    "frequency_GHz": "core.frequency_GHz",
+    "scratchpad_MiB": "core.scratchpad_MiB",
+}
+
+
+def sweep_defaults() -> dict[str, Any]:
+    """Fixed values a sweep starts from (the main job's setup at the paper's lowest bandwidth)."""
+    return {"system": DEFAULT_SYSTEM, "workload": DEFAULT_WORKLOAD, "scheme": "hfp8",
+            "minibatch": PAPER_SETUP.minibatch, "link_GBps": 32.0, "compression": 1.0,
+            "engine": "analytic"}
+
+
+def check_sweep_keys(keys: Iterable[str]) -> None:
+    """ValueError naming any key that is neither a step-model argument, an alias, an ``array``
+    (RxC) nor a dotted config key."""
+    bad = [k for k in keys
+           if k not in STEP_KEYS and k not in OVERRIDE_ALIASES and k != "array" and "." not in k]
+    if bad:
+        raise ValueError(
+            f"unknown sweep key(s) {bad}; use {', '.join(STEP_KEYS)}, "
+            f"{', '.join(OVERRIDE_ALIASES)}, array (RxC) or a dotted config key such as "
+            "chip.core.rows")
+
+
+def _overrides(params: Mapping[str, Any]) -> dict[str, Any]:
+    ov: dict[str, Any] = {}
+    for k, v in params.items():
+        if k in STEP_KEYS:
+            continue
+        if k == "array":
+            r, _, c = str(v).lower().partition("x")
+            try:
+                ov["core.rows"], ov["core.cols"] = int(r), int(c)
+            except ValueError:
+                raise ValueError(f"array must be ROWSxCOLS, e.g. 32x32, got {v!r}") from None
+        elif k in OVERRIDE_ALIASES:
+            ov[OVERRIDE_ALIASES[k]] = v
+        else:
+            ov[k] = v
+    if "system.chips" in ov:
+        # keep the board structure consistent: as many boards as the chips need
+        ov.setdefault("system.boards", None)
+    return ov
+
+
+@functools.lru_cache(maxsize=32)
+def _load_system_cached(path: str, overrides: tuple[tuple[str, Any], ...]):
+    from accelsim.arch import load_system, read_toml
+
+    ov = dict(overrides)
+    if ov.get("system.boards", 0) is None:
+        per_board = read_toml(resolve_path(path))["system"]["chips_per_board"]
+        chips = ov["system.chips"]
+        if chips % per_board:
+            ov["system.boards"], ov["system.chips_per_board"] = 1, chips
+        else:
+            ov["system.boards"] = chips // per_board
+    return load_system(resolve_path(path), ov)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_workload_cached(path: str):
+    from accelsim.workload import load_workload
+
+    return load_workload(resolve_path(path))
+
+
+def evaluate_point(point: Mapping[str, Any]) -> dict[str, Any]:
+    """Sweep evaluator: one training step for a point (see :data:`STEP_KEYS`; other keys are
+    config overrides). A config the system cannot take (e.g. a chip count its topology does not
+    support) or a mapping that does not fit is :class:`Infeasible`, with the reason."""
+    import dataclasses
+
+    from accelsim.arch import ConfigError
+
+    p = {**sweep_defaults(), **point}
+    params = dataclasses.replace(
+        PAPER_SETUP,
+        minibatch=int(p["minibatch"]),
+        **{k: type(getattr(PAPER_SETUP, k))(p[k])
+           for k in ("overlap", "per_tensor_overhead_s", "memory_efficiency", "optimizer")
+           if k in p})
+    ov = _overrides(p)
+    try:
+        system = _load_system_cached(str(p["system"]), tuple(sorted(ov.items())))
+    except ConfigError as exc:
+        if ov:
+            raise Infeasible(f"config override not possible: {exc}") from None
+        raise
+    workload = _load_workload_cached(str(p["workload"]))
+    link = p.get("link_GBps")
+    try:
+        st = training_step(system, workload, str(p["scheme"]), params,
+                           link_GBps=None if link in (None, "") else float(link),
+                           compression=float(p["compression"]), engine=str(p["engine"]))
+    except Infeasible:
+        raise
+    row = {k: v for k, v in st.as_row().items() if k not in ("scheme", "minibatch")}
+    row["peak_images_per_s"] = st.peak_flops / (st.achieved_flops / st.images_per_s)
+    return row
+
+
+evaluate_point.columns = tuple(c for c in STEP_COLUMNS if c not in ("scheme", "minibatch")) \
+    + ("peak_images_per_s",)

@@ -179,3 +179,149 @@ def markdown_table(table, *, floatfmt: str = ".4g", columns: Sequence[str] | Non
     body = ["| " + " | ".join(_fmt(v, floatfmt) for v in row) + " |"
             for row in table[cols].itertuples(index=False, name=None)]
     return "\n".join([head, sep, *body])
+
+
+# --------------------------------------------------------------------------- the main job's folder
+FIGURE_FILES = {
+    "fig8_throughput": "fig8_throughput.png",
+    "compression_sweep": "compression_sweep.png",
+    "fig9_comm_breakdown": "fig9_comm_breakdown.png",
+    "dgx1": "dgx1_resnet50.png",
+}
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequence[str] = (),
+                elapsed_s: float | None = None) -> list[Path]:
+    """Write a finished study (``tables`` + ``meta``) as CSVs, PNGs, summary.md and
+    manifest.json into ``out_dir``; returns the files written."""
+    import datetime
+    import json
+    import platform
+
+    import accelsim
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t = result.tables
+    meta = result.meta
+    eng = meta["figure_engines"]
+    written: list[Path] = []
+    for name in ("throughput", "comm_breakdown", "paper_comparison", "claims", "dgx1"):
+        if name in t:
+            p = out / f"{name}.csv"
+            t[name].to_csv(p, index=False, float_format="%.9g")
+            written.append(p)
+    written.append(plot_throughput(t["throughput"], out / FIGURE_FILES["fig8_throughput"],
+                                   engine=eng["fig8_throughput"]))
+    written.append(plot_compression_sweep(t["throughput"], out / FIGURE_FILES["compression_sweep"],
+                                          engine=eng["compression_sweep"]))
+    written.append(plot_comm_breakdown(t["comm_breakdown"], out / FIGURE_FILES["fig9_comm_breakdown"],
+                                       engine=eng["fig9_comm_breakdown"]))
+    if "dgx1" in t:
+        written.append(plot_measured_vs_predicted(
+            t["dgx1"], out / FIGURE_FILES["dgx1"],
+            title=f"ResNet-50 FP16 training on DGX-1: NVIDIA vs accelsim [{eng['dgx1']}]"))
+    if formats_table is not None:
+        p = out / "formats.csv"
+        formats_table.to_csv(p, index=False)
+        written.append(p)
+    now = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
+    summary = out / "summary.md"
+    summary.write_text(summary_markdown(result, formats_table=formats_table, date=now,
+                                        elapsed_s=elapsed_s))
+    written.append(summary)
+    manifest = {
+        "accelsim_version": accelsim.__version__,
+        "date_utc": now,
+        "command": list(argv),
+        "engine": meta["engine"],
+        "figure_engines": eng,
+        "inputs": meta["inputs"],
+        "params": meta["params"],
+        "params_source": meta["params_source"],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "elapsed_s": elapsed_s,
+        "outputs": [{"path": p.name, "sha256": _sha256(p)} for p in written],
+    }
+    mp = out / "manifest.json"
+    mp.write_text(json.dumps(manifest, indent=2) + "\n")
+    written.append(mp)
+    return written
+
+
+def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=None) -> str:
+    """summary.md: published numbers next to accelsim's, engines, parameters and the DGX-1 check."""
+    t, meta = result.tables, result.meta
+    eng = meta["figure_engines"]
+    sysm, wl, prm = meta["system"], meta["workload"], meta["params"]
+    cmp_ = t["paper_comparison"]
+    n_ok = int(cmp_["within_tolerance"].sum())
+    lines = [
+        "# accelsim throughput study (HFP8 paper, appendix D)",
+        "",
+        f"Generated {date} by `accelsim figures` ({meta['engine']} network engine"
+        + (f", {elapsed_s:.1f} s" if elapsed_s is not None else "") + ").",
+        f"System `{sysm['name']}`: {sysm['chips']} chips, {sysm['peak_fp16_PFLOPS']:.2f} PFLOPS FP16 / "
+        f"{sysm['peak_fp8_PFLOPS']:.2f} PFLOPS FP8 peak; workload `{wl['name']}` "
+        f"({wl['n_params']:,} parameters in {wl['n_param_tensors']} tensors, "
+        f"{wl['train_flops_per_image'] / 1e9:.1f} GFLOP per training image).",
+        "",
+        "## Published numbers vs accelsim",
+        "",
+        f"{n_ok} of {len(cmp_)} published numbers are reproduced within the stated tolerance "
+        "with one parameter set (below).",
+        "",
+        markdown_table(cmp_.assign(within_tolerance=cmp_["within_tolerance"].map(
+            {True: "yes", False: "NO"})),
+            columns=["description", "published", "accelsim", "difference", "unit", "tolerance",
+                     "within_tolerance"], floatfmt=".1f"),
+        "",
+        f"Source of the published numbers: {cmp_['source'].iloc[0].split(', Fig')[0]}.",
+        "",
+        "## The paper's qualitative claims",
+        "",
+        markdown_table(t["claims"].assign(holds=t["claims"]["holds"].map({True: "yes", False: "NO"})),
+                       columns=["claim", "holds", "evidence"]),
+        "",
+        "## Figures and the engine that produced each",
+        "",
+        "| figure | file | engine |",
+        "|---|---|---|",
+        f"| Fig. 8: throughput (thousand images/s) | `{FIGURE_FILES['fig8_throughput']}` | {eng['fig8_throughput']} |",
+        f"| compression sweep 32x-512x | `{FIGURE_FILES['compression_sweep']}` | {eng['compression_sweep']} |",
+        f"| Fig. 9: RS / AG / WU breakdown, FP8 vs HFP8 | `{FIGURE_FILES['fig9_comm_breakdown']}` | {eng['fig9_comm_breakdown']} |",
+    ]
+    if "dgx1" in t:
+        lines.append(f"| DGX-1 check | `{FIGURE_FILES['dgx1']}` | {eng['dgx1']} |")
+    thr = t["throughput"]
+    base = thr[thr["compression"] == 1]
+    lines += ["", "## Throughput without compression (thousand images/s)", "",
+              markdown_table(base.pivot(index="link_GBps", columns="scheme",
+                                        values="kimages_per_s").reset_index(), floatfmt=".1f")]
+    if "dgx1" in t:
+        d = t["dgx1"]
+        lines += ["", "## Real-world check: ResNet-50 FP16 training on NVIDIA DGX-1 (V100)", "",
+                  "Same model and global parameters, on `arch_configs/dgx1-v100.toml`, minibatch "
+                  "256 per GPU as in NVIDIA's benchmark.", "",
+                  markdown_table(d, columns=["case", "minibatch", "published", "predicted",
+                                             "error_pct", "utilization"], floatfmt=".3g"),
+                  "", f"Published measurements: {d['source'].iloc[0]}."]
+    lines += ["", "## Parameter set (global, one for every figure)", "",
+              "| parameter | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in prm.items()]
+    lines += ["", f"Source: {meta['params_source']}", "",
+              f"Off-chip bandwidth (`link_GBps`) is the chip's total in one direction "
+              f"({sysm['off_chip_links_per_chip']} links per chip share it evenly); the config's "
+              f"own value is {sysm['configured_off_chip_GBps']:g} GB/s.", ""]
+    if formats_table is not None:
+        lines += ["## Number formats", "", markdown_table(formats_table), ""]
+    lines += ["## Inputs", "", "| role | file | sha256 |", "|---|---|---|"]
+    lines += [f"| {i['role']} | `{i['path']}` | `{i['sha256'][:16]}...` |" for i in meta["inputs"]]
+    return "\n".join(lines) + "\n"

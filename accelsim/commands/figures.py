@@ -1,0 +1,76 @@
+"""``accelsim figures``: the main job. Regenerates the HFP8 paper's throughput study (appendix D,
+Figs. 8-9), the compression sweep, the DGX-1 check and a Markdown summary into one folder."""
+
+from __future__ import annotations
+
+NAME = "figures"
+HELP = ("regenerate the throughput study (paper Figs. 8-9, compression sweep, DGX-1 check) as "
+        "CSV + PNG + summary.md + manifest.json")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", default="reports", metavar="DIR",
+                        help="output folder (default: reports/)")
+    parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
+                        help="network engine for the gradient-reduction phases: alpha-beta "
+                             "analytic model (default) or simpy discrete-event simulation")
+    parser.add_argument("--system", default=None, metavar="TOML",
+                        help="architecture config (default: arch_configs/hfp8-64chip.toml)")
+    parser.add_argument("--workload", default=None, metavar="TOML",
+                        help="workload (default: workloads/resnet50.toml)")
+    parser.add_argument("--dgx1", default=None, metavar="TOML",
+                        help="DGX-1 config for the real-world check (default: "
+                             "arch_configs/dgx1-v100.toml; 'none' skips the check)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def run(args) -> int:
+    import time
+
+    from accelsim.cli import UserError
+    from accelsim.dse import training
+    from accelsim.report import figures as report
+
+    t0 = time.perf_counter()
+    try:
+        system_path = training.resolve_path(args.system or training.DEFAULT_SYSTEM)
+        workload_path = training.resolve_path(args.workload or training.DEFAULT_WORKLOAD)
+        dgx1_path = None
+        if (args.dgx1 or "").lower() != "none":
+            dgx1_path = training.resolve_path(args.dgx1 or training.DEFAULT_DGX1)
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    result = training.run_study(system_path, workload_path, engine=args.engine,
+                                dgx1_path=dgx1_path, progress=not args.no_progress)
+    formats_table = _formats_table()
+    files = report.write_study(result, args.out, formats_table=formats_table,
+                              argv=["accelsim", "figures", *_argv(args)],
+                              elapsed_s=time.perf_counter() - t0)
+    for f in files:
+        print(f)
+    print(f"done in {time.perf_counter() - t0:.1f} s ({args.engine} engine)")
+    return 0
+
+
+def _argv(args) -> list[str]:
+    out = ["--out", str(args.out), "--engine", args.engine]
+    for k in ("system", "workload", "dgx1"):
+        v = getattr(args, k)
+        if v is not None:
+            out += [f"--{k}", str(v)]
+    return out
+
+
+def _formats_table():
+    """The number-format table from ``accelsim.commands.formats`` when that command exists."""
+    try:
+        from accelsim.commands import formats
+    except ImportError:
+        return None
+    fn = getattr(formats, "format_table", None)
+    if fn is None:
+        return None
+    try:
+        return fn()
+    except TypeError:
+        return None
