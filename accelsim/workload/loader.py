@@ -1,0 +1,163 @@
+"""Strict loading of ``workloads/*.toml`` (explicit layer lists) into :class:`Workload`.
+
+File shape::
+
+    [workload]
+    name = "resnet50"
+    description = "..."          # optional
+    source = "..."               # optional: where the shapes come from
+    published_params = 25557032  # optional: the published parameter count (tests compare)
+
+    [[layer]]
+    name = "conv1"
+    kind = "conv"                # one of accelsim.workload.model.KINDS
+    ...kind-specific keys...
+
+Kind-specific keys (optional ones with their default):
+  conv:      in_channels, out_channels, in_hw = [H, W], kernel = [kh, kw], stride = [sh, sw],
+             padding = [0, 0], groups = 1, bias = false, shape_mode = "torch"
+  linear:    in_features, out_features, tokens = 1, bias = true
+  matmul:    m, n, k, count = 1
+  maxpool / avgpool: shape = [C, H, W], kernel, stride, padding = [0, 0], shape_mode = "torch"
+  embedding: vocab, dim, tokens
+  batchnorm / layernorm / relu / gelu / tanh / add / softmax: shape = [d0, d1, ...]
+Unknown, missing or mistyped keys raise :class:`accelsim.arch.ConfigError` naming the file,
+``layer[i](name).key`` and the value. The first layer gets ``input_grad = False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from accelsim.arch.config import _ABSENT, ConfigError, _Table, read_toml
+from accelsim.workload.model import KINDS, SHAPE_MODES, Layer, Workload, conv_out
+
+_KEYS = {
+    "conv": {"in_channels", "out_channels", "in_hw", "kernel", "stride", "padding", "groups",
+             "bias", "shape_mode"},
+    "linear": {"in_features", "out_features", "tokens", "bias"},
+    "matmul": {"m", "n", "k", "count"},
+    "maxpool": {"shape", "kernel", "stride", "padding", "shape_mode"},
+    "avgpool": {"shape", "kernel", "stride", "padding", "shape_mode"},
+    "embedding": {"vocab", "dim", "tokens"},
+}
+
+
+class _LayerTable(_Table):
+    def ints(self, key: str, length: int | None = None, *, minimum: int = 1,
+             default: Any = _ABSENT) -> tuple[int, ...]:
+        v = self.raw(key, optional=default is not _ABSENT)
+        if v is _ABSENT:
+            return tuple(default)
+        ok = isinstance(v, list) and v and all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= minimum for x in v)
+        if not ok or (length is not None and len(v) != length):
+            n = f"{length} " if length else ""
+            raise ConfigError(self.file, self._key(key), v,
+                              f"must be a list of {n}integers >= {minimum}")
+        return tuple(v)
+
+    def int_opt(self, key: str, default: int, minimum: int = 1) -> int:
+        if key not in self.data:
+            return default
+        return self.integer(key, minimum=minimum)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        v = self.raw(key, optional=True)
+        if v is _ABSENT:
+            return default
+        if not isinstance(v, bool):
+            raise ConfigError(self.file, self._key(key), v, "must be true or false")
+        return v
+
+
+def _layer(file: str, index: int, data: Any) -> Layer:
+    label = f"layer[{index}]"
+    if isinstance(data, Mapping) and isinstance(data.get("name"), str):
+        label = f"layer[{index}]({data['name']})"
+    t = _LayerTable(file, label, data)
+    name = t.string("name")
+    kind = t.string("kind", choices=KINDS)
+    allowed = {"name", "kind"} | _KEYS.get(kind, {"shape"})
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(file, t._key(key), data[key], f"unknown key for kind {kind!r}")
+    f: dict[str, Any] = {"name": name, "kind": kind}
+    if kind in ("conv", "maxpool", "avgpool"):
+        if kind == "conv":
+            f["in_channels"] = t.integer("in_channels")
+            f["out_channels"] = t.integer("out_channels")
+            f["in_h"], f["in_w"] = t.ints("in_hw", 2)
+            f["groups"] = t.int_opt("groups", 1)
+            f["bias"] = t.boolean("bias", False)
+            for key in ("in_channels", "out_channels"):
+                if f[key] % f["groups"]:
+                    raise ConfigError(file, t._key(key), f[key],
+                                      f"must be divisible by groups = {f['groups']}")
+            h, w = f["in_h"], f["in_w"]
+        else:
+            f["shape"] = t.ints("shape", 3)
+            h, w = f["shape"][1], f["shape"][2]
+        f["kernel_h"], f["kernel_w"] = t.ints("kernel", 2)
+        f["stride_h"], f["stride_w"] = t.ints("stride", 2)
+        f["pad_h"], f["pad_w"] = t.ints("padding", 2, minimum=0, default=(0, 0))
+        mode = t.string("shape_mode", optional=True, choices=SHAPE_MODES) or "torch"
+        f["shape_mode"] = mode
+        if mode == "scalesim" and (f["pad_h"] or f["pad_w"]):
+            raise ConfigError(file, t._key("padding"), [f["pad_h"], f["pad_w"]],
+                              "scalesim shape mode has no padding")
+        for size, kk, s, p, key in ((h, f["kernel_h"], f["stride_h"], f["pad_h"], "kernel"),
+                                    (w, f["kernel_w"], f["stride_w"], f["pad_w"], "kernel")):
+            if size + 2 * p < kk or conv_out(size, kk, s, p, mode) < 1:
+                raise ConfigError(file, t._key(key), [f["kernel_h"], f["kernel_w"]],
+                                  f"kernel larger than the padded input ({size} + 2 x {p})")
+    elif kind == "linear":
+        f["in_features"] = t.integer("in_features")
+        f["out_features"] = t.integer("out_features")
+        f["tokens"] = t.int_opt("tokens", 1)
+        f["bias"] = t.boolean("bias", True)
+    elif kind == "matmul":
+        f["m"], f["n"], f["k"] = t.integer("m"), t.integer("n"), t.integer("k")
+        f["count"] = t.int_opt("count", 1)
+    elif kind == "embedding":
+        f["vocab"], f["dim"], f["tokens"] = t.integer("vocab"), t.integer("dim"), t.integer("tokens")
+    else:
+        f["shape"] = t.ints("shape")
+    t.finish()
+    return Layer(**f)
+
+
+def workload_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -> Workload:
+    file = str(source)
+    root = _Table(file, "", data)
+    meta = root.table("workload")
+    name = meta.string("name")
+    description = meta.string("description", optional=True) or ""
+    src = meta.string("source", optional=True) or ""
+    published = meta.raw("published_params", optional=True)
+    if published is not _ABSENT:
+        published = meta.integer("published_params")
+    else:
+        published = None
+    meta.finish()
+    raw_layers = root.raw("layer")
+    if not isinstance(raw_layers, list) or not raw_layers:
+        raise ConfigError(file, "layer", raw_layers, "must be a non-empty array of [[layer]] tables")
+    layers = [_layer(file, i, d) for i, d in enumerate(raw_layers)]
+    root.finish()
+    seen: set[str] = set()
+    for i, layer in enumerate(layers):
+        if layer.name in seen:
+            raise ConfigError(file, f"layer[{i}].name", layer.name, "duplicate layer name")
+        seen.add(layer.name)
+    layers[0] = replace(layers[0], input_grad=False)
+    return Workload(name=name, layers=tuple(layers), description=description, source=src,
+                    published_params=published)
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Load ``workloads/*.toml`` strictly into a :class:`Workload`."""
+    return workload_from_dict(read_toml(path), source=path)

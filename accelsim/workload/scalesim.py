@@ -1,0 +1,88 @@
+"""Read SCALE-Sim (v2/v3) convolution topology CSV files into a :class:`Workload`.
+
+Columns: ``Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels,
+Num Filter, Strides`` and optionally a 9th ``N:M`` sparsity column (ignored here: accelsim
+models dense layers). Like SCALE-Sim we tolerate trailing commas, spaces and blank lines.
+
+Every layer comes back as ``kind = "conv"`` in ``shape_mode = "scalesim"``: no padding and
+SCALE-Sim's output size ``ceil((ifmap - filter + stride) / stride)`` (from SCALE-Sim v3
+``scalesim/topology_utils.py``, ``topo_calc_hyperparams``), the same stride in both
+directions. Layer names containing ``DP`` are depth-wise convolutions which SCALE-Sim splits
+into one single-channel layer per channel, named ``<name>Channel_<i>``; we do the same so that
+layer lists line up one-to-one with SCALE-Sim's reports.
+
+For the cycle cross-check (accelsim.perf.systolic) the fwd GEMM of each layer is exactly
+SCALE-Sim's operand-matrix view: ``M`` = ofmap pixels (S_r for OS), ``N`` = filters,
+``K`` = filter_h * filter_w * channels (the convolution window), with batch = 1.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from accelsim.arch.config import ConfigError
+from accelsim.workload.model import Layer, Workload
+
+COLUMNS = ("Layer name", "IFMAP Height", "IFMAP Width", "Filter Height", "Filter Width",
+           "Channels", "Num Filter", "Strides")
+
+
+def read_scalesim_topology(path: str | Path) -> Workload:
+    """Parse a SCALE-Sim conv topology CSV; errors name the file, row (1-based line) and column."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, "<file>", str(path), "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, "<file>", str(path), f"cannot read: {exc}") from None
+    rows = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(csv.reader(text.splitlines()))]
+    rows = [(n, r) for n, r in rows if any(r)]
+    if not rows:
+        raise ConfigError(path, "row 1", "", "empty topology file (expected a header row)")
+    header_line, header = rows[0]
+    while header and header[-1] == "":
+        header.pop()
+    if [h.lower() for h in header[:8]] != [c.lower() for c in COLUMNS]:
+        raise ConfigError(path, f"row {header_line}", ", ".join(header),
+                          f"header must start with: {', '.join(COLUMNS)}")
+    layers: list[Layer] = []
+    for line, r in rows[1:]:
+        while r and r[-1] == "":
+            r.pop()
+        if len(r) not in (8, 9):
+            raise ConfigError(path, f"row {line}", ",".join(r),
+                              f"expected 8 columns ({', '.join(COLUMNS)}) and an optional "
+                              f"sparsity column, got {len(r)}")
+        name = r[0]
+        if not name:
+            raise ConfigError(path, f"row {line}, column '{COLUMNS[0]}'", name, "empty layer name")
+        vals = []
+        for col, cell in zip(COLUMNS[1:], r[1:8], strict=True):
+            try:
+                v = int(cell)
+            except ValueError:
+                raise ConfigError(path, f"row {line}, column '{col}'", cell,
+                                  "must be an integer") from None
+            if v < 1:
+                raise ConfigError(path, f"row {line}, column '{col}'", cell, "must be >= 1")
+            vals.append(v)
+        ih, iw, fh, fw, ch, nf, st = vals
+        if fh > ih:
+            raise ConfigError(path, f"row {line}, column 'Filter Height'", fh,
+                              f"filter taller than the IFMAP ({ih})")
+        if fw > iw:
+            raise ConfigError(path, f"row {line}, column 'Filter Width'", fw,
+                              f"filter wider than the IFMAP ({iw})")
+        common = dict(kind="conv", in_h=ih, in_w=iw, kernel_h=fh, kernel_w=fw, stride_h=st,
+                      stride_w=st, out_channels=nf, shape_mode="scalesim")
+        if "DP" in name:
+            layers.extend(Layer(name=f"{name}Channel_{c}", in_channels=1, **common)
+                          for c in range(ch))
+        else:
+            layers.append(Layer(name=name, in_channels=ch, **common))
+    if not layers:
+        raise ConfigError(path, f"row {header_line + 1}", "", "no layers after the header")
+    return Workload(name=path.stem, layers=tuple(layers), source=f"SCALE-Sim topology {path.name}",
+                    description="SCALE-Sim conv topology (scalesim shape mode, batch 1)")
