@@ -189,6 +189,8 @@ def _assign_lanes(cycles: list[tuple]) -> list[Ring]:
         for e in _cycle_edges(c):
             lanes.append(used.get(e, 0))
             used[e] = used.get(e, 0) + 1
+        if len(c) == 2:  # one link, both directions, same lane
+            lanes = lanes * 2
         rings.append(Ring(order=tuple(c), lanes=tuple(lanes)))
     return rings
 

@@ -53,6 +53,8 @@ class Schedule:
     dst: np.ndarray  # int32 [T]
     nbytes: np.ndarray  # float64 [T]
     reduce: np.ndarray  # bool [T]: receiver reduces the payload before it can be forwarded
+    ring: np.ndarray  # int32 [T]: directional-ring pass the transfer belongs to (-1 explicit)
+    chunk: np.ndarray  # int32 [T]: which segment of that ring's share it carries
     route_ptr: np.ndarray  # int64 [T+1]
     route: np.ndarray  # int32 [R] link ids
     dep_ptr: np.ndarray  # int64 [T+1]
@@ -96,7 +98,8 @@ class _Builder:
         self.links, self.index, self.bw, self.lat = link_table(g)
         self.chips = tuple(chip_nodes(g))
         self.chip_idx = {c: i for i, c in enumerate(self.chips)}
-        self.cols = {k: [] for k in ("step", "src", "dst", "nbytes", "reduce")}
+        self.cols = {k: [] for k in ("step", "src", "dst", "nbytes", "reduce", "ring", "chunk")}
+        self.n_rings = 0
         self.routes: list[np.ndarray] = []
         self.depl: list[np.ndarray] = []  # per block: deps as [n, k] arrays (-1 = none)
         self.n = 0
@@ -108,10 +111,12 @@ class _Builder:
             raise ValueError(f"schedule references missing link {u}->{v} lane {lane} in "
                              f"{self.g.graph.get('name', 'topology')}") from None
 
-    def add_block(self, step, src, dst, nbytes, reduce, route_ids, deps):
+    def add_block(self, step, src, dst, nbytes, reduce, route_ids, deps, ring=-1, chunk=-1):
         """Add ``n`` transfers; ``route_ids`` [n, h] link ids; ``deps`` [n, k] ids or -1."""
         n = len(step)
         base = self.n
+        self.cols["ring"].append(np.broadcast_to(np.asarray(ring, np.int32), (n,)).copy())
+        self.cols["chunk"].append(np.broadcast_to(np.asarray(chunk, np.int32), (n,)).copy())
         self.cols["step"].append(np.asarray(step, np.int32))
         self.cols["src"].append(np.asarray(src, np.int32))
         self.cols["dst"].append(np.asarray(dst, np.int32))
@@ -140,6 +145,7 @@ class _Builder:
             link_latency_s=self.lat, step=cat["step"].astype(np.int32),
             src=cat["src"].astype(np.int32), dst=cat["dst"].astype(np.int32),
             nbytes=cat["nbytes"].astype(float), reduce=cat["reduce"].astype(bool),
+            ring=cat["ring"].astype(np.int32), chunk=cat["chunk"].astype(np.int32),
             route_ptr=np.asarray(route_ptr, np.int64),
             route=(np.concatenate(route_parts) if route_parts else np.zeros(0)).astype(np.int32),
             dep_ptr=np.asarray(dep_ptr, np.int64),
@@ -201,7 +207,9 @@ def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int
     """Append one reduce-scatter (``reduce``) or all-gather pass over ``drings``.
 
     Each directional ring of p chips runs p-1 steps; at step s the chip at ring position i
-    sends one segment (``seg_bytes``) to position i+1.  Transfer (s, i) depends on (s-1, i-1)
+    sends one segment (``seg_bytes``) to position i+1: segment (i - s) mod p, its running
+    partial sum, when reducing (so position i ends owning segment i+1); segment (i + 1 - s)
+    mod p, the one it owns or last received, when gathering.  Transfer (s, i) depends on (s-1, i-1)
     (the segment it forwards arrived there); step-0 transfers depend on ``first_deps(chip)``.
     Returns, per chip index, the ids of the transfers *arriving* at it in the last step.
     """
@@ -211,6 +219,8 @@ def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int
         pos_chip = np.array([b.chip_idx[c] for c in dr.order], np.int32)
         hop_ids = np.array([[b.link_id(*lk) for lk in route] for route in dr.hop_routes], np.int32)
         ids_prev = None
+        ring_id = b.n_rings
+        b.n_rings += 1
         for s in range(p - 1):
             i = np.arange(p)
             if s == 0:
@@ -221,8 +231,9 @@ def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int
                     deps[k, :len(x)] = x
             else:
                 deps = ids_prev[(i - 1) % p].reshape(p, 1)
+            chunk = (i - s) % p if reduce else (i + 1 - s) % p
             ids_prev = b.add_block(np.full(p, step0 + s), pos_chip, pos_chip[(i + 1) % p],
-                                   seg_bytes, reduce, hop_ids, deps)
+                                   seg_bytes, reduce, hop_ids, deps, ring_id, chunk)
         for k in range(p):
             arrivals.setdefault(int(pos_chip[(k + 1) % p]), []).append(int(ids_prev[k]))
     return arrivals
