@@ -239,26 +239,31 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def _key_near_error(text: str, msg: str) -> str:
-    """Best-effort key name for a TOML error: the key on the reported line (tomllib reports
-    duplicates as 'Cannot overwrite a value (at line L, column C)')."""
+    """Best-effort dotted key for a TOML error: the key on the reported line prefixed by the
+    enclosing ``[table]`` (tomllib reports a duplicate as 'Cannot overwrite a value (at line L,
+    column C)')."""
     import re
 
+    lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
     m = re.search(r"at line (\d+)", msg)
     if m:
-        lines = text.splitlines()
-        line_no = int(m.group(1))
-        if 1 <= line_no <= len(lines):
-            line = lines[line_no - 1].split("#", 1)[0].strip()
-            if "=" in line:
-                return line.split("=", 1)[0].strip()
-            if line.startswith("["):
-                return line.strip("[] ")
+        idx = int(m.group(1)) - 1
     elif "end of document" in msg:
-        lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
-        lines = [ln for ln in lines if ln]
-        if lines and "=" in lines[-1]:
-            return lines[-1].split("=", 1)[0].strip()
-    return "<toml>"
+        idx = max((i for i, ln in enumerate(lines) if ln), default=-1)
+    else:
+        return "<toml>"
+    if not 0 <= idx < len(lines):
+        return "<toml>"
+    line = lines[idx]
+    if line.startswith("["):
+        return line.strip("[] ")
+    if "=" not in line:
+        return "<toml>"
+    key = line.split("=", 1)[0].strip()
+    for prev in reversed(lines[:idx]):
+        if prev.startswith("["):
+            return f"{prev.strip('[] ')}.{key}"
+    return key
 
 
 def load_system(path: str | Path, overrides: Mapping[str, Any] | None = None) -> System:

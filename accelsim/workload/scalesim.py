@@ -19,6 +19,7 @@ SCALE-Sim's operand-matrix view: ``M`` = ofmap pixels (S_r for OS), ``N`` = filt
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 from accelsim.arch.config import ConfigError
@@ -84,5 +85,7 @@ def read_scalesim_topology(path: str | Path) -> Workload:
             layers.append(Layer(name=name, in_channels=ch, **common))
     if not layers:
         raise ConfigError(path, f"row {header_line + 1}", "", "no layers after the header")
+    # As in workloads/*.toml: nobody needs the gradient of the network input.
+    layers[0] = replace(layers[0], input_grad=False)
     return Workload(name=path.stem, layers=tuple(layers), source=f"SCALE-Sim topology {path.name}",
                     description="SCALE-Sim conv topology (scalesim shape mode, batch 1)")
