@@ -1,0 +1,364 @@
+"""Per-layer, per-phase execution time on the cores and chips of a system (roofline style).
+
+Models the bandwidth-centric, throughput-oriented per-layer analysis of the HFP8 paper
+(Sun et al., NeurIPS 2019, appendix D). For each layer and training phase (``fwd``,
+``bwd_data``, ``wgrad`` for GEMM layers; ``fwd``, ``bwd`` for element-wise layers) the work is
+split over ``chip_dp x chip_mp`` chips and ``core_dp x core_mp`` cores per chip (data
+parallelism splits the minibatch, model parallelism the output channels) and one core's share
+takes
+
+    time = max(compute, scratchpad, memory) + collective time of the split      (GEMM layers)
+    time = max(sfu, memory)                                                     (element-wise)
+
+* compute: systolic-array cycles (:mod:`accelsim.perf.systolic`) at the precision's MAC rate
+  per PE (an FP8 PE reduces ``macs_per_pe`` K-elements per cycle), summed over the scratchpad
+  tiles (each tile pays its own fill/drain), divided by the clock;
+* scratchpad: operand and partial-sum traffic between scratchpad and array (the operand that
+  lacks a spatially folded dimension is re-read once per fold), over the scratchpad bandwidth;
+* memory: tile loads from chip memory (A re-read per N-tile, B per M-tile, C written once),
+  over the core's share of the chip memory bandwidth (all cores stream at once);
+* the tile ``(tm, tn, tk)`` is searched over a ladder of array-sized multiples and must fit the
+  scratchpad double-buffered: ``2 (tm tk + tk tn) b_in + tm tn b_out <= scratchpad``;
+* collectives: model parallelism all-gathers the forward outputs and all-reduces the
+  backward-data partial sums among the ``mp`` ranks; data parallelism across cores
+  reduce-scatters the weight gradient over the on-chip ring (across chips that is the
+  gradient reduction of :mod:`accelsim.netsim`, not counted here).
+
+Precision: GEMM operands take 2 bytes (fp16) or 1 byte (fp8/hfp8); partial sums in the
+scratchpad 2 bytes (FP16 accumulation, HFP8 paper Sec. 3 / Wang et al. 2018); outputs written
+to memory in the operand precision (quantized on the way out), weight gradients in FP16;
+element-wise layers run in FP16 on the SFUs. Under schemes with ``first_last_fp16`` the first and last GEMM layers run at
+the FP16 rate, as in the paper.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.perf.systolic import DATAFLOWS, MAPPINGS
+
+GEMM_PHASES = ("fwd", "bwd_data", "wgrad")
+ELEMENTWISE_PHASES = ("fwd", "bwd")
+OPERAND_BYTES = {"fp16": 2, "fp8": 1, "hfp8": 1}  # GEMM inputs
+ACCUMULATOR_BYTES = 2  # FP16 partial sums and GEMM outputs
+ELEMENTWISE_BYTES = 2  # FP16 activations for BN / ReLU / pooling / adds
+
+
+def _output_bytes(phase: str, precision: str) -> int:
+    """Bytes per element a GEMM writes to memory: activations and errors leave the SFU already
+    quantized to the next GEMM's operand precision; weight gradients stay FP16 for reduction."""
+    return ACCUMULATOR_BYTES if phase == "wgrad" else OPERAND_BYTES[precision]
+TILE_LADDER = (1, 4, 16, 64, 256)  # tile = min(dim, granule x factor), plus the whole dim
+BOUNDS = ("compute", "scratchpad", "memory", "sfu", "comm")
+
+# Which GEMM dimension carries the minibatch (split by data parallelism) and which the output
+# channels (split by model parallelism), per phase, in accelsim.workload's lowering.
+_DP_DIM = {"fwd": "M", "bwd_data": "M", "wgrad": "K"}
+_MP_DIM = {"fwd": "N", "bwd_data": "K", "wgrad": "N"}
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """How one layer is spread: chips and cores, each split into data x model parallel ranks."""
+
+    chip_dp: int
+    chip_mp: int
+    core_dp: int
+    core_mp: int
+    dataflow: str = "ws"
+
+    def __post_init__(self) -> None:
+        for f in ("chip_dp", "chip_mp", "core_dp", "core_mp"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"Mapping.{f} must be a positive integer, got {v!r}")
+        if self.dataflow not in DATAFLOWS:
+            raise ValueError(f"Mapping.dataflow {self.dataflow!r} not in {DATAFLOWS}")
+
+    @property
+    def label(self) -> str:
+        return (f"chips {self.chip_dp}dp x {self.chip_mp}mp, cores {self.core_dp}dp x "
+                f"{self.core_mp}mp, {self.dataflow}")
+
+
+def data_parallel(system, dataflow: str = "ws") -> Mapping:
+    """The paper's mapping: every chip and every core takes a slice of the minibatch."""
+    return Mapping(system.chips, 1, system.chip.cores, 1, dataflow)
+
+
+def layer_precision(workload, layer, scheme) -> str:
+    """Compute precision of one layer under a scheme (first/last GEMM layer FP16 if asked)."""
+    if not layer.is_gemm:
+        return "fp16"
+    if scheme.first_last_fp16 and layer.name in (workload.first_gemm_layer,
+                                                 workload.last_gemm_layer):
+        return "fp16"
+    return scheme.compute_precision
+
+
+def _macs_per_pe(core, precision: str) -> int:
+    rate = core.macs_per_cycle_per_pe(precision)
+    if rate < 1 or rate != int(rate):
+        raise ValueError(f"macs_per_pe_per_cycle.{precision} = {rate!r}: the systolic model "
+                         "needs a whole number of MACs per PE per cycle")
+    return int(rate)
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _rereads(folds: dict, operand_dims: str):
+    """An operand is re-read once per fold of each spatial dimension it does not contain
+    (for the output: accumulated, i.e. read and written, once per fold of K)."""
+    r = 1
+    for dim, f in folds.items():
+        if dim not in operand_dims:
+            r = r * f
+    return r
+
+
+def core_gemm_time(core, M, N, K, count, precision: str, dataflow: str,
+                   memory_Bps_per_core, *, out_bytes: float = ACCUMULATOR_BYTES,
+                   a_unique: float = 1.0, c_unique: float = 1.0) -> dict[str, np.ndarray]:
+    """Best-tile time of ``count`` GEMMs (M, N, K) on one core, vectorized over candidates.
+
+    ``M, N, K, count`` and ``memory_Bps_per_core`` broadcast to one shape ``(n,)``.
+    ``a_unique`` / ``c_unique``: fraction of the A / C matrix that exists in memory (an im2col
+    operand of a k x k conv is expanded on chip from the input tensor; col2im likewise). Returns
+    arrays: compute_s, scratchpad_s, memory_s, time_s, cycles, tile_m/n/k, feasible
+    (a tile fits the scratchpad), bound index into ("compute", "scratchpad", "memory").
+    """
+    M, N, K, count, mem_bw = np.broadcast_arrays(
+        *(np.asarray(x, dtype=np.int64) for x in (M, N, K, count)),
+        np.asarray(memory_Bps_per_core, dtype=np.float64))
+    mp_ = MAPPINGS[dataflow]
+    R, C = core.rows, core.cols
+    mpe = _macs_per_pe(core, precision)
+    b_in, b_out = OPERAND_BYTES[precision], ACCUMULATOR_BYTES
+    g = min(R, C)
+    lad = np.array(TILE_LADDER, dtype=np.int64) * g
+
+    def ladder(d):  # (n, L+1): array-sized multiples capped at d, and d itself
+        return np.concatenate([np.minimum(d[:, None], lad[None, :]), d[:, None]], axis=1)
+
+    lm, ln, lk = ladder(M), ladder(N), ladder(K)
+    L = lm.shape[1]
+    idx = np.array(list(itertools.product(range(L), repeat=3)))  # (T, 3)
+    tm, tn, tk = lm[:, idx[:, 0]], ln[:, idx[:, 1]], lk[:, idx[:, 2]]  # (n, T)
+    Mx, Nx, Kx = M[:, None], N[:, None], K[:, None]
+
+    fits = 2 * (tm * tk + tk * tn) * b_in + tm * tn * b_out <= core.scratchpad_bytes
+    nm, nn, nk = _cdiv(Mx, tm), _cdiv(Nx, tn), _cdiv(Kx, tk)
+    preload = R if mp_.preload_rows else 0
+    cycles = np.zeros(tm.shape, dtype=np.int64)
+    sp_bytes = np.zeros(tm.shape, dtype=np.float64)
+    # Sum over full tiles and the remainder tile of each dimension (2 x 2 x 2 cases).
+    for (a, ca), (b, cb), (c, cc) in itertools.product(
+            ((tm, nm - 1), (Mx - (nm - 1) * tm, 1)),
+            ((tn, nn - 1), (Nx - (nn - 1) * tn, 1)),
+            ((tk, nk - 1), (Kx - (nk - 1) * tk, 1))):
+        n_tiles = ca * cb * cc
+        ce = _cdiv(c, mpe)  # reduction steps per PE at this precision
+        d = {"M": a, "N": b, "K": ce}
+        s_r, s_c, t = d[mp_.spatial_rows], d[mp_.spatial_cols], d[mp_.streamed]
+        fr, fc = _cdiv(s_r, R), _cdiv(s_c, C)
+        cycles += n_tiles * fr * fc * (preload + t + R + C - 2)
+        folds = {mp_.spatial_rows: fr, mp_.spatial_cols: fc}
+        sp_bytes += n_tiles * ((a * c * _rereads(folds, "MK") + c * b * _rereads(folds, "KN"))
+                               * b_in + a * b * (2 * _rereads(folds, "MN") - 1) * b_out)
+    mem_bytes = (Mx * Kx * a_unique * nn + Kx * Nx * nm) * b_in + Mx * Nx * c_unique * out_bytes
+    cnt = count[:, None]
+    compute_s = cycles * cnt / core.frequency_Hz
+    scratch_s = sp_bytes * cnt / core.scratchpad_bandwidth_Bps
+    memory_s = mem_bytes * cnt / mem_bw[:, None]
+    time_s = np.maximum(np.maximum(compute_s, scratch_s), memory_s)
+    masked = np.where(fits, time_s, np.inf)
+    best = np.argmin(masked, axis=1)
+    rows = np.arange(len(M))
+    pick = lambda x: x[rows, best]  # noqa: E731
+    comp, scr, mem = pick(compute_s), pick(scratch_s), pick(memory_s)
+    return {
+        "compute_s": comp, "scratchpad_s": scr, "memory_s": mem, "time_s": pick(time_s),
+        "cycles": pick(cycles) * count, "tile_m": pick(tm), "tile_n": pick(tn),
+        "tile_k": pick(tk), "feasible": fits.any(axis=1),
+        "bound": np.argmax(np.stack([comp, scr, mem]), axis=0),
+        "min_tile_bytes": (2 * (lm[:, 0] * lk[:, 0] + lk[:, 0] * ln[:, 0]) * b_in
+                           + lm[:, 0] * ln[:, 0] * b_out),
+    }
+
+
+def _ring_collective_s(kind: str, ranks, size_bytes, bandwidth_Bps):
+    """Bandwidth term of a ring collective among ``ranks`` over ``bandwidth_Bps`` per rank."""
+    p = np.asarray(ranks, dtype=np.float64)
+    factor = {"all_gather": 1.0, "reduce_scatter": 1.0, "all_reduce": 2.0}[kind]
+    return np.where(p > 1, factor * (p - 1) / p * size_bytes / bandwidth_Bps, 0.0)
+
+
+def _chip_link_Bps(system, chip_mp):
+    """Per-direction bandwidth of a ring of ``chip_mp`` chips (one link each way; rings larger
+    than a board cross the inter-board links, whichever is slower limits)."""
+    on_board = system.link.bandwidth_Bps
+    off_board = min(on_board, system.inter_board_link.bandwidth_Bps)
+    return np.where(np.asarray(chip_mp) <= system.chips_per_board, on_board, off_board)
+
+
+def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[str, np.ndarray]:
+    """Time of every phase of one layer under each mapping (pure; columns of equal length).
+
+    One row per mapping x phase. Infeasible rows (a split finer than the work, no tile fits
+    the scratchpad) have ``feasible=False``, ``time_s=inf`` and a ``reason``.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    core, chip = system.chip.core, system.chip
+    maps = list(mappings)
+    n = len(maps)
+    chip_dp = np.array([m.chip_dp for m in maps])
+    chip_mp = np.array([m.chip_mp for m in maps])
+    core_dp = np.array([m.core_dp for m in maps])
+    core_mp = np.array([m.core_mp for m in maps])
+    dataflow = np.array([m.dataflow for m in maps])
+    cores_used = core_dp * core_mp
+    mem_bw = chip.memory_bandwidth_Bps / cores_used
+    reason0 = np.full(n, "", dtype=object)
+    reason0[chip_dp * chip_mp > system.chips] = f"uses more than the {system.chips} chips"
+    reason0[cores_used > chip.cores] = f"uses more than the {chip.cores} cores per chip"
+    reason0[(reason0 == "") & (chip_dp > batch)] = (
+        f"minibatch {batch} < data-parallel chips")
+    cols: dict[str, list] = {}
+
+    def emit(phase, **kw):
+        for k, v in kw.items():
+            cols.setdefault(k, []).append(np.broadcast_to(np.asarray(v), (n,)) if
+                                          np.ndim(v) == 0 else np.asarray(v))
+        cols.setdefault("phase", []).append(np.full(n, phase, dtype=object))
+
+    common = dict(layer=np.full(n, layer.name, dtype=object),
+                  kind=np.full(n, layer.kind, dtype=object),
+                  precision=np.full(n, precision, dtype=object),
+                  chip_dp=chip_dp, chip_mp=chip_mp, core_dp=core_dp, core_mp=core_mp,
+                  dataflow=dataflow.astype(object))
+    if layer.is_gemm:
+        b_local = _cdiv(batch, chip_dp)
+        for phase, g in layer.gemms(batch).items():
+            reason = reason0.copy()
+            dims = {"M": np.full(n, g.M), "N": np.full(n, g.N), "K": np.full(n, g.K)}
+            count = np.full(n, g.count)
+            if layer.kind == "matmul":  # activation x activation: split the (batch x heads)
+                ranks = chip_dp * chip_mp * cores_used
+                count = _cdiv(count, ranks)
+            else:
+                # the minibatch part of the dp dimension shrinks to the chip's local batch;
+                # finer splits than the work leave ranks idle (ceil), they are not infeasible
+                dd, md = _DP_DIM[phase], _MP_DIM[phase]
+                chip_share = dims[dd] // batch * b_local
+                dims[dd] = _cdiv(chip_share, core_dp)
+                dims[md] = _cdiv(dims[md], chip_mp * core_mp)
+            # implicit GEMM: the k x k-expanded operand is built on chip from the input tensor
+            a_u = c_u = 1.0
+            if layer.kind == "conv":
+                ratio = min(1.0, layer.in_h * layer.in_w /
+                            (layer.out_h * layer.out_w * layer.kernel_h * layer.kernel_w))
+                if phase == "bwd_data":
+                    c_u = ratio
+                else:
+                    a_u = ratio
+            res_all = {}
+            for df in DATAFLOWS:
+                sel = dataflow == df
+                if not sel.any():
+                    continue
+                r = core_gemm_time(core, dims["M"][sel], dims["N"][sel], dims["K"][sel],
+                                   count[sel], precision, df, mem_bw[sel],
+                                   out_bytes=_output_bytes(phase, precision),
+                                   a_unique=a_u, c_unique=c_u)
+                for k, v in r.items():
+                    res_all.setdefault(k, np.zeros(n, dtype=v.dtype))[sel] = v
+            no_fit = (reason == "") & ~res_all["feasible"]
+            reason[no_fit] = [f"smallest tile needs {int(b)} B > scratchpad "
+                              f"{core.scratchpad_bytes} B" for b in res_all["min_tile_bytes"][no_fit]]
+            out = res_all
+            # collectives of the split (see module docstring)
+            b_out = ACCUMULATOR_BYTES
+            chip_out = g.count * g.M // batch * b_local  # chip's share, before the mp split
+            if phase == "fwd":
+                y = chip_out * _cdiv(g.N, chip_mp) * b_out  # outputs a chip computes
+                comm = (_ring_collective_s("all_gather", core_mp, y, chip.ring_bandwidth_Bps)
+                        + _ring_collective_s("all_gather", chip_mp, chip_out * g.N * b_out,
+                                             _chip_link_Bps(system, chip_mp)))
+            elif phase == "bwd_data":
+                dx = chip_out * g.N * b_out
+                comm = (_ring_collective_s("all_reduce", core_mp, dx, chip.ring_bandwidth_Bps)
+                        + _ring_collective_s("all_reduce", chip_mp, dx,
+                                             _chip_link_Bps(system, chip_mp)))
+            else:  # wgrad: cores of a chip reduce-scatter their partial weight gradients
+                dw = g.count * g.M * _cdiv(g.N, chip_mp) * b_out
+                comm = _ring_collective_s("reduce_scatter", core_dp, dw, chip.ring_bandwidth_Bps)
+            if layer.kind == "matmul":
+                comm = np.zeros(n)
+            roof = out["time_s"]
+            bound = np.array(BOUNDS[:3], dtype=object)[out["bound"]]
+            bound = np.where(comm > roof, "comm", bound)
+            time_s = np.where(reason == "", roof + comm, np.inf)
+            emit(phase, **common, M=dims["M"], N=dims["N"], K=dims["K"], count=count,
+                 flops=np.full(n, float(g.flops)), compute_s=out["compute_s"],
+                 scratchpad_s=out["scratchpad_s"], memory_s=out["memory_s"],
+                 sfu_s=np.zeros(n), comm_s=comm, time_s=time_s, bound=bound.astype(object),
+                 tile_m=out["tile_m"], tile_n=out["tile_n"], tile_k=out["tile_k"],
+                 feasible=reason == "", reason=reason)
+    else:
+        ranks = chip_dp * chip_mp * cores_used
+        for phase, e in layer.elementwise(batch).items():
+            reason = reason0.copy()
+            sfu_s = e.ops / ranks / core.sfu_ops_per_s
+            mem_s = e.bytes_moved(ELEMENTWISE_BYTES) / (chip_dp * chip_mp) / \
+                chip.memory_bandwidth_Bps
+            roof = np.maximum(sfu_s, mem_s)
+            bound = np.where(sfu_s >= mem_s, "sfu", "memory").astype(object)
+            zero = np.zeros(n)
+            emit(phase, **common, M=zero.astype(int), N=zero.astype(int), K=zero.astype(int),
+                 count=zero.astype(int), flops=zero, compute_s=zero, scratchpad_s=zero,
+                 memory_s=mem_s, sfu_s=sfu_s, comm_s=zero,
+                 time_s=np.where(reason == "", roof, np.inf), bound=bound,
+                 tile_m=zero.astype(int), tile_n=zero.astype(int), tile_k=zero.astype(int),
+                 feasible=reason == "", reason=reason)
+    return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+def layer_table(system, workload, batch: int, scheme, *, mapping: Mapping | None = None,
+                dataflow: str = "ws"):
+    """Tidy per-layer x phase times (pandas DataFrame) for one mapping of every layer.
+
+    ``mapping`` defaults to :func:`data_parallel` (all chips and cores split the minibatch).
+    ``scheme`` is an :class:`accelsim.arch.schemes.Scheme` or its name. Columns: layer, index,
+    kind, phase, precision, the mapping, per-core GEMM shape M/N/K/count, flops (whole layer,
+    whole minibatch), compute_s, scratchpad_s, memory_s, sfu_s, comm_s, time_s, bound (the
+    limit: compute / scratchpad / memory / sfu / comm), tile_m/n/k, feasible, reason, and
+    achieved_flops (flops / time_s).
+    """
+    import pandas as pd
+
+    scheme = _as_scheme(scheme)
+    m = mapping or data_parallel(system, dataflow)
+    parts = []
+    for i, layer in enumerate(workload.layers):
+        cols = evaluate_layer(system, layer, batch, layer_precision(workload, layer, scheme),
+                              [m])
+        cols["index"] = np.full(len(cols["layer"]), i)
+        parts.append(cols)
+    df = pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    df["achieved_flops"] = df["flops"] / df["time_s"]
+    front = ["layer", "index", "kind", "phase", "precision", "time_s", "bound"]
+    return df[front + [c for c in df.columns if c not in front]]
+
+
+def _as_scheme(scheme):
+    if isinstance(scheme, str):
+        from accelsim.arch.schemes import get_scheme
+
+        return get_scheme(scheme)
+    return scheme
