@@ -184,3 +184,41 @@ def conv_gemm_dims(ifmap_h: int, ifmap_w: int, filter_h: int, filter_w: int, cha
         raise ValueError(f"convolution output is empty: {ifmap_h}x{ifmap_w} input, "
                          f"{filter_h}x{filter_w} filter, stride {stride}, padding {padding}")
     return batch * oh * ow, filters, filter_h * filter_w * channels
+
+
+def workload_cycles(workload, rows: int, cols: int, dataflow: str = "ws", *, batch: int = 1,
+                    phase: str = "fwd", macs_per_pe: int = 1, scalesim_compat: bool = False):
+    """Per-layer array cycles of one phase of every GEMM layer (tidy pandas DataFrame).
+
+    ``scalesim_compat`` lowers convolutions with SCALE-Sim's shape rules (no padding, output
+    size rounded up) and reports cycles in its convention (last cycle's 0-based index), so a
+    SCALE-Sim topology gives SCALE-Sim's "Total Cycles". Columns: layer, M, N, K, count,
+    compute_cycles, folds, mapping_efficiency, utilization (``count`` independent GEMMs, e.g.
+    groups, run one after the other).
+    """
+    import pandas as pd
+    from dataclasses import replace
+
+    rows_out = []
+    for layer in workload.layers:
+        if not layer.is_gemm:
+            continue
+        if scalesim_compat and layer.kind == "conv" and layer.shape_mode != "scalesim":
+            layer = replace(layer, shape_mode="scalesim", pad_h=0, pad_w=0)
+        g = layer.gemms(batch).get(phase)
+        if g is None:  # e.g. no bwd_data for the first layer
+            continue
+        rows_out.append((layer.name, g.M, g.N, g.K, g.count))
+    if not rows_out:
+        raise ValueError(f"workload {workload.name!r} has no GEMM layers with a {phase!r} phase")
+    df = pd.DataFrame(rows_out, columns=["layer", "M", "N", "K", "count"])
+    mp = _mapping(dataflow)
+    cyc = gemm_cycles_array(df.M, df.N, df.K, rows, cols, dataflow, macs_per_pe=macs_per_pe)
+    s_r, s_c, _ = mp.dims(df.M.to_numpy(), df.N.to_numpy(), -(-df.K.to_numpy() // macs_per_pe))
+    folds = (-(-s_r // rows)) * (-(-s_c // cols))
+    df["compute_cycles"] = cyc * df["count"] - (1 if scalesim_compat else 0)
+    df["folds"] = folds * df["count"]
+    df["mapping_efficiency"] = s_r * s_c / (folds * rows * cols)
+    df["utilization"] = df.M * df.N * df.K * df["count"] / (
+        rows * cols * macs_per_pe * (cyc * df["count"]))
+    return df
