@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accelsim.arch import ConfigError, load_system, read_toml, system_from_dict
 from accelsim.cli import main
@@ -145,3 +147,38 @@ def test_check_config_cli_ok(path, capsys):
 def test_check_config_missing_file(tmp_path, capsys):
     assert main(["check-config", str(tmp_path / "nope.toml")]) != 0
     assert "nope.toml" in capsys.readouterr().err
+
+
+def test_topology_chip_count_rules():
+    path = REPO / "arch_configs" / "dgx1-v100.toml"
+    with pytest.raises(ConfigError, match=r"system\.topology"):
+        load_system(path, overrides={"system.chips": 16, "system.boards": 2})
+    s = load_system(path, overrides={"system.chips": 16, "system.boards": 2,
+                                     "system.topology": "multi-board"})
+    assert s.chips == 16 and s.peak_flops("fp16") == pytest.approx(2 * 8 * 125.3376e12)
+    with pytest.raises(ConfigError, match=r"system\.chips_per_board"):
+        load_system(path, overrides={"system.chips": 8, "system.boards": 2,
+                                     "system.chips_per_board": 4, "system.topology": "multi-board"})
+
+
+@given(rows=st.integers(1, 512), cols=st.integers(1, 512), rate=st.integers(1, 8),
+       ghz=st.floats(0.1, 5.0), cores=st.integers(1, 128), chips=st.integers(1, 64),
+       gbps=st.floats(0.5, 1000.0))
+def test_peak_and_units_follow_the_config(rows, cols, rate, ghz, cores, chips, gbps):
+    data = read_toml_cached()
+    data["core"].update(rows=rows, cols=cols, frequency_GHz=ghz)
+    data["core"]["macs_per_pe_per_cycle"]["fp8"] = rate
+    data["chip"]["cores"] = cores
+    data["system"].update(chips=chips, boards=chips, chips_per_board=1, topology="ring")
+    data["system"]["link"]["bandwidth_GBps"] = gbps
+    s = system_from_dict(data, source="h")
+    assert s.peak_flops("fp8") == pytest.approx(2 * rows * cols * rate * ghz * 1e9 * cores * chips)
+    assert s.link.bandwidth_Bps == pytest.approx(gbps * 1e9)
+
+
+def read_toml_cached():
+    import copy
+
+    if not hasattr(read_toml_cached, "data"):
+        read_toml_cached.data = read_toml(REPO / "arch_configs" / "rapid-1chip.toml")
+    return copy.deepcopy(read_toml_cached.data)

@@ -28,8 +28,10 @@ from typing import Any
 
 from accelsim.arch.model import PRECISIONS, Chip, Core, Link, System
 
+#: Topology names a config may use; graphs are built by accelsim.netsim.topology ("single" =
+#: one chip, no network; "multi-board" = N boards of 8 hybrid cube-mesh chips, rail-aligned).
 TOPOLOGIES = ("single", "ring", "torus-2d", "fully-connected", "switch", "dgx1",
-              "hybrid-cube-mesh-64")
+              "hybrid-cube-mesh-64", "multi-board")
 
 _GB = 1e9
 _UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
@@ -182,6 +184,9 @@ def system_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -> 
     if topology == "hybrid-cube-mesh-64" and (chips != 64 or per_board != 8):
         raise ConfigError(file, "system.topology", topology,
                           f"needs chips = 64 on 8 boards of 8, not {boards} x {per_board}")
+    if topology == "multi-board" and per_board != 8:
+        raise ConfigError(file, "system.chips_per_board", per_board,
+                          "multi-board topology needs 8 chips per board (hybrid cube-mesh boards)")
     link = _link(sys_t.table("link"))
     inter = _link(sys_t.table("inter_board"))
     sys_t.finish()
