@@ -5,8 +5,8 @@ are *edge-disjoint* when no physical link (counting multiplicity: a doubled link
 rings) is used twice.  Each undirected ring gives two directional rings (one per link
 direction), so ``k`` disjoint rings let every chip send on ``2k`` directional links at once.
 
-Small graphs (<= 12 chips, e.g. DGX-1) are solved exactly: every Hamiltonian cycle is enumerated
-and the largest disjoint packing found by backtracking.  Larger graphs use a greedy search with a
+Small graphs (<= 12 chips with <= 50,000 Hamiltonian cycles, e.g. DGX-1) are solved exactly:
+every Hamiltonian cycle is enumerated and the largest disjoint packing found by backtracking.  Larger graphs use a greedy search with a
 Warnsdorff-ordered depth-first search and a step budget; it may find fewer rings than exist.
 """
 
@@ -19,6 +19,11 @@ import networkx as nx
 from accelsim.netsim.topology import chips as chip_nodes
 
 EXACT_MAX_CHIPS = 12
+EXACT_MAX_CYCLES = 50_000  # enumeration cap (K_10 already has 181,440 Hamiltonian cycles)
+
+
+class _TooMany(Exception):
+    pass
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ def _all_hamiltonian_cycles(g: nx.Graph, nodes: list) -> list[tuple]:
         if len(path) == len(nodes):
             if start in adj[u] and str(path[1]) < str(path[-1]):  # one orientation only
                 out.append(tuple(path))
+                if len(out) > EXACT_MAX_CYCLES:
+                    raise _TooMany
             return
         for v in adj[u]:
             if v not in seen:
@@ -92,8 +99,13 @@ def _exact_packing(cycles: list[tuple], cap: dict, limit: int | None) -> list[tu
     if limit is not None:
         upper = min(upper, limit)
 
+    calls = [0]
+
     def rec(i: int):
         nonlocal best
+        calls[0] += 1
+        if calls[0] > 500_000:  # search budget: keep the best packing found so far
+            return
         if len(chosen) > len(best):
             best = list(chosen)
         if len(best) >= upper or i >= len(cycles):
@@ -204,8 +216,11 @@ def find_rings(g: nx.Graph, nodes: list | None = None, *, max_rings: int | None 
     if len(nodes) < 2:
         return []
     if len(nodes) <= EXACT_MAX_CHIPS:
-        cycles = _all_hamiltonian_cycles(g, nodes)
-        return _assign_lanes(_exact_packing(cycles, cap, max_rings))
+        try:
+            cycles = _all_hamiltonian_cycles(g, nodes)
+            return _assign_lanes(_exact_packing(cycles, cap, max_rings))
+        except _TooMany:
+            pass  # dense graph: fall through to the greedy search
     left = dict(cap)
     found = []
     snake = _torus_snake(g, nodes)
