@@ -69,7 +69,8 @@ class Scheme:
         if self.update_placement == "sharded" and not wu < ag:
             raise ValueError(f"scheme {self.name!r}: a sharded update must precede the all-gather")
         if self.update_placement == "replicated" and not wu > ag:
-            raise ValueError(f"scheme {self.name!r}: a replicated update must follow the all-gather")
+            raise ValueError(f"scheme {self.name!r}: a replicated update must follow the "
+                             "all-gather")
         if (self.all_gather_payload == "weights") != (self.update_placement == "sharded"):
             raise ValueError(f"scheme {self.name!r}: all-gathering weights requires a sharded "
                              "update (and gradients a replicated one)")

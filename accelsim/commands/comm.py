@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if not n_params > 0:
         raise ValueError(f"--params must be > 0, got {n_params}")
     if args.per_tensor_overhead_us < 0:
-        raise ValueError(f"--per-tensor-overhead-us must be >= 0, got {args.per_tensor_overhead_us}")
+        raise ValueError("--per-tensor-overhead-us must be >= 0, got "
+                         f"{args.per_tensor_overhead_us}")
     upd = UpdateParams(memory_efficiency=args.memory_efficiency,
                        per_tensor_overhead_s=args.per_tensor_overhead_us * 1e-6)
     rows = []

@@ -6,8 +6,9 @@ rings) is used twice.  Each undirected ring gives two directional rings (one per
 direction), so ``k`` disjoint rings let every chip send on ``2k`` directional links at once.
 
 Small graphs (<= 12 chips with <= 50,000 Hamiltonian cycles, e.g. DGX-1) are solved exactly:
-every Hamiltonian cycle is enumerated and the largest disjoint packing found by backtracking.  Larger graphs use a greedy search with a
-Warnsdorff-ordered depth-first search and a step budget; it may find fewer rings than exist.
+every Hamiltonian cycle is enumerated and the largest disjoint packing found by backtracking.
+Larger graphs use a greedy Warnsdorff-ordered depth-first search with a step budget (and a
+constructive boustrophedon ring for tori); it may find fewer rings than exist.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from accelsim.netsim.rings import Ring, find_rings
+from accelsim.netsim.rings import find_rings
 from accelsim.netsim.topology import chips as chip_nodes
 from accelsim.netsim.topology import validate
 
@@ -197,7 +197,8 @@ def _pad(n_elems: int, granule: int, pad: bool, what: str) -> int:
         return int(n_elems)
     if not pad:
         raise ValueError(f"{what}: {n_elems} elements do not divide into {granule} equal chunks "
-                         f"(directional rings x chips); pad to {math.ceil(n_elems / granule) * granule} "
+                         f"(directional rings x chips); pad to "
+                         f"{math.ceil(n_elems / granule) * granule} "
                          "or allow zero-padding")
     return int(math.ceil(n_elems / granule) * granule)
 

@@ -63,9 +63,11 @@ class UpdateParams:
         if not 0 < self.memory_efficiency <= 1:
             raise ValueError(f"memory_efficiency must be in (0, 1], got {self.memory_efficiency}")
         if self.per_tensor_overhead_s < 0:
-            raise ValueError(f"per_tensor_overhead_s must be >= 0, got {self.per_tensor_overhead_s}")
+            raise ValueError("per_tensor_overhead_s must be >= 0, got "
+                             f"{self.per_tensor_overhead_s}")
         if self.compress_ops_per_elem < 0:
-            raise ValueError(f"compress_ops_per_elem must be >= 0, got {self.compress_ops_per_elem}")
+            raise ValueError("compress_ops_per_elem must be >= 0, got "
+                             f"{self.compress_ops_per_elem}")
         if self.compress_bytes_per_elem is not None and self.compress_bytes_per_elem < 0:
             raise ValueError("compress_bytes_per_elem must be >= 0, got "
                              f"{self.compress_bytes_per_elem}")
@@ -87,7 +89,8 @@ def _check_rate(name: str, x: float) -> None:
         raise ValueError(f"{name} must be a positive finite number, got {x!r}")
 
 
-def update_bytes_per_elem(scheme: Scheme | str, optimizer: str = "sgd-momentum") -> tuple[float, float]:
+def update_bytes_per_elem(scheme: Scheme | str,
+                          optimizer: str = "sgd-momentum") -> tuple[float, float]:
     """(bytes read, bytes written) per updated element."""
     sc = get_scheme(scheme)
     n_state = _optimizer(optimizer)[0]
