@@ -233,3 +233,40 @@ def test_padding_rule():
     assert h.padded_bytes == math.lcm(48, 128)
     with pytest.raises(ValueError, match="positive integer"):
         ring_schedule(g, "reduce-scatter", 0, 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 25), packet=st.sampled_from([None, 5e3]))
+def test_des_respects_physical_bounds_on_random_schedules(seed, n, packet):
+    """Any schedule, contended or not: the DES can neither beat the busiest link's total
+    load nor the latency+serialisation of the longest dependency chain, and never takes longer
+    than the sum of all activity (every packet's transmission and flight on every hop): the
+    engine is work-conserving, so something is always moving until the end."""
+    import networkx as nx
+
+    rng = np.random.default_rng(seed)
+    g = T.torus2d(3, 3, float(rng.uniform(1e8, 1e10)), float(rng.uniform(0, 1e-5)))
+    trs = []
+    for t in range(n):
+        src, dst = (int(x) for x in rng.choice(9, 2, replace=False))
+        path = nx.shortest_path(g, src, dst)
+        deps = sorted({int(d) for d in rng.integers(0, t, size=min(t, 2))}) if t else []
+        trs.append(dict(step=t, src=src, dst=dst, nbytes=float(rng.uniform(1e3, 1e5)),
+                        route=list(zip(path[:-1], path[1:])), deps=deps))
+    s = from_transfers(g, "all-gather", trs, sum(t["nbytes"] for t in trs))
+    d = simulate(s, packet_bytes=packet).time_s
+    bw = s.link_bandwidth_Bps[0]
+    lat = s.link_latency_s[0]
+    load = {}
+    for tr in trs:
+        for hop in tr["route"]:
+            load[hop] = load.get(hop, 0.0) + tr["nbytes"]
+    npk = [1 if packet is None else math.ceil(tr["nbytes"] / packet) for tr in trs]
+    one = [len(tr["route"]) * (k * lat + tr["nbytes"] / bw) for tr, k in zip(trs, npk)]
+    chain = [0.0] * n  # longest dependency chain, each transfer alone at full speed
+    for t, tr in enumerate(trs):
+        alone = len(tr["route"]) * lat + tr["nbytes"] / bw
+        chain[t] = alone + max((chain[k] for k in tr["deps"]), default=0.0)
+    assert d >= max(load.values()) / bw * (1 - 1e-9)
+    assert d >= max(chain) * (1 - 1e-9)
+    assert d <= sum(one) * (1 + 1e-9)
