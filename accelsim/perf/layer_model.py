@@ -51,7 +51,7 @@ def _output_bytes(phase: str, precision: str) -> int:
     """Bytes per element a GEMM writes to memory: activations and errors leave the SFU already
     quantized to the next GEMM's operand precision; weight gradients stay FP16 for reduction."""
     return ACCUMULATOR_BYTES if phase == "wgrad" else OPERAND_BYTES[precision]
-TILE_LADDER = (1, 4, 16, 64, 256)  # tile = min(dim, granule x factor), plus the whole dim
+TILE_LADDER = (1, 4, 16, 64)  # tile = min(dim, array granule x factor), plus the whole dim
 BOUNDS = ("compute", "scratchpad", "memory", "sfu", "comm")
 
 # Which GEMM dimension carries the minibatch (split by data parallelism) and which the output
@@ -93,10 +93,14 @@ def layer_precision(workload, layer, scheme) -> str:
     """Compute precision of one layer under a scheme (first/last GEMM layer FP16 if asked)."""
     if not layer.is_gemm:
         return "fp16"
-    if scheme.first_last_fp16 and layer.name in (workload.first_gemm_layer,
-                                                 workload.last_gemm_layer):
+    if scheme.first_last_fp16 and layer.name in _first_last(workload):
         return "fp16"
     return scheme.compute_precision
+
+
+def _first_last(workload) -> tuple[str, str]:
+    gemm = [layer.name for layer in workload.layers if layer.is_gemm]
+    return (gemm[0], gemm[-1]) if gemm else ("", "")
 
 
 def _macs_per_pe(core, precision: str) -> int:
@@ -272,10 +276,16 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
                 sel = dataflow == df
                 if not sel.any():
                     continue
-                r = core_gemm_time(core, dims["M"][sel], dims["N"][sel], dims["K"][sel],
-                                   count[sel], precision, df, mem_bw[sel],
+                # many mappings give a core the same share: time each distinct one once
+                key = np.stack([dims["M"][sel], dims["N"][sel], dims["K"][sel], count[sel],
+                                mem_bw[sel]])
+                uniq, inv = np.unique(key, axis=1, return_inverse=True)
+                r = core_gemm_time(core, uniq[0].astype(np.int64), uniq[1].astype(np.int64),
+                                   uniq[2].astype(np.int64), uniq[3].astype(np.int64),
+                                   precision, df, uniq[4],
                                    out_bytes=_output_bytes(phase, precision),
                                    a_unique=a_u, c_unique=c_u)
+                r = {k: v[inv.ravel()] for k, v in r.items()}
                 for k, v in r.items():
                     res_all.setdefault(k, np.zeros(n, dtype=v.dtype))[sel] = v
             no_fit = (reason == "") & ~res_all["feasible"]

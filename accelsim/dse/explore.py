@@ -1,0 +1,369 @@
+"""Design-space explorer: map every layer of a workload onto a system and pick the fastest plan.
+
+Models the mapping search of the HFP8 paper's performance study (Sun et al., NeurIPS 2019,
+appendix D: a design-space exploration tool maps each layer -- data vs model parallelism,
+tiling, scratchpad use, communication/compute overlap -- with a bandwidth-centric model).
+
+Two levels, each a tidy table:
+
+* **points** -- every (layer, mapping, phase) evaluated by :func:`accelsim.perf.evaluate_layer`:
+  chips split ``chip_dp x chip_mp`` and cores ``core_dp x core_mp`` (every factorization of the
+  chip and core counts: pure data, pure model, hybrid), every dataflow; the best scratchpad tile
+  is chosen inside each point. Infeasible points are rows with ``feasible=False`` and a reason.
+* **plans** -- whole-network choices: ``strategy`` (``data``: data parallel everywhere, the
+  paper's baseline; ``data-chips``: chips data parallel, cores free per layer; ``hybrid``: chips
+  and cores free per layer) x dataflow x ``overlap`` (reduce-scatter of each layer's gradients
+  overlapped with the rest of back-propagation, or all communication after it). Per layer a plan
+  takes the feasible point minimizing compute + split collectives + its share of gradient
+  communication. A plan is infeasible (row with a reason) if some layer has no feasible point or
+  the model state and stashed activations exceed chip memory.
+
+Gradient communication comes from :func:`accelsim.netsim.gradient_reduction_times` for the whole
+model, data parallel over all chips, and is apportioned to layers by parameter count. A layer
+split ``m`` ways over chips reduces its gradients among ``p = chips / m`` replicas of ``1/m`` of
+its weights: reduce-scatter and all-gather scale by ``((p-1)/p) / ((N-1)/N) / m`` (ring bandwidth
+term), a replicated weight update by ``1/m`` (a sharded one is unchanged: ``1/N`` either way).
+
+Step time (one iteration, minibatch ``batch`` over the whole system)::
+
+    step_s = fwd_s + bwd_data_s + wgrad_s + exposed_comm_s
+    exposed_comm_s = reduce_scatter_s + all_gather_s + weight_update_s        (overlap off)
+                   = reduce-scatter tail after the last backward op + all_gather_s
+                     + weight_update_s                                        (overlap on)
+
+With overlap on, a layer's reduce-scatter starts when its weight gradient is ready and the
+previous one has finished (one FIFO on the links; link sharing with model-parallel collectives is
+not modelled). The all-gather and the weight update need fully reduced gradients and stay exposed.
+
+Every evaluation is a pure function of its inputs; :func:`explore` farms the per-layer
+evaluations out to ``concurrent.futures`` (processes by default) or Dask (optional extra).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.perf.layer_model import (
+    ELEMENTWISE_BYTES,
+    OPERAND_BYTES,
+    Mapping,
+    data_parallel,
+    evaluate_layer,
+    layer_precision,
+)
+from accelsim.perf.systolic import DATAFLOWS
+
+STRATEGIES = ("data", "data-chips", "hybrid")
+EXECUTORS = ("process", "thread", "serial", "dask")
+
+
+def _factor_pairs(n: int) -> list[tuple[int, int]]:
+    return [(d, n // d) for d in range(1, n + 1) if n % d == 0]
+
+
+def mapping_candidates(system, dataflows: Sequence[str] = DATAFLOWS) -> list[Mapping]:
+    """Every (chip dp x mp) x (core dp x mp) factorization of the system, for each dataflow."""
+    return [Mapping(cd, cm, kd, km, df)
+            for cd, cm in _factor_pairs(system.chips)
+            for kd, km in _factor_pairs(system.chip.cores)
+            for df in dataflows]
+
+
+def grad_comm_factor(chips: int, chip_mp) -> np.ndarray:
+    """Reduce-scatter / all-gather time of a layer split ``chip_mp`` ways over chips, relative
+    to the same layer data parallel over all ``chips`` (ring bandwidth term)."""
+    m = np.asarray(chip_mp, dtype=np.float64)
+    if chips == 1:
+        return np.ones_like(m)
+    p = chips / m
+    return np.where(p > 1, ((p - 1) / p) / ((chips - 1) / chips) / m, 0.0)
+
+
+# ------------------------------------------------------------------------ pure evaluation task
+def _evaluate_task(task):
+    """One layer under a list of mappings (module-level so process pools can pickle it)."""
+    system, layer, batch, precision, mappings, index = task
+    cols = evaluate_layer(system, layer, batch, precision, mappings)
+    cols["index"] = np.full(len(cols["layer"]), index)
+    cols["mapping_id"] = np.tile(np.arange(len(mappings)), len(cols["layer"]) // len(mappings))
+    return cols
+
+
+def _run_tasks(tasks, executor, max_workers, progress):
+    from tqdm import tqdm
+
+    bar = dict(total=len(tasks), desc="explore: layers", unit="layer", disable=not progress,
+               leave=False)
+    if not isinstance(executor, str):  # a concurrent.futures.Executor supplied by the caller
+        return list(tqdm(executor.map(_evaluate_task, tasks), **bar))
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; expected one of {EXECUTORS} or a "
+                         "concurrent.futures.Executor")
+    workers = max_workers or os.cpu_count() or 1
+    if executor == "serial" or workers == 1:
+        return [_evaluate_task(t) for t in tqdm(tasks, **bar)]
+    if executor == "dask":
+        try:
+            import dask
+        except ImportError:
+            raise ValueError("executor 'dask' needs the optional extra: "
+                             "pip install 'accelsim[dask]'") from None
+        return list(dask.compute(*[dask.delayed(_evaluate_task)(t) for t in tasks]))
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+    pool = ProcessPoolExecutor if executor == "process" else ThreadPoolExecutor
+    chunk = max(1, len(tasks) // (4 * workers))
+    with pool(max_workers=workers) as ex:
+        return list(tqdm(ex.map(_evaluate_task, tasks, chunksize=chunk), **bar))
+
+
+# ------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class ExploreResult:
+    """Best plan, its per-layer x phase breakdown, every plan and every point evaluated."""
+
+    system: str
+    workload: str
+    batch: int
+    scheme: str
+    best: dict  # the best plan's row of ``plans``
+    layers: object  # pandas DataFrame: best plan, one row per layer x phase
+    plans: object  # pandas DataFrame: one row per plan (strategy x dataflow x overlap)
+    points: object  # pandas DataFrame: one row per layer x mapping x phase
+    comm: dict  # whole-model gradient reduction (netsim PhaseTimes as a dict)
+
+    @property
+    def fwd_s(self) -> float:
+        return float(self.best["fwd_s"])
+
+    @property
+    def bwd_data_s(self) -> float:
+        return float(self.best["bwd_data_s"])
+
+    @property
+    def wgrad_s(self) -> float:
+        return float(self.best["wgrad_s"])
+
+    @property
+    def step_s(self) -> float:
+        return float(self.best["step_s"])
+
+
+def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = DATAFLOWS,
+            strategies: Sequence[str] = STRATEGIES, overlap: Sequence[bool] = (False, True),
+            comm=None, link_GBps: float | None = None, compression: float = 1.0,
+            engine: str = "analytic", executor="process", max_workers: int | None = None,
+            progress: bool = False) -> ExploreResult:
+    """Explore mappings of ``workload`` (global minibatch ``batch``) on ``system`` under
+    ``scheme`` and return the best plan with the full points and plans tables.
+
+    ``comm``: gradient-reduction times for the whole model (an object or dict with
+    ``reduce_scatter_s``, ``all_gather_s``, ``weight_update_s``); by default computed with
+    :func:`accelsim.netsim.gradient_reduction_times` (``link_GBps``, ``compression``,
+    ``engine`` are passed on). ``executor``: "process" (default), "thread", "serial", "dask"
+    or a ``concurrent.futures.Executor``.
+    """
+    import pandas as pd
+
+    from accelsim.arch.schemes import get_scheme
+
+    scheme = get_scheme(scheme)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    for df in dataflows:
+        if df not in DATAFLOWS:
+            raise ValueError(f"unknown dataflow {df!r}; expected one of {DATAFLOWS}")
+    for st in strategies:
+        if st not in STRATEGIES:
+            raise ValueError(f"unknown strategy {st!r}; expected one of {STRATEGIES}")
+    if not dataflows or not strategies or not overlap:
+        raise ValueError("dataflows, strategies and overlap must each name at least one option")
+
+    if comm is None:
+        from accelsim.netsim import gradient_reduction_times
+
+        comm = gradient_reduction_times(system, workload.n_params, scheme, link_GBps=link_GBps,
+                                        compression=compression, engine=engine)
+    comm_d = comm if isinstance(comm, dict) else (
+        comm.as_dict() if hasattr(comm, "as_dict") else vars(comm))
+    for k in ("reduce_scatter_s", "all_gather_s", "weight_update_s"):
+        v = comm_d.get(k)
+        if v is None or not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"comm.{k} must be a finite time >= 0, got {v!r}")
+
+    # ---- points: every layer under every candidate mapping (element-wise: data parallel)
+    maps = mapping_candidates(system, dataflows)
+    dp_map = [data_parallel(system, dataflows[0])]
+    tasks = []
+    for i, layer in enumerate(workload.layers):
+        prec = layer_precision(workload, layer, scheme)
+        tasks.append((system, layer, batch, prec, maps if layer.is_gemm else dp_map, i))
+    results = _run_tasks(tasks, executor, max_workers, progress)
+    points = pd.DataFrame({k: np.concatenate([r[k] for r in results]) for k in results[0]})
+
+    # ---- per layer x mapping: phase times side by side, gradient-communication share
+    n_params = max(workload.n_params, 1)
+    rate = {k: comm_d[k] / n_params for k in ("reduce_scatter_s", "all_gather_s",
+                                              "weight_update_s")}
+    wide = points.pivot_table(index=["index", "mapping_id"], columns="phase", values="time_s",
+                              aggfunc="sum", fill_value=0.0, sort=True)
+    for ph in ("fwd", "bwd_data", "wgrad", "bwd"):
+        if ph not in wide:
+            wide[ph] = 0.0
+    wide = wide.reset_index()
+    first = points.drop_duplicates(["index", "mapping_id"]).set_index(["index", "mapping_id"])
+    key = pd.MultiIndex.from_frame(wide[["index", "mapping_id"]])
+    for c in ("layer", "kind", "chip_dp", "chip_mp", "core_dp", "core_mp", "dataflow"):
+        wide[c] = first[c].reindex(key).to_numpy()
+    feas = points.groupby(["index", "mapping_id"])["feasible"].all().reindex(key)
+    reason = points[~points.feasible].groupby(["index", "mapping_id"])["reason"].first()
+    wide["feasible"] = feas.to_numpy()
+    wide["reason"] = reason.reindex(key).fillna("").to_numpy()
+    params = np.array([workload.layers[i].n_params for i in wide["index"]], dtype=np.float64)
+    f_comm = grad_comm_factor(system.chips, wide["chip_mp"].to_numpy())
+    f_wu = (np.ones(len(wide)) if scheme.sharded_update
+            else 1.0 / wide["chip_mp"].to_numpy(dtype=np.float64))
+    wide["rs_s"] = params * rate["reduce_scatter_s"] * f_comm
+    wide["ag_s"] = params * rate["all_gather_s"] * f_comm
+    wide["wu_s"] = params * rate["weight_update_s"] * f_wu
+    wide["compute_s"] = wide["fwd"] + wide["bwd_data"] + wide["wgrad"] + wide["bwd"]
+    wide["score_s"] = np.where(wide["feasible"],
+                               wide["compute_s"] + wide["rs_s"] + wide["ag_s"] + wide["wu_s"],
+                               np.inf)
+
+    # ---- plans
+    info = _LayerInfo.of(workload, batch, scheme)
+    plan_rows, chosen_by_plan = [], {}
+    elementwise = ~np.array([workload.layers[i].is_gemm for i in wide["index"]])
+    for strategy in strategies:
+        for df in dataflows:
+            allowed = elementwise | (wide["dataflow"].to_numpy() == df)
+            if strategy == "data":
+                allowed &= (wide["chip_mp"].to_numpy() == 1) & (wide["core_mp"].to_numpy() == 1)
+            elif strategy == "data-chips":
+                allowed &= wide["chip_mp"].to_numpy() == 1
+            cand = wide[allowed]
+            # first feasible minimum per layer (score is inf where infeasible)
+            pick = cand.loc[cand.groupby("index")["score_s"].idxmin()]
+            bad = pick[~np.isfinite(pick["score_s"])]
+            for ov in overlap:
+                row = dict(strategy=strategy, dataflow=df, overlap=bool(ov))
+                if len(bad):
+                    r0 = bad.iloc[0]
+                    row.update(feasible=False, reason=f"layer {r0['layer']}: {r0['reason']}")
+                    plan_rows.append(row)
+                    continue
+                row.update(_plan_times(system, batch, scheme, info, pick, bool(ov)))
+                plan_rows.append(row)
+                chosen_by_plan[(strategy, df, bool(ov))] = pick
+    plans = pd.DataFrame(plan_rows)
+    for c in ("fwd_s", "bwd_data_s", "wgrad_s", "compute_s", "reduce_scatter_s", "all_gather_s",
+              "weight_update_s", "exposed_comm_s", "step_s", "images_per_s",
+              "achieved_flops", "utilization", "memory_per_chip_bytes"):
+        if c not in plans:
+            plans[c] = np.nan
+    plans["feasible"] = plans["feasible"].astype(bool)
+    plans["reason"] = plans["reason"].fillna("")
+    ok = plans[plans["feasible"]]
+    if ok.empty:
+        raise_reason = plans["reason"].iloc[0]
+        best = {"feasible": False, "reason": raise_reason}
+        layers = points.iloc[0:0]
+    else:
+        bi = ok["step_s"].idxmin()
+        best = plans.loc[bi].to_dict()
+        pick = chosen_by_plan[(best["strategy"], best["dataflow"], best["overlap"])]
+        sel = pd.MultiIndex.from_frame(pick[["index", "mapping_id"]])
+        layers = points.set_index(["index", "mapping_id"]).loc[sel].reset_index()
+        share = pick.set_index("index")[["rs_s", "ag_s", "wu_s"]]
+        layers = layers.join(share, on="index")
+        only_fwd = layers["phase"] != "fwd"  # charge each layer's gradient share once
+        layers.loc[only_fwd, ["rs_s", "ag_s", "wu_s"]] = 0.0
+        layers = layers.rename(columns={"rs_s": "grad_reduce_scatter_s",
+                                        "ag_s": "grad_all_gather_s",
+                                        "wu_s": "grad_weight_update_s"})
+        layers["achieved_flops"] = layers["flops"] / layers["time_s"]
+        front = ["layer", "index", "kind", "phase", "precision", "time_s", "bound", "chip_dp",
+                 "chip_mp", "core_dp", "core_mp", "dataflow"]
+        layers = layers[front + [c for c in layers.columns if c not in front]]
+    return ExploreResult(system=system.name, workload=workload.name, batch=batch,
+                         scheme=scheme.name, best=best, layers=layers, plans=plans,
+                         points=points, comm=comm_d)
+
+
+@dataclass(frozen=True)
+class _LayerInfo:
+    """Per-layer constants a plan needs (arrays indexed by layer index)."""
+
+    params: np.ndarray
+    act_bytes_per_sample: np.ndarray  # stashed input activations of one sample (bytes)
+    weight_bytes: np.ndarray  # compute copy + gradient bytes per parameter
+    gemm_flops: float  # all GEMM FLOPs of one step (whole minibatch)
+
+    @classmethod
+    def of(cls, workload, batch, scheme) -> _LayerInfo:
+        first, last = workload.first_gemm_layer, workload.last_gemm_layer
+        params, act, wb, flops = [], [], [], 0.0
+        for layer in workload.layers:
+            if layer.is_gemm:
+                fp16 = scheme.first_last_fp16 and layer.name in (first, last)
+                ob = OPERAND_BYTES["fp16" if fp16 else scheme.compute_precision]
+                flops += sum(g.flops for g in layer.gemms(batch).values())
+            else:
+                ob = ELEMENTWISE_BYTES
+            params.append(layer.n_params)
+            act.append(layer.input_elements * ob)
+            wb.append((ob if layer.is_gemm else ELEMENTWISE_BYTES) + scheme.gradient_bytes)
+        return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
+                   np.array(wb, dtype=np.float64), flops)
+
+
+def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) -> dict:
+    """Step time, exposed communication and memory footprint of one plan (pure)."""
+    pick = pick.sort_values("index")
+    fwd = float(pick["fwd"].sum())
+    bwd_data = float(pick["bwd_data"].sum() + pick["bwd"].sum())
+    wgrad = float(pick["wgrad"].sum())
+    rs, ag, wu = (float(pick[c].sum()) for c in ("rs_s", "ag_s", "wu_s"))
+    if overlap:
+        t = 0.0
+        rs_free = 0.0
+        cols = [pick[c].to_numpy()[::-1] for c in ("wgrad", "bwd", "rs_s", "bwd_data")]
+        for wg, bw, rs_l, bd in zip(*cols):  # back-propagation order
+            t += wg + bw  # the layer's weight (or BN parameter) gradient is ready here
+            if rs_l > 0:
+                rs_free = max(t, rs_free) + rs_l
+            t += bd
+        exposed = max(0.0, rs_free - t) + ag + wu
+    else:
+        exposed = rs + ag + wu
+    compute = fwd + bwd_data + wgrad
+    step = compute + exposed
+    peak = system.peak_flops(scheme.compute_precision)
+    idx = pick["index"].to_numpy()
+    m = pick["chip_mp"].to_numpy(dtype=np.float64)
+    dp = pick["chip_dp"].to_numpy(dtype=np.float64)
+    # model state: compute weights + gradients per parameter, optimizer-side copies sharded
+    # over the data-parallel chips for a sharded update; plus activations stashed for backward
+    state = (scheme.master_weight_bytes + scheme.optimizer_state_bytes
+             + scheme.compute_copy_bytes + scheme.residual_bytes)
+    state = state / dp if scheme.sharded_update else state
+    w = info.params[idx] / m
+    mem = float((w * (info.weight_bytes[idx] + state)).sum()
+                + (np.ceil(batch / dp) * info.act_bytes_per_sample[idx]).sum())
+    row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=compute,
+               reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu, exposed_comm_s=exposed,
+               step_s=step, images_per_s=batch / step, achieved_flops=info.gemm_flops / step,
+               utilization=info.gemm_flops / step / peak, memory_per_chip_bytes=mem,
+               model_parallel_layers=int(((pick["chip_mp"] > 1) | (pick["core_mp"] > 1)).sum()),
+               feasible=True, reason="")
+    cap = system.chip.memory_capacity_bytes
+    if mem > cap:
+        row.update(feasible=False, reason=f"needs {mem / 2**30:.2f} GiB per chip > memory "
+                   f"{cap / 2**30:.2f} GiB (weights, optimizer state, stashed activations)")
+    return row
