@@ -44,18 +44,32 @@ def _resolve(fmt, rounding, rng) -> tuple[FloatFormat, str]:
 
 
 # ---------------------------------------------------------------- grid of each format
+def pow2(k: np.ndarray) -> np.ndarray:
+    """2.0**k for integer arrays with -1022 <= k <= 1023, built from the bits (exact, fast)."""
+    return ((np.asarray(k, dtype=np.int64) + 1023) << 52).view(np.float64)
+
+
 def _quantum(f: FloatFormat, e: np.ndarray) -> np.ndarray:
+    """Exponent q of the grid spacing 2^q inside binade [2^e, 2^(e+1))."""
     if f.layout == "hif8":
         return hif8.quantum_exponent(e)
     if f.has_subnormals:
         return np.maximum(e, f.emin) - f.mbits
-    return e - f.mbits  # no subnormals: unbounded grid, flushed below min_positive afterwards
+    # no subnormals: unbounded grid, flushed below min_positive afterwards; binades far below
+    # the range share one grid (they all flush) so 2^-q stays a normal float64
+    return np.maximum(e, f.emin - 2 * f.mbits - 8) - f.mbits
 
 
-def _lo_even(f: FloatFormat, fl: np.ndarray, e: np.ndarray) -> np.ndarray:
+@lru_cache(maxsize=None)
+def _grid_tables(f: FloatFormat):
+    """Per float64 exponent field (0..2047): 2^-q, 2^q and the tie-parity offset."""
+    e = np.arange(2048, dtype=np.int64) - 1023  # field 0 (zero, subnormal doubles) -> -1023
+    q = _quantum(f, e)
     if f.layout == "hif8":
-        return hif8.tie_lo_is_even(fl, e)
-    return np.mod(fl, 2) == 0
+        off = hif8.tie_parity_offset(e)
+    else:
+        off = np.zeros(2048, dtype=np.int64)
+    return pow2(-q), pow2(q), off
 
 
 def _round_to_source(a: np.ndarray, mode: str) -> np.ndarray:
@@ -70,33 +84,30 @@ def _quantize_general(x64, f: FloatFormat, mode: str, *, saturate: bool, rng, na
         a = np.abs(x64)
         if mode in ("sr14", "sr2", "hybrid"):
             a = _round_to_source(a, mode)
-        finite = np.isfinite(a)
-        a_f = np.where(finite, a, 0.0)
-        e = np.frexp(a_f)[1].astype(np.int64) - 1
-        q = _quantum(f, e)
-        s = np.ldexp(a_f, -q)
+        down, upscale, off = _grid_tables(f)
+        ef = (a.view(np.uint64) >> 52).astype(np.intp)  # biased float64 exponent (sign is 0)
+        s = a * down[ef]  # exact: power-of-two scaling into [0, 2^(m+1))
         fl = np.floor(s)
-        up = round_up(s, fl, _lo_even(f, fl, e), mode, rng=rng, a=a_f, e=e)
-        r = np.ldexp(fl + up, q)
-        over = r > f.max
+        lo_even = (((fl.astype(np.int64) + off[ef]) & 1) == 0) if mode == "rne" else None
+        up = round_up(s, fl, lo_even, mode, rng=rng, a=a, e=ef - 1023)
+        r = (fl + up) * upscale[ef]
+        over = r > f.max  # also true for infinite inputs, fixed below
         if over.any():
             if saturate or mode == "rz":
                 over_val = f.max
             else:
                 over_val = np.inf if f.has_inf else np.nan
-            r = np.where(over, over_val, r)
+            r[over] = over_val
         if not f.has_subnormals:
-            r = np.where(r < f.min_positive, 0.0, r)
-        # special inputs
+            r *= r >= f.min_positive  # flush underflow to zero
+        finite = np.isfinite(a)
         if not finite.all():
-            nan_in = np.isnan(a)
             inf_val = np.inf if f.has_inf else (f.max if saturate else np.nan)
-            r = np.where(np.isinf(a), inf_val, r)
-            r = np.where(nan_in, 0.0 if nan_to_zero else np.nan, r)
-        neg = np.signbit(x64)
-        r = np.where(neg, -r, r)
+            r[np.isinf(a)] = inf_val
+            r[np.isnan(a)] = 0.0 if nan_to_zero else np.nan
+        r = np.copysign(r, x64)
         if not f.has_negative_zero:
-            r = r + 0.0  # -0.0 + 0.0 == +0.0
+            r += 0.0  # -0.0 + 0.0 == +0.0
     return r
 
 
@@ -134,35 +145,51 @@ def decode_table(fmt) -> np.ndarray:
 
 
 @lru_cache(maxsize=None)
-def _magnitude_index(fmt: FloatFormat):
-    """Sorted positive finite magnitudes (incl. 0) and their codes, for value -> code."""
-    t = decode_table(fmt)
-    half = 1 << (fmt.bits - 1)
-    codes = np.arange(half)
-    vals = t[:half]
-    ok = np.isfinite(vals)
-    order = np.argsort(vals[ok], kind="stable")
-    return vals[ok][order], codes[ok][order].astype(fmt.code_dtype)
+def _code_by_top_bits(f: FloatFormat) -> np.ndarray:
+    """uint8 code of each positive finite value of an 8-bit format, keyed by the top 16 bits of
+    its float64 pattern (11 exponent + 4 fraction bits hold every 8-bit value here exactly)."""
+    t = decode_table(f)
+    half = t[:128]
+    ok = np.isfinite(half)
+    keys = (half[ok].view(np.uint64) >> 48).astype(np.intp)
+    if np.unique(keys).size != keys.size:  # pragma: no cover - guards a future wider format
+        raise ValueError(f"format {f.name!r}: values not distinguishable by their top 16 bits")
+    table = np.zeros(1 << 16, dtype=np.uint8)
+    table[keys] = np.arange(128)[ok]
+    return table
+
+
+def _magnitude_codes(mag: np.ndarray, f: FloatFormat) -> np.ndarray:
+    """Codes (sign bit clear) of representable finite magnitudes ``mag``, from their bits."""
+    u = mag.view(np.uint64)
+    if f.bits == 8:
+        return _code_by_top_bits(f)[(u >> 48).astype(np.intp)]
+    ef = (u >> 52).astype(np.int64)
+    normal = ((ef - (1023 - f.bias)) << f.mbits) | ((u >> (52 - f.mbits)).astype(np.int64) & ((1 << f.mbits) - 1))
+    # below 2^emin: subnormals (or only zero for formats without them) are integer multiples
+    with np.errstate(invalid="ignore", over="ignore"):  # large values overflow here, unused
+        small = (mag * pow2(np.int64(f.mbits - f.emin))).astype(np.int64)
+    is_small = mag < pow2(np.int64(f.emin))
+    return normal + is_small * (small - normal)
 
 
 def _values_to_codes(r: np.ndarray, neg: np.ndarray, f: FloatFormat) -> np.ndarray:
     """Codes of representable float64 values ``r`` (NaN/inf allowed); ``neg``: sign of NaNs."""
     dt = f.code_dtype
-    sign_bit = dt(1 << (f.bits - 1))
     if f.bits == 32:
         codes = r.astype(np.float32).view(np.uint32).copy()
         nan = np.isnan(r)
         if nan.any():
             codes[nan] = np.where(neg[nan], f.nan_code | (1 << 31), f.nan_code)
         return codes
-    vals, vcodes = _magnitude_index(f)
+    sign_bit = 1 << (f.bits - 1)
     mag = np.abs(r)
     finite = np.isfinite(mag)
-    idx = np.searchsorted(vals, np.where(finite, mag, 0.0))
-    codes = vcodes[np.minimum(idx, len(vals) - 1)]
+    all_finite = finite.all()
+    codes = _magnitude_codes(mag if all_finite else np.where(finite, mag, 0.0), f).astype(dt)
     # quantize already turned -0 into +0 for formats without a negative zero
-    codes = np.where(np.signbit(r), codes | sign_bit, codes)
-    if not finite.all():
+    codes |= (np.signbit(r) * sign_bit).astype(dt)
+    if not all_finite:
         nan = np.isnan(r)
         signed_nan = f.layout in ("ieee", "fn", "dlfloat")
         nan_codes = np.where(neg & signed_nan, f.nan_code | sign_bit, f.nan_code).astype(dt)
@@ -214,6 +241,18 @@ def _encode_general(x64, f, mode, *, saturate, rng, nan_to_zero):
     return _values_to_codes(r, np.signbit(x64), f)
 
 
+def _chunked(fn, arr: np.ndarray, out_dtype, **kw) -> np.ndarray:
+    """Apply ``fn`` over 2^16-element chunks converted to float64 one at a time: bounded
+    temporaries, cache-resident passes. Stochastic draws come from the generator in element
+    order, exactly as one call over the whole array would take them."""
+    _as_float64(arr.reshape(-1)[:0])  # dtype check
+    flat = arr.reshape(-1)
+    out = np.empty(flat.shape, dtype=out_dtype)
+    for start in range(0, flat.size, _CHUNK):
+        out[start : start + _CHUNK] = fn(_as_float64(flat[start : start + _CHUNK]), **kw)
+    return out.reshape(arr.shape)
+
+
 # ---------------------------------------------------------------- public API
 def quantize(
     x,
@@ -236,8 +275,8 @@ def quantize(
     if arr.dtype != object and _lut_eligible(arr, f, mode):
         codes = _encode_float32_lut(arr, _encode_lut(f, mode, bool(saturate), bool(nan_to_zero)))
         return decode_table(f)[codes]
-    x64 = _as_float64(arr)
-    return _quantize_general(x64, f, mode, saturate=bool(saturate), rng=rng, nan_to_zero=bool(nan_to_zero))
+    return _chunked(_quantize_general, arr, np.float64, f=f, mode=mode, saturate=bool(saturate), rng=rng,
+                    nan_to_zero=bool(nan_to_zero))
 
 
 def encode(
@@ -254,8 +293,8 @@ def encode(
     arr = np.asarray(x)
     if arr.dtype != object and _lut_eligible(arr, f, mode):
         return _encode_float32_lut(arr, _encode_lut(f, mode, bool(saturate), bool(nan_to_zero)))
-    x64 = _as_float64(arr)
-    return _encode_general(x64, f, mode, saturate=bool(saturate), rng=rng, nan_to_zero=bool(nan_to_zero))
+    return _chunked(_encode_general, arr, f.code_dtype, f=f, mode=mode, saturate=bool(saturate), rng=rng,
+                    nan_to_zero=bool(nan_to_zero))
 
 
 def decode(codes, fmt) -> np.ndarray:

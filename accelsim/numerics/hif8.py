@@ -65,11 +65,14 @@ def decode_table() -> np.ndarray:
     return val
 
 
-def tie_lo_is_even(fl: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Whether the lower rounding candidate has an even code (round-half-even for HiF8).
+def tie_parity_offset(e: np.ndarray) -> np.ndarray:
+    """Offset added to the integer significand ``floor(|x| / 2^q)`` so that its parity is the
+    parity of the lower candidate's code (round-half-even means: the even code wins).
 
-    Normal candidates: the mantissa LSB is the code LSB, so the integer significand's parity.
-    Denormal candidate 2^e has code M = e + 23; below 2^-22 the lower candidate is 0 (even).
+    Normal binades: the mantissa LSB is the code LSB, offset 0. Denormal binade e (candidate 2^e,
+    significand 1) has code M = e + 23: offset 1 when e is odd (M even). Below 2^-22 the lower
+    candidate is 0 (code 0x00, significand 0): offset 0.
     """
+    e = np.asarray(e)
     den = (e >= DENORMAL_EMIN) & (e < EMIN)
-    return np.where(den, (e + 23) % 2 == 0, fl % 2 == 0)
+    return np.where(den & (e % 2 != 0), 1, 0).astype(np.int64)

@@ -36,8 +36,10 @@ def check_mode(rounding: str, rng) -> str:
 
 def _source_significand_lsbs(a: np.ndarray, e: np.ndarray, src_mbits: int, nbits: int) -> np.ndarray:
     """The ``nbits`` least significant bits of |x|'s ``src_mbits``-bit fraction (|x| in binade e)."""
-    sig = np.ldexp(a, src_mbits - e)  # integer significand of the source value, exact
-    return np.mod(sig, 2**nbits)
+    from .codec import pow2
+
+    sig = a * pow2(np.clip(src_mbits - e, -1022, 1023))  # integer significand, exact
+    return sig.astype(np.int64) & (2**nbits - 1)
 
 
 def round_up(
