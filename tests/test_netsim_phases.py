@@ -223,3 +223,19 @@ def test_scheme_is_data():
     p32 = phase_times(T.dgx1(), 1_000_000, s, **RATES)
     p16 = phase_times(T.dgx1(), 1_000_000, "fp16", **RATES)
     assert p32.rs_payload_bytes == 2 * p16.rs_payload_bytes
+
+
+@pytest.mark.parametrize("cfg", sorted((REPO / "arch_configs").glob("*.toml")), ids=lambda p: p.stem)
+def test_every_shipped_config_has_a_breakdown(cfg):
+    from accelsim.arch import load_system
+    from accelsim.netsim import gradient_reduction_times
+
+    system = load_system(cfg)
+    for sc in SCHEME_NAMES:
+        p = gradient_reduction_times(system, N, sc, n_tensors=161)
+        assert p.total_s == pytest.approx(p.reduce_scatter_s + p.all_gather_s + p.weight_update_s)
+        assert p.weight_update_s > 0
+        if system.chips == 1:
+            assert p.reduce_scatter_s == p.all_gather_s == 0
+        else:
+            assert p.reduce_scatter_s > 0 and p.all_gather_s > 0
