@@ -133,4 +133,5 @@ def test_hif8_published_summary_numbers():
     assert [per_binade[k] for k in range(-15, -7)] + [per_binade[k] for k in range(8, 15)] == [2] * 15
     assert per_binade[15] == 1
     assert [per_binade[k] for k in range(-22, -15)] == [1] * 7  # denormals 2^-22..2^-16
-    assert f.binades == 37 and len(per_binade) == 38  # 2^-22 .. 2^15 inclusive
+    assert f.binades == 38 == len(per_binade)  # 2^-22 .. 2^15 inclusive
+    assert get_format("fp16").binades == 40  # the paper's comparison figure

@@ -122,8 +122,14 @@ class FloatFormat:
         return self.mbits + 1
 
     @property
-    def binades(self) -> float:
-        """log2(max / min_positive): the dynamic range in binades (powers of two)."""
+    def binades(self) -> int:
+        """Binades covered: number of exponents e with a finite value in [2^e, 2^(e+1))
+        (the HiF8 paper's count: 38 for HiF8, 40 for FP16)."""
+        return math.floor(math.log2(self.max)) - math.floor(math.log2(self.min_positive)) + 1
+
+    @property
+    def dynamic_range_log2(self) -> float:
+        """log2(max / min_positive)."""
         return math.log2(self.max / self.min_positive)
 
     @property
