@@ -239,3 +239,13 @@ def test_every_shipped_config_has_a_breakdown(cfg):
             assert p.reduce_scatter_s == p.all_gather_s == 0
         else:
             assert p.reduce_scatter_s > 0 and p.all_gather_s > 0
+
+
+def test_cli_collective_both_engines(capsys):
+    rc, out, _ = run_cli(["collective", "--topology", "hfp8-64", "--op", "all-reduce", "--bytes",
+                          "3840000", "--link-GBps", "32", "--engine", "both", "--json"], capsys)
+    d = json.loads(out)
+    assert rc == 0 and d["des_vs_analytic"] == pytest.approx(1.0, rel=0.01)
+    rc, out, _ = run_cli(["collective", "--topology", "dgx1", "--op", "all-gather", "--bytes",
+                          "4800", "--engine", "both"], capsys)
+    assert rc == 0 and "des/analytic" in out

@@ -39,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "topologies, 0 otherwise)")
     parser.add_argument("--alpha-us", type=float, default=0.0,
                         help="extra software overhead per step, microseconds (default 0)")
-    parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
-                        help="analytic alpha-beta model or simpy discrete-event simulation")
+    parser.add_argument("--engine", choices=("analytic", "des", "both"), default="analytic",
+                        help="analytic alpha-beta model, simpy discrete-event simulation, or "
+                        "both side by side (JSON: analytic fields plus des_* fields)")
     parser.add_argument("--packet-bytes", type=float, default=None,
                         help="DES packet size in bytes (default: one packet per transfer)")
     parser.add_argument("--no-pad", action="store_true",
@@ -81,10 +82,16 @@ def run(args: argparse.Namespace) -> int:
                    latency_s=None if args.latency_us is None else args.latency_us * 1e-6)
     s = best_schedule(g, args.op, args.nbytes // args.elem_bytes, float(args.elem_bytes),
                       pad=not args.no_pad)
-    r = time_schedule(s, args.engine, alpha_s=args.alpha_us * 1e-6,
-                      packet_bytes=args.packet_bytes)
+    engines = ("analytic", "des") if args.engine == "both" else (args.engine,)
+    res = [time_schedule(s, e, alpha_s=args.alpha_us * 1e-6, packet_bytes=args.packet_bytes)
+           for e in engines]
+    r = res[0]
     out = r.as_dict()
     out["topology"] = g.graph.get("name", args.topology)
+    if len(res) == 2:
+        d = res[1]
+        out.update(des_time_s=d.time_s, des_bus_bandwidth_GBps=d.bus_bandwidth_GBps,
+                   des_events=d.events, des_wall_s=d.wall_s, des_vs_analytic=d.time_s / r.time_s)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -97,6 +104,13 @@ def run(args: argparse.Namespace) -> int:
             ("bus bandwidth", f"{r.bus_bandwidth_GBps:.3f} GB/s")]
     if r.engine == "des":
         rows.append(("simulated events", f"{r.events} in {r.wall_s:.3f} s"))
+    if len(res) == 2:
+        d = res[1]
+        rows[2] = ("engine", "analytic | des")
+        rows[7] = ("time", f"{r.time_s * 1e6:.3f} us | {d.time_s * 1e6:.3f} us "
+                           f"(des/analytic {d.time_s / r.time_s:.6f})")
+        rows[9] = ("bus bandwidth", f"{r.bus_bandwidth_GBps:.3f} | {d.bus_bandwidth_GBps:.3f} GB/s")
+        rows.append(("simulated events", f"{d.events} in {d.wall_s:.3f} s"))
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{w}}  {v}")
