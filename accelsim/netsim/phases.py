@@ -62,7 +62,8 @@ class PhaseTimes:
 # A small cache of schedule *structure* (built with 1 byte per element); sweeps over bandwidth,
 # compression and scheme then only rescale bytes and swap link rates.
 _CACHE: OrderedDict = OrderedDict()
-_CACHE_MAX = 32
+_CACHE_MAX = 32  # schedules
+_CACHE_MAX_TRANSFERS = 4_000_000  # ~ 200 MB of columns; large systems evict early
 
 
 def _signature(g: nx.Graph) -> tuple:
@@ -81,7 +82,8 @@ def schedule_for(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float, *,
     if base is None:
         base = best_schedule(g, op, n_elems, 1.0, pad=pad)
         _CACHE[key] = base
-        if len(_CACHE) > _CACHE_MAX:
+        while len(_CACHE) > 1 and (len(_CACHE) > _CACHE_MAX or sum(
+                v.n_transfers for v in _CACHE.values()) > _CACHE_MAX_TRANSFERS):
             _CACHE.popitem(last=False)
     else:
         _CACHE.move_to_end(key)
