@@ -52,7 +52,6 @@ from accelsim.perf.layer_model import (
     ELEMENTWISE_BYTES,
     OPERAND_BYTES,
     Mapping,
-    data_parallel,
     evaluate_layer,
     layer_precision,
 )
@@ -198,11 +197,13 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
 
     # ---- points: every layer under every candidate mapping (element-wise: data parallel)
     maps = mapping_candidates(system, dataflows)
-    dp_map = [data_parallel(system, dataflows[0])]
+    # element-wise layers only care how many ranks share them: chip splits, all cores
+    ew_maps = [Mapping(cd, cm, system.chip.cores, 1, dataflows[0])
+               for cd, cm in _factor_pairs(system.chips)]
     tasks = []
     for i, layer in enumerate(workload.layers):
         prec = layer_precision(workload, layer, scheme)
-        tasks.append((system, layer, batch, prec, maps if layer.is_gemm else dp_map, i))
+        tasks.append((system, layer, batch, prec, maps if layer.is_gemm else ew_maps, i))
     results = _run_tasks(tasks, executor, max_workers, progress)
     points = pd.DataFrame({k: np.concatenate([r[k] for r in results]) for k in results[0]})
 

@@ -1,0 +1,105 @@
+"""``accelsim explore``: best mapping of a workload on a system, with a per-layer breakdown."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "explore"
+HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
+        "and cores, dataflow, scratchpad tiles, gradient-communication overlap) and print the "
+        "best plan with a per-layer breakdown.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--system", type=Path, required=True, metavar="TOML",
+                        help="architecture config, e.g. arch_configs/hfp8-64chip.toml")
+    parser.add_argument("--workload", required=True, metavar="WORKLOAD",
+                        help="workload TOML, SCALE-Sim topology CSV, or shipped name (resnet50)")
+    parser.add_argument("--batch", type=int, required=True, metavar="N",
+                        help="global minibatch (samples per iteration over the whole system)")
+    parser.add_argument("--scheme", choices=["fp16", "fp8", "hfp8"], default="hfp8",
+                        help="training precision scheme (default: hfp8)")
+    parser.add_argument("--out", type=Path, default=None, metavar="POINTS.csv",
+                        help="write every evaluated point (layer x mapping x phase) to this CSV; "
+                             "the plans table goes beside it as <stem>_plans.csv and the best "
+                             "plan's per-layer breakdown as <stem>_best_layers.csv")
+    parser.add_argument("--dataflows", default="ws,os,is", metavar="LIST",
+                        help="comma-separated dataflows to consider (default: ws,os,is)")
+    parser.add_argument("--strategies", default="data,data-chips,hybrid", metavar="LIST",
+                        help="comma-separated plan strategies: data, data-chips, hybrid "
+                             "(default: all)")
+    parser.add_argument("--link-GBps", type=float, default=None, metavar="GBPS",
+                        help="override the off-chip link bandwidth (GB/s per link per direction)")
+    parser.add_argument("--compression", type=float, default=1.0, metavar="X",
+                        help="gradient compression factor for the reduce-scatter (default: 1)")
+    parser.add_argument("--executor", choices=["process", "thread", "serial", "dask"],
+                        default="process", help="how to run evaluations (default: process)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="parallel workers (default: all CPUs)")
+    parser.add_argument("--top", type=int, default=0, metavar="K",
+                        help="print only the K slowest layers of the breakdown (default: all)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from accelsim.arch import load_system
+    from accelsim.cli import UserError
+    from accelsim.commands.layers import resolve_workload
+    from accelsim.dse import explore
+    from accelsim.workload import load_workload, read_scalesim_topology
+
+    if args.batch < 1:
+        raise UserError(f"--batch must be >= 1, got {args.batch}")
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be >= 1, got {args.workers}")
+    if args.link_GBps is not None and not args.link_GBps > 0:
+        raise UserError(f"--link-GBps must be > 0, got {args.link_GBps}")
+    if not args.compression >= 1:
+        raise UserError(f"--compression must be >= 1, got {args.compression}")
+    system = load_system(args.system)
+    path = resolve_workload(args.workload)
+    wl = read_scalesim_topology(path) if path.suffix.lower() == ".csv" else load_workload(path)
+    split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
+    res = explore(system, wl, args.batch, args.scheme, dataflows=split(args.dataflows),
+                  strategies=split(args.strategies), link_GBps=args.link_GBps,
+                  compression=args.compression, executor=args.executor,
+                  max_workers=args.workers, progress=True)
+    b = res.best
+    if not b.get("feasible", False):
+        print(res.plans[["strategy", "dataflow", "overlap", "reason"]].to_string(index=False))
+        raise UserError(f"no feasible plan for {wl.name} on {system.name} at batch "
+                        f"{args.batch}: {b.get('reason', '')}")
+    cols = ["layer", "phase", "precision", "chip_dp", "chip_mp", "core_dp", "core_mp",
+            "dataflow", "M", "N", "K", "tile_m", "tile_n", "tile_k", "time_s", "bound"]
+    lay = res.layers[cols].copy()
+    lay["time_us"] = lay.pop("time_s") * 1e6
+    if args.top:
+        lay = lay.nlargest(args.top, "time_us")
+    with pd.option_context("display.max_rows", None, "display.width", 220,
+                           "display.float_format", "{:.2f}".format):
+        print(lay.to_string(index=False))
+        print()
+        show = ["strategy", "dataflow", "overlap", "feasible", "compute_s", "exposed_comm_s",
+                "step_s", "images_per_s", "utilization"]
+        print(res.plans[show].sort_values("step_s").to_string(index=False))
+    print(f"\n# best: {b['strategy']} / {b['dataflow']} / overlap {b['overlap']} -- "
+          f"{wl.name} on {system.name}, {args.scheme}, batch {args.batch}")
+    print(f"# step {b['step_s'] * 1e3:.3f} ms = fwd {b['fwd_s'] * 1e3:.3f} + bwd_data "
+          f"{b['bwd_data_s'] * 1e3:.3f} + wgrad {b['wgrad_s'] * 1e3:.3f} + exposed comm "
+          f"{b['exposed_comm_s'] * 1e3:.3f} ms (reduce-scatter {b['reduce_scatter_s'] * 1e3:.3f}, "
+          f"all-gather {b['all_gather_s'] * 1e3:.3f}, weight update "
+          f"{b['weight_update_s'] * 1e3:.3f})")
+    print(f"# {b['images_per_s']:,.0f} samples/s, {b['achieved_flops'] / 1e12:,.1f} TFLOP/s "
+          f"= {b['utilization']:.1%} of peak; {b['model_parallel_layers']} layers model-parallel;"
+          f" {len(res.points):,} points, {int((~res.points.feasible).sum()):,} infeasible")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        res.points.to_csv(args.out, index=False)
+        plans = args.out.with_name(args.out.stem + "_plans.csv")
+        best = args.out.with_name(args.out.stem + "_best_layers.csv")
+        res.plans.to_csv(plans, index=False)
+        res.layers.to_csv(best, index=False)
+        print(f"# wrote {args.out}, {plans}, {best}")
+    return 0
