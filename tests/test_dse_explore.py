@@ -1,0 +1,161 @@
+"""Design-space explorer: best plan, full tables, infeasible rows, overlap, executors, CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from accelsim.arch import load_system
+from accelsim.cli import main
+from accelsim.dse import STRATEGIES, explore, mapping_candidates
+from accelsim.workload import load_workload
+
+REPO = Path(__file__).resolve().parents[1]
+SYS64 = load_system(REPO / "arch_configs" / "hfp8-64chip.toml")
+SYS1 = load_system(REPO / "arch_configs" / "rapid-1chip.toml")
+TINY = load_workload(REPO / "workloads" / "tiny-cnn.toml")
+RESNET = load_workload(REPO / "workloads" / "resnet50.toml")
+NO_COMM = {"reduce_scatter_s": 0.0, "all_gather_s": 0.0, "weight_update_s": 0.0}
+
+
+def test_mapping_candidates_cover_all_factorizations():
+    maps = mapping_candidates(SYS64, ("ws",))
+    assert len(maps) == 7 * 6  # 64 = 1x64 ... 64x1; 20 cores: 1,2,4,5,10,20
+    assert all(m.chip_dp * m.chip_mp == 64 and m.core_dp * m.core_mp == 20 for m in maps)
+
+
+@pytest.mark.parametrize("scheme", ["fp16", "fp8", "hfp8"])
+def test_best_plan_and_tables(scheme):
+    res = explore(SYS1, TINY, 32, scheme, executor="serial")
+    plans = res.plans
+    assert len(plans) == len(STRATEGIES) * 3 * 2
+    assert res.best["feasible"]
+    assert res.step_s == pytest.approx(plans[plans.feasible]["step_s"].min())
+    # the breakdown is the best plan's layers, one row per layer x phase, summing up
+    lay = res.layers
+    n_rows = sum(len(la.gemms(32)) + len(la.elementwise(32)) for la in TINY.layers)
+    assert len(lay) == n_rows
+    assert lay.groupby("layer")[["chip_dp", "chip_mp", "core_dp", "core_mp"]].nunique().max().max() == 1
+    assert lay[lay.phase == "fwd"]["time_s"].sum() == pytest.approx(res.fwd_s)
+    assert lay[lay.phase.isin(["bwd_data", "bwd"])]["time_s"].sum() == pytest.approx(res.bwd_data_s)
+    assert lay[lay.phase == "wgrad"]["time_s"].sum() == pytest.approx(res.wgrad_s)
+    b = res.best
+    assert b["step_s"] == pytest.approx(b["compute_s"] + b["exposed_comm_s"])
+    assert b["images_per_s"] == pytest.approx(32 / b["step_s"])
+    # every point: whole-layer FLOPs over that mapping's time never beats the system peak
+    pts = res.points[res.points.feasible & (res.points.flops > 0)]
+    peak = np.array([SYS1.peak_flops(p) for p in pts["precision"]])
+    assert (pts["flops"] / pts["time_s"] <= peak).all()
+    assert b["achieved_flops"] <= SYS1.peak_flops(res.scheme if scheme == "fp16" else "fp8")
+
+
+def test_infeasible_points_and_plans_are_rows_with_reasons():
+    # minibatch 16 on 64 chips: pure data parallelism over chips cannot work, hybrid can
+    res = explore(SYS64, TINY, 16, "fp8", dataflows=("ws",), executor="serial")
+    bad = res.points[~res.points.feasible]
+    assert len(bad) and bad["reason"].str.contains("minibatch 16").all()
+    assert np.isinf(bad["time_s"]).all()
+    data = res.plans[res.plans.strategy == "data"]
+    assert (~data.feasible).all() and data["reason"].str.contains("minibatch").all()
+    assert res.best["feasible"] and res.best["strategy"] == "hybrid"
+    assert (res.layers["chip_dp"] <= 16).all()
+
+
+def test_memory_capacity_makes_plans_infeasible():
+    small = dataclasses.replace(SYS1, chip=dataclasses.replace(SYS1.chip,
+                                                                memory_capacity_bytes=10_000))
+    res = explore(small, TINY, 64, "fp16", executor="serial", comm=NO_COMM)
+    assert not res.plans["feasible"].any()
+    assert res.plans["reason"].str.contains("GiB per chip").all()
+    assert not res.best["feasible"]
+
+
+def test_overlap_hides_only_reduce_scatter():
+    comm = {"reduce_scatter_s": 1e-3, "all_gather_s": 2e-4, "weight_update_s": 1e-4}
+    res = explore(SYS1, TINY, 32, "fp16", executor="serial", comm=comm,
+                  strategies=("data",), dataflows=("ws",))
+    off = res.plans[~res.plans.overlap].iloc[0]
+    on = res.plans[res.plans.overlap].iloc[0]
+    assert off["exposed_comm_s"] == pytest.approx(1.3e-3)
+    assert on["all_gather_s"] + on["weight_update_s"] <= on["exposed_comm_s"]
+    assert on["exposed_comm_s"] < off["exposed_comm_s"]
+    hidden = off["exposed_comm_s"] - on["exposed_comm_s"]
+    assert hidden <= min(on["bwd_data_s"] + on["wgrad_s"], 1e-3) + 1e-15
+    # with free communication every plan's step is pure compute and overlap changes nothing
+    free = explore(SYS1, TINY, 32, "fp16", executor="serial", comm=NO_COMM)
+    np.testing.assert_allclose(free.plans["step_s"], free.plans["compute_s"])
+
+
+def test_executors_agree():
+    kw = dict(dataflows=("ws", "os"), comm=NO_COMM)
+    a = explore(SYS1, TINY, 8, "hfp8", executor="serial", **kw)
+    b = explore(SYS1, TINY, 8, "hfp8", executor="thread", max_workers=2, **kw)
+    with ThreadPoolExecutor(2) as ex:
+        c = explore(SYS1, TINY, 8, "hfp8", executor=ex, **kw)
+    pd.testing.assert_frame_equal(a.points, b.points)
+    pd.testing.assert_frame_equal(a.points, c.points)
+    pd.testing.assert_frame_equal(a.plans, b.plans)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="executor"):
+        explore(SYS1, TINY, 8, "fp8", executor="mpi")
+    with pytest.raises(ValueError, match="dataflow"):
+        explore(SYS1, TINY, 8, "fp8", dataflows=("rs",))
+    with pytest.raises(ValueError, match="strategy"):
+        explore(SYS1, TINY, 8, "fp8", strategies=("magic",))
+    with pytest.raises(ValueError, match="scheme"):
+        explore(SYS1, TINY, 8, "fp4")
+    with pytest.raises(ValueError, match="reduce_scatter_s"):
+        explore(SYS1, TINY, 8, "fp8", comm={"reduce_scatter_s": -1, "all_gather_s": 0,
+                                             "weight_update_s": 0})
+
+
+def test_resnet50_64chip_fp8_beats_fp16_and_respects_peak():
+    kw = dict(dataflows=("ws",), executor="serial")
+    r16 = explore(SYS64, RESNET, 1024, "fp16", **kw)
+    r8 = explore(SYS64, RESNET, 1024, "fp8", **kw)
+    assert r8.best["images_per_s"] > r16.best["images_per_s"]
+    assert r8.best["compute_s"] < r16.best["compute_s"]
+    for r, prec in ((r16, "fp16"), (r8, "fp8")):
+        ok = r.plans[r.plans.feasible]
+        assert (ok["achieved_flops"] <= SYS64.peak_flops(prec)).all()
+
+
+def test_cli_explore_and_systolic(tmp_path, capsys):
+    out = tmp_path / "pts.csv"
+    rc = main(["explore", "--system", str(REPO / "arch_configs" / "rapid-1chip.toml"),
+               "--workload", str(REPO / "workloads" / "tiny-cnn.toml"), "--batch", "16",
+               "--scheme", "fp8", "--executor", "serial", "--out", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "# best:" in text and "samples/s" in text
+    pts = pd.read_csv(out)
+    assert {"layer", "phase", "time_s", "feasible", "reason"} <= set(pts.columns)
+    assert (tmp_path / "pts_plans.csv").is_file() and (tmp_path / "pts_best_layers.csv").is_file()
+    assert main(["explore", "--system", str(REPO / "arch_configs" / "rapid-1chip.toml"),
+                 "--workload", "tiny-cnn", "--batch", "0"]) == 2
+
+
+def test_cli_systolic_contract(tmp_path):
+    """`accelsim systolic --topology-csv ... --scalesim-compat --out` (external contract)."""
+    topo = REPO / "tests" / "data" / "scalesim" / "resnet50_scalesim_topology.csv"
+    gold_path = REPO / "tests" / "data" / "scalesim" / "scalesim_v3_resnet50_128x128_ws_cycles.csv"
+    out = tmp_path / "cycles.csv"
+    rc = main(["systolic", "--topology-csv", str(topo), "--rows", "128", "--cols", "128",
+               "--dataflow", "ws", "--scalesim-compat", "--out", str(out)])
+    assert rc == 0
+    got = pd.read_csv(out)
+    gold = pd.read_csv(gold_path, comment="#")
+    assert list(got["layer"]) == list(gold["layer"])
+    assert (abs(got["compute_cycles"] - gold["compute_cycles"]) <= 1).all()
+    wl = main(["systolic", "--workload", str(REPO / "workloads" / "tiny-cnn.toml"), "--rows",
+               "8", "--cols", "8", "--dataflow", "os", "--out", str(tmp_path / "t.csv")])
+    assert wl == 0 and len(pd.read_csv(tmp_path / "t.csv")) == 3
+    assert main(["systolic", "--topology-csv", str(tmp_path / "missing.csv"), "--rows", "4",
+                 "--cols", "4"]) == 2
