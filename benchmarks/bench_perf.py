@@ -1,0 +1,112 @@
+"""Speed of the perf/dse area (issue 4 item 7), measured side by side in one run.
+
+    python benchmarks/bench_perf.py [--workers 2] [--repeat 5]
+
+1. per-layer systolic cycles of all of SCALE-Sim's ResNet-50 (54 layers, 128x128, WS and OS,
+   SCALE-Sim compatible): the vectorized model vs the slow per-fold reference loop, and SCALE-Sim
+   v3's own wall time as recorded in the golden files' headers (target: well under 1 s);
+2. the per-layer x phase roofline table of torchvision ResNet-50 on the 64-chip system;
+3. the full design-space exploration of ResNet-50 on arch_configs/hfp8-64chip.toml for the three
+   schemes fp16, fp8, hfp8 (target: < 30 s on 2 cores), with a process pool vs serially.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = REPO / "tests" / "data" / "scalesim"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _timeit(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _scalesim_wall_s(dataflow: str) -> float | None:
+    path = GOLDEN / f"scalesim_v3_resnet50_128x128_{dataflow}_cycles.csv"
+    if not path.is_file():
+        return None
+    m = re.search(r"SCALE-Sim wall time (\d+) s", path.read_text())
+    return float(m.group(1)) if m else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workers", type=int, default=2, help="process-pool workers for the DSE")
+    p.add_argument("--repeat", type=int, default=5, help="repetitions of the fast timings")
+    args = p.parse_args(argv)
+
+    from accelsim.arch import load_system
+    from accelsim.dse import explore
+    from accelsim.perf import gemm_cycles, layer_table, workload_cycles
+    from accelsim.workload import load_workload, read_scalesim_topology
+
+    print(f"machine: {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), "
+          f"{_cpu_model()}, Python {platform.python_version()}, {platform.system()}")
+    rows = []
+    topo = read_scalesim_topology(GOLDEN / "resnet50_scalesim_topology.csv")
+    for df in ("ws", "os"):
+        fast = _timeit(lambda: workload_cycles(topo, 128, 128, df, scalesim_compat=True),
+                       args.repeat)
+        gem = [layer.gemms(1)["fwd"] for layer in topo.layers]
+        slow = _timeit(lambda: [gemm_cycles(g.M, g.N, g.K, 128, 128, df) for g in gem], 1)
+        ss = _scalesim_wall_s(df)
+        rows.append((f"ResNet-50 cycles, 54 layers, 128x128 {df} (table, vectorized)", fast,
+                     f"slow reference loop (no table) {slow * 1e3:.1f} ms"
+                     + (f"; SCALE-Sim v3 {ss:.0f} s (recorded) = {ss / fast:,.0f}x" if ss else "")))
+
+    sys64 = load_system(REPO / "arch_configs" / "hfp8-64chip.toml")
+    resnet = load_workload(REPO / "workloads" / "resnet50.toml")
+    t = _timeit(lambda: layer_table(sys64, resnet, 1024, "hfp8"), args.repeat)
+    rows.append(("ResNet-50 layer x phase roofline table (175 layers, 1 mapping)", t, ""))
+
+    def dse(executor, workers):
+        return [explore(sys64, resnet, 1024, s, executor=executor, max_workers=workers)
+                for s in ("fp16", "fp8", "hfp8")]
+
+    t0 = time.perf_counter()
+    res = dse("process", args.workers)
+    par = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    dse("serial", 1)
+    ser = time.perf_counter() - t0
+    n_pts = sum(len(r.points) for r in res)
+    rows.append((f"full DSE ResNet-50, 64 chips, fp16+fp8+hfp8, {args.workers} processes", par,
+                 f"{n_pts:,} points; serial {ser:.2f} s ({ser / par:.2f}x)"))
+    w = max(len(r[0]) for r in rows)
+    print(f"\n{'benchmark':<{w}}  {'seconds':>9}  notes")
+    for name, sec, note in rows:
+        print(f"{name:<{w}}  {sec:>9.4f}  {note}")
+    print("\nbest plans (batch 1024):")
+    for r in res:
+        b = r.best
+        print(f"  {r.scheme:>5}: {b['strategy']}/{b['dataflow']}/overlap={b['overlap']}: "
+              f"{b['images_per_s']:,.0f} images/s, step {b['step_s'] * 1e3:.3f} ms, "
+              f"{b['utilization']:.1%} of peak")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
