@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accelsim.arch import load_system
 from accelsim.cli import main
@@ -159,3 +161,25 @@ def test_cli_systolic_contract(tmp_path):
     assert wl == 0 and len(pd.read_csv(tmp_path / "t.csv")) == 3
     assert main(["systolic", "--topology-csv", str(tmp_path / "missing.csv"), "--rows", "4",
                  "--cols", "4"]) == 2
+
+
+@settings(max_examples=12)
+@given(scale=st.floats(1.0, 4.0), which=st.sampled_from(
+    ["frequency_Hz", "scratchpad_bandwidth_Bps", "memory_bandwidth_Bps", "ring_bandwidth_Bps",
+     "link"]), scheme=st.sampled_from(["fp16", "fp8", "hfp8"]), batch=st.sampled_from([64, 256]),
+    overlap=st.booleans())
+def test_throughput_monotone_in_peak_and_bandwidth(scale, which, scheme, batch, overlap):
+    """More peak compute or bandwidth never lowers the explorer's best throughput."""
+    core, chip = SYS64.chip.core, SYS64.chip
+    if which in ("frequency_Hz", "scratchpad_bandwidth_Bps"):
+        fast = dataclasses.replace(SYS64, chip=dataclasses.replace(
+            chip, core=dataclasses.replace(core, **{which: getattr(core, which) * scale})))
+    elif which == "link":
+        fast = SYS64.with_link_bandwidth(SYS64.link.bandwidth_Bps * scale)
+    else:
+        fast = dataclasses.replace(SYS64, chip=dataclasses.replace(
+            chip, **{which: getattr(chip, which) * scale}))
+    kw = dict(dataflows=("ws",), overlap=(overlap,), executor="serial")
+    base = explore(SYS64, TINY, batch, scheme, **kw).best["images_per_s"]
+    better = explore(fast, TINY, batch, scheme, **kw).best["images_per_s"]
+    assert better >= base * (1 - 1e-12)
