@@ -194,25 +194,37 @@ DGX1_PUBLISHED: tuple[tuple[int, float], ...] = ((1, 1200.0), (8, 8322.0))  # (G
 DGX1_MINIBATCH_PER_GPU = 256
 
 
-def _pick(table, scheme: str, link_GBps: float, compression: float):
-    t = table[(table["scheme"] == scheme) & (table["link_GBps"] == link_GBps)
-              & (table["compression"] == compression)]
-    if len(t) != 1:
-        raise ValueError(f"throughput table needs exactly one row for scheme={scheme}, "
-                         f"link_GBps={link_GBps:g}, compression={compression:g}; found {len(t)}")
-    return t.iloc[0]
+def _index(table) -> dict:
+    """{(scheme, link_GBps, compression): row} from a DataFrame or a list of row dicts."""
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else table
+    out: dict = {}
+    for r in rows:
+        key = (r["scheme"], float(r["link_GBps"]), float(r["compression"]))
+        if key in out:
+            raise ValueError(f"throughput table has two rows for scheme={key[0]}, "
+                             f"link_GBps={key[1]:g}, compression={key[2]:g}")
+        out[key] = r
+    return out
 
 
 def paper_metrics(table) -> dict[str, float]:
-    """accelsim's value of every :data:`PUBLISHED` metric, from a throughput table
-    (columns scheme, link_GBps, compression, images_per_s, the three phase times, comm_fraction)."""
+    """accelsim's value of every :data:`PUBLISHED` metric, from a throughput table (DataFrame
+    or list of row dicts with scheme, link_GBps, compression, images_per_s, the three phase
+    times and comm_fraction)."""
+    idx = _index(table)
+
+    def pick(scheme, link, comp):
+        try:
+            return idx[scheme, float(link), float(comp)]
+        except KeyError:
+            raise ValueError(f"throughput table needs a row for scheme={scheme}, "
+                             f"link_GBps={link:g}, compression={comp:g}") from None
+
     def gain(a: str, b: str) -> float:
-        return 100.0 * (_pick(table, a, 32, 1)["images_per_s"]
-                        / _pick(table, b, 32, 1)["images_per_s"] - 1.0)
+        return 100.0 * (pick(a, 32, 1)["images_per_s"] / pick(b, 32, 1)["images_per_s"] - 1.0)
 
     def cut(link: float, comp: float) -> float:
-        f8 = _pick(table, "fp8", link, comp)
-        h8 = _pick(table, "hfp8", link, comp)
+        f8, h8 = pick("fp8", link, comp), pick("hfp8", link, comp)
         c8 = f8["reduce_scatter_s"] + f8["all_gather_s"] + f8["weight_update_s"]
         ch = h8["reduce_scatter_s"] + h8["all_gather_s"] + h8["weight_update_s"]
         return 100.0 * (1.0 - ch / c8)
@@ -224,7 +236,7 @@ def paper_metrics(table) -> dict[str, float]:
         "hfp8_comm_cut_64GBps_pct": cut(64, 1),
         "hfp8_comm_cut_128GBps_pct": cut(128, 1),
         "hfp8_comm_cut_32GBps_256x_pct": cut(32, 256),
-        "fp16_comm_share_32GBps_pct": 100.0 * _pick(table, "fp16", 32, 1)["comm_fraction"],
+        "fp16_comm_share_32GBps_pct": 100.0 * pick("fp16", 32, 1)["comm_fraction"],
     }
 
 
@@ -392,12 +404,23 @@ def comm_phases(system, workload, scheme: str, params: TrainingParams, *,
 
 
 def n_param_tensors(workload) -> int:
-    """Number of parameter tensors (weights, biases, BatchNorm scale and shift)."""
+    """Number of parameter tensors (weights, biases, normalisation scale and shift): what a
+    per-tensor optimizer step visits. ResNet-50: 53 conv + 53 x 2 BatchNorm + fc weight and bias
+    = 161."""
     n = getattr(workload, "n_param_tensors", None)
     if n is not None:
         return int(n() if callable(n) else n)
-    raise ValueError(f"workload {getattr(workload, 'name', workload)!r} does not report its "
-                     "number of parameter tensors")
+    count = 0
+    for layer in workload.layers:
+        if layer.n_params == 0:
+            continue
+        if layer.kind in ("batchnorm", "layernorm"):
+            count += 2
+        elif layer.kind in ("conv", "linear"):
+            count += 1 + int(bool(getattr(layer, "bias", False)))
+        else:
+            count += 1
+    return count
 
 
 # --------------------------------------------------------------------------- compute
@@ -668,3 +691,28 @@ def evaluate_point(point: Mapping[str, Any]) -> dict[str, Any]:
 
 evaluate_point.columns = tuple(c for c in STEP_COLUMNS if c not in ("scheme", "minibatch")) \
     + ("peak_images_per_s",)
+
+
+def _compute_profile(system, workload, scheme: str, minibatch: int) -> ComputeProfile:
+    """Sum the per-layer table of the data-parallel mapping (the paper's: every chip and core
+    takes a slice of the minibatch) into forward / backward-data / weight-gradient time.
+
+    Element-wise layers' backward time counts as backward-data (it sits on the error path)."""
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.perf.layer_model import layer_table
+
+    if minibatch < system.chips:
+        raise Infeasible(f"minibatch {minibatch} < {system.chips} chips: a chip would be idle "
+                         "(data parallelism needs at least one image per chip)")
+    sc = get_scheme(scheme)
+    table = layer_table(system, workload, int(minibatch), sc)
+    if not table["feasible"].all():
+        bad = table[~table["feasible"]].iloc[0]
+        raise Infeasible(f"layer {bad['layer']} ({bad['phase']}) does not fit: {bad['reason']}")
+    by_phase = table.groupby("phase")["time_s"].sum()
+    fwd = float(by_phase.get("fwd", 0.0))
+    bwd = float(by_phase.get("bwd_data", 0.0)) + float(by_phase.get("bwd", 0.0))
+    wg = float(by_phase.get("wgrad", 0.0))
+    return ComputeProfile(scheme=sc.name, minibatch=int(minibatch), fwd_s=fwd, bwd_data_s=bwd,
+                          wgrad_s=wg, flops=float(table["flops"].sum()),
+                          peak_flops=float(system.peak_flops(sc.compute_precision)))

@@ -171,12 +171,15 @@ def _fmt(v, floatfmt: str) -> str:
     return str(v)
 
 
-def markdown_table(table, *, floatfmt: str = ".4g", columns: Sequence[str] | None = None) -> str:
-    """A GitHub-flavoured Markdown table of a DataFrame (no index)."""
+def markdown_table(table, *, floatfmt: str | dict = ".4g",
+                   columns: Sequence[str] | None = None) -> str:
+    """A GitHub-flavoured Markdown table of a DataFrame (no index). ``floatfmt`` is one format
+    for every float column or a {column: format} dict (others: ``.4g``)."""
     cols = list(columns) if columns is not None else list(table.columns)
-    head = "| " + " | ".join(cols) + " |"
+    fmts = [floatfmt.get(c, ".4g") if isinstance(floatfmt, dict) else floatfmt for c in cols]
+    head = "| " + " | ".join(str(c) for c in cols) + " |"
     sep = "|" + "|".join("---" for _ in cols) + "|"
-    body = ["| " + " | ".join(_fmt(v, floatfmt) for v in row) + " |"
+    body = ["| " + " | ".join(_fmt(v, f) for v, f in zip(row, fmts)) + " |"
             for row in table[cols].itertuples(index=False, name=None)]
     return "\n".join([head, sep, *body])
 
@@ -311,7 +314,9 @@ def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=No
                   "Same model and global parameters, on `arch_configs/dgx1-v100.toml`, minibatch "
                   "256 per GPU as in NVIDIA's benchmark.", "",
                   markdown_table(d, columns=["case", "minibatch", "published", "predicted",
-                                             "error_pct", "utilization"], floatfmt=".3g"),
+                                             "error_pct", "utilization"],
+                                 floatfmt={"published": ".0f", "predicted": ".0f",
+                                           "error_pct": "+.1f", "utilization": ".2f"}),
                   "", f"Published measurements: {d['source'].iloc[0]}."]
     lines += ["", "## Parameter set (global, one for every figure)", "",
               "| parameter | value |", "|---|---|"]

@@ -1,0 +1,57 @@
+"""Speed of the main job: ``accelsim figures`` end to end, analytic and DES engines, side by side.
+
+Targets (issue 6): under 60 s with the analytic engine and under 5 minutes with the DES engine
+on a 2-core machine. Run: ``python benchmarks/bench_figures.py`` (``--quick``: analytic only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGETS_S = {"analytic": 60.0, "des": 300.0}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def time_main_job(engine: str) -> float:
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "accelsim", "figures", "--out", out, "--engine",
+                        engine, "--no-progress"], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="analytic engine only")
+    args = ap.parse_args()
+    engines = ["analytic"] if args.quick else ["analytic", "des"]
+    print(f"machine: {os.cpu_count()} cores (nproc), {cpu_model()}, Python "
+          f"{platform.python_version()}")
+    print(f"{'job':<34} {'time_s':>8} {'target_s':>9} {'target/time':>12}")
+    for eng in engines:
+        t = time_main_job(eng)
+        print(f"{'accelsim figures --engine ' + eng:<34} {t:8.1f} {TARGETS_S[eng]:9.0f} "
+              f"{TARGETS_S[eng] / t:11.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
