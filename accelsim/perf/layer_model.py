@@ -292,21 +292,22 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
             reason[no_fit] = [f"smallest tile needs {int(b)} B > scratchpad "
                               f"{core.scratchpad_bytes} B" for b in res_all["min_tile_bytes"][no_fit]]
             out = res_all
-            # collectives of the split (see module docstring)
-            b_out = ACCUMULATOR_BYTES
+            # collectives of the split (see module docstring); activations travel in the
+            # operand precision, partial sums and weight gradients in FP16
             chip_out = g.count * g.M // batch * b_local  # chip's share, before the mp split
             if phase == "fwd":
-                y = chip_out * _cdiv(g.N, chip_mp) * b_out  # outputs a chip computes
+                b_act = _output_bytes(phase, precision)
+                y = chip_out * _cdiv(g.N, chip_mp) * b_act  # outputs a chip computes
                 comm = (_ring_collective_s("all_gather", core_mp, y, chip.ring_bandwidth_Bps)
-                        + _ring_collective_s("all_gather", chip_mp, chip_out * g.N * b_out,
+                        + _ring_collective_s("all_gather", chip_mp, chip_out * g.N * b_act,
                                              _chip_link_Bps(system, chip_mp)))
             elif phase == "bwd_data":
-                dx = chip_out * g.N * b_out
+                dx = chip_out * g.N * c_u * ACCUMULATOR_BYTES  # after col2im: the input size
                 comm = (_ring_collective_s("all_reduce", core_mp, dx, chip.ring_bandwidth_Bps)
                         + _ring_collective_s("all_reduce", chip_mp, dx,
                                              _chip_link_Bps(system, chip_mp)))
             else:  # wgrad: cores of a chip reduce-scatter their partial weight gradients
-                dw = g.count * g.M * _cdiv(g.N, chip_mp) * b_out
+                dw = g.count * g.M * _cdiv(g.N, chip_mp) * ACCUMULATOR_BYTES
                 comm = _ring_collective_s("reduce_scatter", core_dp, dw, chip.ring_bandwidth_Bps)
             if layer.kind == "matmul":
                 comm = np.zeros(n)
