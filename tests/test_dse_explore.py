@@ -183,3 +183,12 @@ def test_throughput_monotone_in_peak_and_bandwidth(scale, which, scheme, batch, 
     base = explore(SYS64, TINY, batch, scheme, **kw).best["images_per_s"]
     better = explore(fast, TINY, batch, scheme, **kw).best["images_per_s"]
     assert better >= base * (1 - 1e-12)
+
+
+def test_dask_executor_matches_serial():
+    pytest.importorskip("dask", reason="optional extra accelsim[dask] not installed")
+    kw = dict(dataflows=("ws",), comm=NO_COMM)
+    a = explore(SYS1, TINY, 8, "fp8", executor="serial", **kw)
+    b = explore(SYS1, TINY, 8, "fp8", executor="dask", max_workers=2, **kw)
+    pd.testing.assert_frame_equal(a.points, b.points)
+    assert a.best == b.best
