@@ -85,7 +85,7 @@ def _quantize_general(x64, f: FloatFormat, mode: str, *, saturate: bool, rng, na
         if mode in ("sr14", "sr2", "hybrid"):
             a = _round_to_source(a, mode)
         down, upscale, off = _grid_tables(f)
-        ef = (a.view(np.uint64) >> 52).astype(np.intp)  # biased float64 exponent (sign is 0)
+        ef = (a.view(np.uint64) >> 52).view(np.int64)  # biased float64 exponent (sign is 0)
         s = a * down[ef]  # exact: power-of-two scaling into [0, 2^(m+1))
         fl = np.floor(s)
         lo_even = (((fl.astype(np.int64) + off[ef]) & 1) == 0) if mode == "rne" else None
@@ -163,9 +163,9 @@ def _magnitude_codes(mag: np.ndarray, f: FloatFormat) -> np.ndarray:
     """Codes (sign bit clear) of representable finite magnitudes ``mag``, from their bits."""
     u = mag.view(np.uint64)
     if f.bits == 8:
-        return _code_by_top_bits(f)[(u >> 48).astype(np.intp)]
-    ef = (u >> 52).astype(np.int64)
-    normal = ((ef - (1023 - f.bias)) << f.mbits) | ((u >> (52 - f.mbits)).astype(np.int64) & ((1 << f.mbits) - 1))
+        return _code_by_top_bits(f)[(u >> 48).view(np.int64)]
+    ef = (u >> 52).view(np.int64)
+    normal = ((ef - (1023 - f.bias)) << f.mbits) | ((u >> (52 - f.mbits)).view(np.int64) & ((1 << f.mbits) - 1))
     # below 2^emin: subnormals (or only zero for formats without them) are integer multiples
     with np.errstate(invalid="ignore", over="ignore"):  # large values overflow here, unused
         small = (mag * pow2(np.int64(f.mbits - f.emin))).astype(np.int64)
