@@ -694,25 +694,25 @@ evaluate_point.columns = tuple(c for c in STEP_COLUMNS if c not in ("scheme", "m
 
 
 def _compute_profile(system, workload, scheme: str, minibatch: int) -> ComputeProfile:
-    """Sum the per-layer table of the data-parallel mapping (the paper's: every chip and core
-    takes a slice of the minibatch) into forward / backward-data / weight-gradient time.
-
-    Element-wise layers' backward time counts as backward-data (it sits on the error path)."""
+    """Forward / backward-data / weight-gradient time of the best data-parallel plan the
+    explorer finds (:func:`accelsim.dse.explore`: every chip and core takes a slice of the
+    minibatch, as in the paper; best dataflow and scratchpad tiles). Element-wise layers'
+    backward time counts as backward-data (it sits on the error path)."""
     from accelsim.arch.schemes import get_scheme
-    from accelsim.perf.layer_model import layer_table
+    from accelsim.dse.explore import explore
 
     if minibatch < system.chips:
         raise Infeasible(f"minibatch {minibatch} < {system.chips} chips: a chip would be idle "
                          "(data parallelism needs at least one image per chip)")
     sc = get_scheme(scheme)
-    table = layer_table(system, workload, int(minibatch), sc)
-    if not table["feasible"].all():
-        bad = table[~table["feasible"]].iloc[0]
-        raise Infeasible(f"layer {bad['layer']} ({bad['phase']}) does not fit: {bad['reason']}")
-    by_phase = table.groupby("phase")["time_s"].sum()
-    fwd = float(by_phase.get("fwd", 0.0))
-    bwd = float(by_phase.get("bwd_data", 0.0)) + float(by_phase.get("bwd", 0.0))
-    wg = float(by_phase.get("wgrad", 0.0))
+    # Gradient communication is charged by the step model, not inside the plan choice: with a
+    # data-parallel mapping and no overlap every dataflow pays the same communication.
+    zero = {"reduce_scatter_s": 0.0, "all_gather_s": 0.0, "weight_update_s": 0.0}
+    res = explore(system, workload, int(minibatch), sc, strategies=("data",), overlap=(False,),
+                  comm=zero, executor="serial")
+    if not res.best.get("feasible", True):
+        raise Infeasible(f"no feasible data-parallel plan: {res.best.get('reason', '')}")
+    fwd, bwd, wg = res.fwd_s, res.bwd_data_s, res.wgrad_s
     return ComputeProfile(scheme=sc.name, minibatch=int(minibatch), fwd_s=fwd, bwd_data_s=bwd,
-                          wgrad_s=wg, flops=float(table["flops"].sum()),
+                          wgrad_s=wg, flops=float(res.layers["flops"].sum()),
                           peak_flops=float(system.peak_flops(sc.compute_precision)))
