@@ -135,3 +135,27 @@ def test_hif8_published_summary_numbers():
     assert [per_binade[k] for k in range(-22, -15)] == [1] * 7  # denormals 2^-22..2^-16
     assert f.binades == 38 == len(per_binade)  # 2^-22 .. 2^15 inclusive
     assert get_format("fp16").binades == 40  # the paper's comparison figure
+
+
+@pytest.mark.parametrize(
+    "fmt,ref",
+    [
+        (FloatFormat("e3m4", 8, 3, 4, 3, True, "ieee"), ml_dtypes.float8_e3m4),
+        (FloatFormat("e4m3", 8, 4, 3, 7, True, "ieee"), ml_dtypes.float8_e4m3),
+        (FloatFormat("e4m3fnuz", 8, 4, 3, 8, True, "fnuz"), ml_dtypes.float8_e4m3fnuz),
+        (FloatFormat("e5m2fnuz", 8, 5, 2, 16, True, "fnuz"), ml_dtypes.float8_e5m2fnuz),
+    ],
+    ids=lambda v: getattr(v, "name", ""),
+)
+def test_a_new_format_is_one_dataclass_row(fmt, ref):
+    """Formats outside the preset table work from their description alone (design claim)."""
+    from accelsim.numerics import encode
+
+    codes = np.arange(256, dtype=np.uint8)
+    assert _same(decode(codes, fmt), codes.view(ref).astype(np.float64))
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                        (rng.standard_normal(200_000) * 8).astype(np.float32)])
+    with np.errstate(all="ignore"):
+        ref_codes = x.astype(ref).view(np.uint8)
+    assert np.array_equal(encode(x, fmt), ref_codes)
