@@ -115,34 +115,29 @@ def _cdiv(a, b):
     return -(-a // b)
 
 
-def _rereads(folds: dict, operand_dims: str):
-    """An operand is re-read once per fold of each spatial dimension it does not contain
-    (for the output: accumulated, i.e. read and written, once per fold of K)."""
-    r = 1
-    for dim, f in folds.items():
-        if dim not in operand_dims:
-            r = r * f
-    return r
-
-
-def core_gemm_time(core, M, N, K, count, precision: str, dataflow: str,
-                   memory_Bps_per_core, *, out_bytes: float = ACCUMULATOR_BYTES,
-                   a_unique: float = 1.0, c_unique: float = 1.0) -> dict[str, np.ndarray]:
+def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
+                   memory_Bps_per_core, *, out_bytes=ACCUMULATOR_BYTES,
+                   a_unique=1.0, c_unique=1.0) -> dict[str, np.ndarray]:
     """Best-tile time of ``count`` GEMMs (M, N, K) on one core, vectorized over candidates.
 
-    ``M, N, K, count`` and ``memory_Bps_per_core`` broadcast to one shape ``(n,)``.
-    ``a_unique`` / ``c_unique``: fraction of the A / C matrix that exists in memory (an im2col
-    operand of a k x k conv is expanded on chip from the input tensor; col2im likewise). Returns
-    arrays: compute_s, scratchpad_s, memory_s, time_s, cycles, tile_m/n/k, feasible
+    ``M, N, K, count``, ``dataflow`` (a name or an array of names), ``memory_Bps_per_core``,
+    ``out_bytes`` (bytes per output element written to memory) and ``a_unique`` / ``c_unique``
+    (fraction of the A / C matrix that exists in memory: an im2col operand of a k x k conv is
+    expanded on chip from the input tensor, col2im likewise) broadcast to one shape ``(n,)``.
+    Returns arrays: compute_s, scratchpad_s, memory_s, time_s, cycles, tile_m/n/k, feasible
     (a tile fits the scratchpad), bound index into ("compute", "scratchpad", "memory").
     """
-    M, N, K, count, mem_bw = np.broadcast_arrays(
-        *(np.asarray(x, dtype=np.int64) for x in (M, N, K, count)),
-        np.asarray(memory_Bps_per_core, dtype=np.float64))
-    mp_ = MAPPINGS[dataflow]
+    M, N, K, count = (np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (M, N, K, count))
+    M, N, K, count, mem_bw, out_b, a_u, c_u, dfl = np.broadcast_arrays(
+        M, N, K, count, np.asarray(memory_Bps_per_core, dtype=np.float64),
+        np.asarray(out_bytes, dtype=np.float64), np.asarray(a_unique, dtype=np.float64),
+        np.asarray(c_unique, dtype=np.float64), np.asarray(dataflow))
+    for name in np.unique(dfl):
+        if name not in MAPPINGS:
+            raise ValueError(f"unknown dataflow {name!r}; expected one of {DATAFLOWS}")
     R, C = core.rows, core.cols
     mpe = _macs_per_pe(core, precision)
-    b_in, b_out = OPERAND_BYTES[precision], ACCUMULATOR_BYTES
+    b_in, b_acc = OPERAND_BYTES[precision], ACCUMULATOR_BYTES
     g = min(R, C)
     lad = np.array(TILE_LADDER, dtype=np.int64) * g
 
@@ -154,10 +149,29 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow: str,
     idx = np.array(list(itertools.product(range(L), repeat=3)))  # (T, 3)
     tm, tn, tk = lm[:, idx[:, 0]], ln[:, idx[:, 1]], lk[:, idx[:, 2]]  # (n, T)
     Mx, Nx, Kx = M[:, None], N[:, None], K[:, None]
+    # per-row dataflow as one-hot weights: which GEMM dimension sits on the array rows /
+    # columns / in time (from accelsim.perf.systolic.MAPPINGS), so one call mixes dataflows
+    onehot = {role: {dim: np.zeros((len(M), 1), dtype=np.int64) for dim in "MNK"}
+              for role in ("rows", "cols", "time")}
+    preload = np.zeros((len(M), 1), dtype=np.int64)
+    for name, m in MAPPINGS.items():
+        sel = dfl == name
+        onehot["rows"][m.spatial_rows][sel] = 1
+        onehot["cols"][m.spatial_cols][sel] = 1
+        onehot["time"][m.streamed][sel] = 1
+        preload[sel] = R if m.preload_rows else 0
 
-    fits = 2 * (tm * tk + tk * tn) * b_in + tm * tn * b_out <= core.scratchpad_bytes
+    def role(r, d):
+        return sum(onehot[r][x] * d[x] for x in "MNK")
+
+    def rereads(fr, fc, operand_dims):
+        """Re-read once per fold of each spatial dimension the operand lacks."""
+        rows_out = 1 - sum(onehot["rows"][x] for x in operand_dims)
+        cols_out = 1 - sum(onehot["cols"][x] for x in operand_dims)
+        return (1 + rows_out * (fr - 1)) * (1 + cols_out * (fc - 1))
+
+    fits = 2 * (tm * tk + tk * tn) * b_in + tm * tn * b_acc <= core.scratchpad_bytes
     nm, nn, nk = _cdiv(Mx, tm), _cdiv(Nx, tn), _cdiv(Kx, tk)
-    preload = R if mp_.preload_rows else 0
     cycles = np.zeros(tm.shape, dtype=np.int64)
     sp_bytes = np.zeros(tm.shape, dtype=np.float64)
     # Sum over full tiles and the remainder tile of each dimension (2 x 2 x 2 cases).
@@ -168,13 +182,14 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow: str,
         n_tiles = ca * cb * cc
         ce = _cdiv(c, mpe)  # reduction steps per PE at this precision
         d = {"M": a, "N": b, "K": ce}
-        s_r, s_c, t = d[mp_.spatial_rows], d[mp_.spatial_cols], d[mp_.streamed]
-        fr, fc = _cdiv(s_r, R), _cdiv(s_c, C)
-        cycles += n_tiles * fr * fc * (preload + t + R + C - 2)
-        folds = {mp_.spatial_rows: fr, mp_.spatial_cols: fc}
-        sp_bytes += n_tiles * ((a * c * _rereads(folds, "MK") + c * b * _rereads(folds, "KN"))
-                               * b_in + a * b * (2 * _rereads(folds, "MN") - 1) * b_out)
-    mem_bytes = (Mx * Kx * a_unique * nn + Kx * Nx * nm) * b_in + Mx * Nx * c_unique * out_bytes
+        fr, fc = _cdiv(role("rows", d), R), _cdiv(role("cols", d), C)
+        cycles += n_tiles * fr * fc * (preload + role("time", d) + R + C - 2)
+        # the output is read-modify-written once per fold of K when K is spatial (ws, is)
+        re_a, re_b, re_o = (rereads(fr, fc, x) for x in ("MK", "KN", "MN"))
+        sp_bytes += n_tiles * ((a * c * re_a + c * b * re_b) * b_in
+                               + a * b * (2 * re_o - 1) * b_acc)
+    mem_bytes = ((Mx * Kx * a_u[:, None] * nn + Kx * Nx * nm) * b_in
+                 + Mx * Nx * (c_u * out_b)[:, None])
     cnt = count[:, None]
     compute_s = cycles * cnt / core.frequency_Hz
     scratch_s = sp_bytes * cnt / core.scratchpad_bandwidth_Bps
@@ -191,7 +206,7 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow: str,
         "tile_k": pick(tk), "feasible": fits.any(axis=1),
         "bound": np.argmax(np.stack([comp, scr, mem]), axis=0),
         "min_tile_bytes": (2 * (lm[:, 0] * lk[:, 0] + lk[:, 0] * ln[:, 0]) * b_in
-                           + lm[:, 0] * ln[:, 0] * b_out),
+                           + lm[:, 0] * ln[:, 0] * b_acc),
     }
 
 
@@ -248,19 +263,18 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
                   dataflow=dataflow.astype(object))
     if layer.is_gemm:
         b_local = _cdiv(batch, chip_dp)
-        for phase, g in layer.gemms(batch).items():
-            reason = reason0.copy()
+        gemms = layer.gemms(batch)
+        shares = {}  # phase -> (dims, count, a_u, c_u): one core's share under each mapping
+        for phase, g in gemms.items():
             dims = {"M": np.full(n, g.M), "N": np.full(n, g.N), "K": np.full(n, g.K)}
             count = np.full(n, g.count)
             if layer.kind == "matmul":  # activation x activation: split the (batch x heads)
-                ranks = chip_dp * chip_mp * cores_used
-                count = _cdiv(count, ranks)
+                count = _cdiv(count, chip_dp * chip_mp * cores_used)
             else:
                 # the minibatch part of the dp dimension shrinks to the chip's local batch;
                 # finer splits than the work leave ranks idle (ceil), they are not infeasible
                 dd, md = _DP_DIM[phase], _MP_DIM[phase]
-                chip_share = dims[dd] // batch * b_local
-                dims[dd] = _cdiv(chip_share, core_dp)
+                dims[dd] = _cdiv(dims[dd] // batch * b_local, core_dp)
                 dims[md] = _cdiv(dims[md], chip_mp * core_mp)
             # implicit GEMM: the k x k-expanded operand is built on chip from the input tensor
             a_u = c_u = 1.0
@@ -271,23 +285,25 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
                     c_u = ratio
                 else:
                     a_u = ratio
-            res_all = {}
-            for df in DATAFLOWS:
-                sel = dataflow == df
-                if not sel.any():
-                    continue
-                # many mappings give a core the same share: time each distinct one once
-                key = np.stack([dims["M"][sel], dims["N"][sel], dims["K"][sel], count[sel],
-                                mem_bw[sel]])
-                uniq, inv = np.unique(key, axis=1, return_inverse=True)
-                r = core_gemm_time(core, uniq[0].astype(np.int64), uniq[1].astype(np.int64),
-                                   uniq[2].astype(np.int64), uniq[3].astype(np.int64),
-                                   precision, df, uniq[4],
-                                   out_bytes=_output_bytes(phase, precision),
-                                   a_unique=a_u, c_unique=c_u)
-                r = {k: v[inv.ravel()] for k, v in r.items()}
-                for k, v in r.items():
-                    res_all.setdefault(k, np.zeros(n, dtype=v.dtype))[sel] = v
+            shares[phase] = (dims, count, a_u, c_u)
+        # one vectorized call for all phases and mappings; many mappings give a core the same
+        # share, so time each distinct (shape, bandwidth, dataflow, bytes) once
+        df_code = np.array([DATAFLOWS.index(d) for d in dataflow])
+        key = np.concatenate([np.stack([
+            dims["M"], dims["N"], dims["K"], count, mem_bw, df_code,
+            np.full(n, _output_bytes(ph, precision), dtype=np.float64),
+            np.full(n, a_u), np.full(n, c_u)]).astype(np.float64)
+            for ph, (dims, count, a_u, c_u) in shares.items()], axis=1)
+        uniq, inv = np.unique(key, axis=1, return_inverse=True)
+        res = core_gemm_time(core, uniq[0].astype(np.int64), uniq[1].astype(np.int64),
+                             uniq[2].astype(np.int64), uniq[3].astype(np.int64), precision,
+                             np.array(DATAFLOWS)[uniq[5].astype(int)], uniq[4],
+                             out_bytes=uniq[6], a_unique=uniq[7], c_unique=uniq[8])
+        res = {k: v[inv.ravel()] for k, v in res.items()}
+        for j, (phase, g) in enumerate(gemms.items()):
+            dims, count, a_u, c_u = shares[phase]
+            reason = reason0.copy()
+            res_all = {k: v[j * n:(j + 1) * n] for k, v in res.items()}
             no_fit = (reason == "") & ~res_all["feasible"]
             reason[no_fit] = [f"smallest tile needs {int(b)} B > scratchpad "
                               f"{core.scratchpad_bytes} B" for b in res_all["min_tile_bytes"][no_fit]]
