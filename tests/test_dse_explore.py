@@ -192,3 +192,15 @@ def test_dask_executor_matches_serial():
     b = explore(SYS1, TINY, 8, "fp8", executor="dask", max_workers=2, **kw)
     pd.testing.assert_frame_equal(a.points, b.points)
     assert a.best == b.best
+
+
+def test_restricting_strategies_only_prunes_points():
+    full = explore(SYS64, TINY, 64, "fp16", dataflows=("ws", "os"), executor="serial")
+    data = explore(SYS64, TINY, 64, "fp16", dataflows=("ws", "os"), strategies=("data",),
+                   executor="serial")
+    assert len(data.points) < len(full.points)
+    assert ((data.points["chip_mp"] == 1) & (data.points["core_mp"] == 1)).all()
+    cols = ["fwd_s", "bwd_data_s", "wgrad_s", "step_s"]
+    pd.testing.assert_frame_equal(
+        data.plans[cols].reset_index(drop=True),
+        full.plans[full.plans.strategy == "data"][cols].reset_index(drop=True))

@@ -196,10 +196,14 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
             raise ValueError(f"comm.{k} must be a finite time >= 0, got {v!r}")
 
     # ---- points: every layer under every candidate mapping (element-wise: data parallel)
-    maps = mapping_candidates(system, dataflows)
+    # only the splits some requested strategy may use (a pure saving: same plans either way)
+    chip_mp_ok = "hybrid" in strategies
+    core_mp_ok = chip_mp_ok or "data-chips" in strategies
+    maps = [m for m in mapping_candidates(system, dataflows)
+            if (chip_mp_ok or m.chip_mp == 1) and (core_mp_ok or m.core_mp == 1)]
     # element-wise layers only care how many ranks share them: chip splits, all cores
     ew_maps = [Mapping(cd, cm, system.chip.cores, 1, dataflows[0])
-               for cd, cm in _factor_pairs(system.chips)]
+               for cd, cm in _factor_pairs(system.chips) if chip_mp_ok or cm == 1]
     tasks = []
     for i, layer in enumerate(workload.layers):
         prec = layer_precision(workload, layer, scheme)
