@@ -130,7 +130,7 @@ class ExploreResult:
     workload: str
     batch: int
     scheme: str
-    best: dict  # the best plan's row of ``plans``
+    best: dict  # the best plan's row of ``plans`` ({"feasible": False, "reason": ...} if none)
     layers: object  # pandas DataFrame: best plan, one row per layer x phase
     plans: object  # pandas DataFrame: one row per plan (strategy x dataflow x overlap)
     points: object  # pandas DataFrame: one row per layer x mapping x phase
@@ -138,19 +138,19 @@ class ExploreResult:
 
     @property
     def fwd_s(self) -> float:
-        return float(self.best["fwd_s"])
+        return float(self.best.get("fwd_s", math.nan))
 
     @property
     def bwd_data_s(self) -> float:
-        return float(self.best["bwd_data_s"])
+        return float(self.best.get("bwd_data_s", math.nan))
 
     @property
     def wgrad_s(self) -> float:
-        return float(self.best["wgrad_s"])
+        return float(self.best.get("wgrad_s", math.nan))
 
     @property
     def step_s(self) -> float:
-        return float(self.best["step_s"])
+        return float(self.best.get("step_s", math.nan))
 
 
 def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = DATAFLOWS,
