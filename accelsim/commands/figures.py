@@ -62,15 +62,17 @@ def _argv(args) -> list[str]:
 
 
 def _formats_table():
-    """The number-format table from ``accelsim.commands.formats`` when that command exists."""
+    """The number-format table (Markdown) from engineer A's machinery when it exists:
+    :func:`accelsim.numerics.table.format_table` rendered by
+    :func:`accelsim.report.formats.table_to_markdown`, the columns ``accelsim formats`` prints."""
     try:
-        from accelsim.commands import formats
+        from accelsim.numerics.table import format_table
+        from accelsim.report.formats import table_to_markdown
     except ImportError:
         return None
-    fn = getattr(formats, "format_table", None)
-    if fn is None:
-        return None
-    try:
-        return fn()
-    except TypeError:
-        return None
+    shown = ["format", "bits", "sign_exp_mant", "bias", "min_subnormal", "min_normal", "max",
+             "eps", "binades", "finite_codes", "specials"]
+    table = format_table()
+    shown = [c for c in shown if c in table.columns]
+    return table_to_markdown(table, shown,
+                             pow2_columns=("min_subnormal", "min_normal", "max", "eps"))

@@ -202,7 +202,8 @@ def _sha256(path: Path) -> str:
 def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequence[str] = (),
                 elapsed_s: float | None = None) -> list[Path]:
     """Write a finished study (``tables`` + ``meta``) as CSVs, PNGs, summary.md and
-    manifest.json into ``out_dir``; returns the files written."""
+    manifest.json into ``out_dir``; returns the files written. ``formats_table``: Markdown of
+    the number-format table to include in the summary (None: omitted)."""
     import datetime
     import json
     import platform
@@ -230,10 +231,6 @@ def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequen
         written.append(plot_measured_vs_predicted(
             t["dgx1"], out / FIGURE_FILES["dgx1"],
             title=f"ResNet-50 FP16 training on DGX-1: NVIDIA vs accelsim [{eng['dgx1']}]"))
-    if formats_table is not None:
-        p = out / "formats.csv"
-        formats_table.to_csv(p, index=False)
-        written.append(p)
     now = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
     summary = out / "summary.md"
     summary.write_text(summary_markdown(result, formats_table=formats_table, date=now,
@@ -332,8 +329,9 @@ def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=No
               f"Off-chip bandwidth (`link_GBps`) is the chip's total in one direction "
               f"({sysm['off_chip_links_per_chip']} links per chip share it evenly); the config's "
               f"own value is {sysm['configured_off_chip_GBps']:g} GB/s.", ""]
-    if formats_table is not None:
-        lines += ["## Number formats", "", markdown_table(formats_table), ""]
+    if formats_table is not None:  # Markdown from accelsim.report.formats (`accelsim formats`)
+        lines += ["## Number formats", "", "As printed by `accelsim formats`:", "",
+                  formats_table.rstrip(), ""]
     lines += ["## Inputs", "", "| role | file | sha256 |", "|---|---|---|"]
     lines += [f"| {i['role']} | `{i['path']}` | `{i['sha256'][:16]}...` |" for i in meta["inputs"]]
     return "\n".join(lines) + "\n"
