@@ -230,7 +230,7 @@ def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequen
     if "dgx1" in t:
         written.append(plot_measured_vs_predicted(
             t["dgx1"], out / FIGURE_FILES["dgx1"],
-            title=f"ResNet-50 FP16 training on DGX-1: NVIDIA vs accelsim [{eng['dgx1']}]"))
+            title=f"ResNet-50 FP16 training, DGX-1 (V100) [{eng['dgx1']}]"))
     now = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
     summary = out / "summary.md"
     summary.write_text(summary_markdown(result, formats_table=formats_table, date=now,
