@@ -42,6 +42,85 @@ from accelsim.netsim.system import chip_rates  # noqa: E402
 from accelsim.workload import load_workload  # noqa: E402
 
 
+SETTINGS = ((32.0, 1.0), (64.0, 1.0), (128.0, 1.0), (32.0, 256.0))  # (link_GBps, compression)
+
+
+class Calibrator:
+    """Cached pieces of the fit for one system + workload: collective times (independent of the
+    knobs), the weight-update / compression costs (netsim's functions) and the step arithmetic
+    (training.combine) -- nothing re-modelled here."""
+
+    def __init__(self, system, workload, engine: str = "analytic"):
+        self.system, self.workload = system, workload
+        self.n, self.nt = int(workload.n_params), tr.n_param_tensors(workload)
+        self.mem, self.vec = chip_rates(system)
+        base = tr.TrainingParams(minibatch=system.chips)
+        self.coll = {}
+        for s in tr.SCHEMES:
+            for link, comp in SETTINGS:
+                c = tr.comm_phases(system, workload, s, base, link_GBps=link, compression=comp,
+                                   engine=engine)
+                self.coll[s, link, comp] = (c.reduce_scatter_s, c.all_gather_s)
+
+    def _knobs(self, t, eff):
+        return UpdateParams(memory_efficiency=eff, per_tensor_overhead_s=t)
+
+    def metrics(self, profiles, t: float, eff: float) -> dict[str, float]:
+        rows = []
+        for s in tr.SCHEMES:
+            w = weight_update_cost(self.n, s, self.system.chips, memory_Bps=self.mem,
+                                   vector_ops_per_s=self.vec, n_tensors=self.nt,
+                                   params=self._knobs(t, eff)).time_s
+            for link, comp in SETTINGS:
+                rs, ag = self.coll[s, link, comp]
+                cs = compression_cost(self.n, s, comp, memory_Bps=self.mem,
+                                      vector_ops_per_s=self.vec,
+                                      params=self._knobs(0.0, eff)).time_s
+                st = tr.combine(profiles[s], tr.CommPhases(rs, ag, w, cs))
+                rows.append({"scheme": s, "link_GBps": link, "compression": comp,
+                             "images_per_s": st.images_per_s, "reduce_scatter_s": rs,
+                             "all_gather_s": ag, "weight_update_s": w,
+                             "comm_fraction": st.comm_fraction})
+        return tr.paper_metrics(rows)
+
+    @staticmethod
+    def cost(m, keys=None) -> float:
+        return sum(((m[q.key] - q.value) / q.tolerance) ** 2 for q in tr.PUBLISHED
+                   if keys is None or q.key in keys)
+
+    def fit_update_knobs(self) -> tuple[float, float]:
+        """(per_tensor_overhead_s, memory_efficiency) against the four communication cuts (they
+        do not depend on compute): coarse grid, then a fine grid; 2 significant digits."""
+        keys = {q.key for q in tr.PUBLISHED if q.key.startswith("hfp8_comm_cut")}
+        dummy = {s: tr.ComputeProfile(s, self.system.chips, 1e-3, 1e-3, 1e-3, 1.0, 1.0)
+                 for s in tr.SCHEMES}
+
+        def c(t, e):
+            return self.cost(self.metrics(dummy, t, e), keys)
+
+        grid = [(t, e) for t in np.linspace(0, 20e-6, 81) for e in np.linspace(0.05, 1.0, 96)]
+        _, t_b, e_b = min((c(t, e), t, e) for t, e in grid)
+        grid = [(t, e) for t in np.linspace(max(0, t_b - 0.25e-6), t_b + 0.25e-6, 26)
+                for e in np.linspace(max(0.01, e_b - 0.01), min(1.0, e_b + 0.01), 21)]
+        _, t_b, e_b = min((c(t, e), t, e) for t, e in grid)
+        return float(f"{t_b:.2g}"), float(f"{e_b:.2g}")
+
+    def fit_minibatch(self, t: float, eff: float, per_chip_batches, log=print):
+        """The minibatch (a multiple of the chip count) minimising the cost over all seven
+        published numbers, knobs fixed. Returns (cost, minibatch, metrics)."""
+        best = None
+        for k in per_chip_batches:
+            mb = k * self.system.chips
+            profiles = {s: tr.compute_profile(self.system, self.workload, s, mb)
+                        for s in tr.SCHEMES}
+            m = self.metrics(profiles, t, eff)
+            c = self.cost(m)
+            log(f"  minibatch {mb:5d} ({k:2d}/chip): cost {c:8.3f}  "
+                + "  ".join(f"{q.key.removesuffix('_pct')}={m[q.key]:.1f}" for q in tr.PUBLISHED))
+            if best is None or c < best[0]:
+                best = (c, mb, m)
+        return best
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,77 +133,13 @@ def main() -> int:
     t0 = time.perf_counter()
     system = load_system(tr.resolve_path(args.system))
     workload = load_workload(tr.resolve_path(args.workload))
-    n, nt = int(workload.n_params), tr.n_param_tensors(workload)
-    mem, vec = chip_rates(system)
-    base = tr.TrainingParams(minibatch=system.chips)
-
-    # Collective (network) times do not depend on the knobs: compute them once per setting.
-    settings = [(32.0, 1.0), (64.0, 1.0), (128.0, 1.0), (32.0, 256.0)]
-    coll = {}
-    for s in tr.SCHEMES:
-        for link, comp in settings:
-            c = tr.comm_phases(system, workload, s, base, link_GBps=link, compression=comp,
-                               engine=args.engine)
-            coll[s, link, comp] = (c.reduce_scatter_s, c.all_gather_s)
-
-    def knobs(t, eff):
-        return UpdateParams(memory_efficiency=eff, per_tensor_overhead_s=t)
-
-    def wu(scheme, t, eff):
-        return weight_update_cost(n, scheme, system.chips, memory_Bps=mem, vector_ops_per_s=vec,
-                                  n_tensors=nt, params=knobs(t, eff)).time_s
-
-    def comp_s(scheme, comp, eff):
-        return compression_cost(n, scheme, comp, memory_Bps=mem, vector_ops_per_s=vec,
-                                params=knobs(0.0, eff)).time_s
-
-    def metrics(profiles, t, eff):
-        rows = []
-        for s in tr.SCHEMES:
-            w = wu(s, t, eff)
-            for link, comp in settings:
-                rs, ag = coll[s, link, comp]
-                st = tr.combine(profiles[s], tr.CommPhases(rs, ag, w, comp_s(s, comp, eff)))
-                rows.append({"scheme": s, "link_GBps": link, "compression": comp,
-                             "images_per_s": st.images_per_s, "reduce_scatter_s": rs,
-                             "all_gather_s": ag, "weight_update_s": w,
-                             "comm_fraction": st.comm_fraction})
-        return tr.paper_metrics(rows)
-
-    def cost(m):
-        return sum(((m[q.key] - q.value) / q.tolerance) ** 2 for q in tr.PUBLISHED)
-
-    # 1) The two weight-update knobs against the communication cuts they control (the cuts do
-    #    not depend on compute): coarse grid, then a fine grid around the best.
-    cut_keys = [q for q in tr.PUBLISHED if q.key.startswith("hfp8_comm_cut")]
-    any_mb = system.chips
-    dummy = {s: tr.ComputeProfile(s, any_mb, 1e-3, 1e-3, 1e-3, 1.0, 1.0) for s in tr.SCHEMES}
-
-    def cut_cost(t, e):
-        m = metrics(dummy, t, e)
-        return sum(((m[q.key] - q.value) / q.tolerance) ** 2 for q in cut_keys)
-
-    grid = [(t, e) for t in np.linspace(0, 20e-6, 81) for e in np.linspace(0.05, 1.0, 96)]
-    _, t_b, e_b = min((cut_cost(t, e), t, e) for t, e in grid)
-    grid = [(t, e) for t in np.linspace(max(0, t_b - 0.25e-6), t_b + 0.25e-6, 26)
-            for e in np.linspace(max(0.01, e_b - 0.01), min(1.0, e_b + 0.01), 21)]
-    _, t_b, e_b = min((cut_cost(t, e), t, e) for t, e in grid)
-    t_fit, e_fit = float(f"{t_b:.2g}"), float(f"{e_b:.2g}")
+    cal = Calibrator(system, workload, args.engine)
+    n, nt, mem = cal.n, cal.nt, cal.mem
+    t_fit, e_fit = cal.fit_update_knobs()
     print(f"  weight-update knobs from the cuts: per_tensor_overhead_s={t_fit:.2g}, "
           f"memory_efficiency={e_fit:.2g}")
-
-    # 2) The minibatch against everything (in practice: the two gains and the comm share).
-    best = None
-    for k in [int(x) for x in args.per_chip_batches.split(",")]:
-        mb = k * system.chips
-        profiles = {s: tr.compute_profile(system, workload, s, mb) for s in tr.SCHEMES}
-        m = metrics(profiles, t_fit, e_fit)
-        c = cost(m)
-        print(f"  minibatch {mb:5d} ({k:2d}/chip): cost {c:8.3f}  "
-              + "  ".join(f"{q.key.removesuffix('_pct')}={m[q.key]:.1f}" for q in tr.PUBLISHED))
-        if best is None or c < best[0]:
-            best = (c, mb, m)
-    c, mb, m = best
+    c, mb, m = cal.fit_minibatch(t_fit, e_fit,
+                                 [int(x) for x in args.per_chip_batches.split(",")])
     fit = dataclasses.replace(tr.PAPER_SETUP, minibatch=mb, overlap=0.0,
                               per_tensor_overhead_s=t_fit, memory_efficiency=e_fit)
     print()
