@@ -55,7 +55,7 @@ def test_sweep_file_and_array_override(tmp_path):
     assert (t.status == "ok").all()
     # the override reached the model: 4x the PEs is 4x the peak (the tiny net is too small to
     # gain from the bigger array: fill/drain dominates)
-    assert t.loc["32x32", "peak_flops"] == pytest.approx(4 * t.loc["16x16", "peak_flops"])
+    assert t.loc["32x32", "peak_flops_per_s"] == pytest.approx(4 * t.loc["16x16", "peak_flops_per_s"])
     assert t.loc["32x32", "compute_s"] != t.loc["16x16", "compute_s"]
 
 

@@ -202,3 +202,10 @@ def test_dask_local_cluster_matches_process_pool(tmp_path):
     a = sw.run_sweep(SPEC, toy, tmp_path / "a.csv", executor="dask", workers=2, progress=False)
     b = sw.run_sweep(SPEC, toy, tmp_path / "b.csv", executor="serial", progress=False)
     assert a.drop(columns="pid").equals(b.drop(columns="pid"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None,
+                    reason="pyarrow installed: the missing-dependency message cannot show")
+def test_parquet_without_pyarrow_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="needs pyarrow"):
+        sw.run_sweep(SPEC, toy, tmp_path / "t.parquet", executor="serial", progress=False)

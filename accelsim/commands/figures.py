@@ -48,6 +48,14 @@ def run(args) -> int:
                               elapsed_s=time.perf_counter() - t0)
     for f in files:
         print(f)
+    cmp_ = result.tables["paper_comparison"]
+    for r in cmp_.itertuples(index=False):
+        print(f"  {r.description}: paper {r.published:g}{r.unit}, accelsim {r.accelsim:.1f}{r.unit}"
+              f" ({'within' if r.within_tolerance else 'OUTSIDE'} +-{r.tolerance:g})")
+    if "dgx1" in result.tables:
+        for r in result.tables["dgx1"].itertuples(index=False):
+            print(f"  DGX-1 {r.case}: NVIDIA {r.published:.0f} img/s, accelsim "
+                  f"{r.predicted:.0f} img/s ({r.error_pct:+.1f} %)")
     print(f"done in {time.perf_counter() - t0:.1f} s ({args.engine} engine)")
     return 0
 

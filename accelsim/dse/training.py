@@ -106,8 +106,8 @@ class StepTime:
     step_s: float
     images_per_s: float
     comm_fraction: float  # exposed communication / step time
-    achieved_flops: float  # useful FLOP/s
-    peak_flops: float
+    achieved_flops_per_s: float  # useful FLOP/s
+    peak_flops_per_s: float  # system peak at the scheme's compute precision
     utilization: float  # achieved / peak
 
     def as_row(self) -> dict[str, Any]:
@@ -141,8 +141,8 @@ def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) 
         step_s=step,
         images_per_s=profile.minibatch / step,
         comm_fraction=exposed / step,
-        achieved_flops=achieved,
-        peak_flops=profile.peak_flops,
+        achieved_flops_per_s=achieved,
+        peak_flops_per_s=profile.peak_flops,
         utilization=achieved / profile.peak_flops if profile.peak_flops > 0 else float("nan"),
     )
 
@@ -698,7 +698,7 @@ def evaluate_point(point: Mapping[str, Any]) -> dict[str, Any]:
     except Infeasible:
         raise
     row = {k: v for k, v in st.as_row().items() if k not in ("scheme", "minibatch")}
-    row["peak_images_per_s"] = st.peak_flops / (st.achieved_flops / st.images_per_s)
+    row["peak_images_per_s"] = st.peak_flops_per_s / (st.achieved_flops_per_s / st.images_per_s)
     return row
 
 
