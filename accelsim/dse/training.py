@@ -48,9 +48,10 @@ class ComputeProfile:
     wgrad_s: float
     flops: float  # useful FLOPs per iteration (all chips): 2 * MACs of fwd + bwd_data + wgrad
     peak_flops: float  # system peak FLOP/s at the scheme's compute precision
+    elementwise_s: float = 0.0  # part of fwd_s + bwd_data_s spent in non-GEMM layers (diagnostic)
 
     def __post_init__(self) -> None:
-        for f in ("fwd_s", "bwd_data_s", "wgrad_s", "flops", "peak_flops"):
+        for f in ("fwd_s", "bwd_data_s", "wgrad_s", "flops", "peak_flops", "elementwise_s"):
             v = getattr(self, f)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"ComputeProfile.{f} must be finite and >= 0, got {v!r}")
@@ -96,6 +97,7 @@ class StepTime:
     bwd_data_s: float
     wgrad_s: float
     compute_s: float
+    elementwise_s: float  # non-GEMM part of compute_s
     reduce_scatter_s: float
     all_gather_s: float
     weight_update_s: float
@@ -131,6 +133,7 @@ def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) 
         bwd_data_s=profile.bwd_data_s,
         wgrad_s=profile.wgrad_s,
         compute_s=profile.compute_s,
+        elementwise_s=profile.elementwise_s,
         reduce_scatter_s=comm.reduce_scatter_s,
         all_gather_s=comm.all_gather_s,
         weight_update_s=comm.weight_update_s,
@@ -726,9 +729,12 @@ def _compute_profile(system, workload, scheme: str, minibatch: int) -> ComputePr
     if not res.best.get("feasible", True):
         raise Infeasible(f"no feasible data-parallel plan: {res.best.get('reason', '')}")
     fwd, bwd, wg = res.fwd_s, res.bwd_data_s, res.wgrad_s
+    lay = res.layers
+    gemm = lay["layer"].map({ly.name: ly.is_gemm for ly in workload.layers}).astype(bool)
     return ComputeProfile(scheme=sc.name, minibatch=int(minibatch), fwd_s=fwd, bwd_data_s=bwd,
-                          wgrad_s=wg, flops=float(res.layers["flops"].sum()),
-                          peak_flops=float(system.peak_flops(sc.compute_precision)))
+                          wgrad_s=wg, flops=float(lay["flops"].sum()),
+                          peak_flops=float(system.peak_flops(sc.compute_precision)),
+                          elementwise_s=float(lay.loc[~gemm, "time_s"].sum()))
 
 
 def implied_by_paper(table) -> "Any":
@@ -753,5 +759,11 @@ def implied_by_paper(table) -> "Any":
          "accelsim": r8["compute_s"] / r16["compute_s"]},
         {"quantity": "FP16 compute / FP8 gradient-reduction time (32 GB/s)",
          "implied_by_paper": c16 / x8, "accelsim": r16["compute_s"] / x8},
+        {"quantity": "FP8 / FP16 compute of the GEMM layers only (accelsim)",
+         "implied_by_paper": float("nan"),
+         "accelsim": (r8["compute_s"] - r8["elementwise_s"])
+         / (r16["compute_s"] - r16["elementwise_s"])},
+        {"quantity": "element-wise layers' share of FP16 compute (accelsim; same time in FP8)",
+         "implied_by_paper": float("nan"), "accelsim": r16["elementwise_s"] / r16["compute_s"]},
     ]
     return pd.DataFrame(rows)
