@@ -15,7 +15,7 @@ import numpy as np
 
 from . import hif8
 from .formats import FloatFormat, get_format
-from .rounding import DETERMINISTIC_MODES, check_mode, round_up
+from .rounding import check_mode, round_up
 
 _CHUNK = 1 << 16
 
@@ -311,5 +311,6 @@ def decode(codes, fmt) -> np.ndarray:
                 f"code {bad} out of range for {f.bits}-bit format {f.name!r} (valid 0..{(1 << f.bits) - 1})"
             )
     if f.bits == 32:
-        return c.astype(np.uint32).view(np.float32).astype(np.float64)
+        with np.errstate(invalid="ignore"):  # signalling NaNs quieten
+            return c.astype(np.uint32).view(np.float32).astype(np.float64)
     return decode_table(f)[c.astype(np.intp, copy=False)]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 ROUNDING_MODES: tuple[str, ...] = ("rne", "rna", "rz", "sr", "sr14", "sr2", "hybrid")
-DETERMINISTIC_MODES = frozenset({"rne", "rna", "rz", "sr14", "sr2", "hybrid"})
 NEEDS_RNG = frozenset({"sr"})
 
 # (discarded bits compared, source mantissa bits) for the simplified SR modes.
