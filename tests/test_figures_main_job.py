@@ -117,3 +117,15 @@ def test_schemes_agree_when_communication_is_free(out):
     thr = pd.read_csv(out / "throughput.csv")
     for s in tr.SCHEMES:
         assert (thr[thr.scheme == s].images_per_s < ips[s]).all()
+
+
+def test_bad_input_is_a_one_line_error(tmp_path, capsys):
+    assert main(["figures", "--out", str(tmp_path), "--system", "no/such.toml"]) == 2
+    assert "file not found: no/such.toml" in capsys.readouterr().err
+    assert main(["figures", "--out", str(tmp_path), "--minibatch", "0"]) == 2
+    assert "--minibatch: minibatch must be a positive integer" in capsys.readouterr().err
+    # a design that does not fit is named, with the way out
+    assert main(["figures", "--out", str(tmp_path), "--no-progress", "--dgx1", "none",
+                 "--system", str(REPO / "arch_configs" / "rapid-1chip.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "GiB per chip > memory" in err and "try a smaller --minibatch" in err

@@ -21,6 +21,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dgx1", default=None, metavar="TOML",
                         help="DGX-1 config for the real-world check (default: "
                              "arch_configs/dgx1-v100.toml; 'none' skips the check)")
+    parser.add_argument("--minibatch", type=int, default=None, metavar="N",
+                        help="global minibatch (default: the calibrated PAPER_SETUP value, 384); "
+                             "the DGX-1 check always uses NVIDIA's 256 per GPU")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -40,8 +43,23 @@ def run(args) -> int:
             dgx1_path = training.resolve_path(args.dgx1 or training.DEFAULT_DGX1)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
-    result = training.run_study(system_path, workload_path, engine=args.engine,
-                                dgx1_path=dgx1_path, progress=not args.no_progress)
+    params = training.PAPER_SETUP
+    if args.minibatch is not None:
+        import dataclasses
+
+        try:
+            params = dataclasses.replace(params, minibatch=args.minibatch)
+        except ValueError as exc:
+            raise UserError(f"--minibatch: {exc}") from None
+    from accelsim.dse.sweep import Infeasible
+
+    try:
+        result = training.run_study(system_path, workload_path, engine=args.engine,
+                                    dgx1_path=dgx1_path, params=params,
+                                    progress=not args.no_progress)
+    except Infeasible as exc:
+        raise UserError(f"{system_path} with minibatch {params.minibatch}: {exc} "
+                        "(try a smaller --minibatch)") from None
     formats_table = _formats_table()
     files = report.write_study(result, args.out, formats_table=formats_table,
                               argv=["accelsim", "figures", *_argv(args)],
@@ -62,7 +80,7 @@ def run(args) -> int:
 
 def _argv(args) -> list[str]:
     out = ["--out", str(args.out), "--engine", args.engine]
-    for k in ("system", "workload", "dgx1"):
+    for k in ("system", "workload", "dgx1", "minibatch"):
         v = getattr(args, k)
         if v is not None:
             out += [f"--{k}", str(v)]
