@@ -122,8 +122,11 @@ def plot_comm_breakdown(table, path: str | Path, *, schemes: Sequence[str] = ("f
                        edgecolor="white", linewidth=0.5,
                        label=PHASE_LABELS[ph] if k == 0 else None)
                 bottom = [b + y for b, y in zip(bottom, ys)]
-            for x, tot in zip(xs, bottom):
-                ax.text(x, tot, s.upper(), ha="center", va="bottom", fontsize=7)
+            if k == 0:
+                base_tot = list(bottom)
+            for x, tot, ref in zip(xs, bottom, base_tot):
+                label = s.upper() if k == 0 else f"{s.upper()}\n{100 * (tot / ref - 1):+.0f}%"
+                ax.text(x, tot, label, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(links)), [f"{b:g} GB/s" for b in links])
         ax.set_title("no compression" if c == 1 else f"{c:g}x gradient compression", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
