@@ -1,1 +1,10 @@
-"""TODO"""
+"""Bit-exact golden model of dot-product / GEMM hardware with narrow, chunked accumulators.
+
+from accelsim.arith import get_engine, matmul, dot, partial_sums, fma
+Presets: hfp8 (IBM HFP8, NeurIPS 2019), fp16-fma, fp32-fma, h100-fp8 (pinned on H100 bits), exact.
+"""
+
+from .engine import PRESET_NAMES, PRESETS, EngineConfig, get_engine
+from .gemm import dot, fma, matmul, partial_sums
+
+__all__ = ["PRESETS", "PRESET_NAMES", "EngineConfig", "dot", "fma", "get_engine", "matmul", "partial_sums"]
