@@ -26,6 +26,7 @@ import argparse
 import csv
 import datetime as _dt
 import hashlib
+import os
 import platform
 import sys
 import tempfile
@@ -130,7 +131,8 @@ def run_scalesim(topology: Path, rows: int, cols: int, dataflow: str, out: Path)
     command = (f".scalesim-venv/bin/python scripts/scalesim_crosscheck.py --run-scalesim "
                f"--dataflow {dataflow} --rows {rows} --cols {cols}")
     if topology.resolve() != DEFAULT_TOPOLOGY.resolve():
-        command += f" --topology {topology.name} --out {out.name}"
+        command += (f" --topology {os.path.relpath(topology, REPO)}"
+                    f" --out {os.path.relpath(out, REPO)}")
     with out.open("w", newline="") as fh:
         fh.write(f"# SCALE-Sim v{version('scalesim')} (PyPI scalesim, numpy {numpy.__version__}, "
                  f"Python {platform.python_version()}) per-layer cycles\n")
