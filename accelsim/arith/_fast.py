@@ -30,9 +30,10 @@ def floor_log2(x: np.ndarray) -> np.ndarray:
 
 def two_sum(a: np.ndarray, b: np.ndarray):
     """(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth; no branch on magnitudes)."""
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf only where s is inf
+        s = a + b
+        bb = s - a
+        e = (a - (s - bb)) + (b - bb)
     return s, e
 
 
