@@ -177,7 +177,7 @@ def _preset_of(variant: str) -> str:
 def _case(draw):
     variant = draw(st.sampled_from(sorted(VARIANTS)))
     eng = get_engine(_preset_of(variant), **VARIANTS[variant])
-    K = draw(st.integers(1, 70))
+    K = draw(st.integers(eng.split_k, 70))
     va, vb = _finite_values(eng.a_format), _finite_values(eng.b_format)
     if eng.a_format == "fp16":  # keep fp16 FMA chains mostly finite
         va = va[np.abs(va) < 64]
