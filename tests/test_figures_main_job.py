@@ -99,7 +99,9 @@ def test_throughput_never_exceeds_the_peak_flops_ceiling(thr):
 def test_dgx1_check_is_reported(out):
     d = pd.read_csv(out / "dgx1.csv")
     assert list(d.gpus) == [1, 8] and list(d.published) == [1156.0, 8056.0]
-    assert (d.predicted > 0).all() and (d.error_pct.abs() < 100).all()
+    # Stated accuracy of the real-world check: within 15 % of NVIDIA's measurements (now -1.4 %
+    # on 1 GPU and +12.9 % on 8: the model has no input-pipeline or synchronisation losses).
+    assert (d.error_pct.abs() <= 15.0).all(), d[["case", "published", "predicted", "error_pct"]]
 
 
 def test_schemes_agree_when_communication_is_free(out):
