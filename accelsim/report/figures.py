@@ -288,7 +288,7 @@ def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=No
         "",
         f"Source of the published numbers: {cmp_['source'].iloc[0].split(', Fig')[0]}.",
         "",
-        ("Outside tolerance: " + ", ".join(cmp_.loc[~cmp_["within_tolerance"], "description"])
+        ("Outside tolerance: " + "; ".join(cmp_.loc[~cmp_["within_tolerance"], "description"])
          + ". ") if n_ok < len(cmp_) else "",
         "What the published gains imply (no overlap; solved from the +31 %, +28 % and 32 % "
         "figures, communication times from accelsim) next to accelsim's compute model; an FP8 "
