@@ -1,10 +1,13 @@
 """Bit-exact golden model of dot-product / GEMM hardware with narrow, chunked accumulators.
 
-from accelsim.arith import get_engine, matmul, dot, partial_sums, fma
+from accelsim.arith import get_engine, matmul, dot, partial_sums, fma, systolic_matmul
 Presets: hfp8 (IBM HFP8, NeurIPS 2019), fp16-fma, fp32-fma, h100-fp8 (pinned on H100 bits), exact.
 """
 
 from .engine import PRESET_NAMES, PRESETS, EngineConfig, get_engine
 from .gemm import dot, fma, matmul, partial_sums
+from .reference import dot_reference
+from .systolic import DATAFLOWS, systolic_matmul
 
-__all__ = ["PRESETS", "PRESET_NAMES", "EngineConfig", "dot", "fma", "get_engine", "matmul", "partial_sums"]
+__all__ = ["DATAFLOWS", "PRESETS", "PRESET_NAMES", "EngineConfig", "dot", "dot_reference", "fma", "get_engine",
+           "matmul", "partial_sums", "systolic_matmul"]

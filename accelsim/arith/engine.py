@@ -41,7 +41,7 @@ class EngineConfig:
     step_format: str | None = "fp32"  # step result rounded to this format (None: no rounding)
     step_rounding: str = "rne"
     chunk: int | None = None  # promote the inner sum every `chunk` products (None: never)
-    outer_format: str = "fp32"
+    outer_format: str | None = "fp32"  # None: exact (float64, checked exact at run time)
     outer_rounding: str = "rne"
     split_k: int = 1
     out_format: str = "fp32"
@@ -50,9 +50,9 @@ class EngineConfig:
     nan_bits: int | None = None  # NaN bit pattern of the float32 result array (None: numpy's)
 
     def __post_init__(self):
-        for key in ("a_format", "b_format", "outer_format", "out_format"):
+        for key in ("a_format", "b_format", "out_format"):
             _check_format(key, getattr(self, key))
-        for key in ("product_format", "step_format"):
+        for key in ("product_format", "step_format", "outer_format"):
             if getattr(self, key) is not None:
                 _check_format(key, getattr(self, key))
         for key in ("product_rounding", "step_rounding", "outer_rounding", "out_rounding"):

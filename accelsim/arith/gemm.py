@@ -121,7 +121,39 @@ def _aligned_step(inner, p, e, cfg: EngineConfig):
 
 def _promote(outer, inner, cfg: EngineConfig):
     s, e = two_sum(outer, inner)
+    if cfg.outer_format is None:
+        if np.any(e != 0):
+            raise ValueError("outer_format=None: the float64 outer sum became inexact for these "
+                             "operands; give an outer_format")
+        return s
     return _round(round_to_odd(s, e), cfg.outer_format, cfg.outer_rounding)
+
+
+def _engine_step(inner, A, B, Ea, Eb, rs, k0, k1, cfg: EngineConfig, paired: bool = False):
+    """One hardware step for rows ``rs`` over K-slice k0:k1 (Ea/Eb: field exponents or None)."""
+    p = _block(A, B, rs, k0, k1, paired)
+    if cfg.product_format is not None:
+        p = _round(p, cfg.product_format, cfg.product_rounding)
+    if cfg.align_bits is None:
+        return _fma_step(inner, p[:, 0, :], cfg)
+    if Ea is not None:
+        e = ((Ea[rs, k0:k1] + Eb[rs, k0:k1])[:, :, None] if paired
+             else Ea[rs, k0:k1, None] + Eb[None, k0:k1, :])
+    else:
+        e = floor_log2(p)
+    return _aligned_step(inner, p, e, cfg)
+
+
+def _prepare(A, B, cfg: EngineConfig):
+    """Field exponents (when aligning on them) and the working dtype of the operands."""
+    aligned = cfg.align_bits is not None
+    field = aligned and cfg.align_exponent == "field"
+    Ea = _field_exp(A, cfg.a_format) if field else None
+    Eb = _field_exp(B, cfg.b_format) if field else None
+    if aligned:
+        wd = _work_dtype(cfg)
+        A, B = A.astype(wd), B.astype(wd)
+    return A, B, Ea, Eb
 
 
 def _run_steps(A, B, cfg: EngineConfig, trace=None, paired: bool = False):
@@ -134,12 +166,7 @@ def _run_steps(A, B, cfg: EngineConfig, trace=None, paired: bool = False):
     W = cfg.block_width
     out = np.empty((M, N))
     aligned = cfg.align_bits is not None
-    field = aligned and cfg.align_exponent == "field"
-    Ea = _field_exp(A, cfg.a_format) if field else None
-    Eb = _field_exp(B, cfg.b_format) if field else None
-    if aligned:
-        wd = _work_dtype(cfg)
-        A, B = A.astype(wd), B.astype(wd)
+    A, B, Ea, Eb = _prepare(A, B, cfg)
     rows = max(1, _TILE_ELEMS // max(1, W * N)) if aligned else max(1, (1 << 15) // max(1, N))
     for r0 in range(0, M, rows):
         rs = slice(r0, min(M, r0 + rows))
@@ -147,18 +174,7 @@ def _run_steps(A, B, cfg: EngineConfig, trace=None, paired: bool = False):
         outer = np.zeros_like(inner) if cfg.chunk is not None else None
         for k0 in range(0, K, W):
             k1 = min(K, k0 + W)
-            p = _block(A, B, rs, k0, k1, paired)
-            if cfg.product_format is not None:
-                p = _round(p, cfg.product_format, cfg.product_rounding)
-            if aligned:
-                if field:
-                    e = ((Ea[rs, k0:k1] + Eb[rs, k0:k1])[:, :, None] if paired
-                         else Ea[rs, k0:k1, None] + Eb[None, k0:k1, :])
-                else:
-                    e = floor_log2(p)
-                inner = _aligned_step(inner, p, e, cfg)
-            else:
-                inner = _fma_step(inner, p[:, 0, :], cfg)
+            inner = _engine_step(inner, A, B, Ea, Eb, rs, k0, k1, cfg, paired)
             promoted = cfg.chunk is not None and (k1 % cfg.chunk == 0 or k1 == K)
             if promoted:
                 outer = _promote(outer, inner, cfg)

@@ -123,7 +123,9 @@ def _run(a, b, cfg: EngineConfig, trace=None):
         inner = _step(inner, a[k0:k1], b[k0:k1], cfg)
         promoted = cfg.chunk is not None and (k1 % cfg.chunk == 0 or k1 == K)
         if promoted:
-            outer = round_fraction(_add(outer, inner), cfg.outer_format, cfg.outer_rounding)
+            outer = _add(outer, inner)
+            if cfg.outer_format is not None:
+                outer = round_fraction(outer, cfg.outer_format, cfg.outer_rounding)
             inner = Fraction(0)
         if trace is not None:
             trace.append((k1, inner, outer if cfg.chunk is not None else None))
