@@ -260,7 +260,9 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
                   kind=np.full(n, layer.kind, dtype=object),
                   precision=np.full(n, precision, dtype=object),
                   chip_dp=chip_dp, chip_mp=chip_mp, core_dp=core_dp, core_mp=core_mp,
-                  dataflow=dataflow.astype(object))
+                  # the array dataflow means nothing for SFU work
+                  dataflow=dataflow.astype(object) if layer.is_gemm
+                  else np.full(n, "", dtype=object))
     if layer.is_gemm:
         b_local = _cdiv(batch, chip_dp)
         gemms = layer.gemms(batch)
