@@ -204,3 +204,13 @@ def test_restricting_strategies_only_prunes_points():
     pd.testing.assert_frame_equal(
         data.plans[cols].reset_index(drop=True),
         full.plans[full.plans.strategy == "data"][cols].reset_index(drop=True))
+
+
+def test_ties_resolve_to_data_parallel():
+    """Element-wise layers cost the same under every split; the plan keeps them data parallel
+    (a channel split would only move memory around)."""
+    res = explore(SYS64, TINY, 64, "fp8", dataflows=("ws",), strategies=("hybrid",),
+                  executor="serial", comm=NO_COMM)
+    ew = res.layers[~res.layers.kind.isin(["conv", "linear", "matmul"])]
+    assert len(ew) and (ew["chip_mp"] == 1).all() and (ew["chip_dp"] == 64).all()
+    assert mapping_candidates(SYS64, ("ws",))[0].chip_dp == 64

@@ -62,7 +62,8 @@ EXECUTORS = ("process", "thread", "serial", "dask")
 
 
 def _factor_pairs(n: int) -> list[tuple[int, int]]:
-    return [(d, n // d) for d in range(1, n + 1) if n % d == 0]
+    """(dp, mp) with dp x mp = n, most data-parallel first (so ties resolve to data parallel)."""
+    return [(n // d, d) for d in range(1, n + 1) if n % d == 0]
 
 
 def mapping_candidates(system, dataflows: Sequence[str] = DATAFLOWS) -> list[Mapping]:
@@ -307,6 +308,7 @@ class _LayerInfo:
 
     params: np.ndarray
     act_bytes_per_sample: np.ndarray  # stashed input activations of one sample (bytes)
+    elementwise: np.ndarray  # bool: channel-split (mp) element-wise layers split their stash
     weight_bytes: np.ndarray  # compute copy + gradient bytes per parameter
     gemm_flops: float  # all GEMM FLOPs of one step (whole minibatch)
 
@@ -325,6 +327,7 @@ class _LayerInfo:
             act.append(layer.input_elements * ob)
             wb.append((ob if layer.is_gemm else ELEMENTWISE_BYTES) + scheme.gradient_bytes)
         return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
+                   np.array([not la.is_gemm for la in workload.layers]),
                    np.array(wb, dtype=np.float64), flops)
 
 
@@ -360,7 +363,8 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
     state = state / dp if scheme.sharded_update else state
     w = info.params[idx] / m
     mem = float((w * (info.weight_bytes[idx] + state)).sum()
-                + (np.ceil(batch / dp) * info.act_bytes_per_sample[idx]).sum())
+                + (np.ceil(batch / dp) * info.act_bytes_per_sample[idx]
+                   / np.where(info.elementwise[idx], m, 1.0)).sum())
     row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=compute,
                reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu, exposed_comm_s=exposed,
                step_s=step, images_per_s=batch / step, achieved_flops=info.gemm_flops / step,
