@@ -99,8 +99,10 @@ def test_executors_agree():
     b = explore(SYS1, TINY, 8, "hfp8", executor="thread", max_workers=2, **kw)
     with ThreadPoolExecutor(2) as ex:
         c = explore(SYS1, TINY, 8, "hfp8", executor=ex, **kw)
+    d = explore(SYS1, TINY, 8, "hfp8", executor="process", max_workers=2, **kw)
     pd.testing.assert_frame_equal(a.points, b.points)
     pd.testing.assert_frame_equal(a.points, c.points)
+    pd.testing.assert_frame_equal(a.points, d.points)
     pd.testing.assert_frame_equal(a.plans, b.plans)
 
 

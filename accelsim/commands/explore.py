@@ -33,8 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override the off-chip link bandwidth (GB/s per link per direction)")
     parser.add_argument("--compression", type=float, default=1.0, metavar="X",
                         help="gradient compression factor for the reduce-scatter (default: 1)")
-    parser.add_argument("--executor", choices=["process", "thread", "serial", "dask"],
-                        default="process", help="how to run evaluations (default: process)")
+    parser.add_argument("--executor", choices=["serial", "process", "thread", "dask"],
+                        default="serial",
+                        help="how to run the per-layer evaluations (default: serial; a process "
+                             "pool pays off for large networks on many cores)")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parallel workers (default: all CPUs)")
     parser.add_argument("--top", type=int, default=0, metavar="K",

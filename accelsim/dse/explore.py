@@ -157,7 +157,7 @@ class ExploreResult:
 def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = DATAFLOWS,
             strategies: Sequence[str] = STRATEGIES, overlap: Sequence[bool] = (False, True),
             comm=None, link_GBps: float | None = None, compression: float = 1.0,
-            engine: str = "analytic", executor="process", max_workers: int | None = None,
+            engine: str = "analytic", executor="serial", max_workers: int | None = None,
             progress: bool = False) -> ExploreResult:
     """Explore mappings of ``workload`` (global minibatch ``batch``) on ``system`` under
     ``scheme`` and return the best plan with the full points and plans tables.
@@ -165,8 +165,9 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     ``comm``: gradient-reduction times for the whole model (an object or dict with
     ``reduce_scatter_s``, ``all_gather_s``, ``weight_update_s``); by default computed with
     :func:`accelsim.netsim.gradient_reduction_times` (``link_GBps``, ``compression``,
-    ``engine`` are passed on). ``executor``: "process" (default), "thread", "serial", "dask"
-    or a ``concurrent.futures.Executor``.
+    ``engine`` are passed on). ``executor``: "serial" (default), "process", "thread", "dask"
+    or a ``concurrent.futures.Executor`` (reuse one pool across calls: starting worker
+    processes costs about a second each time, more than one ResNet-50 exploration on 2 cores).
     """
     import pandas as pd
 
