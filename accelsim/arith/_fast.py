@@ -11,6 +11,8 @@ rounding to odd", IEEE TC 2008).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from accelsim.numerics import FloatFormat
@@ -29,11 +31,13 @@ def floor_log2(x: np.ndarray) -> np.ndarray:
 
 
 def two_sum(a: np.ndarray, b: np.ndarray):
-    """(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth; no branch on magnitudes)."""
-    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf only where s is inf
-        s = a + b
-        bb = s - a
-        e = (a - (s - bb)) + (b - bb)
+    """(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth; no branch on magnitudes).
+
+    Callers run under np.errstate(invalid="ignore"): inf - inf happens only where s is inf.
+    """
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
     return s, e
 
 
@@ -50,6 +54,18 @@ def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 _MAG = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+_SIGN = ~_MAG
+
+
+@lru_cache(maxsize=None)
+def _consts(f: FloatFormat, mode: str):
+    drop = 52 - f.mbits
+    add = {"rne": (1 << (drop - 1)) - 1, "rna": 1 << (drop - 1), "rz": 0}.get(mode)
+    if add is None:
+        raise ValueError(f"round_fast supports rne/rna/rz, not {mode!r}")
+    lo = int(np.float64(f.min_normal).view(np.int64))
+    hi = int(np.float64(f.max).view(np.int64))
+    return drop, np.int64(add), np.int64(~((1 << drop) - 1)), np.int64(lo), np.uint64(hi - lo)
 
 
 def round_fast(x: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool = False) -> np.ndarray:
@@ -59,29 +75,31 @@ def round_fast(x: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool = Fal
     the kept significand bits bumps the exponent, as it should); the rare rest (the format's
     subnormal range, overflow, non-finite) goes through ``_round_general``.
     """
+    drop, add, keep, lo, span = _consts(f, mode)
     x = np.ascontiguousarray(x, dtype=np.float64)
     bits = x.view(np.int64)
-    mag = bits & _MAG
-    drop = 52 - f.mbits
+    r = bits & _MAG
     if mode == "rne":
-        r = mag + (((mag >> drop) & 1) + ((1 << (drop - 1)) - 1))
+        t = r >> drop
+        t &= 1
+        t += add
+        r += t
     elif mode == "rna":
-        r = mag + (1 << (drop - 1))
-    elif mode == "rz":
-        r = mag
-    else:
-        raise ValueError(f"round_fast supports rne/rna/rz, not {mode!r}")
-    r &= ~np.int64((1 << drop) - 1)
-    lo = np.float64(f.min_normal).view(np.int64)
-    maxbits = np.float64(f.max).view(np.int64)
+        r += add
+    r &= keep
     # unsigned range test: rounded below the normal range, overflow, inf, nan -> general path
     # (a value just below min_normal that rounds up to it on its own grid rounds to it on the
-    # coarser subnormal grid as well)
-    odd = (r - lo).view(np.uint64) > np.uint64(maxbits - lo)
-    r |= bits & ~_MAG
+    # coarser subnormal grid as well); zeros (r == 0) are already right
+    t = r - lo
+    odd = t.view(np.uint64) > span
+    r |= bits & _SIGN
     out = r.view(np.float64)
     if odd.any():
-        out[odd] = _round_general(x[odd], f, mode, saturate)
+        idx = np.flatnonzero(odd.reshape(-1))
+        flat = out.reshape(-1)
+        idx = idx[flat[idx] != 0]
+        if idx.size:
+            flat[idx] = _round_general(x.reshape(-1)[idx], f, mode, saturate)
     if not f.has_negative_zero:
         out[out == 0] = 0.0
     return out

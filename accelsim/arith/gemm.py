@@ -268,6 +268,11 @@ def _specials_paired(A, B):
 
 
 def _compute(A, B, cfg: EngineConfig, paired: bool) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):  # overflow to inf is modelled, not an error
+        return _compute_quiet(A, B, cfg, paired)
+
+
+def _compute_quiet(A, B, cfg: EngineConfig, paired: bool) -> np.ndarray:
     spec = _specials_paired(A, B) if paired else _specials(A, B)
     if spec is not None:
         A = np.where(np.isfinite(A), A, 0.0)
@@ -377,6 +382,11 @@ def fma(a, b, c, engine: EngineConfig) -> np.ndarray:
     if engine.step_format is not None:
         _check_operand(C, engine.step_format, "c", C.ndim)
     flat = [x.reshape(-1) for x in (A, B, C)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _fma_quiet(flat, engine).reshape(A.shape)
+
+
+def _fma_quiet(flat, engine):
     p = flat[0] * flat[1]
     if engine.product_format is not None:
         p = _round(p, engine.product_format, engine.product_rounding)
@@ -384,7 +394,7 @@ def fma(a, b, c, engine: EngineConfig) -> np.ndarray:
         r = _fma_step(flat[2], p, engine)
     else:
         r = _aligned_fma(flat, p, engine)
-    return r.reshape(A.shape)
+    return r
 
 
 def _aligned_fma(flat, p, engine):

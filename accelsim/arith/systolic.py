@@ -43,6 +43,11 @@ def systolic_matmul(a, b, engine: EngineConfig, *, rows: int, cols: int, dataflo
     B = _check_operand(b, engine.b_format, "b", 2)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"shape mismatch: a is {A.shape}, b is {B.shape}")
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _systolic(A, B, engine, rows, cols, dataflow)
+
+
+def _systolic(A, B, engine, rows, cols, dataflow):
     M, K = A.shape
     N = B.shape[1]
     spec = _specials(A, B)

@@ -1,0 +1,184 @@
+"""Swamping study: relative error of long dot products vs K for narrow and chunked accumulators.
+
+Reproduces the effect behind IBM's chunk-based accumulation (Sun et al., NeurIPS 2019, sec. 4
+and Fig. 3; Wang et al., NeurIPS 2018): with a 10-bit accumulator, once the running sum is
+2^11 times larger than a product the product is lost ("swamped"), so error grows with K;
+adding chunks of 64 into a second accumulator keeps both sums short. Every engine here sees
+the same operands (A in e4m3fn, B in e5m2, i.e. the 1-4-3 x 1-5-2 pairing), so the curves
+differ only in the accumulation. Tables only; plots live in accelsim.report.swamping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from accelsim.numerics import quantize
+
+from .engine import EngineConfig, get_engine
+from .gemm import _engine_step, _fma_step, _prepare, _promote, _run_exact
+
+A_FORMAT, B_FORMAT = "e4m3fn", "e5m2"
+DISTRIBUTIONS = ("positive", "zero-mean")
+K_VALUES = tuple(2**i for i in range(6, 17))  # 64 .. 65536
+CHUNKS = tuple(2**i for i in range(3, 11))  # 8 .. 1024
+
+
+def study_engines() -> dict[str, EngineConfig]:
+    """The accumulators compared (label -> engine), all on the same operand formats."""
+    common = dict(a_format=A_FORMAT, b_format=B_FORMAT, out_format="fp32")
+    return {
+        "dlfloat16 sequential": get_engine("hfp8", chunk=None, **common),
+        "HFP8 chunked (64)": get_engine("hfp8", **common),
+        "fp32 sequential": get_engine("fp32-fma", **common),
+        "H100 fast_accum (no promotion)": get_engine("h100-fp8", fast_accum=True, **common),
+        "H100 promotion every 128": get_engine("h100-fp8", **common),
+    }
+
+
+def sample_operands(rng: np.random.Generator, rows: int, K: int, distribution: str):
+    """rows x K operand pairs: |N(0,1)| ("positive") or N(0,1) ("zero-mean"), quantized (RNE)."""
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution={distribution!r} is not one of {', '.join(DISTRIBUTIONS)}")
+    a = rng.standard_normal((rows, K))
+    b = rng.standard_normal((rows, K))
+    if distribution == "positive":
+        a, b = np.abs(a), np.abs(b)
+    return quantize(a, A_FORMAT, saturate=True), quantize(b, B_FORMAT, saturate=True)
+
+
+def prefix_results(a, b, engine: EngineConfig, checkpoints) -> dict[int, np.ndarray]:
+    """Row-wise engine dots of every prefix a[:, :K], b[:, :K] for K in ``checkpoints``, in one
+    pass over K (a prefix's result is the state the engine would finish with after K products:
+    the inner sum, promoted once more when the engine promotes and a tail is pending)."""
+    cps = sorted(set(int(k) for k in checkpoints))
+    if engine.block_width is None or engine.split_k != 1:
+        raise ValueError("prefix_results needs a stepped engine with split_k=1")
+    W = engine.block_width
+    if any(k % W for k in cps):
+        raise ValueError(f"checkpoints must be multiples of block_width={W}")
+    A, B, Ea, Eb = _prepare(np.asarray(a, float), np.asarray(b, float), engine)
+    rows = A.shape[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _prefix_loop(A, B, Ea, Eb, engine, cps, rows)
+
+
+def _prefix_loop(A, B, Ea, Eb, engine, cps, rows):
+    W = engine.block_width
+    inner = np.zeros((rows, 1))
+    outer = np.zeros((rows, 1))
+    out: dict[int, np.ndarray] = {}
+    everything = slice(0, rows)
+    for k0 in range(0, cps[-1], W):
+        k1 = k0 + W
+        inner = _engine_step(inner, A, B, Ea, Eb, everything, k0, k1, engine, paired=True)
+        if engine.chunk is not None and k1 % engine.chunk == 0:
+            outer = _promote(outer, inner, engine)
+            inner = np.zeros_like(inner)
+        if k1 in cps:
+            if engine.chunk is None:
+                r = inner
+            elif k1 % engine.chunk == 0:
+                r = outer
+            else:
+                r = _promote(outer, inner, engine)
+            out[k1] = r[:, 0].copy()
+    return out
+
+
+def _exact_prefixes(a, b, checkpoints) -> dict[int, np.ndarray]:
+    """float64 round-to-odd value of each exact prefix sum (the exact engine before output)."""
+    exact = get_engine("exact", a_format=A_FORMAT, b_format=B_FORMAT, out_format="fp32")
+    return {K: _run_exact(a[:, :K], b[:, :K], exact, paired=True)[:, 0] for K in checkpoints}
+
+
+def _abs_prefixes(a, b, checkpoints) -> dict[int, np.ndarray]:
+    """sum_k |a_k b_k| of each prefix (the error normalizer; float64 is plenty for a scale)."""
+    c = np.cumsum(np.abs(a * b), axis=1)
+    return {K: c[:, K - 1] for K in checkpoints}
+
+
+def _rel_err(got, exact, scale):
+    """|result - exact| / sum|a_k b_k|: the relative error for positive data, and for zero-mean
+    data an error that a near-zero exact sum cannot blow up (Higham, Accuracy and Stability of
+    Numerical Algorithms, sec. 3.1: the componentwise condition of a dot product)."""
+    return np.abs(got.astype(np.float64) - exact) / scale
+
+
+def _operands_all(rng, reps, K):
+    """Both distributions stacked: rows [0, reps) positive, [reps, 2 reps) zero-mean."""
+    pairs = [sample_operands(rng, reps, K, d) for d in DISTRIBUTIONS]
+    return np.vstack([p[0] for p in pairs]), np.vstack([p[1] for p in pairs])
+
+
+def swamping_table(rng: np.random.Generator, *, k_values=K_VALUES, reps: int = 32,
+                   progress=None):
+    """Tidy DataFrame: K, distribution, engine, mean/max error over ``reps`` dots, where the
+    error is |result - exact| / sum|a_k b_k| (= relative error for positive data).
+
+    One pass over max(K) per engine gives every prefix length. ``progress`` (optional) is
+    called with no arguments after each engine.
+    """
+    import pandas as pd
+
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    a, b = _operands_all(rng, reps, max(k_values))
+    exact = _exact_prefixes(a, b, k_values)
+    scale = _abs_prefixes(a, b, k_values)
+    rows = []
+    for label, eng in study_engines().items():
+        res = prefix_results(a, b, eng, k_values)
+        for K in k_values:
+            e = _rel_err(res[K], exact[K], scale[K])
+            for i, dist in enumerate(DISTRIBUTIONS):
+                part = e[i * reps:(i + 1) * reps]
+                rows.append({"K": K, "distribution": dist, "engine": label,
+                             "rel_err_mean": float(part.mean()), "rel_err_max": float(part.max()),
+                             "reps": reps})
+        if progress is not None:
+            progress()
+    return pd.DataFrame(rows)
+
+
+def chunk_sweep_table(rng: np.random.Generator, *, K: int = 16384, chunks=CHUNKS, reps: int = 32,
+                      progress=None):
+    """Tidy DataFrame: chunk, distribution, mean/max relative error of the HFP8 two-level
+    dlfloat16 accumulator at fixed K (the IBM design point is chunk 64).
+
+    All chunk sizes run in one pass: every row group shares the FMA chain step and is promoted
+    into its outer accumulator where K-position % chunk == 0 (the same _fma_step/_promote as
+    matmul; tests check it against matmul with each chunk).
+    """
+    import pandas as pd
+
+    chunks = [int(c) for c in chunks]
+    if any(c < 1 for c in chunks) or K % max(chunks):
+        raise ValueError(f"chunks must be positive and divide K={K}, got {chunks}")
+    base = study_engines()["HFP8 chunked (64)"]
+    a, b = _operands_all(rng, reps, K)
+    exact = _exact_prefixes(a, b, [K])[K]
+    scale = _abs_prefixes(a, b, [K])[K]
+    n = a.shape[0]
+    A, B = np.tile(a, (len(chunks), 1)), np.tile(b, (len(chunks), 1))
+    chunk_of_row = np.repeat(chunks, n)[:, None]
+    inner = np.zeros((A.shape[0], 1))
+    outer = np.zeros_like(inner)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for k in range(K):
+            inner = _fma_step(inner, (A[:, k] * B[:, k])[:, None], base)
+            if (k + 1) % min(chunks) == 0:
+                due = (k + 1) % chunk_of_row == 0
+                outer = np.where(due, _promote(outer, inner, base), outer)
+                inner = np.where(due, 0.0, inner)
+            if progress is not None and (k + 1) % 1024 == 0:
+                progress()
+    rows = []
+    for j, c in enumerate(chunks):
+        e = _rel_err(outer[j * n:(j + 1) * n, 0], exact, scale)
+        for i, dist in enumerate(DISTRIBUTIONS):
+            part = e[i * reps:(i + 1) * reps]
+            rows.append({"chunk": c, "K": K, "distribution": dist, "rel_err_mean": float(part.mean()),
+                         "rel_err_max": float(part.max()), "reps": reps})
+    return pd.DataFrame(rows)
