@@ -393,24 +393,10 @@ def _fma_quiet(flat, engine):
     if engine.align_bits is None:
         r = _fma_step(flat[2], p, engine)
     else:
-        r = _aligned_fma(flat, p, engine)
+        # one output per element: rows = elements, a block of width 1, N = 1
+        if engine.align_exponent == "field":
+            e = _field_exp(flat[0], engine.a_format) + _field_exp(flat[1], engine.b_format)
+        else:
+            e = floor_log2(p)
+        r = _aligned_step(flat[2][:, None], p[:, None, None], e[:, None, None], engine)[:, 0]
     return r
-
-
-def _aligned_fma(flat, p, engine):
-    ea = _field_exp(flat[0], engine.a_format)
-    eb = _field_exp(flat[1], engine.b_format)
-    # rows = elements, width 1, N = 1; field exponent of the product = ea + eb
-    cfg = engine
-    f = cfg.align_bits
-    e = (ea + eb) if cfg.align_exponent == "field" else floor_log2(p)
-    emax = np.maximum(e, floor_log2(flat[2]))
-    emax = np.where(emax < ZERO_EXP // 2, 0, emax)
-    scale = np.ldexp(1.0, (f - emax).astype(np.int32))
-    cut = np.trunc if cfg.align_rounding == "rz" else np.rint
-    s = (cut(p * scale) + cut(flat[2] * scale)) / scale
-    if cfg.step_bits is not None:
-        s = cut_bits(s, cfg.step_bits, cfg.step_bits_rounding)
-    if cfg.step_format is not None:
-        s = _round(s, cfg.step_format, cfg.step_rounding)
-    return s

@@ -10,8 +10,6 @@ differ only in the accumulation. Tables only; plots live in accelsim.report.swam
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from accelsim.numerics import quantize
