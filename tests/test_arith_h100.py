@@ -84,9 +84,10 @@ NEGATIVE_CONTROLS = {
     "RNE alignment instead of truncation": dict(align_rounding="rne"),  # 18884
     "RNE step result instead of truncation": dict(step_bits_rounding="rne"),  # 6244
     "half block width (16)": dict(block_width=16),                    # 12994
+    "double block width (64)": dict(block_width=64),                  # 9501
     "align to the product's value exponent": dict(align_exponent="value"),  # 7610
     "promotion every 256": dict(chunk=256),                           # 1029 (fast0 only)
-    "promotion every 64": dict(chunk=64),
+    "promotion every 64": dict(chunk=64),                             # 8471
 }
 
 
