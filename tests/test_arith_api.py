@@ -30,6 +30,7 @@ def _vals(fmt, rng, shape, scale=1.0):
     ({"out_rounding": "up"}, r"out_rounding='up' is not one of rne, rna, rz"),
     ({"align_bits": 60}, r"align_bits=60 with block_width=32 needs 68 > 53 bits"),
     ({"fast_accum": "yes"}, r"fast_accum must be True or False"),
+    ({"fast_accum": True, "chunk": 64}, r"fast_accum=True means no promotion; it contradicts chunk=64"),
 ])
 def test_bad_parameters_name_the_value(kwargs, match):
     with pytest.raises(ValueError, match=match):

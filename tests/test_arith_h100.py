@@ -43,8 +43,9 @@ def _cases(npz):
 def _mismatches(npz, **overrides) -> dict[str, int]:
     bad = {}
     for key, fa, fb, fast, out, a, b, ref in _cases(npz):
+        kw = {k: v for k, v in overrides.items() if not (fast and k == "chunk")}
         eng = get_engine("h100-fp8", a_format=fa, b_format=fb, fast_accum=bool(fast),
-                         out_format="fp32" if out == "f32" else "bf16", **overrides)
+                         out_format="fp32" if out == "f32" else "bf16", **kw)
         r = matmul(a, b, eng) if key.startswith("rand") else dot(a, b, eng)
         got = r.view(np.uint32)
         if out == "bf16":
@@ -75,7 +76,9 @@ def test_every_bit_matches(npz):
 
 
 # Each wrong variant must disagree with the silicon somewhere (numbers: mismatching outputs
-# out of 53459 when this was written; the test only asks for "some", per family noted).
+# out of 53459 when this was written; the test only asks for "some"). Promotion variants apply
+# to the fast_accum=False data only. scripts/arith_h100_fit.py runs a 323-variant grid: the
+# preset is its only zero.
 NEGATIVE_CONTROLS = {
     "one more fraction bit": dict(align_bits=14, step_bits=14),       # 20465
     "one fewer fraction bit": dict(align_bits=12, step_bits=12),      # 21997
@@ -86,8 +89,8 @@ NEGATIVE_CONTROLS = {
     "half block width (16)": dict(block_width=16),                    # 12994
     "double block width (64)": dict(block_width=64),                  # 9501
     "align to the product's value exponent": dict(align_exponent="value"),  # 7610
-    "promotion every 256": dict(chunk=256),                           # 1029 (fast0 only)
-    "promotion every 64": dict(chunk=64),                             # 8471
+    "promotion every 256": dict(chunk=256),                           # 514 (fast0 data only)
+    "promotion every 64": dict(chunk=64),                             # 3723
 }
 
 

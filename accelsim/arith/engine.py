@@ -171,7 +171,9 @@ def get_engine(name: str, **overrides) -> EngineConfig:
         if not isinstance(fa, bool):
             raise ValueError(f"fast_accum must be True or False, got {fa!r}")
         if fa:
-            kw.setdefault("chunk", None)
+            if kw.get("chunk") is not None:
+                raise ValueError(f"fast_accum=True means no promotion; it contradicts chunk={kw['chunk']!r}")
+            kw["chunk"] = None
         elif base.chunk is None and kw.get("chunk") is None:
             raise ValueError(f"fast_accum=False needs a promotion interval; preset {name!r} has "
                              "none (pass chunk=...)")
