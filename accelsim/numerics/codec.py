@@ -245,8 +245,10 @@ def _chunked(fn, arr: np.ndarray, out_dtype, **kw) -> np.ndarray:
     """Apply ``fn`` over 2^16-element chunks converted to float64 one at a time: bounded
     temporaries, cache-resident passes. Stochastic draws come from the generator in element
     order, exactly as one call over the whole array would take them."""
-    _as_float64(arr.reshape(-1)[:0])  # dtype check
     flat = arr.reshape(-1)
+    if flat.size <= _CHUNK:  # one chunk: skip the copy into a preallocated output
+        return np.asarray(fn(_as_float64(flat), **kw), dtype=out_dtype).reshape(arr.shape)
+    _as_float64(flat[:0])  # dtype check before any work
     out = np.empty(flat.shape, dtype=out_dtype)
     for start in range(0, flat.size, _CHUNK):
         out[start : start + _CHUNK] = fn(_as_float64(flat[start : start + _CHUNK]), **kw)
