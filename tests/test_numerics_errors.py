@@ -50,5 +50,8 @@ def test_non_numeric_arrays():
 def test_shapes_and_integer_inputs_work():
     x = np.arange(12, dtype=np.int32).reshape(3, 4)
     assert quantize(x, "e4m3fn").shape == (3, 4)
+    y = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)[:, ::2]  # non-contiguous, LUT path
+    assert np.array_equal(encode(y, "e5m2"), encode(y.astype(np.float64), "e5m2"))
+    assert encode(y, "e5m2").shape == (2, 2, 4)
     assert encode(np.float32(1.0), "hif8").shape == ()
     assert decode(np.uint8(0x38), "e4m3fn") == 1.0
