@@ -20,18 +20,11 @@ import numpy as np
 
 from accelsim.arith import get_engine, matmul
 from accelsim.numerics import quantize
+from _machine import cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 TARGET_MACS = 50e6
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def best_time(fn, repeat: int) -> float:

@@ -14,19 +14,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from _machine import cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS_S = {"analytic": 60.0, "des": 300.0}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def time_main_job(engine: str) -> float:

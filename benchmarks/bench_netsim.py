@@ -17,20 +17,12 @@ import os
 import platform
 import resource
 import time
+from _machine import cpu_model as _cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 N_PARAMS = 25_600_000  # ResNet-50 gradients (issue: 25.6 M)
 FP16 = 2
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _case(topology: str, chips: int, link_GBps: float, packet_bytes, q) -> None:
