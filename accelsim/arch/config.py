@@ -226,9 +226,8 @@ def _deepcopy(d: Any) -> Any:
     return d
 
 
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """Parse a TOML file with :mod:`tomllib`; syntax errors and duplicate keys become
-    :class:`ConfigError` with the file, the line/column and (where recoverable) the key."""
+def read_text(path: str | Path) -> str:
+    """The text of a config-like file; a missing or unreadable file is a :class:`ConfigError`."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -236,6 +235,14 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(path, "<file>", str(path), "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, "<file>", str(path), f"cannot read: {exc}") from None
+    return text
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML file with :mod:`tomllib`; syntax errors and duplicate keys become
+    :class:`ConfigError` with the file, the line/column and (where recoverable) the key."""
+    path = Path(path)
+    text = read_text(path)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

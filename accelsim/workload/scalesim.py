@@ -22,7 +22,7 @@ import csv
 from dataclasses import replace
 from pathlib import Path
 
-from accelsim.arch.config import ConfigError
+from accelsim.arch.config import ConfigError, read_text
 from accelsim.workload.model import Layer, Workload
 
 COLUMNS = ("Layer name", "IFMAP Height", "IFMAP Width", "Filter Height", "Filter Width",
@@ -32,12 +32,7 @@ COLUMNS = ("Layer name", "IFMAP Height", "IFMAP Width", "Filter Height", "Filter
 def read_scalesim_topology(path: str | Path) -> Workload:
     """Parse a SCALE-Sim conv topology CSV; errors name the file, row (1-based line) and column."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(path, "<file>", str(path), "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, "<file>", str(path), f"cannot read: {exc}") from None
+    text = read_text(path)
     rows = [(i + 1, [c.strip() for c in r]) for i, r in enumerate(csv.reader(text.splitlines()))]
     rows = [(n, r) for n, r in rows if any(r)]
     if not rows:
