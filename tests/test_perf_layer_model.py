@@ -80,6 +80,29 @@ def test_first_and_last_layers_fp16_under_8bit_schemes(scheme):
     assert (_resnet_table(64, "fp16")["precision"] == "fp16").all()
 
 
+@pytest.mark.parametrize("scheme", ["fp8", "hfp8"])
+def test_elementwise_tensors_stored_in_the_consumers_precision(scheme):
+    """Element-wise layers move tensors in the precision of the next GEMM layer (its input):
+    8-bit between 8-bit GEMMs, FP16 ahead of the FP16 classifier; SFU work does not change."""
+    df = _resnet_table(64, scheme)
+    ew = df[df["flops"] == 0].groupby("layer", sort=False)["precision"].first()
+    names = [la.name for la in RESNET.layers]
+    last_gemm = max(i for i, la in enumerate(RESNET.layers) if la.is_gemm)
+    for name, prec in ew.items():
+        i = names.index(name)
+        nxt = next((la for la in RESNET.layers[i + 1:] if la.is_gemm), None)
+        want = "fp16" if nxt is None or names.index(nxt.name) == last_gemm else "fp8"
+        assert prec == want, name
+    assert set(ew.index) >= {"bn1", "maxpool", "avgpool"} and ew["bn1"] == "fp8"
+    assert ew["avgpool"] == "fp16"
+    ref = _resnet_table(64, "fp16").set_index(["layer", "phase"])
+    got = df.set_index(["layer", "phase"])
+    rows = got.index[(got["flops"] == 0) & (got["precision"] == "fp8")]
+    np.testing.assert_allclose(got.loc[rows, "memory_s"], ref.loc[rows, "memory_s"] / 2,
+                               rtol=1e-12)
+    np.testing.assert_array_equal(got.loc[rows, "sfu_s"], ref.loc[rows, "sfu_s"])
+
+
 @pytest.mark.parametrize("scheme", ["fp16", "fp8", "hfp8"])
 def test_no_layer_exceeds_peak(scheme):
     df = _resnet_table(64, scheme)

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.perf.layer_model import (
-    ELEMENTWISE_BYTES,
+    NORM_PARAM_BYTES,
     OPERAND_BYTES,
     Mapping,
     evaluate_layer,
@@ -315,18 +315,15 @@ class _LayerInfo:
 
     @classmethod
     def of(cls, workload, batch, scheme) -> _LayerInfo:
-        first, last = workload.first_gemm_layer, workload.last_gemm_layer
         params, act, wb, flops = [], [], [], 0.0
         for layer in workload.layers:
+            # stashed tensors in their storage precision (layer_precision: 8-bit under fp8)
+            ob = OPERAND_BYTES[layer_precision(workload, layer, scheme)]
             if layer.is_gemm:
-                fp16 = scheme.first_last_fp16 and layer.name in (first, last)
-                ob = OPERAND_BYTES["fp16" if fp16 else scheme.compute_precision]
                 flops += sum(g.flops for g in layer.gemms(batch).values())
-            else:
-                ob = ELEMENTWISE_BYTES
             params.append(layer.n_params)
             act.append(layer.input_elements * ob)
-            wb.append((ob if layer.is_gemm else ELEMENTWISE_BYTES) + scheme.gradient_bytes)
+            wb.append((ob if layer.is_gemm else NORM_PARAM_BYTES) + scheme.gradient_bytes)
         return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
                    np.array([not la.is_gemm for la in workload.layers]),
                    np.array(wb, dtype=np.float64), flops)

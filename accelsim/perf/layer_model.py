@@ -26,13 +26,18 @@ takes
 
 Precision: GEMM operands take 2 bytes (fp16) or 1 byte (fp8/hfp8); partial sums in the
 scratchpad 2 bytes (FP16 accumulation, HFP8 paper Sec. 3 / Wang et al. 2018); outputs written
-to memory in the operand precision (quantized on the way out), weight gradients in FP16;
-element-wise layers run in FP16 on the SFUs. Under schemes with ``first_last_fp16`` the first and last GEMM layers run at
-the FP16 rate, as in the paper.
+to memory in the operand precision (quantized on the way out), weight gradients in FP16.
+Under schemes with ``first_last_fp16`` the first and last GEMM layers run at the FP16 rate, as
+in the paper. Element-wise layers (normalisation, activation, pooling, residual adds) compute in
+FP16 on the SFUs at one rate whatever the scheme, but the tensors they read and write live in
+memory in the precision of the GEMM that consumes them: under fp8/hfp8 the activations and
+errors between layers are 8-bit (HFP8 paper: weights, activations and errors in 8 bits; they
+arrive quantized from the previous GEMM), and FP16 only ahead of an FP16 layer (the last one).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -42,9 +47,9 @@ from accelsim.perf.systolic import DATAFLOWS, MAPPINGS
 
 GEMM_PHASES = ("fwd", "bwd_data", "wgrad")
 ELEMENTWISE_PHASES = ("fwd", "bwd")
-OPERAND_BYTES = {"fp16": 2, "fp8": 1, "hfp8": 1}  # GEMM inputs
-ACCUMULATOR_BYTES = 2  # FP16 partial sums and GEMM outputs
-ELEMENTWISE_BYTES = 2  # FP16 activations for BN / ReLU / pooling / adds
+OPERAND_BYTES = {"fp16": 2, "fp8": 1, "hfp8": 1}  # GEMM inputs; tensors stored in memory
+ACCUMULATOR_BYTES = 2  # FP16 partial sums and weight gradients
+NORM_PARAM_BYTES = 2  # FP16 scale / shift of normalisation layers (kept at full precision)
 
 
 def _output_bytes(phase: str, precision: str) -> int:
@@ -90,12 +95,27 @@ def data_parallel(system, dataflow: str = "ws") -> Mapping:
 
 
 def layer_precision(workload, layer, scheme) -> str:
-    """Compute precision of one layer under a scheme (first/last GEMM layer FP16 if asked)."""
-    if not layer.is_gemm:
-        return "fp16"
-    if scheme.first_last_fp16 and layer.name in _first_last(workload):
-        return "fp16"
-    return scheme.compute_precision
+    """Precision of one layer under a scheme.
+
+    GEMM layers: their compute precision (first/last GEMM layer FP16 if the scheme asks).
+    Element-wise layers: the storage precision of the tensors they move, that of the next GEMM
+    layer in forward order, which consumes their output (FP16 if none follows); their SFU
+    arithmetic is FP16 either way."""
+    return _precisions(workload, _as_scheme(scheme))[layer.name]
+
+
+@functools.lru_cache(maxsize=64)
+def _precisions(workload, scheme) -> dict[str, str]:
+    first_last = _first_last(workload)
+    out: dict[str, str] = {}
+    consumer = "fp16"  # walking backwards: precision of the next GEMM layer
+    for layer in reversed(workload.layers):
+        if layer.is_gemm:
+            fp16 = scheme.first_last_fp16 and layer.name in first_last
+            consumer = out[layer.name] = "fp16" if fp16 else scheme.compute_precision
+        else:
+            out[layer.name] = consumer
+    return out
 
 
 def _first_last(workload) -> tuple[str, str]:
@@ -344,7 +364,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
         for phase, e in layer.elementwise(batch).items():
             reason = reason0.copy()
             sfu_s = e.ops / ranks / core.sfu_ops_per_s
-            mem_s = e.bytes_moved(ELEMENTWISE_BYTES) / (chip_dp * chip_mp) / \
+            mem_s = e.bytes_moved(OPERAND_BYTES[precision]) / (chip_dp * chip_mp) / \
                 chip.memory_bandwidth_Bps
             roof = np.maximum(sfu_s, mem_s)
             bound = np.where(sfu_s >= mem_s, "sfu", "memory").astype(object)
