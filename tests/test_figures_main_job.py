@@ -63,14 +63,7 @@ def test_figures_summary_and_manifest_exist(out):
                                                   "summary.md"}
 
 
-# The two throughput gains need FP8 compute ~0.50x FP16 compute (solved from the paper's own
-# numbers, see summary.md / training.implied_by_paper); accelsim's per-layer model gives ~0.76x
-# (element-wise layers stay FP16 and memory-bound, first/last layers FP16, small per-core GEMMs).
-# Known gap of the compute model, kept visible: strict xfail turns into a failure once fixed.
-_COMPUTE_GAP = pytest.mark.xfail(strict=True, reason="compute model: FP8/FP16 compute ratio "
-                                 "0.76 vs 0.50 implied by the paper (see summary.md)")
-_CASES = [pytest.param(p, id=p.key, marks=_COMPUTE_GAP if p.key.endswith("_gain_pct") else ())
-          for p in tr.PUBLISHED]
+_CASES = [pytest.param(p, id=p.key) for p in tr.PUBLISHED]
 
 
 @pytest.mark.parametrize("pub", _CASES)
@@ -97,11 +90,17 @@ def test_throughput_never_exceeds_the_peak_flops_ceiling(thr):
 
 
 def test_dgx1_check_is_reported(out):
-    d = pd.read_csv(out / "dgx1.csv")
-    assert list(d.gpus) == [1, 8] and list(d.published) == [1156.0, 8056.0]
-    # Stated accuracy of the real-world check: within 15 % of NVIDIA's measurements (now -1.4 %
-    # on 1 GPU and +12.9 % on 8: the model has no input-pipeline or synchronisation losses).
-    assert (d.error_pct.abs() <= 15.0).all(), d[["case", "published", "predicted", "error_pct"]]
+    d = pd.read_csv(out / "dgx1.csv").set_index("gpus")
+    assert list(d.index) == [1, 8] and list(d.published) == [1156.0, 8056.0]
+    # One GPU tests the compute model: within 10 % of NVIDIA's measurement.
+    assert abs(d.error_pct[1]) <= 10.0, d[["published", "predicted", "error_pct"]]
+    # Eight GPUs: the model has no input pipeline, stragglers or framework synchronisation, so
+    # it is an upper bound whose extra error is the measured scaling loss (NVIDIA: 87 % from 1
+    # to 8 GPUs); the summary shows both scaling efficiencies.
+    assert d.predicted[8] >= d.published[8]
+    assert d.predicted_scaling_pct[8] >= d.published_scaling_pct[8]
+    assert d.published_scaling_pct[8] == pytest.approx(100 * 8056 / (8 * 1156))
+    assert d.predicted_scaling_pct[8] <= 100.0
 
 
 def test_schemes_agree_when_communication_is_free(out):
