@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import os
+import sys
 
 import pytest
 
@@ -204,8 +205,29 @@ def test_dask_local_cluster_matches_process_pool(tmp_path):
     assert a.drop(columns="pid").equals(b.drop(columns="pid"))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None,
-                    reason="pyarrow installed: the missing-dependency message cannot show")
-def test_parquet_without_pyarrow_is_a_clear_error(tmp_path):
+def test_parquet_without_pyarrow_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
     with pytest.raises(ValueError, match="needs pyarrow"):
         sw.run_sweep(SPEC, toy, tmp_path / "t.parquet", executor="serial", progress=False)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None,
+                    reason="pyarrow not installed (Parquet output is optional)")
+def test_parquet_output_survives_an_interrupt_and_matches_csv(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "t.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        sw.run_sweep(SPEC, toy_interrupt_at, out, executor="serial", progress=False)
+    assert not out.exists()  # a Parquet file is written whole, once every point is in
+    journal = tmp_path / "t.parquet.journal.csv"
+    assert len(_rows(journal)) == 4  # finished rows are kept in the journal meanwhile
+    sw.run_sweep(SPEC, toy, out, executor="serial", progress=False)
+    got = pd.read_parquet(out)
+    ref = sw.run_sweep(SPEC, toy, tmp_path / "ref.csv", executor="serial", progress=False)
+    assert len(got) == len(ref) == 12 and got["point_id"].is_unique
+    key = ["a", "b"]
+    cols = [c for c in ref.columns if c != "pid"]
+    pd.testing.assert_frame_equal(
+        got[cols].sort_values(key).reset_index(drop=True),
+        ref[cols].sort_values(key).reset_index(drop=True), check_dtype=False)

@@ -348,8 +348,9 @@ class TrainingParams:
 
 #: The one parameter set behind every figure: the output of ``scripts/calibrate.py`` (run it to
 #: reproduce; the two update knobs are fitted to the paper's four communication cuts, the
-#: minibatch to all seven published numbers). Physically: 2.2 us per parameter tensor per
-#: update step, an update kernel at 53 % of the 900 GB/s chip memory bandwidth, 6 images/chip.
+#: minibatch to all seven published numbers; compute mapped by :data:`COMPUTE_STRATEGY`).
+#: Physically: 2.2 us per parameter tensor per update step, an update kernel at 53 % of the
+#: 900 GB/s chip memory bandwidth, 6 images/chip.
 PAPER_SETUP = TrainingParams(minibatch=384, overlap=0.0, per_tensor_overhead_s=2.2e-06,
                              memory_efficiency=0.53)
 PAPER_SETUP_SOURCE = ("scripts/calibrate.py (2026-11-23, analytic engine, hfp8-64chip + "
