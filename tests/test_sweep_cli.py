@@ -38,12 +38,35 @@ def test_cli_axes_bandwidth_monotone_and_resume(tmp_path, capsys):
     assert "6 points" in capsys.readouterr().out
 
 
-def test_infeasible_chip_counts_are_rows_with_reasons(tmp_path):
+def test_chip_sweep_resizes_the_boards_and_names_what_does_not_fit(tmp_path):
     out = tmp_path / "c.csv"
-    assert sweep("--axis", "chips=64,48", "--set", "scheme=hfp8", "--out", str(out)) == 0
+    assert sweep("--axis", "chips=64,48,8,12", "--set", "scheme=hfp8", "--out", str(out)) == 0
     t = pd.read_csv(out, keep_default_na=False).set_index("chips")
-    assert t.loc[64, "status"] == "ok"
-    assert t.loc[48, "status"] == "infeasible" and "hybrid-cube-mesh-64" in t.loc[48, "reason"]
+    assert (t.loc[[64, 48, 8], "status"] == "ok").all()
+    # the chip count reached the model: peak FLOP/s scales with it
+    peak = pd.to_numeric(t.loc[[64, 48, 8], "peak_flops_per_s"])
+    for n in (48, 8):
+        assert peak[n] == pytest.approx(n / 64 * peak[64])
+    assert t.loc[12, "status"] == "infeasible"
+    assert "12 chips do not fill 8-chip hybrid cube-mesh boards" in t.loc[12, "reason"]
+
+
+def test_scaled_board_overrides():
+    from accelsim.dse.sweep import Infeasible
+    from accelsim.dse.training import scaled_board_overrides
+
+    hcm = {"topology": "hybrid-cube-mesh-64", "chips_per_board": 8}
+    assert scaled_board_overrides(hcm, 1)["system.topology"] == "single"
+    assert scaled_board_overrides(hcm, 8)["system.topology"] == "dgx1"
+    assert scaled_board_overrides(hcm, 128) == {"system.topology": "multi-board",
+                                                "system.boards": 16}
+    with pytest.raises(Infeasible, match="12 chips"):
+        scaled_board_overrides(hcm, 12)
+    # a sweep that sets the topology itself only gets the boards adjusted
+    assert scaled_board_overrides(hcm, 12, topology_given=True) == {
+        "system.boards": 1, "system.chips_per_board": 12}
+    ring = {"topology": "ring", "chips_per_board": 4}
+    assert scaled_board_overrides(ring, 12) == {"system.boards": 3}
 
 
 def test_sweep_file_and_array_override(tmp_path):

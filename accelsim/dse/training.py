@@ -669,13 +669,45 @@ def _load_system_cached(path: str, overrides: tuple[tuple[str, Any], ...]):
 
     ov = dict(overrides)
     if ov.get("system.boards", 0) is None:
-        per_board = read_toml(resolve_path(path))["system"]["chips_per_board"]
-        chips = ov["system.chips"]
-        if chips % per_board:
-            ov["system.boards"], ov["system.chips_per_board"] = 1, chips
-        else:
-            ov["system.boards"] = chips // per_board
+        ov.update(scaled_board_overrides(read_toml(resolve_path(path))["system"],
+                                         ov["system.chips"], "system.topology" in ov))
     return load_system(resolve_path(path), ov)
+
+
+#: Topologies built from 8-chip hybrid cube-mesh boards: a chip-count sweep changes the board
+#: count and keeps the boards.
+_BOARD_TOPOLOGIES = ("dgx1", "hybrid-cube-mesh-64", "multi-board")
+
+
+def scaled_board_overrides(system_table: Mapping[str, Any], chips: int,
+                           topology_given: bool = False) -> dict[str, Any]:
+    """Config overrides that resize a system to ``chips`` keeping its board structure.
+
+    Systems of hybrid cube-mesh boards (dgx1, hybrid-cube-mesh-64, multi-board) become one chip
+    (``single``), one board (``dgx1``) or ``chips / 8`` boards (``multi-board``; 64 stays
+    ``hybrid-cube-mesh-64``); any other count is :class:`Infeasible`, with the reason. Other
+    topologies keep their name, with as many boards
+    as the chips fill (or one board of all chips). ``topology_given``: the sweep sets the topology
+    itself, so only the boards are adjusted."""
+    per_board = int(system_table["chips_per_board"])
+    ov: dict[str, Any] = {}
+    topo = str(system_table.get("topology", ""))
+    if not topology_given and topo in _BOARD_TOPOLOGIES and per_board == 8:
+        if chips == 1:
+            return {"system.topology": "single", "system.boards": 1,
+                    "system.chips_per_board": 1}
+        if chips == 8:
+            return {"system.topology": "dgx1", "system.boards": 1, "system.chips_per_board": 8}
+        if chips % 8 == 0 and chips >= 16:
+            return {"system.topology": "hybrid-cube-mesh-64" if chips == 64 else "multi-board",
+                    "system.boards": chips // 8}
+        raise Infeasible(f"{chips} chips do not fill 8-chip hybrid cube-mesh boards ({topo}): "
+                         "use 1, 8 or a multiple of 8 >= 16, or also set system.topology")
+    if chips % per_board:
+        ov["system.boards"], ov["system.chips_per_board"] = 1, chips
+    else:
+        ov["system.boards"] = chips // per_board
+    return ov
 
 
 @functools.lru_cache(maxsize=8)
@@ -743,7 +775,7 @@ def _compute_profile(system, workload, scheme: str, minibatch: int) -> ComputePr
     res = explore(system, workload, int(minibatch), sc, strategies=(COMPUTE_STRATEGY,),
                   overlap=(False,), comm=zero, executor="serial")
     if not res.best.get("feasible", True):
-        raise Infeasible(f"no feasible data-parallel plan: {res.best.get('reason', '')}")
+        raise Infeasible(f"no feasible plan: {res.best.get('reason', '')}")
     fwd, bwd, wg = res.fwd_s, res.bwd_data_s, res.wgrad_s
     lay = res.layers
     gemm = lay["layer"].map({ly.name: ly.is_gemm for ly in workload.layers}).astype(bool)
