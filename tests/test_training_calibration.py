@@ -1,6 +1,6 @@
 """PAPER_SETUP is the output of scripts/calibrate.py, not numbers typed into the model: the two
 weight-update knobs are re-fitted here from the four published communication cuts (fast stage of
-the script; the minibatch stage needs the explorer 36 times and stays in the script)."""
+the script) and the minibatch stage checked against its neighbours."""
 
 from __future__ import annotations
 
@@ -31,3 +31,17 @@ def test_paper_setup_update_knobs_are_the_fit(calibrate):
     assert (t, eff) == (tr.PAPER_SETUP.per_tensor_overhead_s, tr.PAPER_SETUP.memory_efficiency)
     # physically plausible: microseconds per tensor, a fraction of peak memory bandwidth
     assert 1e-7 < t < 1e-5 and 0.2 < eff <= 1.0
+
+
+def test_paper_setup_minibatch_is_the_fit_among_its_neighbours(calibrate):
+    """The minibatch stage over the fitted value and its neighbours (one image per chip either
+    side) picks PAPER_SETUP.minibatch, with every published number inside its tolerance."""
+    system = load_system(REPO / tr.DEFAULT_SYSTEM)
+    cal = calibrate.Calibrator(system, load_workload(REPO / tr.DEFAULT_WORKLOAD))
+    per_chip = tr.PAPER_SETUP.minibatch // system.chips
+    cost, mb, metrics = cal.fit_minibatch(tr.PAPER_SETUP.per_tensor_overhead_s,
+                                          tr.PAPER_SETUP.memory_efficiency,
+                                          [per_chip - 1, per_chip, per_chip + 1], log=lambda s: None)
+    assert mb == tr.PAPER_SETUP.minibatch
+    for q in tr.PUBLISHED:
+        assert abs(metrics[q.key] - q.value) <= q.tolerance, q.key
