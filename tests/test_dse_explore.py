@@ -216,3 +216,22 @@ def test_ties_resolve_to_data_parallel():
     ew = res.layers[~res.layers.kind.isin(["conv", "linear", "matmul"])]
     assert len(ew) and (ew["chip_mp"] == 1).all() and (ew["chip_dp"] == 64).all()
     assert mapping_candidates(SYS64, ("ws",))[0].chip_dp == 64
+
+
+def test_memory_model_admits_nvidias_resnet50_batch_on_a_16gb_v100():
+    """NVIDIA trains ResNet-50 (AMP) with 256 images per 16 GB V100 (DeepLearningExamples,
+    DGX-1 16GB rows): the explorer's footprint must fit there. Only tensors a backward pass
+    reads are kept: nothing for adds, average pooling, or ReLU (in-place, its output is the
+    next layer's saved input)."""
+    v100 = load_system(REPO / "arch_configs" / "dgx1-v100.toml")
+    res = explore(v100, RESNET, 8 * 256, "fp16", strategies=("data-chips",), overlap=(False,),
+                  comm=NO_COMM, executor="serial")
+    assert res.best["feasible"]
+    assert 8 * 2**30 < res.best["memory_per_chip_bytes"] < 16 * 2**30
+    kinds = {la.kind: la.saved_elements for la in RESNET.layers}
+    assert kinds["add"] == kinds["relu"] == kinds["avgpool"] == 0
+    saved = sum(la.saved_elements for la in RESNET.layers)
+    gemm_in = sum(la.input_elements for la in RESNET.layers if la.is_gemm)
+    kept = sum(la.input_elements for la in RESNET.layers
+               if la.kind in ("batchnorm", "maxpool", "softmax"))
+    assert saved == gemm_in + kept

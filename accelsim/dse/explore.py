@@ -308,7 +308,7 @@ class _LayerInfo:
     """Per-layer constants a plan needs (arrays indexed by layer index)."""
 
     params: np.ndarray
-    act_bytes_per_sample: np.ndarray  # stashed input activations of one sample (bytes)
+    act_bytes_per_sample: np.ndarray  # activations kept for backward, one sample (bytes)
     elementwise: np.ndarray  # bool: channel-split (mp) element-wise layers split their stash
     weight_bytes: np.ndarray  # compute copy + gradient bytes per parameter
     gemm_flops: float  # all GEMM FLOPs of one step (whole minibatch)
@@ -322,7 +322,7 @@ class _LayerInfo:
             if layer.is_gemm:
                 flops += sum(g.flops for g in layer.gemms(batch).values())
             params.append(layer.n_params)
-            act.append(layer.input_elements * ob)
+            act.append(layer.saved_elements * ob)
             wb.append((ob if layer.is_gemm else NORM_PARAM_BYTES) + scheme.gradient_bytes)
         return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
                    np.array([not la.is_gemm for la in workload.layers]),

@@ -320,10 +320,8 @@ def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=No
     if "dgx1" in t:
         d = t["dgx1"]
         lines += ["", "## Real-world check: ResNet-50 FP16 training on NVIDIA DGX-1 (V100)", "",
-                  "Same model and global parameters, on `arch_configs/dgx1-v100.toml` (with 32 GiB "
-                  "per GPU: at NVIDIA's batch of 256 per GPU the explorer's memory model needs "
-                  "~21 GiB, so the 32 GB V100 measurements are the comparison), minibatch 256 per "
-                  "GPU as in NVIDIA's benchmark.", "",
+                  "Same model and global parameters, on `arch_configs/dgx1-v100.toml` (16 GB "
+                  "V100s), minibatch 256 per GPU as in NVIDIA's benchmark.", "",
                   markdown_table(d, columns=["case", "minibatch", "published", "predicted",
                                              "error_pct", "published_scaling_pct",
                                              "predicted_scaling_pct", "utilization"],

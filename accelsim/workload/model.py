@@ -149,6 +149,20 @@ class Layer:
         return 2 * e if k == "add" else e
 
     @property
+    def saved_elements(self) -> int:
+        """Activation elements kept from the forward pass for this layer's backward, per sample.
+
+        A GEMM keeps its input(s) for the weight (or other operand's) gradient; normalisation,
+        max-pooling, GELU, tanh and softmax keep one tensor of the input's size (their input or
+        output); an embedding keeps its token indices. An add passes its gradient through and
+        average pooling spreads it evenly: nothing kept. ReLU keeps its output, which is the
+        next layer's input (in-place in practice, e.g. torchvision's ResNet), so it is counted
+        once, there. Per-channel statistics are negligible and not counted."""
+        if self.kind in ("add", "avgpool", "relu"):
+            return 0
+        return self.input_elements
+
+    @property
     def output_elements(self) -> int:
         """Activation elements out of the layer, per sample."""
         k = self.kind
