@@ -146,6 +146,10 @@ def plot_measured_vs_predicted(table, path: str | Path, *, title: str) -> Path:
     xs = range(len(table))
     ax.bar([x - 0.2 for x in xs], table["published"], 0.4, label="published", color="#8172B2")
     ax.bar([x + 0.2 for x in xs], table["predicted"], 0.4, label="accelsim", color="#64B5CD")
+    for x, pub, pred in zip(xs, table["published"], table["predicted"]):
+        ax.annotate(f"{100 * (pred / pub - 1):+.1f} %", (x + 0.2, pred), ha="center",
+                    va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+    ax.margins(y=0.12)
     ax.set_xticks(list(xs), list(table["case"]), fontsize=8)
     ax.set_ylabel("images/s")
     ax.set_title(title, fontsize=10)
