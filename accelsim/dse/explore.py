@@ -53,7 +53,7 @@ from accelsim.perf.layer_model import (
     OPERAND_BYTES,
     Mapping,
     evaluate_layer,
-    layer_precision,
+    layer_precisions,
 )
 from accelsim.perf.systolic import DATAFLOWS
 
@@ -207,9 +207,10 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     ew_maps = [Mapping(cd, cm, system.chip.cores, 1, dataflows[0])
                for cd, cm in _factor_pairs(system.chips) if chip_mp_ok or cm == 1]
     tasks = []
+    prec = layer_precisions(workload, scheme)
     for i, layer in enumerate(workload.layers):
-        prec = layer_precision(workload, layer, scheme)
-        tasks.append((system, layer, batch, prec, maps if layer.is_gemm else ew_maps, i))
+        tasks.append((system, layer, batch, prec[layer.name], maps if layer.is_gemm else ew_maps,
+                      i))
     results = _run_tasks(tasks, executor, max_workers, progress)
     points = pd.DataFrame({k: np.concatenate([r[k] for r in results]) for k in results[0]})
 
@@ -316,9 +317,9 @@ class _LayerInfo:
     @classmethod
     def of(cls, workload, batch, scheme) -> _LayerInfo:
         params, act, wb, flops = [], [], [], 0.0
+        prec = layer_precisions(workload, scheme)  # storage precision: 8-bit under fp8
         for layer in workload.layers:
-            # stashed tensors in their storage precision (layer_precision: 8-bit under fp8)
-            ob = OPERAND_BYTES[layer_precision(workload, layer, scheme)]
+            ob = OPERAND_BYTES[prec[layer.name]]
             if layer.is_gemm:
                 flops += sum(g.flops for g in layer.gemms(batch).values())
             params.append(layer.n_params)

@@ -685,11 +685,10 @@ def scaled_board_overrides(system_table: Mapping[str, Any], chips: int,
     Systems of hybrid cube-mesh boards (dgx1, hybrid-cube-mesh-64, multi-board) become one chip
     (``single``), one board (``dgx1``) or ``chips / 8`` boards (``multi-board``; 64 stays
     ``hybrid-cube-mesh-64``); any other count is :class:`Infeasible`, with the reason. Other
-    topologies keep their name, with as many boards
-    as the chips fill (or one board of all chips). ``topology_given``: the sweep sets the topology
-    itself, so only the boards are adjusted."""
+    topologies keep their name, with as many boards as the chips fill (or one board of all
+    chips). ``topology_given``: the sweep sets the topology itself, so only the boards are
+    adjusted."""
     per_board = int(system_table["chips_per_board"])
-    ov: dict[str, Any] = {}
     topo = str(system_table.get("topology", ""))
     if not topology_given and topo in _BOARD_TOPOLOGIES and per_board == 8:
         if chips == 1:
@@ -703,10 +702,8 @@ def scaled_board_overrides(system_table: Mapping[str, Any], chips: int,
         raise Infeasible(f"{chips} chips do not fill 8-chip hybrid cube-mesh boards ({topo}): "
                          "use 1, 8 or a multiple of 8 >= 16, or also set system.topology")
     if chips % per_board:
-        ov["system.boards"], ov["system.chips_per_board"] = 1, chips
-    else:
-        ov["system.boards"] = chips // per_board
-    return ov
+        return {"system.boards": 1, "system.chips_per_board": chips}
+    return {"system.boards": chips // per_board}
 
 
 @functools.lru_cache(maxsize=8)

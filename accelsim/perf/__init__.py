@@ -9,6 +9,7 @@ from accelsim.perf.layer_model import (
     data_parallel,
     evaluate_layer,
     layer_precision,
+    layer_precisions,
     layer_table,
 )
 from accelsim.perf.systolic import (
@@ -25,5 +26,5 @@ from accelsim.perf.systolic import (
 __all__ = [
     "BOUNDS", "DATAFLOWS", "Mapping", "SystolicResult", "conv_gemm_dims", "conv_output_size",
     "core_gemm_time", "data_parallel", "evaluate_layer", "gemm_cycles", "gemm_cycles_array",
-    "layer_precision", "layer_table", "systolic_gemm", "workload_cycles",
+    "layer_precision", "layer_precisions", "layer_table", "systolic_gemm", "workload_cycles",
 ]

@@ -37,7 +37,6 @@ arrive quantized from the previous GEMM), and FP16 only ahead of an FP16 layer (
 
 from __future__ import annotations
 
-import functools
 import itertools
 from dataclasses import dataclass
 
@@ -95,17 +94,18 @@ def data_parallel(system, dataflow: str = "ws") -> Mapping:
 
 
 def layer_precision(workload, layer, scheme) -> str:
-    """Precision of one layer under a scheme.
+    """Precision of one layer under a scheme (see :func:`layer_precisions`)."""
+    return layer_precisions(workload, scheme)[layer.name]
+
+
+def layer_precisions(workload, scheme) -> dict[str, str]:
+    """Precision of every layer under a scheme, by layer name (one pass over the workload).
 
     GEMM layers: their compute precision (first/last GEMM layer FP16 if the scheme asks).
     Element-wise layers: the storage precision of the tensors they move, that of the next GEMM
     layer in forward order, which consumes their output (FP16 if none follows); their SFU
     arithmetic is FP16 either way."""
-    return _precisions(workload, _as_scheme(scheme))[layer.name]
-
-
-@functools.lru_cache(maxsize=64)
-def _precisions(workload, scheme) -> dict[str, str]:
+    scheme = _as_scheme(scheme)
     first_last = _first_last(workload)
     out: dict[str, str] = {}
     consumer = "fp16"  # walking backwards: precision of the next GEMM layer
@@ -393,9 +393,10 @@ def layer_table(system, workload, batch: int, scheme, *, mapping: Mapping | None
 
     scheme = _as_scheme(scheme)
     m = mapping or data_parallel(system, dataflow)
+    prec = layer_precisions(workload, scheme)
     parts = []
     for i, layer in enumerate(workload.layers):
-        cols = evaluate_layer(system, layer, batch, layer_precision(workload, layer, scheme),
+        cols = evaluate_layer(system, layer, batch, prec[layer.name],
                               [m])
         cols["index"] = np.full(len(cols["layer"]), i)
         parts.append(cols)
