@@ -83,4 +83,10 @@ def test_s2fp8_definition():
 
 def test_s2fp8_degenerate_tensors():
     assert np.array_equal(s2fp8_quantize(np.zeros(3)).values, np.zeros(3))
-    assert s2fp8_quantize([3.0, -3.0]).values.tolist() == [3.0, -3.0]
+    # All magnitudes equal: the map is a pure shift (alpha = 1) that is exact in real arithmetic;
+    # in floating point it goes through exp2(log2(.)), which libm rounds differently on different
+    # builds (AVX-512 numpy: exp2(log2(3)) = 2.9999999999999996). The invariant is a few ulps,
+    # with the signs and zeros kept exactly.
+    v = s2fp8_quantize([3.0, -3.0, 0.0]).values
+    np.testing.assert_allclose(v, [3.0, -3.0, 0.0], rtol=4 * np.finfo(np.float64).eps, atol=0)
+    assert np.signbit(v).tolist() == [False, True, False] and v[2] == 0.0
