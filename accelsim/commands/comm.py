@@ -12,9 +12,6 @@ HELP = ("Reduce-scatter, all-gather and weight-update time per training step for
         "and hfp8 schemes on a system config (HFP8 paper appendix D), at given off-chip "
         "bandwidths and gradient-compression factors, from either engine.")
 
-RESNET50_PARAMS = 25_557_032  # torchvision resnet50: sum of parameter numels
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "--system", dest="config", default="hfp8-64chip",
                         metavar="TOML",
@@ -22,13 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: hfp8-64chip)")
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--workload", default=None, metavar="WORKLOAD",
-                     help="workload TOML or shipped name (resnet50, bert-base); its parameter "
-                          "count and parameter-tensor count are used")
+                     help="workload TOML or shipped name (default resnet50); its parameter count "
+                          "and parameter-tensor count are used")
     src.add_argument("--params", type=int, default=None,
-                     help="number of model parameters (default: ResNet-50's 25,557,032)")
+                     help="number of model parameters instead of a workload")
     parser.add_argument("--tensors", type=int, default=None,
                         help="number of parameter tensors for the per-tensor update overhead "
-                        "(default: from --workload, else 0)")
+                        "(default: the workload's; 0 with --params)")
     parser.add_argument("--scheme", nargs="+", default=["fp16", "fp8", "hfp8"],
                         help="schemes to report (default: fp16 fp8 hfp8)")
     add_bandwidth_arguments(parser, many=True)
@@ -39,11 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="collective timing engine")
     parser.add_argument("--optimizer", choices=("sgd", "sgd-momentum", "adam"),
                         default="sgd-momentum", help="optimizer of the weight update")
-    parser.add_argument("--memory-efficiency", type=positive_float, default=1.0,
+    parser.add_argument("--memory-efficiency", type=positive_float, default=None,
                         help="fraction of peak memory bandwidth the update kernel reaches "
-                        "(default 1)")
-    parser.add_argument("--per-tensor-overhead-us", type=nonnegative_float, default=0.0,
-                        help="fixed update cost per parameter tensor, microseconds (default 0)")
+                        "(default: the calibrated HFP8-study value, as in sweeps and figures)")
+    parser.add_argument("--per-tensor-overhead-us", type=nonnegative_float, default=None,
+                        help="fixed update cost per parameter tensor, microseconds (default: the "
+                        "calibrated HFP8-study value, as in sweeps and figures)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object per line instead of a table")
 
@@ -53,15 +51,15 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch import scenario as arch_scenario
     from accelsim.cli import UserError
     from accelsim.commands._common import load_workload_arg, system_path
+    from accelsim.dse.hfp8_study import PAPER_SETUP
     from accelsim.netsim import UpdateParams, gradient_reduction_times
 
     path = system_path(args.config)
-    n_params, n_tensors = RESNET50_PARAMS, 0
-    if args.workload is not None:
-        wl = load_workload_arg(args.workload)
+    if args.params is not None:
+        n_params, n_tensors = args.params, 0
+    else:
+        wl = load_workload_arg(args.workload or "resnet50")
         n_params, n_tensors = int(wl.n_params), wl.n_param_tensors
-    elif args.params is not None:
-        n_params = args.params
     if args.tensors is not None:
         if args.tensors < 0:
             raise UserError(f"--tensors must be >= 0, got {args.tensors}")
@@ -71,10 +69,13 @@ def run(args: argparse.Namespace) -> int:
     for c in args.compression:
         if not c >= 1:
             raise UserError(f"--compression must be >= 1, got {c}")
-    if args.memory_efficiency > 1:
-        raise UserError(f"--memory-efficiency must be in (0, 1], got {args.memory_efficiency}")
-    upd = UpdateParams(memory_efficiency=args.memory_efficiency,
-                       per_tensor_overhead_s=args.per_tensor_overhead_us * 1e-6)
+    eff = PAPER_SETUP.memory_efficiency if args.memory_efficiency is None \
+        else args.memory_efficiency
+    overhead_s = PAPER_SETUP.per_tensor_overhead_s if args.per_tensor_overhead_us is None \
+        else args.per_tensor_overhead_us * 1e-6
+    if eff > 1:
+        raise UserError(f"--memory-efficiency must be in (0, 1], got {eff}")
+    upd = UpdateParams(memory_efficiency=eff, per_tensor_overhead_s=overhead_s)
     if args.chip_GBps is not None:
         variants = [("chip_GBps", v) for v in args.chip_GBps]
     elif args.link_GBps is not None:
@@ -94,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
                 d.update(system=system.name, chip_GBps=arch_scenario.chip_GBps(system),
                          link_GBps=arch_scenario.link_GBps(system),
                          inter_board_GBps=arch_scenario.inter_board_GBps(system),
-                         n_tensors=n_tensors)
+                         n_tensors=n_tensors, memory_efficiency=eff,
+                         per_tensor_overhead_s=overhead_s)
                 rows.append(d)
     if args.json:
         for d in rows:
@@ -102,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{rows[0]['system']} ({rows[0]['chips']} chips, {rows[0]['algorithm']}), "
           f"{n_params:,} parameters in {n_tensors} tensors, engine {args.engine}, "
-          f"optimizer {args.optimizer}")
+          f"optimizer {args.optimizer}, update at {eff:g} of memory bandwidth + "
+          f"{overhead_s * 1e6:g} us per tensor")
     hdr = ("scheme", "chip GB/s", "link GB/s", "compr", "RS ms", "AG ms", "WU ms", "total ms",
            "order")
     print(f"{hdr[0]:<6} {hdr[1]:>9} {hdr[2]:>9} {hdr[3]:>6} {hdr[4]:>9} {hdr[5]:>9} "
