@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.dse.step import exposed_comm_s
 from accelsim.perf.layer_model import (
     NORM_PARAM_BYTES,
     OPERAND_BYTES,
@@ -338,6 +339,7 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
     bwd_data = float(pick["bwd_data"].sum() + pick["bwd"].sum())
     wgrad = float(pick["wgrad"].sum())
     rs, ag, wu = (float(pick[c].sum()) for c in ("rs_s", "ag_s", "wu_s"))
+    hidden = 0.0
     if overlap:
         t = 0.0
         rs_free = 0.0
@@ -347,9 +349,8 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
             if rs_l > 0:
                 rs_free = max(t, rs_free) + rs_l
             t += bd
-        exposed = max(0.0, rs_free - t) + ag + wu
-    else:
-        exposed = rs + ag + wu
+        hidden = rs - max(0.0, rs_free - t)  # the reduce-scatter that ran inside backprop
+    exposed = exposed_comm_s(rs, ag, wu, hidden)
     compute = fwd + bwd_data + wgrad
     step = compute + exposed
     peak = system.peak_flops(scheme.compute_precision)

@@ -172,13 +172,24 @@ class StepTime:
 STEP_COLUMNS = tuple(f.name for f in fields(StepTime))
 
 
+def exposed_comm_s(reduce_scatter_s: float, all_gather_s: float, weight_update_s: float,
+                   hidden_s: float) -> float:
+    """The one overlap rule: only the reduce-scatter can hide behind back-propagation (the
+    all-gather and the weight update need the fully reduced gradients), never more of it than
+    there is. ``hidden_s`` is how much back-propagation could cover: a fraction of the backward
+    pass here, a per-layer timeline in :mod:`accelsim.dse.explore`."""
+    return reduce_scatter_s + all_gather_s + weight_update_s \
+        - min(max(hidden_s, 0.0), reduce_scatter_s)
+
+
 def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) -> StepTime:
     """Per-iteration time and throughput from compute and communication (pure arithmetic; the
-    one owner of the step-time / overlap rule)."""
+    one owner of the step-time rule: step = compute + compression pass + exposed comm)."""
     if not (0.0 <= overlap <= 1.0):
         raise ValueError(f"overlap must be in [0, 1], got {overlap!r}")
-    hidden = min(overlap * profile.backward_s, comm.reduce_scatter_s)
-    exposed = comm.comm_s - hidden
+    exposed = exposed_comm_s(comm.reduce_scatter_s, comm.all_gather_s, comm.weight_update_s,
+                             overlap * profile.backward_s)
+    hidden = comm.comm_s - exposed
     step = profile.compute_s + comm.compression_s + exposed
     if step <= 0:
         raise ValueError("training step time is zero: compute and communication are both empty")
