@@ -19,7 +19,7 @@ the four published communication cuts (which do not depend on compute), then the
 against all seven published numbers (in practice the two throughput gains and the comm share).
 
 Run: ``python scripts/calibrate.py``. Paste the printed ``PAPER_SETUP`` into
-``accelsim/dse/training.py`` if it changed.
+``accelsim/dse/hfp8_study.py`` if it changed.
 """
 
 from __future__ import annotations
