@@ -87,9 +87,9 @@ def _one_line(text: str) -> str:
 
 
 def _os_error(exc: OSError) -> str:
-    where = exc.filename if exc.filename is not None else ""
-    what = exc.strerror or str(exc)
-    return f"{where}: {what}" if where else what
+    if exc.filename is None or not exc.strerror:
+        return str(exc)  # a message of our own (e.g. a workload name that is not shipped)
+    return f"{exc.filename}: {exc.strerror}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except UserError as exc:
         msg = str(exc)
-    except (ValueError, KeyError, FileNotFoundError) as exc:
+    except (ValueError, KeyError) as exc:
         # Input errors raised by the library carry their own message (file, key, value).
         msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     except KeyboardInterrupt:
@@ -144,4 +144,7 @@ def entry() -> None:  # pragma: no cover - the console script
 
 
 if __name__ == "__main__":  # pragma: no cover
-    entry()
+    # run the imported module's entry, so that commands raise the same UserError class
+    from accelsim.cli import entry as _entry
+
+    _entry()

@@ -37,7 +37,6 @@ def run(args: argparse.Namespace) -> int:
     if args.gemm_only:
         df = df[df["flops"] > 0]
     if args.csv is not None:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.csv, index=False)
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(df.drop(columns=["index"]).to_string(index=False))

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.cli import UserError
+    from accelsim.cli import UserError, check_output_path
     from accelsim.commands._common import load_workload_arg
     from accelsim.perf.systolic import workload_cycles
     from accelsim.workload import read_scalesim_topology
@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("rows", "cols", "batch", "macs_per_pe"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.out is not None:
+        check_output_path(args.out, "--out")
     if args.topology_csv is not None:
         wl = read_scalesim_topology(args.topology_csv)
     else:
@@ -52,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
                          phase=args.phase, macs_per_pe=args.macs_per_pe,
                          scalesim_compat=args.scalesim_compat)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out, index=False)
     with pd.option_context("display.max_rows", None, "display.width", 200,
                            "display.float_format", "{:.4f}".format):
