@@ -26,13 +26,16 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="N = 8 ... 128 only")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--formats", default="e5m2,e4m3fn", help="comma-separated wire formats")
+    ap.add_argument("--log2-spread", type=float, default=GradientModel.log2_spread,
+                    help="std of log2 |g| across elements (sensitivity of the synthetic model)")
     args = ap.parse_args(argv)
     ns = (8, 16, 32, 64, 128) if args.quick else (8, 16, 32, 64, 128, 256, 512, 1024)
-    model = GradientModel()
+    model = GradientModel(log2_spread=args.log2_spread)
     print(f"gradient model: {model}  (seed {args.seed})", flush=True)
     t0 = time.perf_counter()
     df = allreduce_sweep(
-        np.random.default_rng(args.seed), ns, model=model,
+        np.random.default_rng(args.seed), ns, tuple(args.formats.split(",")), model=model,
         progress=lambda f, n: print(f"  {f} N={n} ...", file=sys.stderr, flush=True),
     )
     wide = df.pivot_table(index=["format", "n_workers"], columns="method", values="sum")
