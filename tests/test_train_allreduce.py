@@ -11,6 +11,7 @@ import pytest
 from accelsim.numerics import get_format, quantize
 from accelsim.train.allreduce import (
     METHODS,
+    FP8AllReducer,
     GradientModel,
     allreduce_rates,
     fp8_allreduce,
@@ -64,6 +65,20 @@ def test_auto_scaling_beats_pre_and_post_on_underflow_plus_overflow(n_workers):
     assert r["auto"]["snr_db"] > r["post"]["snr_db"]
     # mu settles near the power of two that keeps the reduced sum below fp_max
     assert 1.0 / n_workers <= r["auto"]["mu_final"] <= 1.0
+
+
+def test_reducer_carries_mu_across_steps():
+    # N = 4 copies of a tensor at e5m2's max after scaling: the sum saturates -> mu halves each
+    # step until 4 * mu * fp_max fits (mu = 1/4), then stays
+    g = np.tile(np.array([3.0, 1.0, -2.0, 0.5]), (4, 1))
+    red = FP8AllReducer("auto", fmt="e5m2")
+    mus = []
+    for _ in range(4):
+        r = red.reduce(g)
+        mus.append(red.mu)
+    assert mus == [0.5, 0.25, 0.25, 0.25]
+    np.testing.assert_array_equal(r.mean, g[0])
+    assert FP8AllReducer("post").mu == 1.0
 
 
 def test_gradient_model_is_deterministic_float32_and_checked():
