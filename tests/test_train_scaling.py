@@ -166,6 +166,7 @@ def test_pow2_scale_is_largest_power_of_two_inside_target(fmt):
     assert pow2_scale(fmax / 4, fmax, margin=1) == 2.0
     assert pow2_scale(0.0, fmax, fallback=8.0) == 8.0
     assert pow2_scale(float("inf"), fmax, fallback=0.25) == 0.25
+    assert pow2_scale(5e-324, fmax) == 2.0**1023  # clamped to the largest float64 power of two
 
 
 def test_pow2_scale_exact_at_a_rounding_edge():

@@ -86,7 +86,7 @@ def pow2_scale(amax_value: float, target: float, *, margin: int = 0, fallback: f
         k -= 1
     while math.ldexp(amax_value, k + 1) <= target:
         k += 1
-    return math.ldexp(1.0, k - int(margin))
+    return math.ldexp(1.0, min(max(k - int(margin), -1074), 1023))  # stay a finite float64
 
 
 def scaled_quantize(x, fmt, scale: float, rounding: str | None = None, *, saturate: bool = False, rng=None):
