@@ -107,3 +107,27 @@ def test_gradient_model_is_deterministic_float32_and_checked():
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+def _slow_tree(values, fmt):
+    """Scalar reference of the documented reduction (recursive halving): partial i adds partial
+    i + n//2, each sum rounded to fmt (saturating); an odd last partial is carried."""
+    while len(values) > 1:
+        half = len(values) // 2
+        nxt = [float(quantize(values[i] + values[i + half], fmt, "rne", saturate=True)) for i in range(half)]
+        if len(values) % 2:
+            nxt.append(values[-1])
+        values = nxt
+    return values[0]
+
+
+@pytest.mark.parametrize("n_workers", [2, 3, 5, 8])
+@pytest.mark.parametrize("fmt", ["e5m2", "e4m3fn"])
+def test_vectorized_reduction_matches_scalar_reference(n_workers, fmt):
+    rng = np.random.default_rng(n_workers)
+    g = (rng.standard_normal((n_workers, 40)) * np.exp2(rng.integers(-12, 4, size=40))).astype(np.float32)
+    r = fp8_allreduce(g, "post", fmt=fmt)
+    sg = r.shared_scale
+    for j in range(g.shape[1]):
+        wire = [float(quantize(float(g[i, j]) * sg, fmt, "rne", saturate=True)) for i in range(n_workers)]
+        assert r.mean[j] == _slow_tree(wire, fmt) / (sg * n_workers)

@@ -14,8 +14,9 @@ this is MS-AMP's all-reduce of amax with MAX). Then the wire tensor of worker i 
 * ``sqrt`` : FP8(s'_g * g_i / sqrt(N)) - MS-AMP's fixed pre-scale 1/sqrt(N) (msamp/nn/
   distributed.py), for reference.
 
-The sum is a pairwise (binary-tree) reduction in the wire format, every partial sum rounded to
-FP8 (saturating, so one overflow does not poison the tensor; it is counted instead). The result is
+The sum is a recursive-halving reduction in the wire format (partial i adds partial i + n//2, an
+odd last partial is carried; log2 N levels as in a halving/doubling all-reduce), every partial
+sum rounded to FP8 (saturating, so one overflow does not poison the tensor; it is counted). The result is
 descaled in float64. Rates reported per reduction:
 
 * underflow rate: fraction of non-zero g_i elements (over all workers) whose wire cast is 0;
@@ -84,7 +85,7 @@ def _quantize_fast(x64: np.ndarray, fmt, rounding: str) -> np.ndarray:
 
 
 def _tree_sum(wire: np.ndarray, fmt, rounding: str) -> tuple[np.ndarray, np.ndarray]:
-    """Pairwise reduction over axis 0 with every partial sum rounded (saturating) to ``fmt``.
+    """Recursive-halving reduction over axis 0, every partial sum rounded (saturating) to ``fmt``.
 
     Returns the sum and a per-element flag: some partial sum exceeded the format's max.
     """
