@@ -317,7 +317,7 @@ def identifiability(cal, points, fit, dgx1_path):
     prm("memory_efficiency", fit[3], allv["memory_efficiency"], "")
     prm("overlap", fit[4], allv["overlap"], "")
 
-    def fig(group, quantity, unit, keys, col, scale=1.0):
+    def fig(group, quantity, unit, keys, col, scale=1.0, note=None):
         f = np.array([float(fit_rows[k][col]) for k in keys])
         lo_, hi_ = np.array([lo[k, col] for k in keys]), np.array([hi[k, col] for k in keys])
         rel = np.maximum((f - lo_) / f, (hi_ - f) / f) if (f > 0).all() else np.zeros_like(f)
@@ -325,14 +325,17 @@ def identifiability(cal, points, fit, dgx1_path):
         rows.append({"group": group, "quantity": quantity, "unit": unit,
                      "fit": f[j] * scale, "low": lo_[j] * scale, "high": hi_[j] * scale,
                      "spread_pct": 100.0 * float(rel[j]),
-                     "note": f"largest at chip_GBps={keys[j][1]:g}, compression={keys[j][2]:g}"})
+                     "note": note or f"largest at chip_GBps={keys[j][1]:g}, "
+                                     f"compression={keys[j][2]:g}"})
 
     for s in study.SCHEMES:
         fig("Fig. 8 / compression sweep", f"{s} throughput", "kimages/s",
             [(s, b, c) for b in study.CHIP_GBPS for c in study.COMPRESSIONS], "samples_per_s", 1e-3)
     for s in study.SCHEMES:
         fig("Fig. 9", f"{s} weight update", "us",
-            [(s, b, 1.0) for b in study.CHIP_GBPS], "weight_update_s", 1e6)
+            [(s, b, 1.0) for b in study.CHIP_GBPS], "weight_update_s", 1e6,
+            note="the same at every chip_GBps and compression (RS and AG do not depend on "
+                 "the parameters)")
     for s in study.SCHEMES:
         fig("Fig. 8", f"{s} exposed-communication share", "%",
             [(s, b, c) for b in study.CHIP_GBPS for c in study.COMPRESSIONS], "comm_fraction", 100)
