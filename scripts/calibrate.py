@@ -226,13 +226,23 @@ class Calibrator:
         points, best = [], None
         for k, (w, t, e, o) in coarse.items():
             # fine stage where the coarse grid is feasible or close to the best found
-            sel = w <= max(1.0, best_w) + 0.15
+            # (one coarse step moves the worst deviation by well under 0.3 tolerance)
+            sel = w <= max(1.0, best_w) + 0.3
             if not sel.any():
                 continue
             box = {name: (float(v[sel].min()) - steps[name], float(v[sel].max()) + steps[name])
                    for name, v in zip(KNOBS, (t, e, o))}
             fw, ft, fe, fo = self.fine(k, box, fixed_overlap=fixed_overlap)
             points.append((k, fw, ft, fe, fo))
+            ok = fw <= 1.0
+            for name, v in zip(KNOBS, (ft, fe, fo)):
+                if fixed_overlap is not None and name == "overlap":
+                    continue
+                b = BOUNDS[name]
+                edge = [x for x in (v.min(), v.max()) if b.lo < x < b.hi]
+                if ok.any() and any(np.isclose(v[ok], x).any() for x in edge):
+                    log(f"  WARNING: minibatch {k}/chip: in-tolerance set touches the fine "
+                        f"search box in {name}; its range may be wider than reported")
             i = int(np.argmin(fw))
             if best is None or fw[i] < best[0]:
                 best = (float(fw[i]), k, float(ft[i]), float(fe[i]), float(fo[i]))
