@@ -93,8 +93,9 @@ def round_reference(
     if mode in _SR_BITS:
         nbits, src = _SR_BITS[mode]
         X = _source_value(X, src)
-        if X is None:
-            return round_reference(-math.inf if neg else math.inf, f, rounding, saturate=saturate)
+        if X is None:  # a finite value that overflows the source overflows the format
+            v = f.max if saturate else (math.inf if f.has_inf else math.nan)
+            return -v if neg else v
     lo, hi, lo_even = _neighbours(f, X)
     if X >= hi:  # beyond the virtual value above max
         r = None

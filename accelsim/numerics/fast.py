@@ -1,0 +1,196 @@
+"""Bit-trick twins of the general path for float32/float64 inputs and deterministic modes.
+
+float32 -> 8-bit: a deterministic rounding depends only on the sign, exponent, top 7 fraction
+bits and a sticky bit, so a 2^17-entry code table built once by the general path encodes by
+lookup. float32 -> 16-bit (fp16, bf16, dlfloat16): integer rounding of the float32 bit pattern
+(add half an ulp, RNE adds the kept LSB, shift); elements outside the format's normal range (and
+NaN, and overflow under ``saturate``) are re-done by the general path, so each costs only itself.
+float64 -> either: float32(x) is RNE, which can only mislead where it lands exactly on a grid
+point or midpoint of the target; there the float32 pattern is replaced by x rounded to odd
+(truncate, set the last bit if inexact), which with >= 2 spare bits gives one correct rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .formats import FloatFormat
+from .general import decode_table, encode_general
+
+CHUNK = 1 << 14  # elements per pass: every temporary stays in L2
+FAST_MODES = ("rne", "rna", "rz")
+_U32 = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class _Plan16:
+    """Integer rounding of float32 bits to a 16-bit format: code = (a + add(a) - rebias) >> shift
+    for |x| bits a in [lo, hi); ``lean``: the format is truncated float32 (bf16), so the signed
+    pattern rounds directly and only NaN (and ``saturate`` overflow, |x| >= ``thr``) fall out."""
+
+    mode: str
+    shift: int
+    rebias: int
+    lo: int
+    hi: int
+    lean: bool
+    thr: float  # lean only: |x| at or above this (and NaN) go to the general path
+
+
+def eligible(dtype, f: FloatFormat, mode: str) -> bool:
+    if dtype not in (np.float32, np.float64) or mode not in FAST_MODES:
+        return False
+    return f.bits == 8 or _plan16(f, mode, False) is not None
+
+
+@lru_cache(maxsize=None)
+def _plan16(f: FloatFormat, mode: str, saturate: bool) -> _Plan16 | None:
+    if f.bits != 16 or f.layout not in ("ieee", "dlfloat") or f.emin < -126 or f.emax > 127:
+        return None
+    shift = 23 - f.mbits
+    rebias = (127 - f.bias) << 23
+    half = 1 << (shift - 1)
+    first_bad = f.inf_code if f.layout == "ieee" else f.nan_code  # first code above max
+    hi = (first_bad << shift) + rebias - (0 if mode == "rz" else half)
+    lean = rebias == 0 and f.has_subnormals and f.emin == -126
+    if lean:
+        thr = np.float32(np.uint32(hi).view(np.float32)) if saturate and mode != "rz" else np.inf
+        return _Plan16(mode, shift, 0, 0, hi, True, float(thr))
+    return _Plan16(mode, shift, rebias, (f.emin + 127) << 23, hi, False, np.inf)
+
+
+@lru_cache(maxsize=None)
+def encode_lut(f: FloatFormat, mode: str, saturate: bool, nan_to_zero: bool) -> np.ndarray:
+    """uint8 code for each (float32 bits >> 16, sticky of the low 16 bits) index."""
+    i = np.arange(1 << 17, dtype=np.uint32)
+    rep = ((i >> 1) << 16) | (i & 1)
+    with np.errstate(invalid="ignore"):
+        x = rep.view(np.float32).astype(np.float64)
+    lut = encode_general(x, f, mode, saturate=saturate, rng=None, nan_to_zero=nan_to_zero)
+    lut.setflags(write=False)
+    return lut
+
+
+def round_to_odd32(x: np.ndarray) -> np.ndarray:
+    """uint32 patterns of float64 ``x`` rounded to float32 by truncation, last bit set where
+    inexact (values above float32's max become its max, which is odd; NaN stays NaN)."""
+    with np.errstate(all="ignore"):
+        y = x.astype(np.float32)
+        back = y.astype(np.float64)
+        u = y.view(np.uint32)
+        u -= np.abs(back) > np.abs(x)  # RNE went away from zero: step back (sign-magnitude)
+        u |= back != x
+    return u
+
+
+class _Buffers:
+    def __init__(self, n: int):
+        self.t = np.empty(n, np.uint32)
+        self.a = np.empty(n, np.uint32)
+        self.f32 = np.empty(n, np.float32)
+
+
+def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers) -> np.ndarray:
+    """Codes into ``out`` (uint16); returns the indices the general path must redo."""
+    k = u.size
+    t = b.t[:k]
+    s = p.shift
+    half = 1 << (s - 1)
+    if p.lean:
+        if p.mode == "rz":
+            np.right_shift(u, s, out=out, casting="unsafe")
+        elif p.mode == "rna":
+            np.add(u, np.uint32(half), out=t)
+            np.right_shift(t, s, out=out, casting="unsafe")
+        else:
+            np.right_shift(u, s, out=t)
+            np.bitwise_and(t, 1, out=t)
+            np.add(t, u, out=t)
+            np.add(t, np.uint32(half - 1), out=t)
+            np.right_shift(t, s, out=out, casting="unsafe")
+        xf = u.view(np.float32)
+        mx, mn = xf.max(), xf.min()
+        if np.isnan(mx) or mx >= p.thr or mn <= -p.thr:
+            return np.flatnonzero(~(np.abs(xf) < p.thr))
+        return None
+    a = b.a[:k]
+    np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a)
+    if p.mode == "rz":
+        np.add(a, np.uint32(-p.rebias & _U32), out=t)
+    elif p.mode == "rna":
+        np.add(a, np.uint32((half - p.rebias) & _U32), out=t)
+    else:
+        np.right_shift(a, s, out=t)
+        np.bitwise_and(t, 1, out=t)
+        np.add(t, a, out=t)
+        np.add(t, np.uint32((half - 1 - p.rebias) & _U32), out=t)
+    np.right_shift(t, s, out=out, casting="unsafe")
+    np.right_shift(u, 16, out=t)
+    np.bitwise_and(t, np.uint32(0x8000), out=t)
+    np.bitwise_or(out, t, out=out, casting="unsafe")
+    if a.min() < p.lo or a.max() >= p.hi:
+        return np.flatnonzero((a < p.lo) | (a >= p.hi))
+    return None
+
+
+def _fix_float64_ties(x: np.ndarray, u: np.ndarray, amb_mask: int, b: _Buffers) -> None:
+    """Where float32(x) sits exactly on a target grid point or midpoint (its low bits under
+    ``amb_mask`` all zero) and x is not, replace the pattern by x rounded to odd."""
+    t = b.t[: u.size]
+    np.bitwise_and(u, np.uint32(amb_mask), out=t)
+    n_amb = t.size - np.count_nonzero(t)
+    if n_amb == 0:
+        return
+    if 4 * n_amb > t.size:
+        u[:] = round_to_odd32(x)
+    else:
+        idx = np.flatnonzero(t == 0)
+        u[idx] = round_to_odd32(x[idx])
+
+
+def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to_zero: bool,
+           values: bool = False) -> np.ndarray:
+    """Codes (or, with ``values``, their float64 values) of a float32/float64 array."""
+    flat = arr.reshape(-1)  # copies only a non-contiguous input
+    n = flat.size
+    out_dtype = np.float64 if values else f.code_dtype
+    out = np.empty(n, dtype=out_dtype)
+    table = decode_table(f) if values else None
+    p16 = None if f.bits == 8 else _plan16(f, mode, saturate)
+    lut = encode_lut(f, mode, saturate, nan_to_zero) if f.bits == 8 else None
+    amb_mask = 0xFFFF if f.bits == 8 else ((1 << p16.shift) - 1) ^ (1 << (p16.shift - 1))
+    b = _Buffers(min(n, CHUNK))
+    codes16 = np.empty(min(n, CHUNK), dtype=f.code_dtype) if values else None
+    is64 = flat.dtype == np.float64
+    for start in range(0, n, CHUNK):
+        xc = flat[start : start + CHUNK]
+        k = xc.size
+        if is64:
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.copyto(b.f32[:k], xc, casting="same_kind")
+            u = b.f32[:k].view(np.uint32)
+            _fix_float64_ties(xc, u, amb_mask, b)
+        else:
+            u = xc.view(np.uint32)
+        oc = codes16[:k] if values else out[start : start + k]
+        if lut is not None:
+            t = b.t[:k]
+            np.right_shift(u, 16, out=t)
+            np.left_shift(t, 1, out=t)
+            lo = b.a[:k]
+            np.bitwise_and(u, np.uint32(0xFFFF), out=lo)
+            np.minimum(lo, 1, out=lo)
+            np.bitwise_or(t, lo, out=t)
+            np.take(lut, t, out=oc, mode="clip")
+        else:
+            redo = _bits16(u, oc, p16, b)
+            if redo is not None and redo.size:
+                with np.errstate(invalid="ignore"):  # signalling-NaN patterns quieten
+                    x64 = xc[redo].astype(np.float64)
+                oc[redo] = encode_general(x64, f, mode, saturate=saturate, rng=None, nan_to_zero=nan_to_zero)
+        if values:
+            np.take(table, oc, out=out[start : start + k], mode="clip")
+    return out.reshape(arr.shape)
