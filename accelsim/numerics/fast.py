@@ -3,8 +3,8 @@
 float32 -> 8-bit: a deterministic rounding depends only on the sign, exponent, top 7 fraction
 bits and a sticky bit, so a 2^17-entry code table built once by the general path encodes by
 lookup. float32 -> 16-bit (fp16, bf16, dlfloat16): integer rounding of the float32 bit pattern
-(add half an ulp, RNE adds the kept LSB, shift); elements outside the format's normal range (and
-NaN, and overflow under ``saturate``) are re-done by the general path, so each costs only itself.
+(add half an ulp, RNE adds the kept LSB, shift); elements outside the format's normal range
+(subnormals, overflow, inf, NaN) are re-done by ``_edges16`` on their own indices only.
 float64 -> either: float32(x) is RNE, which can only mislead where it lands exactly on a grid
 point or midpoint of the target; there the float32 pattern is replaced by x rounded to odd
 (truncate, set the last bit if inexact), which with >= 2 spare bits gives one correct rounding.
@@ -20,7 +20,7 @@ import numpy as np
 from .formats import FloatFormat
 from .general import decode_table, encode_general
 
-CHUNK = 1 << 14  # elements per pass: every temporary stays in L2
+CHUNK = 1 << 16  # elements per pass: temporaries stay in L2, per-call overhead stays small
 FAST_MODES = ("rne", "rna", "rz")
 _U32 = 0xFFFFFFFF
 
@@ -112,8 +112,8 @@ def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers) -> np.ndarr
             np.add(t, np.uint32(half - 1), out=t)
             np.right_shift(t, s, out=out, casting="unsafe")
         xf = u.view(np.float32)
-        mx, mn = xf.max(), xf.min()
-        if np.isnan(mx) or mx >= p.thr or mn <= -p.thr:
+        mx = xf.max()  # NaN propagates
+        if np.isnan(mx) or mx >= p.thr or (p.thr < np.inf and xf.min() <= -p.thr):
             return np.flatnonzero(~(np.abs(xf) < p.thr))
         return None
     a = b.a[:k]
@@ -134,6 +134,35 @@ def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers) -> np.ndarr
     if a.min() < p.lo or a.max() >= p.hi:
         return np.flatnonzero((a < p.lo) | (a >= p.hi))
     return None
+
+
+def _edges16(u: np.ndarray, f: FloatFormat, p: _Plan16, saturate: bool, nan_to_zero: bool) -> np.ndarray:
+    """Codes of float32 patterns outside [lo, hi): below the normal range, overflow, inf, NaN."""
+    xf = u.view(np.float32)
+    mag = np.abs(xf)
+    codes = np.zeros(u.size, dtype=np.uint32)
+    max_code = f.nan_code - 1 if f.layout == "dlfloat" else f.inf_code - 1
+    over_code = max_code if (saturate or p.mode == "rz") else (f.inf_code if f.has_inf else f.nan_code)
+    with np.errstate(invalid="ignore"):
+        sub = np.flatnonzero(mag < np.uint32(p.lo).view(np.float32))
+        if sub.size and f.has_subnormals:  # grid 2^(emin - mbits): round the scaled value
+            s = mag[sub] * np.float32(2.0 ** (f.mbits - f.emin))  # exact (power of two, < 2^mbits+1)
+            if p.mode == "rne":
+                r = np.rint(s)
+            elif p.mode == "rz":
+                r = np.floor(s)
+            else:
+                r = np.floor(s)
+                r += (s - r) >= 0.5
+            codes[sub] = r.astype(np.uint32)
+        hi_val = np.uint32(p.hi).view(np.float32)
+        codes[mag >= hi_val] = over_code  # finite overflow; inf is set below
+        if p.mode == "rne" and max_code % 2 == 0:  # the tie above an even max rounds to max
+            codes[mag == hi_val] = max_code
+        codes[np.isinf(mag)] = f.inf_code if f.has_inf else (max_code if saturate else f.nan_code)
+        codes[np.isnan(mag)] = 0 if nan_to_zero else f.nan_code
+    codes |= (u >> 16) & 0x8000
+    return codes.astype(np.uint16)
 
 
 def _fix_float64_ties(x: np.ndarray, u: np.ndarray, amb_mask: int, b: _Buffers) -> None:
@@ -188,9 +217,7 @@ def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to
         else:
             redo = _bits16(u, oc, p16, b)
             if redo is not None and redo.size:
-                with np.errstate(invalid="ignore"):  # signalling-NaN patterns quieten
-                    x64 = xc[redo].astype(np.float64)
-                oc[redo] = encode_general(x64, f, mode, saturate=saturate, rng=None, nan_to_zero=nan_to_zero)
+                oc[redo] = _edges16(u[redo], f, p16, saturate, nan_to_zero)
         if values:
             np.take(table, oc, out=out[start : start + k], mode="clip")
     return out.reshape(arr.shape)

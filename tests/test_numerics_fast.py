@@ -1,0 +1,160 @@
+"""The bit-trick fast paths (``fast.py``) against the general path, bit for bit: float32 inputs
+on every rounding boundary of the 16-bit formats (each kept-bit pattern times the critical
+discarded-bit patterns), float64 inputs on and beside every grid point and midpoint (where
+float32(x) double-rounds), specials, ``saturate`` and ``nan_to_zero``; hypothesis over arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from accelsim.numerics import FORMAT_NAMES, decode, encode, get_format, quantize
+from accelsim.numerics import fast
+from accelsim.numerics.general import encode_general, quantize_general
+
+SIXTEEN = ["fp16", "bf16", "dlfloat16"]
+EIGHT = [n for n in FORMAT_NAMES if get_format(n).bits == 8]
+MODES = list(fast.FAST_MODES)
+
+
+def _general_codes(x, name, mode, saturate=False, nan_to_zero=False):
+    with np.errstate(invalid="ignore"):
+        x64 = x.astype(np.float64)
+    return encode_general(x64, get_format(name), mode, saturate=saturate, rng=None, nan_to_zero=nan_to_zero)
+
+
+def _assert_same_codes(ours, ref, x, what):
+    bad = np.flatnonzero(ours != ref)
+    assert bad.size == 0, f"{what}: {bad.size} mismatches; x={x[bad[:4]]!r} fast={ours[bad[:4]]} general={ref[bad[:4]]}"
+
+
+def boundary_float32(name) -> np.ndarray:
+    """Every kept-bit pattern of a 16-bit format in float32 (sign, exponent, kept fraction) with
+    the discarded bits at 0, 1, half-1, half, half+1 and all ones: every grid point, every tie,
+    both sides of each, across normals, subnormals, overflow, inf and NaN patterns."""
+    f = get_format(name)
+    shift = 23 - f.mbits
+    half = 1 << (shift - 1)
+    kept = np.arange(1 << (32 - shift), dtype=np.uint64) << np.uint64(shift)
+    lows = np.array([0, 1, half - 1, half, half + 1, (1 << shift) - 1], dtype=np.uint64)
+    return (kept[:, None] | lows[None, :]).astype(np.uint32).reshape(-1).view(np.float32)
+
+
+@pytest.mark.parametrize("name", SIXTEEN)
+@pytest.mark.parametrize("mode", MODES)
+def test_16bit_float32_every_boundary(name, mode):
+    x = boundary_float32(name)
+    if name != "bf16":  # fp16/dlfloat16: 2^19-2^18 kept patterns; one in 3 is plenty per mode
+        x = x[np.random.default_rng(len(mode)).random(x.size) < 0.35]
+    _assert_same_codes(encode(x, name, mode), _general_codes(x, name, mode), x, f"{name}/{mode}")
+
+
+def _edge_float32(name):
+    """Near the top and bottom of the range, zeros, infs, NaNs with payloads and signs."""
+    f = get_format(name)
+    v = np.array([f.max, f.min_normal, f.min_subnormal, 2.0 ** f.emin, 1.0], dtype=np.float64)
+    v = np.concatenate([v, v * 1.5, v * 0.75, v * 2, v / 2, v * (1 + 2.0 ** -(f.mbits + 1))])
+    with np.errstate(over="ignore"):
+        v = v.astype(np.float32)
+    v = np.concatenate([v, np.nextafter(v, np.float32(np.inf)), np.nextafter(v, np.float32(0))])
+    special = np.array([0, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF, 0x7F7FFFFF, 1], dtype=np.uint32)
+    v = np.concatenate([v, special.view(np.float32)])
+    return np.concatenate([v, -v])
+
+
+@pytest.mark.parametrize("name", SIXTEEN + EIGHT)
+@pytest.mark.parametrize("mode", MODES)
+def test_saturate_and_nan_to_zero(name, mode):
+    x = _edge_float32(name)
+    for dt in (np.float32, np.float64):
+        with np.errstate(invalid="ignore"):
+            xx = x.astype(dt)
+        for saturate in (False, True):
+            for ntz in (False, True):
+                ours = encode(xx, name, mode, saturate=saturate, nan_to_zero=ntz)
+                ref = _general_codes(xx, name, mode, saturate, ntz)
+                _assert_same_codes(ours, ref, xx, f"{name}/{mode}/{dt.__name__}/sat={saturate}/ntz={ntz}")
+
+
+def boundary_float64(name) -> np.ndarray:
+    """Grid points and midpoints of the format, and float64 values just beside them, where
+    float32(x) lands exactly on the boundary (double rounding) or on the far side."""
+    f = get_format(name)
+    t = decode(np.arange(1 << f.bits), name)
+    v = np.unique(t[np.isfinite(t) & (t >= 0)])
+    v = np.concatenate([v, [f.max + (v[-1] - v[-2])]])  # the virtual value above max
+    mids = (v[1:] + v[:-1]) / 2
+    pts = np.concatenate([v, mids])
+    if f.bits == 16:  # one in three keeps the test fast; every binade and both parities stay
+        pts = pts[::3]
+    near = [pts, np.nextafter(pts, np.inf), np.nextafter(pts, 0.0)]
+    for k in (30, 40, 52):  # inside float32's rounding reach, beyond its precision
+        near += [pts * (1 + 2.0**-k), pts * (1 - 2.0**-k)]
+    x = np.concatenate(near + [[0.0, 1e-300, 5e-324, 1e300, np.inf, np.nan, 3.5e38, 3.4028235677973366e38]])
+    return np.concatenate([x, -x])
+
+
+@pytest.mark.parametrize("name", SIXTEEN + EIGHT)
+@pytest.mark.parametrize("mode", MODES)
+def test_float64_boundaries(name, mode):
+    x = boundary_float64(name)
+    _assert_same_codes(encode(x, name, mode), _general_codes(x, name, mode), x, f"{name}/{mode}")
+    ours = quantize(x, name, mode)
+    ref = quantize_general(x, get_format(name), mode, saturate=False, rng=None, nan_to_zero=False)
+    num = ~np.isnan(ref)  # a NaN's sign is not a value (decode tables hold +NaN for fnuz/hif8)
+    assert np.array_equal(ours, ref, equal_nan=True) and np.array_equal(np.signbit(ours[num]), np.signbit(ref[num]))
+
+
+def test_float64_exact_on_grid_takes_whole_chunk_round_to_odd():
+    """Chunks where most elements sit on the float32 boundary patterns (values already in the
+    format, exact or slightly off) take the whole-chunk round-to-odd branch: same codes."""
+    rng = np.random.default_rng(5)
+    for name in ("bf16", "fp16", "e4m3fn"):
+        t = decode(np.arange(1 << get_format(name).bits), name)
+        v = rng.choice(t[np.isfinite(t)], 100_000)
+        x = v * np.where(rng.random(v.size) < 0.5, 1.0, 1 + rng.choice([-1, 1], v.size) * 2.0**-40)
+        for mode in MODES:
+            _assert_same_codes(encode(x, name, mode), _general_codes(x, name, mode), x, f"{name}/{mode}")
+
+
+def test_round_to_odd32():
+    x = np.array([1.0, 1 + 2.0**-30, 1 - 2.0**-30, 3.5e38, 1e-50, -1e-50, 0.0, -0.0, np.inf, -np.inf])
+    u = fast.round_to_odd32(x)
+    f32 = u.view(np.float32).astype(np.float64)
+    one_up = np.nextafter(np.float32(1), np.float32(2))
+    assert f32[0] == 1.0 and f32[1] == one_up and f32[2] == np.nextafter(np.float32(1), np.float32(0))
+    assert f32[3] == np.finfo(np.float32).max and f32[4] == 2.0**-149 and f32[5] == -(2.0**-149)
+    assert list(u[6:]) == [0, 0x80000000, 0x7F800000, 0xFF800000]
+    assert np.isnan(fast.round_to_odd32(np.array([np.nan]))[0].view(np.float32))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    x=hnp.arrays(st.sampled_from([np.float32, np.float64]), st.integers(1, 300),
+                 elements=st.floats(width=32, allow_nan=True, allow_infinity=True)),
+    name=st.sampled_from(SIXTEEN + EIGHT), mode=st.sampled_from(MODES),
+    saturate=st.booleans(), ntz=st.booleans(), scale=st.sampled_from([1.0, 2.0**-20, 2.0**-130, 2.0**12]),
+)
+def test_fast_equals_general_hypothesis(x, name, mode, saturate, ntz, scale):
+    with np.errstate(all="ignore"):
+        x = (x * scale).astype(x.dtype)
+    ours = encode(x, name, mode, saturate=saturate, nan_to_zero=ntz)
+    _assert_same_codes(ours, _general_codes(x, name, mode, saturate, ntz), x, f"{name}/{mode}")
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16"])
+def test_chunks_with_nans_and_subnormals_scattered(name):
+    """Multi-chunk arrays with a few NaNs, infs and subnormals in some chunks only."""
+    rng = np.random.default_rng(9)
+    n = 3 * fast.CHUNK + 17
+    x = (rng.standard_normal(n) * 100).astype(np.float32)
+    x[rng.integers(0, n, 7)] = np.nan
+    x[rng.integers(0, n, 3)] = -np.inf
+    x[rng.integers(0, n, 5)] = 1e-7
+    x[fast.CHUNK + 1] = 1e30
+    for mode in MODES:
+        for sat in (False, True):
+            _assert_same_codes(encode(x, name, mode, saturate=sat), _general_codes(x, name, mode, sat), x, name)
