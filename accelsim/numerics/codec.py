@@ -188,10 +188,11 @@ def decode(codes, fmt) -> np.ndarray:
     flat_out = out.reshape(-1)
     flat_c = c.reshape(-1) if c.flags.c_contiguous else c.flat
     table = decode_table(f) if f.bits <= 16 else None
+    scratch = np.empty(min(c.size, _CHUNK) if fast.truncated_float32(f) else 0, np.uint32)
     for start in range(0, c.size, _CHUNK):
         cc = np.asarray(flat_c[start : start + _CHUNK])
         if table is not None:
-            np.take(table, cc, out=flat_out[start : start + cc.size], mode="clip")
+            fast.decode_into(cc, flat_out[start : start + cc.size], f, table, scratch)
         else:
             with np.errstate(invalid="ignore"):  # signalling NaNs quieten
                 flat_out[start : start + cc.size] = cc.astype(np.uint32).view(np.float32)

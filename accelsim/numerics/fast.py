@@ -165,6 +165,23 @@ def _edges16(u: np.ndarray, f: FloatFormat, p: _Plan16, saturate: bool, nan_to_z
     return codes.astype(np.uint16)
 
 
+def truncated_float32(f: FloatFormat) -> bool:
+    """The format is the top 16 bits of float32 (bf16): code << 16 is its float32 pattern."""
+    return f.bits == 16 and f.layout == "ieee" and f.ebits == 8 and f.bias == 127 and f.has_subnormals
+
+
+def decode_into(codes: np.ndarray, out: np.ndarray, f: FloatFormat, table: np.ndarray, scratch: np.ndarray) -> None:
+    """float64 values of ``codes`` into ``out``: two passes for bf16 (``scratch``: uint32, at
+    least as long), a table lookup otherwise."""
+    if truncated_float32(f):
+        t = scratch[: codes.size]
+        np.copyto(t, codes, casting="unsafe")  # widen first: a uint16 shift would lose the bits
+        np.left_shift(t, 16, out=t)
+        np.copyto(out, t.view(np.float32))
+    else:
+        np.take(table, codes, out=out, mode="clip")
+
+
 def _fix_float64_ties(x: np.ndarray, u: np.ndarray, amb_mask: int, b: _Buffers) -> None:
     """Where float32(x) sits exactly on a target grid point or midpoint (its low bits under
     ``amb_mask`` all zero) and x is not, replace the pattern by x rounded to odd."""
@@ -219,5 +236,5 @@ def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to
             if redo is not None and redo.size:
                 oc[redo] = _edges16(u[redo], f, p16, saturate, nan_to_zero)
         if values:
-            np.take(table, oc, out=out[start : start + k], mode="clip")
+            decode_into(oc, out[start : start + k], f, table, b.a)
     return out.reshape(arr.shape)
