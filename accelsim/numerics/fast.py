@@ -177,7 +177,8 @@ def decode_into(codes: np.ndarray, out: np.ndarray, f: FloatFormat, table: np.nd
         t = scratch[: codes.size]
         np.copyto(t, codes, casting="unsafe")  # widen first: a uint16 shift would lose the bits
         np.left_shift(t, 16, out=t)
-        np.copyto(out, t.view(np.float32))
+        with np.errstate(invalid="ignore"):  # NaN patterns quieten
+            np.copyto(out, t.view(np.float32))
     else:
         np.take(table, codes, out=out, mode="clip")
 
