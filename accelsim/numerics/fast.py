@@ -113,7 +113,9 @@ def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers) -> np.ndarr
             np.right_shift(t, s, out=out, casting="unsafe")
         xf = u.view(np.float32)
         mx = xf.max()  # NaN propagates
-        if np.isnan(mx) or mx >= p.thr or (p.thr < np.inf and xf.min() <= -p.thr):
+        if p.thr == np.inf:  # the trick itself carries overflow to the inf code; only NaN is left
+            return np.flatnonzero(np.isnan(xf)) if np.isnan(mx) else None
+        if np.isnan(mx) or mx >= p.thr or xf.min() <= -p.thr:
             return np.flatnonzero(~(np.abs(xf) < p.thr))
         return None
     a = b.a[:k]
