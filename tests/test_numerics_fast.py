@@ -158,3 +158,33 @@ def test_chunks_with_nans_and_subnormals_scattered(name):
     for mode in MODES:
         for sat in (False, True):
             _assert_same_codes(encode(x, name, mode, saturate=sat), _general_codes(x, name, mode, sat), x, name)
+
+
+@pytest.mark.parametrize("name", SIXTEEN)
+@pytest.mark.parametrize("saturate", [False, True])
+def test_sr_float32_16bit_equals_general_same_draws(name, saturate):
+    """Stochastic rounding's bit trick (draw < discarded bits / 2^k) takes the same draws, in
+    the same order, as the general path: same codes on every boundary pattern, several chunks."""
+    x = boundary_float32(name)
+    x = x[np.random.default_rng(3).random(x.size) < (0.6 if name == "bf16" else 0.2)]
+    f = get_format(name)
+    ours = encode(x, name, "sr", saturate=saturate, rng=np.random.default_rng(11))
+    with np.errstate(invalid="ignore"):
+        x64 = x.astype(np.float64)
+    ref = encode_general(x64, f, "sr", saturate=saturate, rng=np.random.default_rng(11), nan_to_zero=False)
+    _assert_same_codes(ours, ref, x, f"{name}/sr/sat={saturate}")
+    q = quantize(x, name, "sr", saturate=saturate, rng=np.random.default_rng(11))
+    assert np.array_equal(q, decode(ours, name), equal_nan=True)
+    edges = _edge_float32(name)
+    for ntz in (False, True):
+        ours = encode(edges, name, "sr", saturate=saturate, nan_to_zero=ntz, rng=np.random.default_rng(4))
+        with np.errstate(invalid="ignore"):
+            e64 = edges.astype(np.float64)
+        ref = encode_general(e64, f, "sr", saturate=saturate, rng=np.random.default_rng(4), nan_to_zero=ntz)
+        _assert_same_codes(ours, ref, edges, f"{name}/sr/edges")
+
+
+def test_sr_fast_path_is_taken_only_where_exact():
+    assert fast.eligible(np.dtype(np.float32), get_format("bf16"), "sr")
+    assert not fast.eligible(np.dtype(np.float64), get_format("bf16"), "sr")  # fraction needs float64 bits
+    assert not fast.eligible(np.dtype(np.float32), get_format("e4m3fn"), "sr")

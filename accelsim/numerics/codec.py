@@ -127,7 +127,7 @@ def _round(x, fmt, rounding, saturate, rng, nan_to_zero, values: bool):
     f, mode, saturate, nan_to_zero = _resolve(fmt, rounding, rng, saturate, nan_to_zero)
     arr = np.asarray(np.ma.getdata(x))
     if arr.dtype != object and fast.eligible(arr.dtype, f, mode):
-        out = fast.encode(arr, f, mode, saturate=saturate, nan_to_zero=nan_to_zero, values=values)
+        out = fast.encode(arr, f, mode, saturate=saturate, nan_to_zero=nan_to_zero, values=values, rng=rng)
     else:
         fn, dt = (quantize_general, np.float64) if values else (encode_general, f.code_dtype)
         out = _chunked(fn, arr, dt, mode, f=f, saturate=saturate, rng=rng, nan_to_zero=nan_to_zero)

@@ -21,7 +21,7 @@ from .formats import FloatFormat
 from .general import decode_table, encode_general
 
 CHUNK = 1 << 16  # elements per pass: temporaries stay in L2, per-call overhead stays small
-FAST_MODES = ("rne", "rna", "rz")
+FAST_MODES = ("rne", "rna", "rz")  # every input dtype here; "sr" too for float32 -> 16-bit
 _U32 = 0xFFFFFFFF
 
 
@@ -41,6 +41,8 @@ class _Plan16:
 
 
 def eligible(dtype, f: FloatFormat, mode: str) -> bool:
+    if mode == "sr":  # the draw is compared with the discarded bits: exact from float32 only
+        return dtype == np.float32 and _plan16(f, mode, False) is not None
     if dtype not in (np.float32, np.float64) or mode not in FAST_MODES:
         return False
     return f.bits == 8 or _plan16(f, mode, False) is not None
@@ -54,7 +56,10 @@ def _plan16(f: FloatFormat, mode: str, saturate: bool) -> _Plan16 | None:
     rebias = (127 - f.bias) << 23
     half = 1 << (shift - 1)
     first_bad = f.inf_code if f.layout == "ieee" else f.nan_code  # first code above max
-    hi = (first_bad << shift) + rebias - (0 if mode == "rz" else half)
+    if mode == "sr":  # max + up may reach first_bad; under saturate anything above max is max
+        hi = ((first_bad - 1) << shift) + rebias + 1 if saturate else (first_bad << shift) + rebias
+    else:
+        hi = (first_bad << shift) + rebias - (0 if mode == "rz" else half)
     lean = rebias == 0 and f.has_subnormals and f.emin == -126
     if lean:
         thr = np.float32(np.uint32(hi).view(np.float32)) if saturate and mode != "rz" else np.inf
@@ -87,20 +92,38 @@ def round_to_odd32(x: np.ndarray) -> np.ndarray:
 
 
 class _Buffers:
-    def __init__(self, n: int):
+    def __init__(self, n: int, sr: bool = False):
         self.t = np.empty(n, np.uint32)
         self.a = np.empty(n, np.uint32)
         self.f32 = np.empty(n, np.float32)
+        if sr:
+            self.fb = np.empty(n, np.uint32)
+            self.fr = np.empty(n, np.float64)
+            self.up = np.empty(n, np.bool_)
 
 
-def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers) -> np.ndarray:
-    """Codes into ``out`` (uint16); returns the indices the general path must redo."""
+def _sr_up(d: np.ndarray, s: int, draws: np.ndarray, b: _Buffers) -> np.ndarray:
+    """draw < discarded fraction (the low ``s`` bits of ``d`` over 2^s, exact in float64)."""
+    k = d.size
+    fb, fr, up = b.fb[:k], b.fr[:k], b.up[:k]
+    np.bitwise_and(d, np.uint32((1 << s) - 1), out=fb)
+    np.multiply(fb, 2.0**-s, out=fr)
+    np.less(draws, fr, out=up)
+    return up
+
+
+def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers, draws=None) -> np.ndarray:
+    """Codes into ``out`` (uint16); returns the indices ``_edges16`` must redo."""
     k = u.size
     t = b.t[:k]
     s = p.shift
     half = 1 << (s - 1)
     if p.lean:
-        if p.mode == "rz":
+        if p.mode == "sr":
+            np.right_shift(u, s, out=t)
+            np.add(t, _sr_up(u, s, draws, b), out=t)  # carries into the exponent (sign kept)
+            np.copyto(out, t, casting="unsafe")
+        elif p.mode == "rz":
             np.right_shift(u, s, out=out, casting="unsafe")
         elif p.mode == "rna":
             np.add(u, np.uint32(half), out=t)
@@ -122,6 +145,12 @@ def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers) -> np.ndarr
     np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a)
     if p.mode == "rz":
         np.add(a, np.uint32(-p.rebias & _U32), out=t)
+    elif p.mode == "sr":
+        np.add(a, np.uint32(-p.rebias & _U32), out=t)
+        up = _sr_up(t, s, draws, b)
+        np.right_shift(t, s, out=t)
+        np.add(t, up, out=t)
+        np.left_shift(t, s, out=t)  # so that the shift below leaves the code
     elif p.mode == "rna":
         np.add(a, np.uint32((half - p.rebias) & _U32), out=t)
     else:
@@ -138,7 +167,8 @@ def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers) -> np.ndarr
     return None
 
 
-def _edges16(u: np.ndarray, f: FloatFormat, p: _Plan16, saturate: bool, nan_to_zero: bool) -> np.ndarray:
+def _edges16(u: np.ndarray, f: FloatFormat, p: _Plan16, saturate: bool, nan_to_zero: bool,
+             draws=None) -> np.ndarray:
     """Codes of float32 patterns outside [lo, hi): below the normal range, overflow, inf, NaN."""
     xf = u.view(np.float32)
     mag = np.abs(xf)
@@ -153,6 +183,9 @@ def _edges16(u: np.ndarray, f: FloatFormat, p: _Plan16, saturate: bool, nan_to_z
                 r = np.rint(s)
             elif p.mode == "rz":
                 r = np.floor(s)
+            elif p.mode == "sr":
+                r = np.floor(s)
+                r += draws[sub] < (s - r)  # the fraction is exact in float32
             else:
                 r = np.floor(s)
                 r += (s - r) >= 0.5
@@ -201,8 +234,10 @@ def _fix_float64_ties(x: np.ndarray, u: np.ndarray, amb_mask: int, b: _Buffers) 
 
 
 def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to_zero: bool,
-           values: bool = False) -> np.ndarray:
-    """Codes (or, with ``values``, their float64 values) of a float32/float64 array."""
+           values: bool = False, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Codes (or, with ``values``, their float64 values) of a float32/float64 array. ``sr``
+    takes one draw per element from ``rng``, chunk by chunk in element order (as the general
+    path does)."""
     flat = arr.reshape(-1)  # copies only a non-contiguous input
     n = flat.size
     out_dtype = np.float64 if values else f.code_dtype
@@ -211,7 +246,7 @@ def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to
     p16 = None if f.bits == 8 else _plan16(f, mode, saturate)
     lut = encode_lut(f, mode, saturate, nan_to_zero) if f.bits == 8 else None
     amb_mask = 0xFFFF if f.bits == 8 else ((1 << p16.shift) - 1) ^ (1 << (p16.shift - 1))
-    b = _Buffers(min(n, CHUNK))
+    b = _Buffers(min(n, CHUNK), sr=mode == "sr")
     codes16 = np.empty(min(n, CHUNK), dtype=f.code_dtype) if values else None
     is64 = flat.dtype == np.float64
     for start in range(0, n, CHUNK):
@@ -235,9 +270,11 @@ def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to
             np.bitwise_or(t, lo, out=t)
             np.take(lut, t, out=oc, mode="clip")
         else:
-            redo = _bits16(u, oc, p16, b)
+            draws = rng.random(k) if mode == "sr" else None
+            redo = _bits16(u, oc, p16, b, draws)
             if redo is not None and redo.size:
-                oc[redo] = _edges16(u[redo], f, p16, saturate, nan_to_zero)
+                oc[redo] = _edges16(u[redo], f, p16, saturate, nan_to_zero,
+                                    None if draws is None else draws[redo])
         if values:
             decode_into(oc, out[start : start + k], f, table, b.a)
     return out.reshape(arr.shape)
