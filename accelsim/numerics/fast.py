@@ -95,6 +95,7 @@ class _Buffers:
     def __init__(self, n: int, sr: bool = False):
         self.t = np.empty(n, np.uint32)
         self.a = np.empty(n, np.uint32)
+        self.r = np.empty(n, np.uint32)
         self.f32 = np.empty(n, np.float32)
         if sr:
             self.fb = np.empty(n, np.uint32)
@@ -162,8 +163,11 @@ def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers, draws=None)
     np.right_shift(u, 16, out=t)
     np.bitwise_and(t, np.uint32(0x8000), out=t)
     np.bitwise_or(out, t, out=out, casting="unsafe")
-    if a.min() < p.lo or a.max() >= p.hi:
-        return np.flatnonzero((a < p.lo) | (a >= p.hi))
+    off = b.r[:k]  # a - lo wraps below lo, so one unsigned compare finds both ends of the range
+    np.subtract(a, np.uint32(p.lo), out=off)
+    span = np.uint32(p.hi - p.lo)
+    if off.max() >= span:
+        return np.flatnonzero(off >= span)
     return None
 
 
@@ -190,12 +194,13 @@ def _edges16(u: np.ndarray, f: FloatFormat, p: _Plan16, saturate: bool, nan_to_z
                 r = np.floor(s)
                 r += (s - r) >= 0.5
             codes[sub] = r.astype(np.uint32)
-        hi_val = np.uint32(p.hi).view(np.float32)
-        codes[mag >= hi_val] = over_code  # finite overflow; inf is set below
-        if p.mode == "rne" and max_code % 2 == 0:  # the tie above an even max rounds to max
-            codes[mag == hi_val] = max_code
-        codes[np.isinf(mag)] = f.inf_code if f.has_inf else (max_code if saturate else f.nan_code)
-        codes[np.isnan(mag)] = 0 if nan_to_zero else f.nan_code
+        if sub.size < u.size:  # the rest lie above the range, or are inf or NaN
+            hi_val = np.uint32(p.hi).view(np.float32)
+            codes[mag >= hi_val] = over_code  # finite overflow; inf is set below
+            if p.mode == "rne" and max_code % 2 == 0:  # the tie above an even max rounds to max
+                codes[mag == hi_val] = max_code
+            codes[np.isinf(mag)] = f.inf_code if f.has_inf else (max_code if saturate else f.nan_code)
+            codes[np.isnan(mag)] = 0 if nan_to_zero else f.nan_code
     codes |= (u >> 16) & 0x8000
     return codes.astype(np.uint16)
 
