@@ -47,8 +47,6 @@ def boundary_float32(name) -> np.ndarray:
 @pytest.mark.parametrize("mode", MODES)
 def test_16bit_float32_every_boundary(name, mode):
     x = boundary_float32(name)
-    if name != "bf16":  # fp16/dlfloat16: 2^19-2^18 kept patterns; one in 3 is plenty per mode
-        x = x[np.random.default_rng(len(mode)).random(x.size) < 0.35]
     _assert_same_codes(encode(x, name, mode), _general_codes(x, name, mode), x, f"{name}/{mode}")
 
 
@@ -88,8 +86,6 @@ def boundary_float64(name) -> np.ndarray:
     v = np.concatenate([v, [f.max + (v[-1] - v[-2])]])  # the virtual value above max
     mids = (v[1:] + v[:-1]) / 2
     pts = np.concatenate([v, mids])
-    if f.bits == 16:  # one in three keeps the test fast; every binade and both parities stay
-        pts = pts[::3]
     near = [pts, np.nextafter(pts, np.inf), np.nextafter(pts, 0.0)]
     for k in (30, 40, 52):  # inside float32's rounding reach, beyond its precision
         near += [pts * (1 + 2.0**-k), pts * (1 - 2.0**-k)]
@@ -166,7 +162,6 @@ def test_sr_float32_16bit_equals_general_same_draws(name, saturate):
     """Stochastic rounding's bit trick (draw < discarded bits / 2^k) takes the same draws, in
     the same order, as the general path: same codes on every boundary pattern, several chunks."""
     x = boundary_float32(name)
-    x = x[np.random.default_rng(3).random(x.size) < (0.6 if name == "bf16" else 0.2)]
     f = get_format(name)
     ours = encode(x, name, "sr", saturate=saturate, rng=np.random.default_rng(11))
     with np.errstate(invalid="ignore"):
