@@ -183,3 +183,19 @@ def test_sr_fast_path_is_taken_only_where_exact():
     assert fast.eligible(np.dtype(np.float32), get_format("bf16"), "sr")
     assert not fast.eligible(np.dtype(np.float64), get_format("bf16"), "sr")  # fraction needs float64 bits
     assert not fast.eligible(np.dtype(np.float32), get_format("e4m3fn"), "sr")
+
+
+def test_custom_16bit_formats_fast_or_general_agree():
+    """A 16-bit format outside the presets either gets a plan that matches the general path or
+    is left to the general path (an ieee layout without subnormals, a range beyond float32)."""
+    from accelsim.numerics import FloatFormat
+
+    x = boundary_float32("fp16")[::7]
+    for g in (FloatFormat("e6m9", 16, 6, 9, 31, True, "ieee"), FloatFormat("e5m10-ftz", 16, 5, 10, 15, False, "ieee"),
+              FloatFormat("e8m7-b126", 16, 8, 7, 126, True, "ieee")):
+        for mode in MODES:
+            with np.errstate(invalid="ignore"):
+                ref = encode_general(x.astype(np.float64), g, mode, saturate=False, rng=None, nan_to_zero=False)
+            _assert_same_codes(encode(x, g, mode), ref, x, f"{g.name}/{mode}")
+    assert fast._plan16(get_format("fp16"), "rne", False) is not None
+    assert fast._plan16(FloatFormat("e5m10-ftz", 16, 5, 10, 15, False, "ieee"), "rne", False) is None

@@ -1,4 +1,4 @@
-"""Bit-trick twins of the general path for float32/float64 inputs and deterministic modes.
+"""Bit-trick twins of the general path for float32/float64 inputs (rne/rna/rz; sr from float32).
 
 float32 -> 8-bit: a deterministic rounding depends only on the sign, exponent, top 7 fraction
 bits and a sticky bit, so a 2^17-entry code table built once by the general path encodes by
@@ -37,7 +37,7 @@ class _Plan16:
     lo: int
     hi: int
     lean: bool
-    thr: float  # lean only: |x| at or above this (and NaN) go to the general path
+    thr: float  # lean only: |x| at or above this (and NaN) go to ``_edges16``
 
 
 def eligible(dtype, f: FloatFormat, mode: str) -> bool:
@@ -50,8 +50,10 @@ def eligible(dtype, f: FloatFormat, mode: str) -> bool:
 
 @lru_cache(maxsize=None)
 def _plan16(f: FloatFormat, mode: str, saturate: bool) -> _Plan16 | None:
-    if f.bits != 16 or f.layout not in ("ieee", "dlfloat") or f.emin < -126 or f.emax > 127:
+    if f.bits != 16 or f.emin < -126 or f.emax > 127:
         return None
+    if not (f.layout == "dlfloat" or (f.layout == "ieee" and f.has_subnormals)):
+        return None  # (an ieee layout that flushes would need the round-up-to-min rule)
     shift = 23 - f.mbits
     rebias = (127 - f.bias) << 23
     half = 1 << (shift - 1)
