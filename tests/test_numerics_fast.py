@@ -199,3 +199,34 @@ def test_custom_16bit_formats_fast_or_general_agree():
             _assert_same_codes(encode(x, g, mode), ref, x, f"{g.name}/{mode}")
     assert fast._plan16(get_format("fp16"), "rne", False) is not None
     assert fast._plan16(FloatFormat("e5m10-ftz", 16, 5, 10, 15, False, "ieee"), "rne", False) is None
+
+
+def test_fp32_fast_path_equals_general():
+    """float32 in (rne/rna/rz: the value itself) and float64 in (rne: the hardware cast): every
+    float32 tie at several binades, subnormals, the overflow threshold, specials, saturate, ntz."""
+    rng = np.random.default_rng(8)
+    b = rng.integers(0, 1 << 32, 50_000, dtype=np.uint64).astype(np.uint32)
+    b = np.concatenate([b, np.arange(0, 4096, dtype=np.uint32), 0x7F7FFFFF - np.arange(4096, dtype=np.uint32)])
+    f32 = b.view(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = f32.astype(np.float64)
+        hi = np.nextafter(f32, np.float32(np.inf)).astype(np.float64)
+    mid = lo + (hi - lo) / 2  # float32 ties, exact in float64 (inf/NaN rows give inf/NaN)
+    x64 = np.concatenate([mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf), lo, -mid,
+                          [3.4028235677973366e38, 3.402823669209385e38, 1e300, 1e-300, 5e-324]])
+    f = get_format("fp32")
+    for saturate in (False, True):
+        for ntz in (False, True):
+            ref = encode_general(x64, f, "rne", saturate=saturate, rng=None, nan_to_zero=ntz)
+            _assert_same_codes(encode(x64, "fp32", saturate=saturate, nan_to_zero=ntz), ref, x64, "fp32/f64")
+            for mode in MODES:
+                ref = _general_codes(f32, "fp32", mode, saturate, ntz)
+                _assert_same_codes(encode(f32, "fp32", mode, saturate=saturate, nan_to_zero=ntz), ref, f32,
+                                   f"fp32/f32/{mode}")
+                q = quantize(f32, "fp32", mode, saturate=saturate, nan_to_zero=ntz)
+                with np.errstate(invalid="ignore"):
+                    qref = quantize_general(f32.astype(np.float64), f, mode, saturate=saturate, rng=None,
+                                            nan_to_zero=ntz)
+                assert np.array_equal(q, qref, equal_nan=True)
+    assert np.isnan(f32).any() and np.isinf(x64).any()
+    assert np.array_equal(f32.view(np.uint32), b)  # the caller's array is untouched

@@ -40,7 +40,13 @@ class _Plan16:
     thr: float  # lean only: |x| at or above this (and NaN) go to ``_edges16``
 
 
+def _is_fp32(f: FloatFormat) -> bool:
+    return f.bits == 32 and f.layout == "ieee" and (f.ebits, f.mbits, f.bias) == (8, 23, 127)
+
+
 def eligible(dtype, f: FloatFormat, mode: str) -> bool:
+    if _is_fp32(f):  # float32 in: the value itself; float64 in: the hardware cast is RNE
+        return (dtype == np.float32 and mode in FAST_MODES) or (dtype == np.float64 and mode == "rne")
     if mode == "sr":  # the draw is compared with the discarded bits: exact from float32 only
         return dtype == np.float32 and _plan16(f, mode, False) is not None
     if dtype not in (np.float32, np.float64) or mode not in FAST_MODES:
@@ -242,6 +248,41 @@ def _fix_float64_ties(x: np.ndarray, u: np.ndarray, amb_mask: int, b: _Buffers) 
         u[idx] = round_to_odd32(x[idx])
 
 
+def _encode_fp32(flat: np.ndarray, out: np.ndarray, saturate: bool, nan_to_zero: bool, values: bool) -> None:
+    """fp32 codes (or values) of float32 input, or of float64 input rounded by the hardware cast
+    (RNE); inf/NaN patterns are re-done on their own indices: canonical NaN, saturation."""
+    n = flat.size
+    b = _Buffers(min(n, CHUNK))
+    for start in range(0, n, CHUNK):
+        xc = flat[start : start + CHUNK]
+        k = xc.size
+        if xc.dtype == np.float64:
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.copyto(b.f32[:k], xc, casting="same_kind")
+            u = b.f32[:k].view(np.uint32)
+        else:
+            u = xc.view(np.uint32)
+        oc = out[start : start + k]
+        a = b.a[:k]
+        np.bitwise_and(u, np.uint32(0x7FFFFFFF), out=a)
+        if a.max() >= 0x7F800000:
+            idx = np.flatnonzero(a >= 0x7F800000)
+            xs = xc[idx]
+            with np.errstate(invalid="ignore"):
+                sign = u[idx] & np.uint32(0x80000000)
+                over = 0x7F7FFFFF if saturate else 0x7F800000  # a finite x that became inf
+                fix = np.where(np.isnan(xs), 0 if nan_to_zero else 0x7FC00000,
+                               np.where(np.isinf(xs), 0x7F800000, over)).astype(np.uint32) | sign
+            if xc.dtype != np.float64:  # u is the caller's float32 array: patch a copy
+                u = u.copy()
+            u[idx] = fix
+        if values:
+            with np.errstate(invalid="ignore"):
+                np.copyto(oc, u.view(np.float32))
+        else:
+            np.copyto(oc, u)
+
+
 def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to_zero: bool,
            values: bool = False, rng: np.random.Generator | None = None) -> np.ndarray:
     """Codes (or, with ``values``, their float64 values) of a float32/float64 array. ``sr``
@@ -251,6 +292,9 @@ def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to
     n = flat.size
     out_dtype = np.float64 if values else f.code_dtype
     out = np.empty(n, dtype=out_dtype)
+    if _is_fp32(f):
+        _encode_fp32(flat, out, saturate, nan_to_zero, values)
+        return out.reshape(arr.shape)
     table = decode_table(f) if values else None
     p16 = None if f.bits == 8 else _plan16(f, mode, saturate)
     lut = encode_lut(f, mode, saturate, nan_to_zero) if f.bits == 8 else None
