@@ -3,7 +3,7 @@
 Run: python benchmarks/bench_numerics.py [--n 4000000] [--repeat 5]
 One run, same arrays for every row; best-of-N wall time, ours and the reference timed alternately;
 peak extra memory from tracemalloc. References: ml_dtypes astype (bf16, FP8), numpy astype for
-fp16 (ml_dtypes has no fp16; numpy's cast is the one users call), en-dtypes for HiF8. ml_dtypes
+fp16 and fp32 (ml_dtypes has neither; numpy's cast is the one users call), en-dtypes for HiF8. ml_dtypes
 casts float64 through float32 (two roundings): rows marked "2R" count the elements where that
 differs from our single rounding (each checked against the exact reference in the tests).
 """
@@ -107,6 +107,10 @@ def main(argv=None) -> int:
             t_o, t_r = _pair(lambda: quantize(x, name, mode), lambda: x.astype(ref_t).astype(np.float64),
                              args.repeat)
             row("quantize", name, mode, x, t_o, t_r, same, "16-bit quantize")  # ref: astype, then to float64
+    ours = encode(x64, "fp32")
+    same = "yes" if np.array_equal(ours, x64.astype(np.float32).view(np.uint32)) else "no"
+    t_o, t_r = _pair(lambda: encode(x64, "fp32"), lambda: x64.astype(np.float32), args.repeat)
+    row("encode", "fp32", "rne", x64, t_o, t_r, same, "fp32 from float64 (ref: numpy cast)")
     print("ratio = reference time / our time (>= 1: at least as fast). Worst per group: "
           + "; ".join(f"{g} {w:.2f}" for g, w in worst.items()))
 
