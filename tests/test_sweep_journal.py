@@ -320,10 +320,15 @@ def test_values_that_are_not_scalars_are_refused(bad):
         sw.SweepSpec(axes=(("link_GBps", (1, bad)),))
 
 
-def test_sweep_file_with_nested_lists_is_a_clear_error(tmp_path):
+def test_sweep_file_with_nested_lists_or_a_directory_is_a_clear_error(tmp_path):
     f = tmp_path / "s.toml"
     f.write_text("[axes]\nlink_GBps = [[1, 2], [3]]\n")
     with pytest.raises(ValueError, match=r"s.toml: sweep: link_GBps value \[1, 2\] is a list"):
+        sw.load_sweep_file(f)
+    with pytest.raises(ValueError, match="is a directory, not a sweep file"):
+        sw.load_sweep_file(tmp_path)
+    f.write_bytes(b"\xff\xfe[axes]")
+    with pytest.raises(ValueError, match="not UTF-8"):
         sw.load_sweep_file(f)
 
 

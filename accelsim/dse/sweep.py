@@ -31,6 +31,7 @@ from accelsim.dse.sweep_journal import (
     CRC_COLUMN,
     Journal,
     JournalError,
+    JournalIOError,
     JournalLocked,
     JournalWarning,
     cell_text,
@@ -44,9 +45,9 @@ STATUS_COLUMNS = ("status", "reason")
 MAX_POINTS = 100_000
 
 __all__ = ["CRC_COLUMN", "EXECUTORS", "ID_COLUMN", "MAX_POINTS", "STATUS_COLUMNS", "Infeasible",
-           "JournalError", "JournalLocked", "JournalWarning", "SweepSpec", "evaluate_one",
-           "load_sweep_file", "normalize_value", "parse_assignment", "parse_value", "point_id",
-           "run_sweep", "spec_from_assignments"]
+           "JournalError", "JournalIOError", "JournalLocked", "JournalWarning", "SweepSpec",
+           "evaluate_one", "load_sweep_file", "normalize_value", "parse_assignment",
+           "parse_value", "point_id", "run_sweep", "spec_from_assignments"]
 
 
 class Infeasible(Exception):
@@ -235,8 +236,8 @@ def _parse_range(key: str, rhs: str, max_points: int = MAX_POINTS) -> tuple[Any,
 
 
 def spec_from_assignments(
-    axes: Iterable[str] = (), base: Iterable[str] = (), *, defaults: Mapping[str, Any] | None = None,
-    max_points: int = MAX_POINTS,
+    axes: Iterable[str] = (), base: Iterable[str] = (), *,
+    defaults: Mapping[str, Any] | None = None, max_points: int = MAX_POINTS,
 ) -> SweepSpec:
     """Build a spec from ``KEY=V1,V2`` strings (axes) and ``KEY=V`` strings (fixed values).
 
@@ -272,6 +273,10 @@ def load_sweep_file(path: str | os.PathLike, *, defaults: Mapping[str, Any] | No
         data = tomllib.loads(p.read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"sweep file not found: {p}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{p}: is a directory, not a sweep file") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{p}: not UTF-8 text, not a sweep file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{p}: invalid TOML: {exc}") from None
     unknown = sorted(set(data) - {"base", "axes"})

@@ -69,7 +69,8 @@ def run_tasks(fn: Callable[[Point], Row], tasks: Sequence[Sequence[Point]],
     ``close_fds``: descriptors of this process that forked workers must not keep (the journal and
     its lock)."""
     if executor not in EXECUTORS:
-        raise ValueError(f"sweep: unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+        raise ValueError(f"sweep: unknown executor {executor!r}; "
+                         f"choose from {', '.join(EXECUTORS)}")
     salvage = salvage or record
     if executor == "serial" or not tasks:
         for task in tasks:
@@ -145,11 +146,9 @@ def _worker(parent_pid, fn, tasks, counter, writer, wlock, close_fds) -> None:
             writer.send(msg)
 
     while True:
-        with counter.get_lock():  # the next task nobody has taken
-            i = counter.value
-            if i >= len(tasks):
-                return
-            counter.value = i + 1
+        i = counter.take(len(tasks))
+        if i is None:
+            return
         for p in tasks[i]:
             try:
                 send(("row", i, fn(p)))  # pickled before anything is written
@@ -157,6 +156,43 @@ def _worker(parent_pid, fn, tasks, counter, writer, wlock, close_fds) -> None:
                 send(("error", i, (_picklable(exc), traceback.format_exc())))
                 return
         send(("done", i, None))
+
+
+class _Counter:
+    """The index of the next task nobody has taken, shared by the workers. Under fork it lives in
+    an anonymous shared mapping (no file, so a full disk or a file-size limit cannot stop the pool
+    from starting); elsewhere in a multiprocessing Value."""
+
+    def __init__(self, ctx):
+        self.lock = ctx.Lock()
+        if ctx.get_start_method() == "fork":
+            import mmap
+
+            self._mem = mmap.mmap(-1, 8)
+            self._value = None
+        else:
+            self._mem = None
+            self._value = ctx.RawValue("q", 0)
+
+    def take(self, limit: int) -> int | None:
+        """The next index below ``limit`` (taking it), or None when all are taken."""
+        with self.lock:
+            i = self.get()
+            if i >= limit:
+                return None
+            self.set(i + 1)
+            return i
+
+    def get(self) -> int:
+        if self._mem is not None:
+            return int.from_bytes(self._mem[:8], "little")
+        return self._value.value
+
+    def set(self, v: int) -> None:
+        if self._mem is not None:
+            self._mem[:8] = v.to_bytes(8, "little")
+        else:
+            self._value.value = v
 
 
 def _mp_context():
@@ -184,7 +220,7 @@ def _run_pool(fn, tasks, record, salvage, *, workers: int, close_fds: Sequence[i
     ctx = _mp_context()
     reader, writer = ctx.Pipe(duplex=False)
     wlock = ctx.Lock()
-    counter = ctx.Value("q", 0)
+    counter = _Counter(ctx)
     procs = [ctx.Process(target=_worker, name=f"accelsim-sweep-{k}", daemon=True,
                          args=(os.getpid(), fn, tasks, counter, writer, wlock, tuple(close_fds)))
              for k in range(max(1, min(workers, len(tasks))))]
@@ -226,8 +262,8 @@ def _run_pool(fn, tasks, record, salvage, *, workers: int, close_fds: Sequence[i
                 raise RuntimeError("sweep: every worker process exited before the sweep finished")
         ok = True
     finally:
-        with counter.get_lock():
-            counter.value = len(tasks)  # hand out nothing more
+        with counter.lock:
+            counter.set(len(tasks))  # hand out nothing more
         if not ok and not receiving:
             _salvage(reader, salvage)
         for p in procs:

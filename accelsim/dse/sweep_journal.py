@@ -44,6 +44,14 @@ class JournalLocked(JournalError):
     """Another live sweep is writing the same journal."""
 
 
+class JournalIOError(OSError):
+    """The journal (or its quarantine) could not be written: ``errno`` is the system's, the
+    message names the file, what is kept and how to go on."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 class JournalWarning(UserWarning):
     """Bad lines were found in a journal and moved to its quarantine file."""
 
@@ -200,11 +208,14 @@ def write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             tmp.unlink()
         except OSError:
             pass
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise JournalIOError(exc.errno, f"{path}: cannot rewrite it ({exc.strerror}); it "
+                                 "is unchanged") from None
         raise
     _fsync_dir(path)
 
@@ -358,12 +369,17 @@ class Journal:
 
     def _quarantine(self, bad: list[tuple[int, bytes, str]]) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-        with self.quarantine_path.open("ab") as f:
-            for lineno, raw, reason in bad:
-                f.write(f"# {stamp} {self.path} line {lineno}: {reason}\n".encode())
-                f.write(raw.rstrip(b"\r") + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with self.quarantine_path.open("ab") as f:
+                for lineno, raw, reason in bad:
+                    f.write(f"# {stamp} {self.path} line {lineno}: {reason}\n".encode())
+                    f.write(raw.rstrip(b"\r") + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise JournalIOError(exc.errno, f"{self.quarantine_path}: cannot set {len(bad)} bad "
+                                 f"line(s) of {self.path} aside ({exc.strerror}); the journal "
+                                 "is unchanged") from None
         named = "; ".join(f"line {n}: {r}" for n, _, r in bad[:_WARN_LINES])
         more = f"; and {len(bad) - _WARN_LINES} more" if len(bad) > _WARN_LINES else ""
         warnings.warn(JournalWarning(
@@ -383,9 +399,9 @@ class Journal:
                 os.ftruncate(self.fd, self._size)
             except OSError:
                 pass
-            raise OSError(exc.errno, f"{self.path}: cannot append a row "
-                                     f"({exc.strerror}); the {len(self.lines)} rows already there "
-                                     "are kept: free some space and rerun to resume") from None
+            raise JournalIOError(exc.errno, f"{self.path}: cannot append a row ({exc.strerror}); "
+                                 f"the {len(self.lines)} rows already there are kept: free some "
+                                 "space and rerun to resume") from None
         self._size += len(line)
         self.lines[pid] = line
 
