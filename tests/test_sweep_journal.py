@@ -431,6 +431,9 @@ def test_group_by_runs_each_group_in_one_worker(tmp_path):
     by_fn = sw.run_sweep(spec, grouped, None, executor="process", workers=2, progress=False,
                          group_by=lambda p: p["a"] % 2)
     assert (by_fn.groupby(by_fn.a % 2).pid.nunique() == 1).all()
+    all_but = sw.run_sweep(spec, grouped, None, executor="process", workers=2, progress=False,
+                           group_by=sw.GroupAllBut("a"))
+    assert (all_but.groupby("b").pid.nunique() == 1).all()
     with pytest.raises(ValueError, match=r"group_by names \['minibatch'\]"):
         sw.run_sweep(spec, grouped, None, executor="process", group_by=("b", "minibatch"))
 

@@ -44,9 +44,9 @@ STATUS_COLUMNS = ("status", "reason")
 #: anything is built, so a typo such as ``1:1000000000:1`` is refused at once, not cut or run.
 MAX_POINTS = 100_000
 
-__all__ = ["CRC_COLUMN", "EXECUTORS", "ID_COLUMN", "MAX_POINTS", "STATUS_COLUMNS", "Infeasible",
-           "JournalError", "JournalIOError", "JournalLocked", "JournalWarning", "SweepSpec",
-           "evaluate_one", "load_sweep_file", "normalize_value", "parse_assignment",
+__all__ = ["CRC_COLUMN", "EXECUTORS", "ID_COLUMN", "MAX_POINTS", "STATUS_COLUMNS", "GroupAllBut",
+           "Infeasible", "JournalError", "JournalIOError", "JournalLocked", "JournalWarning",
+           "SweepSpec", "evaluate_one", "load_sweep_file", "normalize_value", "parse_assignment",
            "parse_value", "point_id", "run_sweep", "spec_from_assignments"]
 
 
@@ -373,6 +373,18 @@ def _row_checker(ids: Mapping[str, Mapping[str, Any]], out_cols: Sequence[str]):
     return check
 
 
+class GroupAllBut:
+    """A ``group_by`` key: every parameter except ``names`` (those that do not change the shared
+    set-up, e.g. the training model's communication knobs ``link_GBps``, ``compression``), so
+    config overrides such as ``chips`` or ``rows`` also separate groups."""
+
+    def __init__(self, *names: str):
+        self.names = frozenset(names)
+
+    def __call__(self, p: Mapping[str, Any]) -> Hashable:
+        return tuple((k, _canonical(v)) for k, v in sorted(p.items()) if k not in self.names)
+
+
 def _group_key(spec: SweepSpec, group_by) -> Callable[[Mapping[str, Any]], Hashable] | None:
     if group_by is None or callable(group_by):
         return group_by
@@ -403,8 +415,9 @@ def run_sweep(
     ``executor``: ``"serial"`` (in this process), ``"process"`` (``workers`` worker processes that
     exit with this one) or ``"dask"`` (a ``dask.distributed`` client: ``dask_address`` of a
     running scheduler, else a local cluster). ``group_by``: parameter names (or a function of a
-    point) whose equal values mark points that share expensive set-up; each group runs in one
-    worker, so its caches hit (without it, workers take contiguous runs of the sweep order).
+    point, such as :class:`GroupAllBut`) whose equal values mark points that share expensive
+    set-up; each group runs in one worker, so its caches hit (without it, workers take contiguous
+    runs of the sweep order).
     ``max_points``: a larger sweep is refused before anything is built.
 
     ``out`` ending in ``.csv`` is the journal itself; ending in ``.parquet`` keeps the journal
