@@ -445,6 +445,9 @@ def test_make_tasks():
     tasks = make_tasks(pts, 2, lambda p: p["g"])
     assert [len(t) for t in tasks] == [6, 6, 3] and [t[0]["g"] for t in tasks] == ["a", "b", "c"]
     assert sorted(map(str, (p for t in tasks for p in t))) == sorted(map(str, pts))
+    # fewer groups than workers: the biggest is cut so no worker waits
+    assert [len(t) for t in make_tasks(pts, 4, lambda p: p["g"])] == [6, 3, 3, 3]
+    assert [len(t) for t in make_tasks(pts[:3], 8, lambda p: 0)] == [1, 1, 1]
     chunks = make_tasks(list(range(20)), 2)
     assert [len(t) for t in chunks] == [3] * 6 + [2] and sum(chunks, []) == list(range(20))
     assert make_tasks([], 2) == []

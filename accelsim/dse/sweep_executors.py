@@ -44,7 +44,9 @@ def make_tasks(points: Sequence[Point], workers: int,
     """Cut ``points`` into tasks for ``workers`` workers.
 
     With ``group_key``: one task per distinct key (points keep their order inside it), biggest
-    first so the last task to start is a small one. Without: contiguous runs of about
+    first so the last task to start is a small one; while there are fewer tasks than workers the
+    biggest is cut in two (its set-up then runs twice, at the same time, on a core that would
+    otherwise wait). Without: contiguous runs of about
     ``len(points) / (CHUNKS_PER_WORKER * workers)`` points."""
     if not points:
         return []
@@ -52,7 +54,12 @@ def make_tasks(points: Sequence[Point], workers: int,
         groups: dict[Hashable, list[Point]] = {}
         for p in points:
             groups.setdefault(group_key(p), []).append(p)
-        return sorted(groups.values(), key=len, reverse=True)
+        tasks = sorted(groups.values(), key=len, reverse=True)
+        while len(tasks) < workers and len(tasks[0]) > 1:
+            big = tasks.pop(0)
+            half = (len(big) + 1) // 2
+            tasks = sorted([*tasks, big[:half], big[half:]], key=len, reverse=True)
+        return tasks
     size = max(1, math.ceil(len(points) / (CHUNKS_PER_WORKER * max(1, workers))))
     return [list(points[i:i + size]) for i in range(0, len(points), size)]
 
