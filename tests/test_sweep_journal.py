@@ -372,20 +372,20 @@ def test_a_billion_point_sweep_is_counted_not_built():
 def test_workers_die_with_the_sweep_and_release_its_pipes(tmp_path):
     """After kill -9 of a sweep, its workers go too and its stdout reaches EOF (a ``| tee`` or a
     CI log does not wait forever); the journal resumes with nothing lost or repeated."""
-    out = tmp_path / "t.csv"
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import os, sys, time
         from accelsim.dse import sweep as sw
         def slow(p):
             time.sleep(0.05)
-            return {{"y": p["a"] * p["b"], "pid": os.getpid()}}
+            return {"y": p["a"] * p["b"], "pid": os.getpid()}
         slow.columns = ("y", "pid")
         spec = sw.SweepSpec(axes=(("a", tuple(range(40))), ("b", (1, 2))))
         print("start", flush=True)
-        sw.run_sweep(spec, slow, {str(out)!r}, executor="process", workers=2, progress=False)
+        sw.run_sweep(spec, slow, sys.argv[1], executor="process", workers=2, progress=False)
     """)
     for sig in (signal.SIGKILL, signal.SIGTERM):
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+        out = tmp_path / f"{sig.name}.csv"
+        proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
         try:
             assert proc.stdout.readline() == b"start\n"
@@ -403,8 +403,8 @@ def test_workers_die_with_the_sweep_and_release_its_pipes(tmp_path):
         while any(_running(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(_running(p) for p in pids), f"workers {pids} outlived the sweep"
-    rows = _ids_in_file(out)
-    assert len(rows) == len(set(rows)) < 80
+        rows = _ids_in_file(out)
+        assert len(rows) == len(set(rows)) < 80
 
 
 def _running(pid: int) -> bool:
