@@ -313,7 +313,16 @@ def _types(params):
 _types.columns = ("y",)
 
 
-@pytest.mark.parametrize("bad", [[1, 2], {"a": 1}, None, "a\nb", "x\x1b[31m"])
+def test_none_means_unset_and_survives_a_rerun(tmp_path):
+    spec = sw.SweepSpec(base=(("c", None),), axes=(("a", (1, 2)), ("b", (1,))))
+    out = tmp_path / "t.csv"
+    first = sw.run_sweep(spec, mul, out, executor="serial", progress=False)
+    seen = []
+    again = sw.run_sweep(spec, mul, out, executor="serial", progress=False, on_row=seen.append)
+    assert seen == [] and again.equals(first) and first.c.isna().all()
+
+
+@pytest.mark.parametrize("bad", [[1, 2], {"a": 1}, (3,), "a\nb", "x\x1b[31m"])
 def test_values_that_are_not_scalars_are_refused(bad):
     with pytest.raises(ValueError, match="sweep: link_GBps value"):
         sw.SweepSpec(axes=(("link_GBps", (1, bad)),))

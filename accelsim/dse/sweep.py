@@ -129,13 +129,14 @@ class SweepSpec:
 
 # --------------------------------------------------------------------------- values
 def normalize_value(key: str, v: Any) -> Any:
-    """A sweep value as the evaluator sees it: a bool stays a bool; an integral number becomes an
-    int (64.0 is the point 64, evaluated as 64); other numbers are floats; paths become strings.
+    """A sweep value as the evaluator sees it: a bool stays a bool, None stays None; an integral
+    number becomes an int (64.0 is the point 64, evaluated as 64); other numbers are floats;
+    paths become strings.
     Anything else (a list, a table, a date) or a string with control characters is a ValueError
     naming the key."""
     if getattr(v, "shape", None) == () and hasattr(v, "item"):  # a numpy scalar
         v = v.item()
-    if isinstance(v, bool):
+    if v is None or isinstance(v, bool):  # None: "not set, use the evaluator's default"
         return v
     if isinstance(v, numbers.Integral):
         return int(v)
@@ -350,7 +351,7 @@ def _columns_of(evaluate: Callable, columns: Sequence[str] | None) -> tuple[str,
 
 def _same_value(cell: str, value: Any) -> bool:
     """Whether a journal cell holds ``value`` (numbers by value: "32.0" is 32)."""
-    if isinstance(value, str):
+    if value is None or isinstance(value, str):
         return cell == cell_text(value)
     return _canonical(parse_value(cell)) == _canonical(value)
 
