@@ -258,7 +258,7 @@ def check_bytes_per_elem(bytes_per_elem) -> None:
 def _guard(op: str, g: nx.Graph, n: int, max_transfers: int | None) -> None:
     check_limit(f"the explicit {op} schedule on {g.graph.get('name', 'topology')}", n,
                 max_transfers, "transfers", "max_transfers",
-                "the symmetric mode (accelsim.netsim.symmetric) times it without one")
+                "the symmetric mode times it without one")
 
 
 def ring_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,

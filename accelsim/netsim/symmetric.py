@@ -43,7 +43,7 @@ from accelsim.netsim.analytic import (
     check_rate,
     ring_collective_time,
 )
-from accelsim.netsim.limits import MAX_PACKETS, check_limit
+from accelsim.netsim.limits import MAX_GRAPH_LINKS, MAX_PACKETS, check_limit
 from accelsim.netsim.schedule import (
     DirRing,
     Schedule,
@@ -198,7 +198,7 @@ def _dgx1_board_rings() -> int:
     return len(directional_rings(topo.dgx1()))
 
 
-def plan_for(spec: topo.TopologySpec) -> RingPlan:
+def plan_for(spec: topo.TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS) -> RingPlan:
     """The symmetric plan of a resolved topology.  Ring, switch and multi-board systems are
     closed forms (no graph, any size: a ring of p > 2 chips has one cycle, two directions; a
     switch one logical ring of two-link hops; a multi-board system the board's rings then one
@@ -217,17 +217,23 @@ def plan_for(spec: topo.TopologySpec) -> RingPlan:
         l1 = RingLevel(8, k1, nb, (((bw, lat),),))
         l2 = RingLevel(nb, k2, 8, (((spec.inter_board_Bps, spec.inter_board_latency_s),),))
         return RingPlan(spec.name, 8 * nb, f"hierarchical (intra x{k1}, rail x{k2})", (l1, l2))
-    g = topo.generate(spec)
+    g = topo.generate(spec, max_links=max_links)
     out = plan_from_graph(g)
     if out is None:  # pragma: no cover - every generator's rings are homogeneous
         raise ValueError(f"{spec.name}: the ring search found rings that are not symmetric")
     return out
 
 
-def plan(name: str, chips: int | None = None, **links) -> RingPlan:
-    """:func:`plan_for` of ``topology.resolve(name, chips, **links)`` (same keywords as
+def plan(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = None,
+         inter_board_Bps: float | None = None, latency_s: float | None = None,
+         inter_board_latency_s: float | None = None,
+         max_links: int | None = MAX_GRAPH_LINKS) -> RingPlan:
+    """:func:`plan_for` of :func:`accelsim.netsim.topology.resolve` (the keywords of
     :func:`accelsim.netsim.topology.build`)."""
-    return plan_for(topo.resolve(name, chips, **links))
+    return plan_for(topo.resolve(name, chips, bandwidth_Bps=bandwidth_Bps,
+                                 inter_board_Bps=inter_board_Bps, latency_s=latency_s,
+                                 inter_board_latency_s=inter_board_latency_s),
+                    max_links=max_links)
 
 
 # ---------------------------------------------------------------------------------- engines
