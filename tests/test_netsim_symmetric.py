@@ -185,6 +185,13 @@ def test_ring_collective_time():
     assert ring_collective_time("all_gather", 4, 4e6, 1e9) == pytest.approx(3e-3)
     t = ring_collective_time("all_reduce", np.array([1, 2, 8]), 8e6, np.array([1e9, 2e9, 1e9]))
     assert t.tolist() == pytest.approx([0.0, 2 * 1 / 2 * 8e6 / 2e9, 2 * 7 / 8 * 8e6 / 1e9])
+    # with no latency it is the bandwidth term f (p-1)/p size/bw bit for bit, in that order
+    # (the layer model's collectives can call it without moving a number)
+    rng = np.random.default_rng(7)
+    p, n, bw = rng.integers(0, 300, 500), rng.uniform(1, 1e10, 500), rng.uniform(1e8, 1e12, 500)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ref = np.where(p > 1, 2.0 * (p - 1) / p * n / bw, 0.0)
+    assert np.array_equal(ring_collective_time("all_reduce", p, n, bw), ref)
     with pytest.raises(ValueError, match="unknown ring collective 'broadcast'"):
         ring_collective_time("broadcast", 4, 1, 1)
     with pytest.raises(ValueError, match="bandwidth_Bps > 0"):

@@ -137,8 +137,11 @@ def ring_collective_time(kind: str, ranks, size_bytes, bandwidth_Bps, latency_s=
         raise ValueError("ring collective needs ranks >= 0, size_bytes >= 0, latency_s >= 0 "
                          f"and bandwidth_Bps > 0; got ranks={ranks!r}, size_bytes={size_bytes!r}, "
                          f"bandwidth_Bps={bandwidth_Bps!r}, latency_s={latency_s!r}")
+    f = RING_KINDS[key]
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(p > 1, RING_KINDS[key] * (p - 1) * (lat + size / (p * bw)), 0.0)
+        # bandwidth term first, in the order f (p-1)/p size/bw, so that a caller holding only
+        # that term (latency 0) gets it bit for bit
+        t = np.where(p > 1, f * (p - 1) / p * size / bw + f * (p - 1) * lat, 0.0)
     return float(t) if t.ndim == 0 else t
 
 
