@@ -11,6 +11,15 @@ from accelsim.arch.config import (
     system_from_dict,
 )
 from accelsim.arch.model import PRECISIONS, Chip, Core, Link, System
+from accelsim.arch.scenario import (
+    Unbuildable,
+    build_system,
+    chip_GBps,
+    off_chip_links,
+    with_chip_bandwidth,
+    with_inter_board_bandwidth,
+    with_link_bandwidth,
+)
 
 __all__ = [
     "PRECISIONS",
@@ -20,6 +29,13 @@ __all__ = [
     "Core",
     "Link",
     "System",
+    "Unbuildable",
+    "build_system",
+    "chip_GBps",
+    "off_chip_links",
+    "with_chip_bandwidth",
+    "with_inter_board_bandwidth",
+    "with_link_bandwidth",
     "apply_overrides",
     "load_system",
     "read_toml",
