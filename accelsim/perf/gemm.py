@@ -166,16 +166,20 @@ def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
 
     levels = list(chip.levels)
     into = []  # traffic into each level (n, T), innermost first
+    fa = np.array([a for a in _BLOCK_FACTORS for _ in _BLOCK_FACTORS])  # (B,) block factors
+    fb = np.array([b for _ in _BLOCK_FACTORS for b in _BLOCK_FACTORS])
+    bm = np.minimum(Mx[..., None], tm[..., None] * fa)  # (n, T, B)
+    bn = np.minimum(Nx[..., None], tn[..., None] * fb)
+    K3 = Kx[..., None]
+    blk = (cnt[..., None] * ((Mx[..., None] * K3 * a_u[:, None, None] * _cdiv(Nx[..., None], bn)
+                              + K3 * Nx[..., None] * _cdiv(Mx[..., None], bm)) * b_in
+                             + (Mx * Nx)[..., None] * (c_u * out_b)[:, None, None]))
     for lv in levels:
-        best = np.full(tm.shape, np.inf)
-        for a in _BLOCK_FACTORS:
-            for b in _BLOCK_FACTORS:
-                bm, bn = np.minimum(Mx, tm * a), np.minimum(Nx, tn * b)
-                concurrent = a * b <= lv.shared_by
-                stream_fit = 2 * (bm + bn) * ks * b_in <= lv.capacity_bytes
-                panel_fit = (bm + bn) * Kx * b_in <= lv.capacity_bytes
-                ok = (concurrent & stream_fit) | panel_fit
-                best = np.where(ok, np.minimum(best, traffic(bm, bn)), best)
+        concurrent = (fa * fb <= lv.shared_by)
+        stream_fit = 2 * (bm + bn) * ks[..., None] * b_in <= lv.capacity_bytes
+        panel_fit = (bm + bn) * K3 * b_in <= lv.capacity_bytes
+        ok = (concurrent & stream_fit) | panel_fit
+        best = np.where(ok, blk, np.inf).min(axis=2)
         if lv.shared_by == 1:  # a private level also holds the core tile's slices
             fits &= 2 * (tm + tn) * ks * b_in <= lv.capacity_bytes
         into.append(np.where(np.isfinite(best), best, traffic(tm, tn)))
