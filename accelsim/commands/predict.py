@@ -30,15 +30,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
+                 efficiency=None) -> dict:
+    """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
+    on/off): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
+    reduction and weight update of :mod:`accelsim.dse.training`. Returns the JSON fields."""
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.dse.training import CommPhases, ComputeProfile, TrainingParams, combine
+    from accelsim.dse.training import comm_phases
+    from accelsim.perf.gemm import FITTED
+    from accelsim.perf.step import phase_sums
+
+    eff = FITTED if efficiency is None else efficiency
+    system = system.with_fusion(fusion)
+    scheme = get_scheme(scheme)
+    ps = phase_sums(system, workload, batch, scheme, efficiency=eff)
+    minibatch = batch * system.chips
+    profile = ComputeProfile(scheme=scheme.name, minibatch=minibatch, fwd_s=ps.fwd_s,
+                             bwd_data_s=ps.bwd_data_s, wgrad_s=ps.wgrad_s, flops=ps.flops,
+                             peak_flops=system.peak_flops(scheme.compute_precision),
+                             elementwise_s=ps.elementwise_s)
+    params = TrainingParams(minibatch=minibatch, memory_efficiency=eff.memory_efficiency)
+    if workload.n_params == 0:  # nothing to reduce or update (e.g. a workload of matmuls)
+        comm = CommPhases(0.0, 0.0, 0.0, 0.0)
+    else:
+        comm = comm_phases(system, workload, scheme, params)
+    st = combine(profile, comm, overlap=params.overlap)
+    return {
+        "system": system.name, "workload": workload.name, "scheme": scheme.name,
+        "batch": batch, "chips": system.chips, "fusion": "on" if fusion else "off",
+        "samples_per_s": st.images_per_s, "step_time_s": st.step_s,
+        "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
+        "memory_GiB": ps.memory_bytes / 2**30,
+        "memory_capacity_GiB": system.chip.memory_capacity_bytes / 2**30,
+        "fits_memory": bool(ps.memory_bytes <= system.chip.memory_capacity_bytes),
+        "compute_s": st.compute_s, "fwd_s": st.fwd_s, "bwd_data_s": st.bwd_data_s,
+        "wgrad_s": st.wgrad_s, "elementwise_s": st.elementwise_s, "launch_s": ps.launch_s,
+        "comm_s": st.comm_s, "exposed_comm_s": st.exposed_comm_s,
+        "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import with_policy
     from accelsim.cli import UserError
     from accelsim.commands.layers import resolve_workload
-    from accelsim.dse.training import ComputeProfile, TrainingParams, combine, comm_phases
-    from accelsim.dse.training import CommPhases
-    from accelsim.perf.gemm import FITTED
-    from accelsim.perf.step import phase_sums
     from accelsim.workload import load_workload
 
     if args.batch < 1:
@@ -48,7 +85,6 @@ def run(args: argparse.Namespace) -> int:
     workload = load_workload(wpath)
     fusion = args.fusion == "on" if args.fusion else (system.chip.fusion
                                                       or system.chip.has_hierarchy)
-    system = system.with_fusion(fusion)
     overrides = {}
     for item in args.precision_override:
         name, sep, prec = item.partition("=")
@@ -62,36 +98,12 @@ def run(args: argparse.Namespace) -> int:
         if not system.chip.core.supports(prec):
             raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {prec} rate "
                             f"(needed by --scheme {args.scheme})")
-    ps = phase_sums(system, workload, args.batch, scheme)
-    minibatch = args.batch * system.chips
-    profile = ComputeProfile(scheme=scheme.name, minibatch=minibatch, fwd_s=ps.fwd_s,
-                             bwd_data_s=ps.bwd_data_s, wgrad_s=ps.wgrad_s, flops=ps.flops,
-                             peak_flops=system.peak_flops(scheme.compute_precision),
-                             elementwise_s=ps.elementwise_s)
-    params = TrainingParams(minibatch=minibatch, memory_efficiency=FITTED.memory_efficiency)
-    if workload.n_params == 0:  # nothing to reduce or update (e.g. a workload of matmuls)
-        comm = CommPhases(0.0, 0.0, 0.0, 0.0)
-    else:
-        comm = comm_phases(system, workload, scheme, params)
-    st = combine(profile, comm, overlap=params.overlap)
-    out = {
-        "system": system.name, "workload": workload.name, "scheme": scheme.name,
-        "batch": args.batch, "chips": system.chips, "fusion": "on" if fusion else "off",
-        "samples_per_s": st.images_per_s, "step_time_s": st.step_s,
-        "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
-        "memory_GiB": ps.memory_bytes / 2**30,
-        "memory_capacity_GiB": system.chip.memory_capacity_bytes / 2**30,
-        "fits_memory": ps.memory_bytes <= system.chip.memory_capacity_bytes,
-        "compute_s": st.compute_s, "fwd_s": st.fwd_s, "bwd_data_s": st.bwd_data_s,
-        "wgrad_s": st.wgrad_s, "elementwise_s": st.elementwise_s, "launch_s": ps.launch_s,
-        "comm_s": st.comm_s, "exposed_comm_s": st.exposed_comm_s,
-        "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
-    }
+    out = predict_step(system, workload, args.batch, scheme, fusion=fusion)
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"{system.name} x {workload.name} ({scheme.name}, batch {args.batch}/chip, fusion "
-              f"{out['fusion']}): {out['samples_per_s']:.0f} samples/s, step "
+        print(f"{out['system']} x {out['workload']} ({out['scheme']}, batch {args.batch}/chip, "
+              f"fusion {out['fusion']}): {out['samples_per_s']:.0f} samples/s, step "
               f"{out['step_time_s'] * 1e3:.2f} ms, {out['tflops']:.1f} TFLOP/s, "
               f"{out['memory_GiB']:.1f} GiB per chip")
     return 0

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.perf.gemm import FITTED, OPERAND_BYTES, chip_gemm_time, mac_rate
+from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency, chip_gemm_time, mac_rate
 from accelsim.perf.systolic import DATAFLOWS, MAPPINGS, gemm_cycles_array
 
 GEMM_PHASES = ("fwd", "bwd_data", "wgrad")
@@ -256,7 +256,7 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
     }
 
 
-def _hierarchy_gemms(chip, uniq, precision: str) -> dict[str, np.ndarray]:
+def _hierarchy_gemms(chip, uniq, precision: str, efficiency: Efficiency) -> dict[str, np.ndarray]:
     """:func:`accelsim.perf.gemm.chip_gemm_time` over the unique GEMM keys of
     :func:`evaluate_layer` (rows M, N, K, count, -, dataflow code, out bytes, a_u, c_u), in the
     column layout of :func:`core_gemm_time`'s results."""
@@ -271,7 +271,8 @@ def _hierarchy_gemms(chip, uniq, precision: str) -> dict[str, np.ndarray]:
         u = uniq[:, sel]
         r = chip_gemm_time(chip, u[0].astype(np.int64), u[1].astype(np.int64),
                            u[2].astype(np.int64), u[3].astype(np.int64), precision,
-                           DATAFLOWS[code], out_bytes=u[6], a_unique=u[7], c_unique=u[8])
+                           DATAFLOWS[code], out_bytes=u[6], a_unique=u[7], c_unique=u[8],
+                           efficiency=efficiency)
         levels = [r[f"level_{lv.name}_s"] for lv in chip.levels]
         out["compute_s"][sel] = r["compute_s"]
         out["memory_s"][sel] = r["memory_s"]
@@ -302,8 +303,12 @@ def _chip_link_Bps(system, chip_mp):
     return np.where(np.asarray(chip_mp) <= system.chips_per_board, on_board, off_board)
 
 
-def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[str, np.ndarray]:
+def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
+                   efficiency: Efficiency = FITTED) -> dict[str, np.ndarray]:
     """Time of every phase of one layer under each mapping (pure; columns of equal length).
+
+    ``efficiency``: the hierarchy model's global parameters (used only when the chip has
+    memory levels; :data:`accelsim.perf.gemm.FITTED` by default).
 
     One row per mapping x phase. Infeasible rows (a split finer than the work, no tile fits
     the scratchpad) have ``feasible=False``, ``time_s=inf`` and a ``reason``.
@@ -382,7 +387,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
             key[4] = 0.0  # the chip's memory bandwidth is not split per core
         uniq, inv = np.unique(key, axis=1, return_inverse=True)
         if hier:
-            res = _hierarchy_gemms(chip, uniq, precision)
+            res = _hierarchy_gemms(chip, uniq, precision, efficiency)
         else:
             res = core_gemm_time(core, uniq[0].astype(np.int64), uniq[1].astype(np.int64),
                                  uniq[2].astype(np.int64), uniq[3].astype(np.int64), precision,
@@ -430,7 +435,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
                  feasible=reason == "", reason=reason)
     else:
         ranks = chip_dp * chip_mp * (chip.cores if hier else cores_used)
-        mem_Bps = chip.memory_bandwidth_Bps * (FITTED.memory_efficiency if hier else 1.0)
+        mem_Bps = chip.memory_bandwidth_Bps * (efficiency.memory_efficiency if hier else 1.0)
         b_el = OPERAND_BYTES[precision]
         for phase, e in layer.elementwise(batch).items():
             reason = reason0.copy()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.perf.gemm import OPERAND_BYTES
+from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
 from accelsim.perf.layer_model import Mapping, evaluate_layer, layer_precisions
 from accelsim.perf.systolic import DATAFLOWS
 
@@ -54,7 +54,8 @@ def memory_bytes(workload, batch: int, scheme, precisions: dict[str, str]) -> fl
     return float(params + act)
 
 
-def phase_sums(system, workload, batch: int, scheme) -> PhaseSums:
+def phase_sums(system, workload, batch: int, scheme, *,
+               efficiency: Efficiency = FITTED) -> PhaseSums:
     """Compute time per phase of one iteration at ``batch`` samples per chip (best dataflow)."""
     from accelsim.arch.schemes import get_scheme
 
@@ -67,7 +68,7 @@ def phase_sums(system, workload, batch: int, scheme) -> PhaseSums:
     sums = np.zeros((len(maps), 5))  # fwd, bwd_data, wgrad, elementwise, launch
     flops = 0.0
     for layer in workload.layers:
-        cols = evaluate_layer(system, layer, total, prec[layer.name], maps)
+        cols = evaluate_layer(system, layer, total, prec[layer.name], maps, efficiency=efficiency)
         bad = ~cols["feasible"]
         if bad.any():
             raise ValueError(f"layer {layer.name!r}: {cols['reason'][bad][0]}")
