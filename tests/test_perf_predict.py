@@ -114,3 +114,14 @@ def test_fusion_is_a_no_op_without_the_switch_on_the_hfp8_system():
     assert not s.chip.fusion
     a = layer_table(s, wl, 4, "fp16")
     assert (a["latency_s"] == 0).all() and (a["cache_s"] == 0).all()
+
+
+@pytest.mark.parametrize("config", ["rapid-1chip", "dgx-a100"])
+def test_training_step_of_a_workload_without_weights(tmp_path, config):
+    from accelsim.dse.training import TrainingParams, training_step
+
+    wl_path = tmp_path / "one.toml"
+    wl_path.write_text(ONE_GEMM)
+    s = load_system(REPO / "arch_configs" / f"{config}.toml")
+    st = training_step(s, load_workload(wl_path), "fp8", TrainingParams(minibatch=s.chips))
+    assert st.comm_s == 0.0 and st.step_s > 0
