@@ -125,3 +125,12 @@ def test_training_step_of_a_workload_without_weights(tmp_path, config):
     s = load_system(REPO / "arch_configs" / f"{config}.toml")
     st = training_step(s, load_workload(wl_path), "fp8", TrainingParams(minibatch=s.chips))
     assert st.comm_s == 0.0 and st.step_s > 0
+
+
+def test_memory_grows_linearly_with_batch_above_the_model_state():
+    wl = load_workload(REPO / "workloads" / "resnet50.toml")
+    s = load_system(A100)
+    m = [phase_sums(s, wl, b, "fp16").memory_bytes for b in (8, 16, 32)]
+    assert m[2] - m[1] == pytest.approx(2 * (m[1] - m[0]))
+    state = m[0] - (m[1] - m[0])  # the batch-independent part: weights, gradients, optimizer
+    assert state == pytest.approx(wl.n_params * 6)  # fp16: weight + gradient + momentum

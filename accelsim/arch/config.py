@@ -19,7 +19,7 @@ Schema (every key required unless marked optional)::
     [core]    rows, cols, frequency_GHz, scratchpad_KiB | scratchpad_MiB,
               scratchpad_bandwidth_GBps, sfu_ops_per_cycle
     [core.macs_per_pe_per_cycle]  fp16, fp8, hfp8 (required); fp32, tf32, bf16, hif8, int8,
-              int4 (optional; a rate below 1 means one MAC every 1/rate cycles)
+              int4, fp4 (optional; a rate below 1 means one MAC every 1/rate cycles)
 
 A config without ``[[chip.level]]``, ``kernel_launch_us`` and ``fusion`` behaves exactly as
 before they existed. :class:`Table` is the strict reader other rooms (workloads) use.

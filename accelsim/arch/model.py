@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 #: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``).
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4", "fp4")
 #: The rates every config must give (the HFP8 study's three); the others are optional.
 REQUIRED_PRECISIONS = ("fp16", "fp8", "hfp8")
 

@@ -37,9 +37,15 @@ class PhaseSums:
         return self.fwd_s + self.bwd_data_s + self.wgrad_s
 
 
+#: Activation layers frameworks run in place (torchvision's ReLU(inplace=True)): their output
+#: overwrites their input, so they stash nothing of their own.
+IN_PLACE = ("relu",)
+
+
 def memory_bytes(workload, batch: int, scheme, precisions: dict[str, str]) -> float:
     """Bytes one chip holds: parameters x (master weight + gradient + optimizer state(s) +
-    compute copy) plus every layer's forward output (stashed for backward) at ``batch``."""
+    compute copy) plus every layer's forward output (stashed for backward) at ``batch``, except
+    in-place activations (:data:`IN_PLACE`)."""
     params = workload.n_params * (scheme.master_weight_bytes + scheme.gradient_bytes
                                   + scheme.optimizer_state_bytes + scheme.compute_copy_bytes
                                   + scheme.residual_bytes)
@@ -49,7 +55,7 @@ def memory_bytes(workload, batch: int, scheme, precisions: dict[str, str]) -> fl
         if layer.is_gemm:
             g = layer.gemms(batch)["fwd"]
             act += g.M * g.N * g.count * b
-        else:
+        elif layer.kind not in IN_PLACE:
             act += layer.elementwise(batch)["fwd"].elements_written * b
     return float(params + act)
 
