@@ -24,7 +24,15 @@ takes
   reduce-scatters the weight gradient over the on-chip ring (across chips that is the
   gradient reduction of :mod:`accelsim.netsim`, not counted here).
 
-Precision: GEMM operands take 2 bytes (fp16) or 1 byte (fp8/hfp8); partial sums in the
+With a memory hierarchy in the config (``[[chip.level]]``: GPUs), each GEMM phase is instead
+timed on the whole chip by :func:`accelsim.perf.gemm.chip_gemm_time` (tiles over all cores,
+operands shared under shared levels, waves, launch cost); the mapping's core split and its
+on-chip collectives do not apply. Element-wise layers pay ``chip.kernel_launch_s`` per kernel
+and, with ``chip.fusion``, keep only the traffic of :data:`FUSED`. A config without these keys
+gives the per-core numbers above unchanged.
+
+Precision: GEMM operands take 2 bytes (fp16) or 1 byte (fp8/hfp8) (all precisions:
+:data:`accelsim.perf.gemm.OPERAND_BYTES`); partial sums in the
 scratchpad 2 bytes (FP16 accumulation, HFP8 paper Sec. 3 / Wang et al. 2018); outputs written
 to memory in the operand precision (quantized on the way out), weight gradients in FP16.
 Under schemes with ``first_last_fp16`` the first and last GEMM layers run at the FP16 rate, as
