@@ -134,3 +134,15 @@ def test_memory_grows_linearly_with_batch_above_the_model_state():
     assert m[2] - m[1] == pytest.approx(2 * (m[1] - m[0]))
     state = m[0] - (m[1] - m[0])  # the batch-independent part: weights, gradients, optimizer
     assert state == pytest.approx(wl.n_params * 6)  # fp16: weight + gradient + momentum
+
+
+def test_nchw_layout_costs_transposes_on_the_array_only():
+    wl = load_workload(REPO / "workloads" / "resnet50.toml")
+    a100 = load_system(A100)
+    nhwc = phase_sums(a100, wl, 16, "tf32")
+    nchw = phase_sums(a100.with_layout("nchw"), wl, 16, "tf32")
+    assert nchw.compute_s > nhwc.compute_s and nchw.flops == nhwc.flops
+    assert nchw.elementwise_s == pytest.approx(nhwc.elementwise_s)
+    v100 = load_system(V100)  # FP32 runs on the CUDA cores: NCHW is native, no transposes
+    assert phase_sums(v100.with_layout("nchw"), wl, 16, "fp32").compute_s == pytest.approx(
+        phase_sums(v100, wl, 16, "fp32").compute_s)

@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fuse element-wise layers into GEMMs (default: on for a chip with "
                              "a memory hierarchy, as cuDNN/XLA/torch.compile do; else the "
                              "config's chip.fusion)")
+    parser.add_argument("--layout", choices=("nhwc", "nchw"), default=None,
+                        help="activation layout the framework keeps (default: the config's "
+                             "chip.layout, nhwc); nchw makes tensor-core convolutions transpose")
     parser.add_argument("--first-last-high", choices=("on", "off"), default=None,
                         help="first/last GEMM layer in high precision (default: the scheme's)")
     parser.add_argument("--precision-override", action="append", default=[],
@@ -31,9 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
-                 efficiency=None) -> dict:
+                 layout: str | None = None, efficiency=None) -> dict:
     """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
-    on/off): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
+    on/off; activation ``layout`` None = the config's): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
     reduction and weight update of :mod:`accelsim.dse.training`. Returns the JSON fields."""
     from accelsim.arch.schemes import get_scheme
     from accelsim.dse.training import CommPhases, ComputeProfile, TrainingParams, combine
@@ -43,6 +46,8 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
 
     eff = FITTED if efficiency is None else efficiency
     system = system.with_fusion(fusion)
+    if layout is not None:
+        system = system.with_layout(layout)
     scheme = get_scheme(scheme)
     ps = phase_sums(system, workload, batch, scheme, efficiency=eff)
     minibatch = batch * system.chips
@@ -59,6 +64,7 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
     return {
         "system": system.name, "workload": workload.name, "scheme": scheme.name,
         "batch": batch, "chips": system.chips, "fusion": "on" if fusion else "off",
+        "layout": system.chip.layout,
         "samples_per_s": st.images_per_s, "step_time_s": st.step_s,
         "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
         "memory_GiB": ps.memory_bytes / 2**30,
@@ -98,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         if not system.chip.core.supports(prec):
             raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {prec} rate "
                             f"(needed by --scheme {args.scheme})")
-    out = predict_step(system, workload, args.batch, scheme, fusion=fusion)
+    out = predict_step(system, workload, args.batch, scheme, fusion=fusion, layout=args.layout)
     if args.json:
         print(json.dumps(out))
     else:
