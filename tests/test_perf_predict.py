@@ -146,3 +146,29 @@ def test_nchw_layout_costs_transposes_on_the_array_only():
     v100 = load_system(V100)  # FP32 runs on the CUDA cores: NCHW is native, no transposes
     assert phase_sums(v100.with_layout("nchw"), wl, 16, "fp32").compute_s == pytest.approx(
         phase_sums(v100, wl, 16, "fp32").compute_s)
+
+
+def test_policy_file_is_strict_and_applies(tmp_path, capsys):
+    from accelsim.arch import ConfigError
+    from accelsim.arch.config import load_policy
+
+    wl_path = tmp_path / "one.toml"
+    wl_path.write_text(ONE_GEMM)
+    good = tmp_path / "policy.toml"
+    good.write_text('[policy]\nfirst_last_high = false\n[policy.layers]\nmm = "bf16"\n')
+    sc = load_policy(good, "fp8")
+    assert not sc.first_last_fp16 and dict(sc.layer_overrides) == {"mm": "bf16"}
+    assert layer_precisions(load_workload(wl_path), sc) == {"mm": "bf16"}
+    for text, key in (('[policy]\nfirst_last_high = "no"\n', "policy.first_last_high"),
+                      ('[policy.layers]\nmm = "fp7"\n', "policy.layers.mm"),
+                      ('[policy]\nhigh = "fp16"\n', "policy.high")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=f"bad.toml: {key}"):
+            load_policy(bad, "fp8")
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('[policy.layers]\nfc1000 = "fp16"\n')
+    assert main(["predict", "--system", A100, "--workload", str(wl_path), "--batch", "1",
+                 "--policy", str(unknown)]) == 2
+    err = capsys.readouterr().err
+    assert str(unknown) in err and "'fc1000'" in err and str(wl_path) in err

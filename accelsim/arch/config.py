@@ -350,6 +350,39 @@ def _key_near_error(text: str, msg: str) -> str:
     return key
 
 
+def load_policy(path: str | Path, scheme) -> Any:
+    """``scheme`` (a name or :class:`~accelsim.arch.schemes.Scheme`) with the precision policy
+    of a TOML file, read strictly::
+
+        [policy]
+        first_last_high = false       # optional: first/last GEMM layer in high precision
+        high_precision = "bf16"       # optional: the precision of those layers
+        [policy.layers]               # optional: per-layer compute precision
+        conv1 = "fp16"
+
+    Layer names are checked against the workload by :func:`accelsim.perf.layer_precisions`
+    (the error names this file and the layer)."""
+    from accelsim.arch.schemes import with_policy
+
+    file = str(path)
+    root = Table(file, "", read_toml(path))
+    pol = root.table("policy")
+    first_last = pol.raw("first_last_high", optional=True)
+    if first_last is not _ABSENT and not isinstance(first_last, bool):
+        raise ConfigError(file, "policy.first_last_high", first_last, "must be true or false")
+    high = pol.string("high_precision", optional=True, choices=PRECISIONS)
+    layers: dict[str, str] = {}
+    if "layers" in pol.data:
+        lt = pol.table("layers")
+        for name in list(lt.data):
+            layers[name] = lt.string(name, choices=PRECISIONS)
+        lt.finish()
+    pol.finish()
+    root.finish()
+    return with_policy(scheme, first_last_high=None if first_last is _ABSENT else first_last,
+                       high_precision=high, overrides=layers, source=file)
+
+
 def load_system(path: str | Path, overrides: Mapping[str, Any] | None = None) -> System:
     """Load ``arch_configs/*.toml`` strictly into a :class:`System` (SI units inside).
 

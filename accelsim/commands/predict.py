@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "chip.layout, nhwc); nchw makes tensor-core convolutions transpose")
     parser.add_argument("--first-last-high", choices=("on", "off"), default=None,
                         help="first/last GEMM layer in high precision (default: the scheme's)")
+    parser.add_argument("--policy", default=None, metavar="FILE",
+                        help="precision policy TOML ([policy] first_last_high, high_precision, "
+                             "[policy.layers] NAME = PRECISION); flags below override it")
     parser.add_argument("--precision-override", action="append", default=[],
                         metavar="LAYER=PREC", help="per-layer compute precision (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -78,7 +81,7 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelsim.arch.config import load_system
+    from accelsim.arch.config import load_policy, load_system
     from accelsim.arch.schemes import with_policy
     from accelsim.cli import UserError
     from accelsim.commands.layers import resolve_workload
@@ -98,8 +101,12 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--precision-override {item!r}: expected LAYER=PRECISION")
         overrides[name] = prec
     first_last = None if args.first_last_high is None else args.first_last_high == "on"
-    scheme = with_policy(args.scheme, first_last_high=first_last, overrides=overrides,
-                         source=f"{wpath} (--precision-override)")
+    scheme = args.scheme if args.policy is None else load_policy(args.policy, args.scheme)
+    given = [x for x in (args.policy, "--precision-override" if overrides else None) if x]
+    src = f"{' + '.join(given)} (workload {wpath})"
+    scheme = with_policy(scheme, first_last_high=first_last,
+                         overrides={**dict(getattr(scheme, "layer_overrides", ())), **overrides},
+                         source=src)
     for prec in {scheme.compute_precision, scheme.high_precision, *overrides.values()}:
         if not system.chip.core.supports(prec):
             raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {prec} rate "
