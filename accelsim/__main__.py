@@ -1,5 +1,5 @@
-import sys
+"""``python -m accelsim``: the same as the ``accelsim`` command."""
 
-from accelsim.cli import main
+from accelsim.cli import entry
 
-sys.exit(main())
+entry()

@@ -6,22 +6,59 @@ The pipeline, in the order a user meets it::
     swamping     accumulation-error study of dot-product engines  (arith -> report)
     check-config / layers / systolic / explore                     (arch, workload -> perf -> dse)
     collective / comm                                              (netsim)
-    figures / sweep                                                (dse + netsim -> report)
+    figures / sweep / plot                                         (dse + netsim -> report)
+
+Every user error ends here as one line on stderr and a non-zero exit: no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+from pathlib import Path
 
 import accelsim
 from accelsim import commands
 
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
 
 class UserError(Exception):
     """An error caused by the user's input; printed as one line, exit status 2."""
+
+
+def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -> Path:
+    """Refuse, before any computing, an output path that cannot be written: its parent is not a
+    directory or not writable, or the target is a directory (a file was meant) / a file (a
+    folder was meant). Missing parent folders are created."""
+    p = Path(path)
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise UserError(f"{flag} {p}: exists and is not a directory")
+        target_dir = p
+    else:
+        if p.is_dir():
+            raise UserError(f"{flag} {p}: is a directory; give a file name")
+        target_dir = p.parent if str(p.parent) else Path(".")
+    for anc in [target_dir, *target_dir.parents]:
+        if anc.exists():
+            if not anc.is_dir():
+                raise UserError(f"{flag} {p}: {anc} is not a directory")
+            break
+    try:
+        target_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{flag} {p}: cannot create {target_dir}: {exc.strerror or exc}") from None
+    if not os.access(target_dir, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {p}: {target_dir} is not writable")
+    if not directory and p.exists() and not os.access(p, os.W_OK):
+        raise UserError(f"{flag} {p}: file is not writable")
+    return p
 
 
 def _command_modules():
@@ -45,22 +82,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _os_error(exc: OSError) -> str:
+    if exc.filename is None or not exc.strerror:
+        return str(exc)  # a message of our own (e.g. a workload name that is not shipped)
+    return f"{exc.filename}: {exc.strerror}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
+    prog = f"accelsim {args.command}"
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
-        print(f"accelsim {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except (ValueError, KeyError, FileNotFoundError) as exc:
+        msg = str(exc)
+    except (ValueError, KeyError) as exc:
         # Input errors raised by the library carry their own message (file, key, value).
-        print(f"accelsim {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``accelsim ... | head``): stop quietly, as Unix tools do.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return EXIT_BROKEN_PIPE
+    except MemoryError:
+        msg = "out of memory: the requested size is too large for this machine"
+    except OverflowError as exc:
+        msg = f"number too large: {exc}"
+    except OSError as exc:
+        msg = _os_error(exc)
+    print(f"{prog}: error: {_one_line(msg)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def entry() -> None:  # pragma: no cover - the console script
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+    except KeyboardInterrupt:
+        print("accelsim: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # run the imported module's entry, so that commands raise the same UserError class
+    from accelsim.cli import entry as _entry
+
+    _entry()

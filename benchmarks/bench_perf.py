@@ -135,7 +135,7 @@ def _report(rows, res) -> None:
         for r in res:
             b = r.best
             print(f"  {r.scheme:>5}: {b['strategy']}/{b['dataflow']}/overlap={b['overlap']}: "
-                  f"{b['images_per_s']:,.0f} images/s, step {b['step_s'] * 1e3:.3f} ms, "
+                  f"{b['samples_per_s']:,.0f} images/s, step {b['step_s'] * 1e3:.3f} ms, "
                   f"{b['utilization']:.1%} of peak")
 
 

@@ -48,7 +48,7 @@ def test_best_plan_and_tables(scheme):
     assert lay[lay.phase == "wgrad"]["time_s"].sum() == pytest.approx(res.wgrad_s)
     b = res.best
     assert b["step_s"] == pytest.approx(b["compute_s"] + b["exposed_comm_s"])
-    assert b["images_per_s"] == pytest.approx(32 / b["step_s"])
+    assert b["samples_per_s"] == pytest.approx(32 / b["step_s"])
     # every point: whole-layer FLOPs over that mapping's time never beats the system peak
     pts = res.points[res.points.feasible & (res.points.flops > 0)]
     peak = np.array([SYS1.peak_flops(p) for p in pts["precision"]])
@@ -124,7 +124,7 @@ def test_resnet50_64chip_fp8_beats_fp16_and_respects_peak():
     kw = dict(dataflows=("ws",), executor="serial")
     r16 = explore(SYS64, RESNET, 1024, "fp16", **kw)
     r8 = explore(SYS64, RESNET, 1024, "fp8", **kw)
-    assert r8.best["images_per_s"] > r16.best["images_per_s"]
+    assert r8.best["samples_per_s"] > r16.best["samples_per_s"]
     assert r8.best["compute_s"] < r16.best["compute_s"]
     for r, prec in ((r16, "fp16"), (r8, "fp8")):
         ok = r.plans[r.plans.feasible]
@@ -182,8 +182,8 @@ def test_throughput_monotone_in_peak_and_bandwidth(scale, which, scheme, batch, 
         fast = dataclasses.replace(SYS64, chip=dataclasses.replace(
             chip, **{which: getattr(chip, which) * scale}))
     kw = dict(dataflows=("ws",), overlap=(overlap,), executor="serial")
-    base = explore(SYS64, TINY, batch, scheme, **kw).best["images_per_s"]
-    better = explore(fast, TINY, batch, scheme, **kw).best["images_per_s"]
+    base = explore(SYS64, TINY, batch, scheme, **kw).best["samples_per_s"]
+    better = explore(fast, TINY, batch, scheme, **kw).best["samples_per_s"]
     assert better >= base * (1 - 1e-12)
 
 

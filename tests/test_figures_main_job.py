@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 
 from accelsim.cli import main
-from accelsim.dse import training as tr
+from accelsim.dse import hfp8_published as published
+from accelsim.dse import hfp8_study as study
+from accelsim.dse import step
 
 REPO = Path(__file__).resolve().parents[1]
 LINKS = (32.0, 64.0, 128.0)
@@ -24,9 +26,9 @@ COMPRESSIONS = (1.0, 32.0, 64.0, 128.0, 256.0, 512.0)
 def out(tmp_path_factory):
     d = tmp_path_factory.mktemp("reports")
     assert main(["figures", "--out", str(d), "--no-progress",
-                 "--system", str(REPO / tr.DEFAULT_SYSTEM),
-                 "--workload", str(REPO / tr.DEFAULT_WORKLOAD),
-                 "--dgx1", str(REPO / tr.DEFAULT_DGX1)]) == 0
+                 "--system", str(REPO / study.DEFAULT_SYSTEM),
+                 "--workload", str(REPO / study.DEFAULT_WORKLOAD),
+                 "--dgx1", str(REPO / study.DEFAULT_DGX1)]) == 0
     return d
 
 
@@ -37,12 +39,12 @@ def thr(out):
 
 def test_contract_tables_cover_the_grid(out, thr):
     br = pd.read_csv(out / "comm_breakdown.csv")
-    for t, cols in ((thr, ["scheme", "link_GBps", "compression", "images_per_s"]),
-                    (br, ["scheme", "link_GBps", "compression", "reduce_scatter_s",
+    for t, cols in ((thr, ["scheme", "chip_GBps", "compression", "samples_per_s"]),
+                    (br, ["scheme", "chip_GBps", "compression", "reduce_scatter_s",
                           "all_gather_s", "weight_update_s"])):
         assert set(cols) <= set(t.columns)
         grid = {(s, b, c) for s in ("fp16", "fp8", "hfp8") for b in LINKS for c in COMPRESSIONS}
-        got = list(zip(t.scheme, t.link_GBps.astype(float), t.compression.astype(float)))
+        got = list(zip(t.scheme, t.chip_GBps.astype(float), t.compression.astype(float)))
         assert len(got) == len(set(got)) == len(grid) and set(got) == grid
         assert (t.select_dtypes("number") >= 0).all().all()
 
@@ -52,35 +54,35 @@ def test_figures_summary_and_manifest_exist(out):
                  "dgx1_resnet50.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
     summary = (out / "summary.md").read_text()
-    for p in tr.PUBLISHED:
+    for p in published.PUBLISHED:
         assert p.description in summary
     assert "analytic" in summary and "DGX-1" in summary
     man = json.loads((out / "manifest.json").read_text())
     assert man["engine"] == "analytic" and man["accelsim_version"]
     roles = {i["role"]: i for i in man["inputs"]}
-    assert roles["system"]["sha256"] == tr.sha256_file(REPO / tr.DEFAULT_SYSTEM)
+    assert roles["system"]["sha256"] == study.sha256_file(REPO / study.DEFAULT_SYSTEM)
     assert {o["path"] for o in man["outputs"]} >= {"throughput.csv", "comm_breakdown.csv",
                                                   "summary.md"}
 
 
-_CASES = [pytest.param(p, id=p.key) for p in tr.PUBLISHED]
+_CASES = [pytest.param(p, id=p.key) for p in published.PUBLISHED]
 
 
 @pytest.mark.parametrize("pub", _CASES)
 def test_published_number_reproduced_within_tolerance(thr, pub):
-    ours = tr.paper_metrics(thr)[pub.key]
+    ours = published.paper_metrics(thr)[pub.key]
     assert abs(ours - pub.value) <= pub.tolerance, (
         f"{pub.description}: published {pub.value}{pub.unit}, accelsim {ours:.2f}{pub.unit}")
 
 
 def test_the_papers_qualitative_claims_hold(thr):
-    claims = tr.qualitative_claims(thr)
+    claims = published.qualitative_claims(thr)
     assert claims["holds"].all(), claims[~claims["holds"]].to_string()
 
 
 def test_more_bandwidth_never_lowers_throughput(thr):
     for _, g in thr.groupby(["scheme", "compression"]):
-        ips = g.sort_values("link_GBps")["images_per_s"].to_numpy()
+        ips = g.sort_values("chip_GBps")["samples_per_s"].to_numpy()
         assert (ips[1:] >= ips[:-1]).all()
 
 
@@ -107,22 +109,22 @@ def test_schemes_agree_when_communication_is_free(out):
     from accelsim.arch import load_system
     from accelsim.workload import load_workload
 
-    system = load_system(REPO / tr.DEFAULT_SYSTEM)
-    workload = load_workload(REPO / tr.DEFAULT_WORKLOAD)
-    free = tr.CommPhases(0.0, 0.0, 0.0)
-    ips = {s: tr.combine(tr.compute_profile(system, workload, s, tr.PAPER_SETUP.minibatch),
-                         free).images_per_s for s in tr.SCHEMES}
+    system = load_system(REPO / study.DEFAULT_SYSTEM)
+    workload = load_workload(REPO / study.DEFAULT_WORKLOAD)
+    free = step.CommPhases(0.0, 0.0, 0.0)
+    ips = {s: step.combine(step.compute_profile(system, workload, s, study.PAPER_SETUP.minibatch),
+                         free).samples_per_s for s in study.SCHEMES}
     assert ips["fp8"] == ips["hfp8"]  # same compute precision: only communication differs
     assert ips["fp16"] < ips["fp8"]  # FP8 compute is faster
     # and communication only ever costs throughput
     thr = pd.read_csv(out / "throughput.csv")
-    for s in tr.SCHEMES:
-        assert (thr[thr.scheme == s].images_per_s < ips[s]).all()
+    for s in study.SCHEMES:
+        assert (thr[thr.scheme == s].samples_per_s < ips[s]).all()
 
 
 def test_bad_input_is_a_one_line_error(tmp_path, capsys):
     assert main(["figures", "--out", str(tmp_path), "--system", "no/such.toml"]) == 2
-    assert "file not found: no/such.toml" in capsys.readouterr().err
+    assert "system not found: 'no/such.toml'" in capsys.readouterr().err
     assert main(["figures", "--out", str(tmp_path), "--minibatch", "0"]) == 2
     assert "--minibatch: minibatch must be a positive integer" in capsys.readouterr().err
     # a design that does not fit is named, with the way out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from accelsim.dse.training import CommPhases, ComputeProfile, combine
+from accelsim.dse.step import CommPhases, ComputeProfile, combine
 from accelsim.report import figures as F
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -25,7 +25,7 @@ def table():
                 a = 1e-3 * 32 / link
                 st = combine(prof, CommPhases(a / comp, a / (2 if s == "hfp8" else 1),
                                               2e-4 if s == "hfp8" else 4e-4))
-                rows.append({"link_GBps": link, "compression": comp, **st.as_row()})
+                rows.append({"chip_GBps": link, "compression": comp, **st.as_row()})
     return pd.DataFrame(rows)
 
 
@@ -44,8 +44,8 @@ def test_each_figure_is_a_png(tmp_path, table):
 
 
 def test_missing_columns_and_rows_are_clear_errors(tmp_path, table):
-    with pytest.raises(ValueError, match=r"lacks column\(s\) \['images_per_s'\]"):
-        F.plot_throughput(table.drop(columns="images_per_s"), tmp_path / "x.png")
+    with pytest.raises(ValueError, match=r"lacks column\(s\) \['samples_per_s'\]"):
+        F.plot_throughput(table.drop(columns="samples_per_s"), tmp_path / "x.png")
     with pytest.raises(ValueError, match="no rows with compression == 64"):
         F.plot_comm_breakdown(table, tmp_path / "x.png", compressions=(64.0,))
 

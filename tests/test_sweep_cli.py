@@ -23,16 +23,16 @@ def sweep(*args):
 
 def test_cli_axes_bandwidth_monotone_and_resume(tmp_path, capsys):
     out = tmp_path / "s.csv"
-    assert sweep("--axis", "link_GBps=32,64,128", "--axis", "scheme=fp8,hfp8",
+    assert sweep("--axis", "chip_GBps=32,64,128", "--axis", "scheme=fp8,hfp8",
                  "--out", str(out)) == 0
     t = pd.read_csv(out)
     assert len(t) == 6 and (t.status == "ok").all() and t.point_id.is_unique
     for _, g in t.groupby("scheme"):
-        ips = g.sort_values("link_GBps").images_per_s.to_numpy()
+        ips = g.sort_values("chip_GBps").samples_per_s.to_numpy()
         assert (ips[1:] >= ips[:-1]).all()
-    assert (t.images_per_s <= t.peak_images_per_s).all()
+    assert (t.samples_per_s <= t.peak_samples_per_s).all()
     before = out.read_bytes()
-    assert sweep("--axis", "link_GBps=32,64,128", "--axis", "scheme=fp8,hfp8",
+    assert sweep("--axis", "chip_GBps=32,64,128", "--axis", "scheme=fp8,hfp8",
                  "--out", str(out)) == 0
     assert out.read_bytes() == before  # nothing recomputed or appended
     assert "6 points" in capsys.readouterr().out
@@ -51,16 +51,16 @@ def test_chip_sweep_resizes_the_boards_and_names_what_does_not_fit(tmp_path):
     assert "12 chips do not fill 8-chip hybrid cube-mesh boards" in t.loc[12, "reason"]
 
 
-def test_scaled_board_overrides():
-    from accelsim.dse.sweep import Infeasible
-    from accelsim.dse.training import scaled_board_overrides
+def test_resized_overrides():
+    from accelsim.arch.scenario import Unbuildable
+    from accelsim.arch.scenario import resized_overrides as scaled_board_overrides
 
     hcm = {"topology": "hybrid-cube-mesh-64", "chips_per_board": 8}
     assert scaled_board_overrides(hcm, 1)["system.topology"] == "single"
     assert scaled_board_overrides(hcm, 8)["system.topology"] == "dgx1"
     assert scaled_board_overrides(hcm, 128) == {"system.topology": "multi-board",
                                                 "system.boards": 16}
-    with pytest.raises(Infeasible, match="12 chips"):
+    with pytest.raises(Unbuildable, match="12 chips"):
         scaled_board_overrides(hcm, 12)
     # a sweep that sets the topology itself only gets the boards adjusted
     assert scaled_board_overrides(hcm, 12, topology_given=True) == {
@@ -71,7 +71,7 @@ def test_scaled_board_overrides():
 
 def test_sweep_file_and_array_override(tmp_path):
     f = tmp_path / "sweep.toml"
-    f.write_text('[base]\nscheme = "fp16"\nlink_GBps = 64\n[axes]\narray = ["16x16", "32x32"]\n')
+    f.write_text('[base]\nscheme = "fp16"\nchip_GBps = 64\n[axes]\narray = ["16x16", "32x32"]\n')
     out = tmp_path / "a.csv"
     assert sweep("--file", str(f), "--out", str(out)) == 0
     t = pd.read_csv(out).set_index("array")
@@ -84,11 +84,12 @@ def test_sweep_file_and_array_override(tmp_path):
 
 def test_unknown_key_is_a_clear_error(tmp_path, capsys):
     assert sweep("--axis", "bandwdith=1,2", "--out", str(tmp_path / "x.csv")) == 2
-    assert "unknown sweep key(s) ['bandwdith']" in capsys.readouterr().err
+    assert "unknown sweep key(s) 'bandwdith'" in capsys.readouterr().err
 
 
 def test_dry_run_lists_points(tmp_path, capsys):
     assert sweep("--axis", "compression=1:256:x16", "--out", str(tmp_path / "x.csv"),
                  "--dry-run") == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 3 and all(" todo " in ln for ln in lines)
+    assert len(lines) == 4 and all(" todo " in ln for ln in lines[:3])
+    assert lines[3] == "3 points; keys and values checked"

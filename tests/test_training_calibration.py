@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from accelsim.arch import load_system
-from accelsim.dse import training as tr
+from accelsim.dse import hfp8_published as published
+from accelsim.dse import hfp8_study as study
+from accelsim.dse import step
 from accelsim.workload import load_workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,10 +27,10 @@ def calibrate():
 
 
 def test_paper_setup_update_knobs_are_the_fit(calibrate):
-    cal = calibrate.Calibrator(load_system(REPO / tr.DEFAULT_SYSTEM),
-                               load_workload(REPO / tr.DEFAULT_WORKLOAD))
+    cal = calibrate.Calibrator(load_system(REPO / study.DEFAULT_SYSTEM),
+                               load_workload(REPO / study.DEFAULT_WORKLOAD))
     t, eff = cal.fit_update_knobs()
-    assert (t, eff) == (tr.PAPER_SETUP.per_tensor_overhead_s, tr.PAPER_SETUP.memory_efficiency)
+    assert (t, eff) == (study.PAPER_SETUP.per_tensor_overhead_s, study.PAPER_SETUP.memory_efficiency)
     # physically plausible: microseconds per tensor, a fraction of peak memory bandwidth
     assert 1e-7 < t < 1e-5 and 0.2 < eff <= 1.0
 
@@ -36,12 +38,12 @@ def test_paper_setup_update_knobs_are_the_fit(calibrate):
 def test_paper_setup_minibatch_is_the_fit_among_its_neighbours(calibrate):
     """The minibatch stage over the fitted value and its neighbours (one image per chip either
     side) picks PAPER_SETUP.minibatch, with every published number inside its tolerance."""
-    system = load_system(REPO / tr.DEFAULT_SYSTEM)
-    cal = calibrate.Calibrator(system, load_workload(REPO / tr.DEFAULT_WORKLOAD))
-    per_chip = tr.PAPER_SETUP.minibatch // system.chips
-    cost, mb, metrics = cal.fit_minibatch(tr.PAPER_SETUP.per_tensor_overhead_s,
-                                          tr.PAPER_SETUP.memory_efficiency,
+    system = load_system(REPO / study.DEFAULT_SYSTEM)
+    cal = calibrate.Calibrator(system, load_workload(REPO / study.DEFAULT_WORKLOAD))
+    per_chip = study.PAPER_SETUP.minibatch // system.chips
+    cost, mb, metrics = cal.fit_minibatch(study.PAPER_SETUP.per_tensor_overhead_s,
+                                          study.PAPER_SETUP.memory_efficiency,
                                           [per_chip - 1, per_chip, per_chip + 1], log=lambda s: None)
-    assert mb == tr.PAPER_SETUP.minibatch
-    for q in tr.PUBLISHED:
+    assert mb == study.PAPER_SETUP.minibatch
+    for q in published.PUBLISHED:
         assert abs(metrics[q.key] - q.value) <= q.tolerance, q.key

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accelsim.dse.training import CommPhases, ComputeProfile, TrainingParams, combine
+from accelsim.dse.step import CommPhases, ComputeProfile, TrainingParams, combine
 
 times = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 pos = st.floats(min_value=1e-6, max_value=1.0, allow_nan=False)
@@ -24,7 +24,7 @@ def profile(scheme="fp8", fwd=1e-3, bwd=1e-3, wg=1e-3, mb=512, flops_per_image=2
 def test_step_is_compute_plus_comm_without_overlap():
     s = combine(profile(), CommPhases(2e-3, 1e-3, 5e-4, 1e-4))
     assert s.step_s == pytest.approx(3e-3 + 1e-4 + 3.5e-3)
-    assert s.images_per_s == pytest.approx(512 / s.step_s)
+    assert s.samples_per_s == pytest.approx(512 / s.step_s)
     assert s.comm_fraction == pytest.approx(3.5e-3 / s.step_s)
     assert s.hidden_comm_s == 0.0
 
@@ -44,7 +44,7 @@ def test_throughput_never_exceeds_the_peak_flops_ceiling(fwd, bwd, wg, rs, ag, w
     peak = flops / (fwd + bwd + wg)
     s = combine(ComputeProfile("fp8", 512, fwd, bwd, wg, flops, peak), CommPhases(rs, ag, wu),
                 overlap=ov)
-    assert s.images_per_s * 24.6e9 <= peak * (1 + 1e-12)
+    assert s.samples_per_s * 24.6e9 <= peak * (1 + 1e-12)
     assert s.utilization <= 1 + 1e-12
 
 
@@ -52,17 +52,17 @@ def test_throughput_never_exceeds_the_peak_flops_ceiling(fwd, bwd, wg, rs, ag, w
 def test_free_communication_makes_equal_precision_schemes_agree(rs, ag, wu):
     a = combine(profile("fp8"), CommPhases(0.0, 0.0, 0.0))
     b = combine(profile("hfp8"), CommPhases(0.0, 0.0, 0.0))
-    assert a.images_per_s == b.images_per_s
+    assert a.samples_per_s == b.samples_per_s
     # and any communication only slows a scheme down
     c = combine(profile("hfp8"), CommPhases(rs, ag, wu))
-    assert c.images_per_s <= b.images_per_s
+    assert c.samples_per_s <= b.samples_per_s
 
 
 @given(rs=times, ag=times, wu=times, k=st.floats(1.0, 16.0))
 def test_faster_links_never_lower_throughput(rs, ag, wu, k):
     slow = combine(profile(), CommPhases(rs, ag, wu))
     fast = combine(profile(), CommPhases(rs / k, ag / k, wu))
-    assert fast.images_per_s >= slow.images_per_s
+    assert fast.samples_per_s >= slow.samples_per_s
 
 
 def test_bad_inputs_are_clear_errors():

@@ -14,6 +14,15 @@ from accelsim.arch.config import (
     system_from_dict,
 )
 from accelsim.arch.model import PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link, MemoryLevel, System
+from accelsim.arch.scenario import (
+    Unbuildable,
+    build_system,
+    chip_GBps,
+    off_chip_links,
+    with_chip_bandwidth,
+    with_inter_board_bandwidth,
+    with_link_bandwidth,
+)
 
 __all__ = [
     "ABSENT",
@@ -27,6 +36,13 @@ __all__ = [
     "Core",
     "Link",
     "System",
+    "Unbuildable",
+    "build_system",
+    "chip_GBps",
+    "off_chip_links",
+    "with_chip_bandwidth",
+    "with_inter_board_bandwidth",
+    "with_link_bandwidth",
     "apply_overrides",
     "load_policy",
     "load_system",

@@ -5,28 +5,30 @@ from __future__ import annotations
 import argparse
 import json
 
+from accelsim.commands._common import add_bandwidth_arguments, nonnegative_float, positive_float
+
 NAME = "comm"
 HELP = ("Reduce-scatter, all-gather and weight-update time per training step for the fp16, fp8 "
-        "and hfp8 schemes on a system config (HFP8 paper appendix D), at given link "
+        "and hfp8 schemes on a system config (HFP8 paper appendix D), at given off-chip "
         "bandwidths and gradient-compression factors, from either engine.")
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="arch_configs/hfp8-64chip.toml",
-                        help="architecture config TOML (default arch_configs/hfp8-64chip.toml)")
+    parser.add_argument("--config", "--system", dest="config", default="hfp8-64chip",
+                        metavar="TOML",
+                        help="architecture config: a TOML path or a shipped name "
+                             "(default: hfp8-64chip)")
     src = parser.add_mutually_exclusive_group()
-    src.add_argument("--workload", default=None,
-                     help="workload TOML; its parameter count and parameter-tensor count are used")
+    src.add_argument("--workload", default=None, metavar="WORKLOAD",
+                     help="workload TOML or shipped name (default resnet50); its parameter count "
+                          "and parameter-tensor count are used")
     src.add_argument("--params", type=int, default=None,
-                     help="number of model parameters (default: ResNet-50's 25,557,032)")
+                     help="number of model parameters instead of a workload")
     parser.add_argument("--tensors", type=int, default=None,
                         help="number of parameter tensors for the per-tensor update overhead "
-                        "(default: from --workload, else 0)")
+                        "(default: the workload's; 0 with --params)")
     parser.add_argument("--scheme", nargs="+", default=["fp16", "fp8", "hfp8"],
                         help="schemes to report (default: fp16 fp8 hfp8)")
-    parser.add_argument("--link-GBps", type=float, nargs="+", default=[None],
-                        help="bandwidth of one link in one direction, GB/s; several values make "
-                        "a sweep (default: as configured)")
+    add_bandwidth_arguments(parser, many=True)
     parser.add_argument("--compression", type=float, nargs="+", default=[1.0],
                         help="gradient compression factor(s) >= 1 applied to the reduce-scatter "
                         "(default 1 = none)")
@@ -34,73 +36,83 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="collective timing engine")
     parser.add_argument("--optimizer", choices=("sgd", "sgd-momentum", "adam"),
                         default="sgd-momentum", help="optimizer of the weight update")
-    parser.add_argument("--memory-efficiency", type=float, default=1.0,
+    parser.add_argument("--memory-efficiency", type=positive_float, default=None,
                         help="fraction of peak memory bandwidth the update kernel reaches "
-                        "(default 1)")
-    parser.add_argument("--per-tensor-overhead-us", type=float, default=0.0,
-                        help="fixed update cost per parameter tensor, microseconds (default 0)")
+                        "(default: the calibrated HFP8-study value, as in sweeps and figures)")
+    parser.add_argument("--per-tensor-overhead-us", type=nonnegative_float, default=None,
+                        help="fixed update cost per parameter tensor, microseconds (default: the "
+                        "calibrated HFP8-study value, as in sweeps and figures)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object per line instead of a table")
 
 
-RESNET50_PARAMS = 25_557_032  # torchvision resnet50: sum of parameter numels
-
-
 def run(args: argparse.Namespace) -> int:
-    from accelsim.arch import load_system
+    from accelsim.arch import build_system
+    from accelsim.arch import scenario as arch_scenario
+    from accelsim.cli import UserError
+    from accelsim.commands._common import load_workload_arg, system_path
+    from accelsim.dse.hfp8_study import PAPER_SETUP
     from accelsim.netsim import UpdateParams, gradient_reduction_times
 
-    from pathlib import Path
-
-    import accelsim
-
-    cfg = Path(args.config)
-    if not cfg.exists() and not cfg.is_absolute():  # default works from any directory
-        alt = Path(accelsim.__file__).resolve().parents[1] / cfg
-        cfg = alt if alt.exists() else cfg
-    system = load_system(cfg)
-    n_params, n_tensors = RESNET50_PARAMS, 0
-    if args.workload is not None:
-        from accelsim.workload import load_workload
-
-        wl = load_workload(args.workload)
-        n_params = int(wl.n_params)
-        nt = getattr(wl, "n_param_tensors", None)
-        n_tensors = int(nt() if callable(nt) else nt) if nt is not None else 0
-    elif args.params is not None:
-        n_params = args.params
+    path = system_path(args.config)
+    if args.params is not None:
+        n_params, n_tensors = args.params, 0
+    else:
+        wl = load_workload_arg(args.workload or "resnet50")
+        n_params, n_tensors = int(wl.n_params), wl.n_param_tensors
     if args.tensors is not None:
+        if args.tensors < 0:
+            raise UserError(f"--tensors must be >= 0, got {args.tensors}")
         n_tensors = args.tensors
     if not n_params > 0:
-        raise ValueError(f"--params must be > 0, got {n_params}")
-    if args.per_tensor_overhead_us < 0:
-        raise ValueError("--per-tensor-overhead-us must be >= 0, got "
-                         f"{args.per_tensor_overhead_us}")
-    upd = UpdateParams(memory_efficiency=args.memory_efficiency,
-                       per_tensor_overhead_s=args.per_tensor_overhead_us * 1e-6)
+        raise UserError(f"--params must be > 0, got {n_params}")
+    for c in args.compression:
+        if not c >= 1:
+            raise UserError(f"--compression must be >= 1, got {c}")
+    eff = PAPER_SETUP.memory_efficiency if args.memory_efficiency is None \
+        else args.memory_efficiency
+    overhead_s = PAPER_SETUP.per_tensor_overhead_s if args.per_tensor_overhead_us is None \
+        else args.per_tensor_overhead_us * 1e-6
+    if eff > 1:
+        raise UserError(f"--memory-efficiency must be in (0, 1], got {eff}")
+    upd = UpdateParams(memory_efficiency=eff, per_tensor_overhead_s=overhead_s)
+    if args.chip_GBps is not None:
+        variants = [("chip_GBps", v) for v in args.chip_GBps]
+    elif args.link_GBps is not None:
+        variants = [("link_GBps", v) for v in args.link_GBps]
+    else:
+        variants = [(None, None)]
     rows = []
-    for bw in args.link_GBps:
+    for knob, value in variants:
+        system = build_system(path, **({knob: value} if knob else {}),
+                              inter_board_GBps=args.inter_board_GBps)
         for c in args.compression:
             for sc in args.scheme:
-                p = gradient_reduction_times(system, n_params, sc, link_GBps=bw, compression=c,
+                p = gradient_reduction_times(system, n_params, sc, compression=c,
                                              engine=args.engine, optimizer=args.optimizer,
                                              n_tensors=n_tensors, update=upd)
                 d = p.as_dict()
-                d["link_GBps"] = bw if bw is not None else system.link.bandwidth_Bps / 1e9
-                d["system"] = system.name
+                d.update(system=system.name, chip_GBps=arch_scenario.chip_GBps(system),
+                         link_GBps=arch_scenario.link_GBps(system),
+                         inter_board_GBps=arch_scenario.inter_board_GBps(system),
+                         n_tensors=n_tensors, memory_efficiency=eff,
+                         per_tensor_overhead_s=overhead_s)
                 rows.append(d)
     if args.json:
         for d in rows:
             print(json.dumps(d))
         return 0
-    print(f"{system.name} ({rows[0]['chips']} chips, {rows[0]['algorithm']}), "
-          f"{n_params:,} parameters, engine {args.engine}, optimizer {args.optimizer}")
-    hdr = ("scheme", "link GB/s", "compr", "RS ms", "AG ms", "WU ms", "total ms", "order")
-    print(f"{hdr[0]:<6} {hdr[1]:>9} {hdr[2]:>6} {hdr[3]:>9} {hdr[4]:>9} {hdr[5]:>9} "
-          f"{hdr[6]:>9}  {hdr[7]}")
+    print(f"{rows[0]['system']} ({rows[0]['chips']} chips, {rows[0]['algorithm']}), "
+          f"{n_params:,} parameters in {n_tensors} tensors, engine {args.engine}, "
+          f"optimizer {args.optimizer}, update at {eff:g} of memory bandwidth + "
+          f"{overhead_s * 1e6:g} us per tensor")
+    hdr = ("scheme", "chip GB/s", "link GB/s", "compr", "RS ms", "AG ms", "WU ms", "total ms",
+           "order")
+    print(f"{hdr[0]:<6} {hdr[1]:>9} {hdr[2]:>9} {hdr[3]:>6} {hdr[4]:>9} {hdr[5]:>9} "
+          f"{hdr[6]:>9} {hdr[7]:>9}  {hdr[8]}")
     for d in rows:
-        print(f"{d['scheme']:<6} {d['link_GBps']:>9.4g} {d['compression']:>6.4g} "
-              f"{d['reduce_scatter_s'] * 1e3:>9.4f} {d['all_gather_s'] * 1e3:>9.4f} "
-              f"{d['weight_update_s'] * 1e3:>9.4f} {d['total_s'] * 1e3:>9.4f}  "
-              f"{d['phase_order']}")
+        print(f"{d['scheme']:<6} {d['chip_GBps']:>9.4g} {d['link_GBps']:>9.4g} "
+              f"{d['compression']:>6.4g} {d['reduce_scatter_s'] * 1e3:>9.4f} "
+              f"{d['all_gather_s'] * 1e3:>9.4f} {d['weight_update_s'] * 1e3:>9.4f} "
+              f"{d['total_s'] * 1e3:>9.4f}  {d['phase_order']}")
     return 0

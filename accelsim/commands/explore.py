@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from accelsim.commands._common import add_bandwidth_arguments
+
 NAME = "explore"
 HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
         "and cores, dataflow, scratchpad tiles, gradient-communication overlap) and print the "
@@ -12,8 +14,8 @@ HELP = ("Design-space exploration: map every layer (data / model / hybrid parall
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--system", type=Path, required=True, metavar="TOML",
-                        help="architecture config, e.g. arch_configs/hfp8-64chip.toml")
+    parser.add_argument("--system", required=True, metavar="TOML",
+                        help="architecture config: a TOML path or a shipped name (hfp8-64chip)")
     parser.add_argument("--workload", required=True, metavar="WORKLOAD",
                         help="workload TOML, SCALE-Sim topology CSV, or shipped name (resnet50)")
     parser.add_argument("--batch", type=int, required=True, metavar="N",
@@ -29,8 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategies", default="data,data-chips,hybrid", metavar="LIST",
                         help="comma-separated plan strategies: data, data-chips, hybrid "
                              "(default: all)")
-    parser.add_argument("--link-GBps", type=float, default=None, metavar="GBPS",
-                        help="override the off-chip link bandwidth (GB/s per link per direction)")
+    add_bandwidth_arguments(parser)
     parser.add_argument("--compression", type=float, default=1.0, metavar="X",
                         help="gradient compression factor for the reduce-scatter (default: 1)")
     parser.add_argument("--executor", choices=["serial", "process", "thread", "dask"],
@@ -39,34 +40,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "pool pays off for large networks on many cores)")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parallel workers (default: all CPUs)")
-    parser.add_argument("--top", type=int, default=0, metavar="K",
+    parser.add_argument("--top", type=_nonnegative_int, default=0, metavar="K",
                         help="print only the K slowest layers of the breakdown (default: all)")
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
 
 
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.arch import load_system
-    from accelsim.cli import UserError
-    from accelsim.commands.layers import resolve_workload
+    from accelsim.arch import build_system
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import load_workload_arg, system_path
     from accelsim.dse import explore
-    from accelsim.workload import load_workload, read_scalesim_topology
 
     if args.batch < 1:
         raise UserError(f"--batch must be >= 1, got {args.batch}")
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be >= 1, got {args.workers}")
-    if args.link_GBps is not None and not args.link_GBps > 0:
-        raise UserError(f"--link-GBps must be > 0, got {args.link_GBps}")
     if not args.compression >= 1:
         raise UserError(f"--compression must be >= 1, got {args.compression}")
-    system = load_system(args.system)
-    path = resolve_workload(args.workload)
-    wl = read_scalesim_topology(path) if path.suffix.lower() == ".csv" else load_workload(path)
+    if args.out is not None:
+        check_output_path(args.out, "--out")
+    system = build_system(system_path(args.system), chip_GBps=args.chip_GBps,
+                          link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
+    wl = load_workload_arg(args.workload)
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
     res = explore(system, wl, args.batch, args.scheme, dataflows=split(args.dataflows),
-                  strategies=split(args.strategies), link_GBps=args.link_GBps,
-                  compression=args.compression, executor=args.executor,
+                  strategies=split(args.strategies), compression=args.compression,
+                  executor=args.executor,
                   max_workers=args.workers, progress=True)
     b = res.best
     if not b.get("feasible", False):
@@ -84,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         print(lay.to_string(index=False))
         print()
         show = ["strategy", "dataflow", "overlap", "feasible", "compute_s", "exposed_comm_s",
-                "step_s", "images_per_s", "utilization"]
+                "step_s", "samples_per_s", "utilization"]
         print(res.plans[show].sort_values("step_s").to_string(index=False))
     print(f"\n# best: {b['strategy']} / {b['dataflow']} / overlap {b['overlap']} -- "
           f"{wl.name} on {system.name}, {args.scheme}, batch {args.batch}")
@@ -93,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
           f"{b['exposed_comm_s'] * 1e3:.3f} ms (reduce-scatter {b['reduce_scatter_s'] * 1e3:.3f}, "
           f"all-gather {b['all_gather_s'] * 1e3:.3f}, weight update "
           f"{b['weight_update_s'] * 1e3:.3f})")
-    print(f"# {b['images_per_s']:,.0f} samples/s, {b['achieved_flops'] / 1e12:,.1f} TFLOP/s "
+    print(f"# {b['samples_per_s']:,.0f} samples/s, {b['achieved_flops'] / 1e12:,.1f} TFLOP/s "
           f"= {b['utilization']:.1%} of peak; {b['model_parallel_layers']} layers model-parallel;"
           f" {len(res.points):,} points, {int((~res.points.feasible).sum()):,} infeasible")
     if args.out is not None:

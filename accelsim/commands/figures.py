@@ -30,33 +30,33 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import time
 
-    from accelsim.cli import UserError
-    from accelsim.dse import training
+    import dataclasses
+
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.dse import hfp8_study as study
+    from accelsim.dse.sweep import Infeasible
+    from accelsim.paths import resolve_input
     from accelsim.report import figures as report
 
     t0 = time.perf_counter()
     try:
-        system_path = training.resolve_path(args.system or training.DEFAULT_SYSTEM)
-        workload_path = training.resolve_path(args.workload or training.DEFAULT_WORKLOAD)
+        system_path = resolve_input(args.system or study.DEFAULT_SYSTEM, "system")
+        workload_path = resolve_input(args.workload or study.DEFAULT_WORKLOAD, "workload")
         dgx1_path = None
         if (args.dgx1 or "").lower() != "none":
-            dgx1_path = training.resolve_path(args.dgx1 or training.DEFAULT_DGX1)
+            dgx1_path = resolve_input(args.dgx1 or study.DEFAULT_DGX1, "system")
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
-    params = training.PAPER_SETUP
+    check_output_path(args.out, "--out", directory=True)
+    params = dataclasses.replace(study.PAPER_SETUP, engine=args.engine)
     if args.minibatch is not None:
-        import dataclasses
-
         try:
             params = dataclasses.replace(params, minibatch=args.minibatch)
         except ValueError as exc:
             raise UserError(f"--minibatch: {exc}") from None
-    from accelsim.dse.sweep import Infeasible
-
     try:
-        result = training.run_study(system_path, workload_path, engine=args.engine,
-                                    dgx1_path=dgx1_path, params=params,
-                                    progress=not args.no_progress)
+        result = study.run_study(system_path, workload_path, dgx1_path=dgx1_path, params=params,
+                                 progress=not args.no_progress)
     except Infeasible as exc:
         raise UserError(f"{system_path} with minibatch {params.minibatch}: {exc} "
                         "(try a smaller --minibatch)") from None

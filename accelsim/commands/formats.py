@@ -19,10 +19,9 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.numerics.table import format_table, precision_table
     from accelsim.report.formats import plot_precision, table_to_markdown
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out}: exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    from accelsim.cli import check_output_path
+
+    out = check_output_path(Path(args.out), "--out", directory=True)
     table = format_table()
     shown = ["format", "bits", "sign_exp_mant", "bias", "min_subnormal", "min_normal", "max", "eps",
              "binades", "finite_codes", "specials"]

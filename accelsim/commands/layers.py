@@ -22,34 +22,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show only GEMM rows (omit element-wise rows)")
 
 
-def resolve_workload(spec: str) -> Path:
-    """A path as given, else ``workloads/<spec>.toml`` in the current directory or the
-    source checkout."""
-    p = Path(spec)
-    if p.is_file():
-        return p
-    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        cand = root / "workloads" / f"{spec}.toml"
-        if cand.is_file():
-            return cand
-    raise FileNotFoundError(f"workload not found: {spec!r} (not a file, and no workloads/{spec}.toml)")
-
-
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.cli import UserError
-    from accelsim.workload import load_workload, read_scalesim_topology
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import load_workload_arg
 
     if args.batch < 1:
         raise UserError(f"--batch must be >= 1, got {args.batch}")
-    path = resolve_workload(args.workload)
-    wl = read_scalesim_topology(path) if path.suffix.lower() == ".csv" else load_workload(path)
+    if args.csv is not None:
+        check_output_path(args.csv, "--csv")
+    wl = load_workload_arg(args.workload)
     df = pd.DataFrame(wl.rows(args.batch))
     if args.gemm_only:
         df = df[df["flops"] > 0]
     if args.csv is not None:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.csv, index=False)
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(df.drop(columns=["index"]).to_string(index=False))

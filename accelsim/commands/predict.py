@@ -13,7 +13,8 @@ SCHEMES = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--system", required=True, metavar="FILE", help="arch_configs/*.toml")
+    parser.add_argument("--system", required=True, metavar="FILE",
+                        help="arch_configs/*.toml file or shipped name (e.g. a100-sxm)")
     parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
                         help="workload TOML file or shipped name (e.g. resnet50)")
     parser.add_argument("--batch", type=int, required=True, metavar="B",
@@ -40,10 +41,10 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
                  layout: str | None = None, efficiency=None) -> dict:
     """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
     on/off; activation ``layout`` None = the config's): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
-    reduction and weight update of :mod:`accelsim.dse.training`. Returns the JSON fields."""
+    reduction and weight update of :mod:`accelsim.dse.step`. Returns the JSON fields."""
     from accelsim.arch.schemes import get_scheme
-    from accelsim.dse.training import CommPhases, ComputeProfile, TrainingParams, combine
-    from accelsim.dse.training import comm_phases
+    from accelsim.dse.step import CommPhases, ComputeProfile, TrainingParams, combine
+    from accelsim.dse.step import comm_phases
     from accelsim.perf.gemm import FITTED
     from accelsim.perf.step import phase_sums
 
@@ -68,7 +69,7 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
         "system": system.name, "workload": workload.name, "scheme": scheme.name,
         "batch": batch, "chips": system.chips, "fusion": "on" if fusion else "off",
         "layout": system.chip.layout,
-        "samples_per_s": st.images_per_s, "step_time_s": st.step_s,
+        "samples_per_s": st.samples_per_s, "step_time_s": st.step_s,
         "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
         "memory_GiB": ps.memory_bytes / 2**30,
         "memory_capacity_GiB": system.chip.memory_capacity_bytes / 2**30,
@@ -84,13 +85,13 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_policy, load_system
     from accelsim.arch.schemes import with_policy
     from accelsim.cli import UserError
-    from accelsim.commands.layers import resolve_workload
+    from accelsim.paths import resolve_input
     from accelsim.workload import load_workload
 
     if args.batch < 1:
         raise UserError(f"--batch must be >= 1, got {args.batch}")
-    system = load_system(args.system)
-    wpath = resolve_workload(args.workload)
+    system = load_system(resolve_input(args.system, "system"))
+    wpath = resolve_input(args.workload, "workload")
     workload = load_workload(wpath)
     fusion = args.fusion == "on" if args.fusion else (system.chip.fusion
                                                       or system.chip.has_hierarchy)

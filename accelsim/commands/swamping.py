@@ -11,6 +11,10 @@ HELP = ("Relative error of long dot products (K = 64..65536, positive and zero-m
         "HFP8 chunk-size sweep; writes swamping.csv, swamping_chunks.csv and swamping.png.")
 
 
+#: operand memory the study may allocate (float64 a and b, both distributions)
+MAX_OPERAND_BYTES = 2 * 2**30
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -42,9 +46,16 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arith.swamping import CHUNKS, chunk_sweep_table, study_engines, swamping_table
     from accelsim.report.swamping import plot_swamping
 
+    from accelsim.cli import UserError, check_output_path
+
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out}: exists and is not a directory")
+    # operands are float64 arrays of reps x K per distribution: refuse before allocating
+    need = 8 * 4 * args.reps * max(args.max_k, args.sweep_k)
+    if need > MAX_OPERAND_BYTES:
+        raise UserError(f"--reps {args.reps} x --max-k {args.max_k} needs about "
+                        f"{need / 2**30:.1f} GiB of operands; the limit is "
+                        f"{MAX_OPERAND_BYTES / 2**30:.0f} GiB (lower --reps or --max-k)")
+    check_output_path(out, "--out", directory=True)
     if args.sweep_k % max(CHUNKS):
         raise ValueError(f"--sweep-k {args.sweep_k}: must be a multiple of {max(CHUNKS)}")
     if args.max_k < 64 or args.max_k & (args.max_k - 1):

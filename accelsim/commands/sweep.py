@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 NAME = "sweep"
-HELP = ("sweep the training-step model over config keys (bandwidth, compression, chips, cores, "
-        "array size, scheme, minibatch, ...); rows are appended to one CSV as points finish and "
-        "a rerun resumes")
+HELP = ("sweep the training-step model over scenario keys (off-chip bandwidth, compression, "
+        "chips, cores, array size, scheme, minibatch, ...); rows are appended to one table as "
+        "points finish, a rerun resumes, and a manifest beside it records the defaults")
 
 EPILOG = """\
-keys: system, workload, scheme, minibatch, link_GBps, compression, engine, overlap, and any
-system config value as an override: chips, cores, rows, cols, array (RxC), or a dotted
-attribute path of the loaded System (e.g. chip.core.rows).
+keys (one meaning each; every key and value is checked before any point runs):
+  system, workload            a TOML path or a shipped name (hfp8-64chip, resnet50, bert-base)
+  scheme                      fp16, fp8, hfp8
+  minibatch, overlap, per_tensor_overhead_s, memory_efficiency, optimizer, compression, engine
+  chip_GBps                   a chip's total off-chip bandwidth, one direction (the HFP8 paper's
+                              32/64/128 GB/s), split evenly over its links
+  link_GBps                   one off-chip link, one direction
+  inter_board_GBps            one board-to-board link, one direction
+  chips, cores, rows, cols, array (RxC), memory_bandwidth_GBps, frequency_GHz, scratchpad_MiB
+  any dotted key of the system TOML, e.g. core.rows or system.inter_board.bandwidth_GBps
+Defaults: the HFP8 study's system, workload and calibrated step parameters (recorded in each row
+and in <out>.manifest.json); bandwidths as the system config sets them.
 
 examples:
-  accelsim sweep --axis scheme=fp16,fp8,hfp8 --axis link_GBps=32,64,128 --out reports/sweep.csv
+  accelsim sweep --axis scheme=fp16,fp8,hfp8 --axis chip_GBps=32,64,128 --out sweep.csv
   accelsim sweep --axis compression=32:512:x2 --set scheme=hfp8 --out c.csv
   accelsim sweep --file my_sweep.toml --workers 2 --out s.csv     # rerun the same line to resume
+  accelsim plot s.csv --x chip_GBps --y samples_per_s --hue scheme --out s.png
 """
 
 
@@ -43,36 +53,47 @@ def add_arguments(parser) -> None:
                         help="scheduler of a running Dask cluster (default: start a local one)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--dry-run", action="store_true",
-                        help="list the points (and which are already done) without running them")
+                        help="check every key and value and list the points (and which are "
+                             "already done) without running them")
+
+
+def build_spec(args):
+    """The validated sweep spec of the command line (ValueError naming the bad key/value)."""
+    from accelsim.dse import scenario
+    from accelsim.dse import sweep as sw
+
+    defaults = scenario.defaults()
+    if args.file:
+        spec = sw.load_sweep_file(args.file, defaults=defaults)
+        extra = sw.spec_from_assignments(axes=args.axis, base=args.fixed)
+        spec = sw.SweepSpec(
+            base=tuple({**dict(spec.base), **dict(extra.base)}.items()),
+            axes=tuple((k, v) for k, v in spec.axes if k not in dict(extra.axes)) + extra.axes)
+    else:
+        spec = sw.spec_from_assignments(axes=args.axis, base=args.fixed, defaults=defaults)
+    scenario.validate_spec(spec)
+    return spec
 
 
 def run(args) -> int:
+    import functools
+    import json
     from pathlib import Path
 
-    from accelsim.cli import UserError
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.dse import scenario
     from accelsim.dse import sweep as sw
-    from accelsim.dse import training
 
-    defaults = training.sweep_defaults()
-    try:
-        if args.file:
-            spec = sw.load_sweep_file(args.file, defaults=defaults)
-            extra = sw.spec_from_assignments(axes=args.axis, base=args.fixed)
-            spec = sw.SweepSpec(
-                base=tuple({**dict(spec.base), **dict(extra.base)}.items()),
-                axes=tuple((k, v) for k, v in spec.axes if k not in dict(extra.axes))
-                + extra.axes)
-        else:
-            spec = sw.spec_from_assignments(axes=args.axis, base=args.fixed, defaults=defaults)
-        training.check_sweep_keys(spec.param_names)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be >= 1, got {args.workers}")
+    try:
+        spec = build_spec(args)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UserError(str(exc)) from None
+    out = Path(args.out)
     if args.dry_run:
         done = set()
-        out = Path(args.out)
-        if out.suffix == ".csv" and out.exists():
+        if out.suffix == ".csv" and out.is_file():
             import csv
             with out.open(newline="") as f:
                 done = {r.get("point_id") for r in csv.DictReader(f)}
@@ -80,10 +101,32 @@ def run(args) -> int:
             pid = sw.point_id(p)
             print(pid, "done" if pid in done else "todo",
                   " ".join(f"{k}={v}" for k, v in p.items()))
+        print(f"{spec.n_points} points; keys and values checked")
         return 0
-    table = sw.run_sweep(spec, training.evaluate_point, args.out, executor=args.executor,
-                         workers=args.workers, progress=not args.no_progress,
-                         dask_address=args.dask_address)
+    check_output_path(out, "--out")
+    manifest_path = out.with_name(out.name + ".manifest.json")
+    manifest_path.write_text(json.dumps(scenario.manifest(spec), indent=2, default=str) + "\n")
+    evaluate = functools.partial(scenario.evaluate_point, drop=tuple(spec.param_names))
+    try:
+        table = sw.run_sweep(spec, evaluate, out, columns=scenario.output_columns(spec),
+                             executor=args.executor, workers=args.workers,
+                             progress=not args.no_progress, dask_address=args.dask_address)
+    except KeyboardInterrupt:
+        saved = _rows_saved(out)
+        print(f"accelsim sweep: interrupted; {saved} of {spec.n_points} points are saved in "
+              f"{out}; rerun the same command to resume", flush=True)
+        raise SystemExit(130) from None
     n_ok = int((table["status"] == "ok").sum())
-    print(f"{len(table)} points in {args.out}: {n_ok} ok, {len(table) - n_ok} infeasible")
+    print(f"{len(table)} points in {out} (manifest {manifest_path}): {n_ok} ok, "
+          f"{len(table) - n_ok} infeasible")
     return 0
+
+
+def _rows_saved(out) -> int:
+    """Finished points in the journal of ``out`` (0 if none)."""
+    journal = out if out.suffix == ".csv" else out.with_name(out.name + ".journal.csv")
+    try:
+        with journal.open("rb") as f:
+            return max(0, sum(1 for line in f if line.endswith(b"\n")) - 1)
+    except OSError:
+        return 0

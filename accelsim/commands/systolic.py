@@ -36,24 +36,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.cli import UserError
-    from accelsim.commands.layers import resolve_workload
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import load_workload_arg
     from accelsim.perf.systolic import workload_cycles
-    from accelsim.workload import load_workload, read_scalesim_topology
+    from accelsim.workload import read_scalesim_topology
 
     for name in ("rows", "cols", "batch", "macs_per_pe"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.out is not None:
+        check_output_path(args.out, "--out")
     if args.topology_csv is not None:
         wl = read_scalesim_topology(args.topology_csv)
     else:
-        path = resolve_workload(args.workload)
-        wl = read_scalesim_topology(path) if path.suffix.lower() == ".csv" else load_workload(path)
+        wl = load_workload_arg(args.workload)
     df = workload_cycles(wl, args.rows, args.cols, args.dataflow, batch=args.batch,
                          phase=args.phase, macs_per_pe=args.macs_per_pe,
                          scalesim_compat=args.scalesim_compat)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out, index=False)
     with pd.option_context("display.max_rows", None, "display.width", 200,
                            "display.float_format", "{:.4f}".format):

@@ -1,7 +1,8 @@
 """Design-space exploration: per-layer mappings (data / model / hybrid parallelism, dataflow,
 scratchpad tiles, communication overlap) evaluated into tidy tables, the best plan picked
-(HFP8 paper, appendix D). ``explore`` is the entry point; sweeps and the training-step model
-live beside it in ``accelsim.dse.sweep`` and ``accelsim.dse.training``."""
+(HFP8 paper, appendix D). ``explore`` is the entry point. Beside it: the training-step model
+(``step``), the HFP8 appendix-D study (``hfp8_study``, ``hfp8_published``), the sweep engine
+(``sweep``) and the sweep-point -> scenario evaluator (``scenario``)."""
 
 from accelsim.dse.explore import STRATEGIES, ExploreResult, explore, mapping_candidates
 

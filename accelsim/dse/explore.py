@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.dse.step import exposed_comm_s
 from accelsim.perf.layer_model import (
     NORM_PARAM_BYTES,
     OPERAND_BYTES,
@@ -156,7 +157,7 @@ class ExploreResult:
 
 def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = DATAFLOWS,
             strategies: Sequence[str] = STRATEGIES, overlap: Sequence[bool] = (False, True),
-            comm=None, link_GBps: float | None = None, compression: float = 1.0,
+            comm=None, compression: float = 1.0,
             engine: str = "analytic", executor="serial", max_workers: int | None = None,
             progress: bool = False) -> ExploreResult:
     """Explore mappings of ``workload`` (global minibatch ``batch``) on ``system`` under
@@ -164,9 +165,9 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
 
     ``comm``: gradient-reduction times for the whole model (an object or dict with
     ``reduce_scatter_s``, ``all_gather_s``, ``weight_update_s``); by default computed with
-    :func:`accelsim.netsim.gradient_reduction_times` (``link_GBps``, ``compression``,
-    ``engine`` are passed on). ``executor``: "serial" (default), "process", "thread", "dask"
-    or a ``concurrent.futures.Executor`` (reuse one pool across calls: starting worker
+    :func:`accelsim.netsim.gradient_reduction_times` on ``system`` as built (its link
+    bandwidths; ``compression`` and ``engine`` are passed on). ``executor``: "serial"
+    (default), "process", "thread", "dask" or a ``concurrent.futures.Executor`` (reuse one pool across calls: starting worker
     processes costs about a second each time, more than one ResNet-50 exploration on 2 cores).
     """
     import pandas as pd
@@ -188,8 +189,9 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     if comm is None:
         from accelsim.netsim import gradient_reduction_times
 
-        comm = gradient_reduction_times(system, workload.n_params, scheme, link_GBps=link_GBps,
-                                        compression=compression, engine=engine)
+        comm = gradient_reduction_times(system, workload.n_params, scheme,
+                                        compression=compression, engine=engine,
+                                        n_tensors=workload.n_param_tensors)
     comm_d = comm if isinstance(comm, dict) else (
         comm.as_dict() if hasattr(comm, "as_dict") else vars(comm))
     for k in ("reduce_scatter_s", "all_gather_s", "weight_update_s"):
@@ -271,7 +273,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
                 chosen_by_plan[(strategy, df, bool(ov))] = pick
     plans = pd.DataFrame(plan_rows)
     for c in ("fwd_s", "bwd_data_s", "wgrad_s", "compute_s", "reduce_scatter_s", "all_gather_s",
-              "weight_update_s", "exposed_comm_s", "step_s", "images_per_s",
+              "weight_update_s", "exposed_comm_s", "step_s", "samples_per_s",
               "achieved_flops", "utilization", "memory_per_chip_bytes"):
         if c not in plans:
             plans[c] = np.nan
@@ -337,6 +339,7 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
     bwd_data = float(pick["bwd_data"].sum() + pick["bwd"].sum())
     wgrad = float(pick["wgrad"].sum())
     rs, ag, wu = (float(pick[c].sum()) for c in ("rs_s", "ag_s", "wu_s"))
+    hidden = 0.0
     if overlap:
         t = 0.0
         rs_free = 0.0
@@ -346,9 +349,8 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
             if rs_l > 0:
                 rs_free = max(t, rs_free) + rs_l
             t += bd
-        exposed = max(0.0, rs_free - t) + ag + wu
-    else:
-        exposed = rs + ag + wu
+        hidden = rs - max(0.0, rs_free - t)  # the reduce-scatter that ran inside backprop
+    exposed = exposed_comm_s(rs, ag, wu, hidden)
     compute = fwd + bwd_data + wgrad
     step = compute + exposed
     peak = system.peak_flops(scheme.compute_precision)
@@ -366,7 +368,7 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
                    / np.where(info.elementwise[idx], m, 1.0)).sum())
     row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=compute,
                reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu, exposed_comm_s=exposed,
-               step_s=step, images_per_s=batch / step, achieved_flops=info.gemm_flops / step,
+               step_s=step, samples_per_s=batch / step, achieved_flops=info.gemm_flops / step,
                utilization=info.gemm_flops / step / peak, memory_per_chip_bytes=mem,
                model_parallel_layers=int(((pick["chip_mp"] > 1) | (pick["core_mp"] > 1)).sum()),
                feasible=True, reason="")

@@ -219,6 +219,8 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
         return (1 + rows_out * (fr - 1)) * (1 + cols_out * (fc - 1))
 
     fits = 2 * (tm * tk + tk * tn) * b_in + tm * tn * b_acc <= core.scratchpad_bytes
+    flow_rows = [(name, np.flatnonzero(dfl == name)) for name in MAPPINGS]
+    flow_rows = [(name, rows) for name, rows in flow_rows if rows.size]
     nm, nn, nk = _cdiv(Mx, tm), _cdiv(Nx, tn), _cdiv(Kx, tk)
     cycles = np.zeros(tm.shape, dtype=np.int64)
     sp_bytes = np.zeros(tm.shape, dtype=np.float64)
@@ -232,12 +234,10 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
         d = {"M": a, "N": b, "K": ce}
         fr, fc = _cdiv(role("rows", d), R), _cdiv(role("cols", d), C)
         # the fold-cycle formula has one owner: accelsim.perf.systolic
-        a_, b_, c_ = np.broadcast_arrays(a, b, c)
-        for name in MAPPINGS:
-            sel = (dfl == name)[:, None]
-            if sel.any():
-                cyc = gemm_cycles_array(a_, b_, c_, R, C, name, macs_per_pe=mpe)
-                cycles += np.where(sel, n_tiles * cyc, 0)
+        a_, b_, c_, nt = np.broadcast_arrays(a, b, c, n_tiles)
+        for name, rows in flow_rows:
+            cycles[rows] += nt[rows] * gemm_cycles_array(a_[rows], b_[rows], c_[rows], R, C,
+                                                         name, macs_per_pe=mpe)
         # the output is read-modify-written once per fold of K when K is spatial (ws, is)
         re_a, re_b, re_o = (rereads(fr, fc, x) for x in ("MK", "KN", "MN"))
         sp_bytes += n_tiles * ((a * c * re_a + c * b * re_b) * b_in

@@ -40,28 +40,28 @@ def _need(table, columns: Iterable[str], what: str) -> None:
 
 
 def plot_throughput(table, path: str | Path, *, compression: float = 1.0,
-                    engine: str | None = None) -> Path:
+                    engine: str | None = None, workload: str = "") -> Path:
     """Figure 8: training throughput (thousand images/s) per scheme at each off-chip bandwidth."""
-    _need(table, ("scheme", "link_GBps", "compression", "images_per_s"), "plot_throughput")
+    _need(table, ("scheme", "chip_GBps", "compression", "samples_per_s"), "plot_throughput")
     plt = _pyplot()
     t = table[table["compression"] == compression]
     if t.empty:
         raise ValueError(f"plot_throughput: no rows with compression == {compression}")
-    links = sorted(t["link_GBps"].unique())
+    links = sorted(t["chip_GBps"].unique())
     schemes = _schemes(t)
     width = 0.8 / len(schemes)
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     for k, s in enumerate(schemes):
-        ts = t[t["scheme"] == s].set_index("link_GBps").reindex(links)
+        ts = t[t["scheme"] == s].set_index("chip_GBps").reindex(links)
         xs = [i + (k - (len(schemes) - 1) / 2) * width for i in range(len(links))]
-        ys = ts["images_per_s"].to_numpy() / 1e3
+        ys = ts["samples_per_s"].to_numpy() / 1e3
         bars = ax.bar(xs, ys, width, label=s.upper(), color=SCHEME_COLORS.get(s))
         ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
     ax.set_xticks(range(len(links)), [f"{b:g} GB/s" for b in links])
     ax.set_xlabel("off-chip bandwidth per chip (one direction)")
     ax.set_ylabel("training throughput (thousand images/s)")
     comp = "no gradient compression" if compression == 1 else f"{compression:g}x gradient compression"
-    ax.set_title(f"ResNet-50 training throughput, {comp}" + (f" [{engine}]" if engine else ""),
+    ax.set_title(f"{workload + ' ' if workload else ''}training throughput, {comp}" + (f" [{engine}]" if engine else ""),
                  fontsize=10)
     ax.legend(frameon=False)
     ax.grid(axis="y", alpha=0.3)
@@ -71,17 +71,17 @@ def plot_throughput(table, path: str | Path, *, compression: float = 1.0,
 
 def plot_compression_sweep(table, path: str | Path, *, engine: str | None = None) -> Path:
     """Throughput (thousand images/s) against gradient compression, one panel per bandwidth."""
-    _need(table, ("scheme", "link_GBps", "compression", "images_per_s"), "plot_compression_sweep")
+    _need(table, ("scheme", "chip_GBps", "compression", "samples_per_s"), "plot_compression_sweep")
     plt = _pyplot()
-    links = sorted(table["link_GBps"].unique())
+    links = sorted(table["chip_GBps"].unique())
     comps = sorted(table["compression"].unique())
     fig, axes = plt.subplots(1, len(links), figsize=(3.4 * len(links), 3.6), dpi=120,
                              sharey=True, squeeze=False)
     for ax, b in zip(axes[0], links):
-        tb = table[table["link_GBps"] == b]
+        tb = table[table["chip_GBps"] == b]
         for s in _schemes(tb):
             ts = tb[tb["scheme"] == s].set_index("compression").reindex(comps)
-            ax.plot(range(len(comps)), ts["images_per_s"].to_numpy() / 1e3, marker="o",
+            ax.plot(range(len(comps)), ts["samples_per_s"].to_numpy() / 1e3, marker="o",
                     label=s.upper(), color=SCHEME_COLORS.get(s))
         ax.set_xticks(range(len(comps)), ["none" if c == 1 else f"{c:g}x" for c in comps],
                       fontsize=8)
@@ -101,9 +101,9 @@ def plot_comm_breakdown(table, path: str | Path, *, schemes: Sequence[str] = ("f
     """Figure 9: reduce-scatter / all-gather / weight-update time (ms), stacked, per scheme,
     at each bandwidth, without and with gradient compression."""
     phases = tuple(PHASE_COLORS)
-    _need(table, ("scheme", "link_GBps", "compression", *phases), "plot_comm_breakdown")
+    _need(table, ("scheme", "chip_GBps", "compression", *phases), "plot_comm_breakdown")
     plt = _pyplot()
-    links = sorted(table["link_GBps"].unique())
+    links = sorted(table["chip_GBps"].unique())
     fig, axes = plt.subplots(1, len(compressions), figsize=(4.6 * len(compressions), 4.0),
                              dpi=120, sharey=True, squeeze=False)
     width = 0.8 / len(schemes)
@@ -113,7 +113,7 @@ def plot_comm_breakdown(table, path: str | Path, *, schemes: Sequence[str] = ("f
         if tc.empty:
             raise ValueError(f"plot_comm_breakdown: no rows with compression == {c}")
         for k, s in enumerate(schemes):
-            ts = tc[tc["scheme"] == s].set_index("link_GBps").reindex(links)
+            ts = tc[tc["scheme"] == s].set_index("chip_GBps").reindex(links)
             xs = [i + (k - (len(schemes) - 1) / 2) * width for i in range(len(links))]
             bottom = [0.0] * len(links)
             for ph in phases:
@@ -228,8 +228,9 @@ def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequen
             p = out / f"{name}.csv"
             t[name].to_csv(p, index=False, float_format="%.9g")
             written.append(p)
+    wl_name = result.meta.get("workload", {}).get("name", "")
     written.append(plot_throughput(t["throughput"], out / FIGURE_FILES["fig8_throughput"],
-                                   engine=eng["fig8_throughput"]))
+                                   engine=eng["fig8_throughput"], workload=wl_name))
     written.append(plot_compression_sweep(t["throughput"], out / FIGURE_FILES["compression_sweep"],
                                           engine=eng["compression_sweep"]))
     written.append(plot_comm_breakdown(t["comm_breakdown"], out / FIGURE_FILES["fig9_comm_breakdown"],
@@ -237,7 +238,7 @@ def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequen
     if "dgx1" in t:
         written.append(plot_measured_vs_predicted(
             t["dgx1"], out / FIGURE_FILES["dgx1"],
-            title=f"ResNet-50 FP16 training, DGX-1 (V100) [{eng['dgx1']}]"))
+            title=f"{wl_name} FP16 training, DGX-1 (V100) [{eng['dgx1']}]"))
     now = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
     summary = out / "summary.md"
     summary.write_text(summary_markdown(result, formats_table=formats_table, date=now,
@@ -278,7 +279,7 @@ def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=No
         f"System `{sysm['name']}`: {sysm['chips']} chips, {sysm['peak_fp16_PFLOPS']:.2f} PFLOPS FP16 / "
         f"{sysm['peak_fp8_PFLOPS']:.2f} PFLOPS FP8 peak; workload `{wl['name']}` "
         f"({wl['n_params']:,} parameters in {wl['n_param_tensors']} tensors, "
-        f"{wl['train_flops_per_image'] / 1e9:.1f} GFLOP per training image).",
+        f"{wl['train_flops_per_sample'] / 1e9:.1f} GFLOP per training {meta.get('sample_kind', 'sample')}).",
         "",
         "## Published numbers vs accelsim",
         "",
@@ -319,11 +320,12 @@ def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=No
     thr = t["throughput"]
     base = thr[thr["compression"] == 1]
     lines += ["", "## Throughput without compression (thousand images/s)", "",
-              markdown_table(base.pivot(index="link_GBps", columns="scheme",
-                                        values="kimages_per_s").reset_index(), floatfmt=".1f")]
+              markdown_table(base.pivot(index="chip_GBps", columns="scheme",
+                                        values="ksamples_per_s").reset_index(), floatfmt=".1f")]
     if "dgx1" in t:
         d = t["dgx1"]
-        lines += ["", "## Real-world check: ResNet-50 FP16 training on NVIDIA DGX-1 (V100)", "",
+        lines += ["", f"## Real-world check: {meta['workload']['name']} FP16 training on NVIDIA "
+                  "DGX-1 (V100)", "",
                   "Same model and global parameters, on `arch_configs/dgx1-v100.toml` (16 GB "
                   "V100s), minibatch 256 per GPU as in NVIDIA's benchmark.", "",
                   markdown_table(d, columns=["case", "minibatch", "published", "predicted",
@@ -343,9 +345,9 @@ def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=No
               "| parameter | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in prm.items()]
     lines += ["", f"Source: {meta['params_source']}", "",
-              f"Off-chip bandwidth (`link_GBps`) is the chip's total in one direction "
+              f"Off-chip bandwidth (`chip_GBps`) is the chip's total in one direction "
               f"({sysm['off_chip_links_per_chip']} links per chip share it evenly); the config's "
-              f"own value is {sysm['configured_off_chip_GBps']:g} GB/s.", ""]
+              f"own value is {sysm['configured_chip_GBps']:g} GB/s.", ""]
     if formats_table is not None:  # Markdown from accelsim.report.formats (`accelsim formats`)
         lines += ["## Number formats", "", "As printed by `accelsim formats`:", "",
                   formats_table.rstrip(), ""]

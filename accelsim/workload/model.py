@@ -201,6 +201,18 @@ class Layer:
         return 0
 
     # ---- lowering -----------------------------------------------------------------------
+    @property
+    def n_param_tensors(self) -> int:
+        """Parameter tensors of this layer: weight (+ bias) of conv/linear, scale and shift of
+        BatchNorm/LayerNorm, none for parameter-free layers."""
+        if self.n_params == 0:
+            return 0
+        if self.kind in ("batchnorm", "layernorm"):
+            return 2
+        if self.kind in ("conv", "linear"):
+            return 1 + int(self.bias)
+        return 1
+
     def gemms(self, batch: int) -> dict[str, Gemm]:
         """GEMMs per phase for a minibatch: keys ``fwd``, ``bwd_data`` (absent when
         ``input_grad`` is False) and ``wgrad``; an empty dict for non-GEMM layers."""
@@ -288,6 +300,12 @@ class Workload:
     @property
     def n_params(self) -> int:
         return sum(layer.n_params for layer in self.layers)
+
+    @property
+    def n_param_tensors(self) -> int:
+        """Parameter tensors (weights, biases, normalisation scale and shift): what a per-tensor
+        optimizer step visits. ResNet-50: 53 conv + 53 x 2 BatchNorm + fc weight and bias = 161."""
+        return sum(layer.n_param_tensors for layer in self.layers)
 
     @property
     def gemm_layers(self) -> tuple[Layer, ...]:

@@ -1,0 +1,61 @@
+"""Shared command-line pieces: the bandwidth flags (one meaning each, as in sweeps and tables),
+workload/system arguments that take shipped names, and positive-number checks."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def add_bandwidth_arguments(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
+    """--chip-GBps / --link-GBps (mutually exclusive) and --inter-board-GBps."""
+    nargs = "+" if many else None
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--chip-GBps", type=positive_float, nargs=nargs, default=None, metavar="GBPS",
+                   help="a chip's total off-chip bandwidth in one direction, split evenly over "
+                        "its links (the HFP8 paper's 'off-chip bandwidth'; default: as configured)"
+                        + ("; several values make a sweep" if many else ""))
+    g.add_argument("--link-GBps", type=positive_float, nargs=nargs, default=None, metavar="GBPS",
+                   help="one off-chip link in one direction (every link of a chip; default: as "
+                        "configured)" + ("; several values make a sweep" if many else ""))
+    parser.add_argument("--inter-board-GBps", type=positive_float, default=None, metavar="GBPS",
+                        help="one board-to-board link in one direction, applied after "
+                             "--link-GBps (default: as configured)")
+
+
+def system_path(spec: str | Path) -> Path:
+    from accelsim.paths import resolve_input
+
+    return resolve_input(spec, "system")
+
+
+def load_workload_arg(spec: str):
+    """A workload TOML, a SCALE-Sim topology CSV or a shipped name (resnet50, bert-base, ...)."""
+    from accelsim.paths import resolve_input
+    from accelsim.workload import load_workload, read_scalesim_topology
+
+    path = resolve_input(spec, "workload")
+    return read_scalesim_topology(path) if path.suffix.lower() == ".csv" else load_workload(path)

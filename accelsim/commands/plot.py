@@ -1,0 +1,51 @@
+"""``accelsim plot``: a PNG from any sweep table (CSV or Parquet)."""
+
+from __future__ import annotations
+
+NAME = "plot"
+HELP = ("plot any sweep table: choose the x and y columns, and optionally a hue (one line per "
+        "value) and a facet (one panel per value); writes a PNG")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("table", metavar="TABLE", help="a sweep table (.csv or .parquet)")
+    parser.add_argument("--x", required=True, metavar="COLUMN", help="column on the x axis")
+    parser.add_argument("--y", required=True, metavar="COLUMN",
+                        help="column on the y axis (e.g. samples_per_s, step_s)")
+    parser.add_argument("--hue", default=None, metavar="COLUMN",
+                        help="one line / bar group per value of this column")
+    parser.add_argument("--facet", default=None, metavar="COLUMN",
+                        help="one panel per value of this column")
+    parser.add_argument("--kind", choices=("line", "bar"), default="line",
+                        help="line (default) or grouped bars")
+    parser.add_argument("--logx", action="store_true", help="logarithmic x axis")
+    parser.add_argument("--logy", action="store_true", help="logarithmic y axis")
+    parser.add_argument("--title", default=None, help="figure title (default: from the data)")
+    parser.add_argument("--out", required=True, metavar="PNG", help="output PNG")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.report.plot import plot_table
+
+    src = Path(args.table)
+    if not src.is_file():
+        raise UserError(f"{src}: no such file")
+    if not args.out.lower().endswith(".png"):
+        raise UserError(f"--out {args.out}: must end in .png")
+    check_output_path(args.out, "--out")
+    try:
+        table = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
+    except (ValueError, OSError, ImportError, pd.errors.ParserError) as exc:
+        raise UserError(f"{src}: cannot read the table: {' '.join(str(exc).split())}") from None
+    try:
+        out = plot_table(table, args.out, x=args.x, y=args.y, hue=args.hue, facet=args.facet,
+                         kind=args.kind, logx=args.logx, logy=args.logy, title=args.title)
+    except ValueError as exc:
+        raise UserError(f"{src}: {exc}") from None
+    print(out)
+    return 0

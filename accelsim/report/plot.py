@@ -1,0 +1,100 @@
+"""A generic figure for any tidy table (a sweep's output): y against x, one line (or bar group)
+per ``hue`` value, one panel per ``facet`` value. Titles and labels come from the data."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+KINDS = ("line", "bar")
+
+
+def _check_columns(table, columns: Sequence[str | None]) -> None:
+    missing = [c for c in columns if c is not None and c not in table.columns]
+    if missing:
+        raise ValueError(f"column(s) {', '.join(map(repr, missing))} not in the table; columns: "
+                         f"{', '.join(map(str, table.columns))}")
+
+
+def _label(col: str) -> str:
+    """Axis label from a column name: units suffixed as _s, _GBps, _per_s become readable."""
+    for suffix, unit in (("_per_s", " per s"), ("_GBps", " (GB/s)"), ("_GiB", " (GiB)"),
+                         ("_s", " (s)"), ("_pct", " (%)")):
+        if col.endswith(suffix) and len(col) > len(suffix):
+            return col[: -len(suffix)].replace("_", " ") + unit
+    return col.replace("_", " ")
+
+
+def plot_table(table, path: str | Path, *, x: str, y: str, hue: str | None = None,
+               facet: str | None = None, kind: str = "line", logx: bool = False,
+               logy: bool = False, title: str | None = None) -> Path:
+    """Draw ``y`` against ``x`` from ``table`` into a PNG at ``path``. Rows whose ``status`` is
+    not "ok" (an infeasible sweep point) are left out; the title says how many."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    _check_columns(table, (x, y, hue, facet))
+    t = table
+    dropped = 0
+    if "status" in t.columns:
+        ok = t["status"] == "ok"
+        dropped = int((~ok).sum())
+        t = t[ok]
+    if t.empty:
+        raise ValueError("nothing to plot: the table has no rows with status ok")
+    facets = list(dict.fromkeys(t[facet])) if facet else [None]
+    n = len(facets)
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), dpi=120,
+                             squeeze=False, sharey=True)
+    for i, fv in enumerate(facets):
+        ax = axes[i // cols][i % cols]
+        tf = t if fv is None else t[t[facet] == fv]
+        hues = list(dict.fromkeys(tf[hue])) if hue else [None]
+        xs_all = list(dict.fromkeys(tf.sort_values(x)[x]))
+        width = 0.8 / len(hues)
+        for k, hv in enumerate(hues):
+            th = tf if hv is None else tf[tf[hue] == hv]
+            g = th.groupby(x, sort=True)[y].mean()
+            label = None if hv is None else f"{hue}={hv}"
+            if kind == "line":
+                ax.plot(g.index, g.to_numpy(), marker="o", label=label)
+            else:
+                pos = [xs_all.index(v) + (k - (len(hues) - 1) / 2) * width for v in g.index]
+                ax.bar(pos, g.to_numpy(), width, label=label)
+        if kind == "bar":
+            ax.set_xticks(range(len(xs_all)), [f"{v:g}" if isinstance(v, float) else str(v)
+                                               for v in xs_all])
+        if logx and kind == "line":
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(_label(x))
+        if i % cols == 0:
+            ax.set_ylabel(_label(y))
+        if fv is not None:
+            ax.set_title(f"{facet} = {fv}", fontsize=9)
+        if hue:
+            ax.legend(frameon=False, fontsize=8)
+        ax.grid(alpha=0.3)
+    for j in range(n, rows * cols):
+        axes[j // cols][j % cols].axis("off")
+    if title is None:
+        context = []
+        for col in ("workload", "system_name", "scheme"):
+            if col in t.columns and col not in (x, hue, facet) and t[col].nunique() == 1:
+                context.append(str(t[col].iloc[0]))
+        title = f"{_label(y)} vs {_label(x)}" + (f" ({', '.join(context)})" if context else "")
+    if dropped:
+        title += f"; {dropped} infeasible point(s) not shown"
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,59 @@
+"""Hostile command lines: each gives one line on stderr naming the flag/path/value, a non-zero
+exit and no traceback, before any long computation. One parametrized table (the README counts
+its cases)."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelsim.cli import main
+
+
+@pytest.fixture()
+def afile(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    return f
+
+
+# (argv with {afile} / {tmp} placeholders, exit code, fragment of the one-line error)
+CASES = [
+    ("systolic --workload tiny-cnn --rows 8 --cols 8 --out {afile}/x.csv", 2, "is not a directory"),
+    ("systolic --workload tiny-cnn --rows 8 --cols 8 --out {tmp}", 2, "is a directory"),
+    ("layers tiny-cnn --csv {afile}/x.csv", 2, "--csv"),
+    ("layers tiny-cnn --csv {tmp}", 2, "is a directory"),
+    ("figures --out {afile}", 2, "exists and is not a directory"),
+    ("sweep --out {afile}/x.csv --set workload=tiny-cnn --executor serial", 2, "--out"),
+    ("sweep --out {tmp} --set workload=tiny-cnn --executor serial", 2, "is a directory"),
+    ("formats --out {afile}/d", 2, "is not a directory"),
+    ("swamping --out {tmp} --max-k 1099511627776", 2, "--max-k 1099511627776 needs about"),
+    ("swamping --out {tmp} --reps 100000000", 2, "--reps 100000000"),
+    ("explore --system hfp8-64chip --workload tiny-cnn --batch 64 --top -1", 2, "--top"),
+    ("comm --per-tensor-overhead-us nan", 2, "--per-tensor-overhead-us"),
+    ("comm --chip-GBps inf", 2, "--chip-GBps"),
+    ("comm --link-GBps 0", 2, "--link-GBps"),
+    ("comm --chip-GBps 32 --link-GBps 4", 2, "not allowed with"),
+    ("comm --workload nosuch", 2, "workload not found: 'nosuch'"),
+    ("comm --config nosuch", 2, "system not found: 'nosuch'"),
+    ("layers nosuch", 2, "shipped workloads in workloads/"),
+    ("sweep --out {tmp}/x.csv --set chip.core.rows=16", 2, "chip.core.rows"),
+    ("sweep --out {tmp}/x.csv --axis scheme=fp9", 2, "scheme='fp9'"),
+    ("sweep --out {tmp}/x.csv --set workload=nosuch", 2, "workload not found"),
+    ("sweep --out {tmp}/x.csv --set chip_GBps=32 --set inter_board_GBps=4", 2, "chip_GBps splits"),
+    ("plot {tmp}/none.csv --x a --y b --out {tmp}/p.png", 2, "no such file"),
+]
+
+
+@pytest.mark.parametrize("argv,code,fragment", CASES, ids=[c[0].split(" --")[0] + f" #{i}"
+                                                            for i, c in enumerate(CASES)])
+def test_hostile_command_line(argv, code, fragment, afile, tmp_path, capsys):
+    args = argv.format(afile=afile, tmp=tmp_path).split()
+    try:
+        rc = main(args)
+    except SystemExit as exc:  # argparse rejects a bad flag value with exit 2
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == code, err
+    assert fragment in err, err
+    assert "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if "error" in ln]) == 1, err
