@@ -1,0 +1,90 @@
+"""Compute of one data-parallel training iteration, summed per phase, without the explorer.
+
+Every chip takes ``batch`` samples (data parallel over all chips, as the HFP8 paper and GPU
+frameworks do); inside a chip each layer is timed by :func:`accelsim.perf.evaluate_layer`
+(with a memory hierarchy: tiles over all cores). The array dataflow is one per network, the best
+of ws/os/is. Element-wise layers' backward counts as backward-data. Also the memory a chip needs:
+model state plus the activations stashed for the backward pass. Pure numpy (no pandas), so the
+``predict`` command answers quickly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
+from accelsim.perf.layer_model import Mapping, evaluate_layer, layer_precisions
+from accelsim.perf.systolic import DATAFLOWS
+
+
+@dataclass(frozen=True)
+class PhaseSums:
+    """Per-iteration compute of one chip (seconds) and its memory need."""
+
+    fwd_s: float
+    bwd_data_s: float
+    wgrad_s: float
+    elementwise_s: float  # part of fwd_s + bwd_data_s in element-wise layers
+    launch_s: float  # part of the total in per-kernel launch cost
+    flops: float  # useful FLOPs of the whole system per iteration
+    dataflow: str
+    memory_bytes: float  # per chip: weights, gradients, optimizer state, stashed activations
+
+    @property
+    def compute_s(self) -> float:
+        return self.fwd_s + self.bwd_data_s + self.wgrad_s
+
+
+def memory_bytes(workload, batch: int, scheme, precisions: dict[str, str]) -> float:
+    """Bytes one data-parallel chip holds at ``batch`` samples: per parameter the compute weight
+    (operand bytes; normalisation parameters FP16), its gradient, the master weight, optimizer
+    state, compute copy and residual of the scheme, plus the activations each layer keeps for
+    its backward pass (:attr:`accelsim.workload.Layer.saved_elements`, in the layer's storage
+    precision). The same accounting as the explorer's plan memory for a pure data-parallel
+    plan on one chip."""
+    from accelsim.perf.layer_model import NORM_PARAM_BYTES
+
+    state = (scheme.gradient_bytes + scheme.master_weight_bytes + scheme.optimizer_state_bytes
+             + scheme.compute_copy_bytes + scheme.residual_bytes)
+    total = 0.0
+    for layer in workload.layers:
+        b = OPERAND_BYTES[precisions[layer.name]]
+        weight = b if layer.is_gemm else NORM_PARAM_BYTES
+        total += layer.n_params * (weight + state) + batch * layer.saved_elements * b
+    return float(total)
+
+
+def phase_sums(system, workload, batch: int, scheme, *,
+               efficiency: Efficiency = FITTED) -> PhaseSums:
+    """Compute time per phase of one iteration at ``batch`` samples per chip (best dataflow)."""
+    from accelsim.arch.schemes import get_scheme
+
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    sc = get_scheme(scheme)
+    prec = layer_precisions(workload, sc)
+    total = batch * system.chips
+    maps = [Mapping(system.chips, 1, system.chip.cores, 1, d) for d in DATAFLOWS]
+    sums = np.zeros((len(maps), 5))  # fwd, bwd_data, wgrad, elementwise, launch
+    flops = 0.0
+    for layer in workload.layers:
+        cols = evaluate_layer(system, layer, total, prec[layer.name], maps, efficiency=efficiency)
+        bad = ~cols["feasible"]
+        if bad.any():
+            raise ValueError(f"layer {layer.name!r}: {cols['reason'][bad][0]}")
+        n = len(maps)
+        for j, phase in enumerate(cols["phase"][::n]):
+            t = cols["time_s"][j * n:(j + 1) * n]
+            idx = {"fwd": 0, "bwd_data": 1, "bwd": 1, "wgrad": 2}[phase]
+            sums[:, idx] += t
+            sums[:, 4] += cols["latency_s"][j * n:(j + 1) * n]
+            if not layer.is_gemm:
+                sums[:, 3] += t
+            flops += float(cols["flops"][j * n])
+    best = int(np.argmin(sums[:, :3].sum(axis=1)))
+    fwd, bwd, wg, ew, launch = (float(x) for x in sums[best])
+    return PhaseSums(fwd_s=fwd, bwd_data_s=bwd, wgrad_s=wg, elementwise_s=ew, launch_s=launch,
+                     flops=flops, dataflow=DATAFLOWS[best],
+                     memory_bytes=memory_bytes(workload, batch, sc, prec))
