@@ -163,6 +163,13 @@ VARIANTS = {
     "exact": {},
     "exact-mixed": {"b_format": "e5m2", "out_format": "fp16"},
     "fp16-fma-prod-e5m2": {"product_format": "bf16", "step_format": "fp32", "out_format": "fp32"},
+    # fast datapaths (tests/test_arith_fastpaths.py): native fp32 sums of bf16 products, FP8
+    # products into fp16 / bf16 steps on float64 / float32 bit tricks
+    "fp32-fma-bf16-chunk16": {"a_format": "bf16", "b_format": "bf16", "chunk": 16},
+    "hfp8-fp16-steps": {"a_format": "e4m3fn", "b_format": "e5m2", "step_format": "fp16",
+                        "step_rounding": "rne", "outer_format": "fp32", "outer_rounding": "rne", "chunk": 16},
+    "hfp8-bf16-steps-rz": {"a_format": "e4m3fn", "b_format": "e4m3fn", "step_format": "bf16",
+                           "step_rounding": "rz", "outer_format": "bf16", "outer_rounding": "rna"},
 }
 
 

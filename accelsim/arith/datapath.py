@@ -290,33 +290,34 @@ class _Rounder:
         return x
 
 
-def _sum_bound(A, B, paired: bool) -> float:
-    """An upper bound on sum_k |a_ik b_kj| over all outputs (float64 with a safety factor)."""
-    a, b = np.abs(A), np.abs(B)
+def _sum_bound(a, b, paired: bool) -> float:
+    """An upper bound on sum_k |a_ik b_kj| over all outputs, from |A| and |B| (float64 sums
+    of nonnegative terms, widened by a safety factor far above their rounding error)."""
     if a.size == 0 or b.size == 0:
         return 0.0
     if paired:
-        s = float((a * b).sum(axis=1).max())
+        s = float(np.einsum("ij,ij->i", a, b).max())
     else:
         s = min(float(a.sum(axis=1).max()) * float(b.max()), float(a.max()) * float(b.sum(axis=0).max()))
-    return s * (1 + 2.0**-40)
+    return s * (1 + 2.0**-30)
 
 
 def _floor_log2(v: float) -> int:
     return math.frexp(v)[1] - 1
 
 
-def _lsb_min(x, f: FloatFormat) -> float:
-    """A power of two dividing every operand: the spacing at the smallest nonzero magnitude.
+def _lsb_min(a, f: FloatFormat) -> float:
+    """A power of two dividing every operand (``a`` holds their magnitudes): the spacing at the
+    smallest nonzero magnitude.
 
     A value v of the format is a multiple of max(min_subnormal, 2^(floor(log2 v) - mbits))
     (fewer fraction bits, as in HiF8's tapered layout, only make that larger); the bound grows
     with v, so the smallest nonzero |v| gives it for all.
     """
-    nz = np.abs(x[x != 0])
-    if nz.size == 0:
+    v = float(np.min(a, initial=np.inf, where=a > 0))
+    if v == math.inf:
         return math.inf
-    return max(f.min_subnormal, 2.0 ** (_floor_log2(float(nz.min())) - f.mbits))
+    return max(f.min_subnormal, 2.0 ** (_floor_log2(v) - f.mbits))
 
 
 class _Facts:
@@ -324,10 +325,11 @@ class _Facts:
 
     def __init__(self, cfg: EngineConfig, A, B, paired: bool):
         fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
+        a, b = np.abs(A), np.abs(B)
         self.prod_bits = _bits(fa) + _bits(fb)  # significant bits of any product
-        self.q = _lsb_min(A, fa) * _lsb_min(B, fb)  # every product is a multiple of q
-        self.pmax = (float(np.abs(A).max()) * float(np.abs(B).max())) if A.size and B.size else 0.0
-        self.bound = _sum_bound(A, B, paired)  # >= every exact partial sum of |products|
+        self.q = _lsb_min(a, fa) * _lsb_min(b, fb)  # every product is a multiple of q
+        self.pmax = float(a.max()) * float(b.max()) if a.size and b.size else 0.0
+        self.bound = _sum_bound(a, b, paired)  # >= every exact partial sum of |products|
 
 
 def _growth(bits: int, roundings: int) -> float:
@@ -380,7 +382,7 @@ def _fma_plan(cfg: EngineConfig, facts: _Facts, K: int):
             inner_bound = math.inf
         else:
             bound = facts.bound * _growth(pt, inner_steps + promotions)
-            if facts.q < _quantum(fs) or facts.q < wmin or bound > fs.max or bound >= wmax:
+            if pt >= p1 or facts.q < _quantum(fs) or facts.q < wmin or bound > fs.max or bound >= wmax:
                 continue
             span = math.log2(2 * max(bound, facts.q)) - math.log2(facts.q)
             if not _add_ok(p1, cfg.step_rounding, pt, facts.prod_bits, span):
@@ -394,7 +396,7 @@ def _fma_plan(cfg: EngineConfig, facts: _Facts, K: int):
             else:
                 po = _bits(fo)
                 bound = facts.bound * _growth(min(pt, po), inner_steps + promotions)
-                if (step is None or pt > po or facts.q < _quantum(fo) or bound > fo.max
+                if (step is None or pt > po or po >= p1 or facts.q < _quantum(fo) or bound > fo.max
                         or bound >= wmax or inner_bound > fo.max):
                     continue
                 span = math.log2(2 * max(bound, facts.q)) - math.log2(facts.q)

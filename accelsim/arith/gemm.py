@@ -47,8 +47,10 @@ def _check_operand(x, fmt_name: str, what: str, ndim: int) -> np.ndarray:
     if arr.ndim != ndim:
         raise ValueError(f"{what} must be {ndim}-D, got shape {arr.shape}")
     arr = arr.astype(np.float64)
+    f = _fmt(fmt_name)
     with np.errstate(all="ignore"):
-        q = quantize(arr, fmt_name, "rne")
+        # round_fast equals quantize for fixed-width layouts (tested) and costs a few passes
+        q = quantize(arr, fmt_name, "rne") if f.layout == "hif8" else round_fast(arr, f, "rne")
     bad = ~((q == arr) | (np.isnan(q) & np.isnan(arr)))
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
