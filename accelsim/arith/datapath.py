@@ -12,8 +12,9 @@ all call it. A *datapath* supplies ``step`` and ``promote`` for one tile of outp
   formats round on the bit pattern, which is correct when the sum in the working precision is
   exact or rounds innocuously (proofs at ``_fma_plan``); every value provably stays inside the
   format's range, so no range test runs per step.
-* ``AlignedPath`` (H100-style fused blocks aligned on field exponents): float32 products,
-  the alignment cut fused into a truncating float32 -> int32 conversion, int32 block sums.
+* ``AlignedPath`` (H100-style fused blocks aligned on field exponents): float32 products scaled
+  by a power of two, cut with trunc/rint and summed in float32, where every value is an integer
+  below 2^24 (exact in any order).
 
 A path that cannot prove its conditions for the operands at hand is not chosen (``choose_path``).
 """
@@ -419,7 +420,7 @@ class FmaPath:
     def tiles(self):
         N = self.ops.N
         cols = min(N, 512)
-        rows = max(1, (1 << 17) // cols)
+        rows = max(1, (1 << 16) // cols)  # inner + products: 512 KiB of float32, in L2
         return _tiles(self.ops.M, N, rows, cols)
 
     def start(self, tile):
@@ -501,14 +502,13 @@ class AlignedPath:
     def tiles(self):
         N = self.ops.N
         cols = min(N, 512)
-        rows = max(1, (1 << 18) // (cols * self.width))
+        rows = max(1, (1 << 17) // (cols * self.width))  # the (rows, W, cols) block: 512 KiB
         return _tiles(self.ops.M, N, rows, cols)
 
     def start(self, tile):
         T, Nt = _shape(tile)
         W = self.width
-        return (np.empty((T, W, Nt), np.float32), np.empty((T, W, Nt), np.int32),
-                np.empty((T, W, Nt), self.exps.A.dtype))
+        return np.empty((T, W, Nt), np.float32), np.empty((T, W, Nt), self.exps.A.dtype)
 
     def zeros(self, tile):
         return np.zeros(_shape(tile), np.float32)
@@ -516,7 +516,7 @@ class AlignedPath:
     def step(self, inner, tile, k0, k1, scratch):
         rs, ns = tile
         w = k1 - k0
-        P, I, E = (x[:, :w] for x in scratch)
+        P, E = (x[:, :w] for x in scratch)
         self.exps.block(rs, ns, k0, k1, np.add, out=E)
         emax = E.max(axis=1).astype(np.int32)
         emax[emax < self.e_lo] = -1000  # only zero terms in the block
@@ -530,19 +530,12 @@ class AlignedPath:
         emax <<= 23
         scale = emax.view(np.float32)  # 2^(f - emax)
         self.ops.block(rs, ns, k0, k1, out=P)
-        if self.cfg.align_rounding == "rz":
-            np.multiply(P, scale[:, None, :], out=I, casting="unsafe")  # float -> int truncates
-        else:
-            P *= scale[:, None, :]
-            np.rint(P, out=P)
-            I[...] = P
-        s = I.sum(axis=1, dtype=np.int32)
+        P *= scale[:, None, :]  # exact: a power of two, products stay normal
+        cut = np.trunc if self.cfg.align_rounding == "rz" else np.rint
+        cut(P, out=P)
+        r = P.sum(axis=1)  # integers, every partial sum below 2^24: exact in any order
         t = inner * scale
-        if self.cfg.align_rounding == "rz":
-            s += t.astype(np.int32)
-        else:
-            s += np.rint(t).astype(np.int32)
-        r = s.astype(np.float32)  # < 2^24: exact
+        r += cut(t, out=t)
         if self.cut is not None:
             self.cut(r)
         r /= scale
