@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelsim.arith import dot, get_engine, matmul
-from accelsim.arith.datapath import AlignedPath, FmaPath, GeneralPath, choose_path
+from accelsim.arith.datapath import GeneralPath, choose_path
+from accelsim.arith.fastpath import AlignedPath, FmaPath
 from accelsim.numerics import decode, get_format, quantize
 
 

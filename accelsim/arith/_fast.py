@@ -144,3 +144,9 @@ def cut_bits(x: np.ndarray, frac_bits: int, mode: str) -> np.ndarray:
         y = np.ldexp(x, s)
         r = np.trunc(y) if mode == "rz" else np.rint(y)
         return np.where(x == 0, x, np.ldexp(r, -s))
+
+
+def field_exponents(x: np.ndarray, f: FloatFormat, zero=ZERO_EXP, dtype=np.int16) -> np.ndarray:
+    """Exponent field value of each operand (subnormals at emin), ``zero`` for zeros."""
+    e = np.maximum(floor_log2(x), f.emin)
+    return np.where(x == 0, zero, e).astype(dtype)

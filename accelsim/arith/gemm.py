@@ -2,9 +2,10 @@
 
 Operands are validated (every value representable in its format), NaN/Inf operands are taken out
 and their IEEE result classes put back at the end, ``split_k`` partitions are summed in fp32, and
-the result is rounded to the output format. The K-step loop and the arithmetic of each step live
-in :mod:`accelsim.arith.datapath` (a float64 reference with error-free transformations, and fast
-native-precision twins that are used only where they are provably bit-identical). Exactness of
+the result is rounded to the output format. The K-step loop lives in :mod:`accelsim.arith.kloop`,
+the arithmetic of each step in :mod:`accelsim.arith.datapath` (a float64 reference with error-free
+transformations) and :mod:`accelsim.arith.fastpath` (native-precision twins, used only where they
+are provably bit-identical). Exactness of
 the reference, step by step:
 
 * products of two inputs with <= 24-bit significands are exact in float64 (<= 48 bits, exponent
@@ -28,10 +29,10 @@ import numpy as np
 
 from accelsim.numerics import get_format, quantize
 
-from ._fast import floor_log2, round_fast, round_to_odd, two_sum
-from .datapath import (Operands, aligned_step, choose_path, field_exponents, fma_step, k_loop,
-                       run_tiles)
+from ._fast import field_exponents, floor_log2, round_fast, round_to_odd, two_sum
+from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
+from .kloop import Operands, k_loop, run_tiles
 
 _TILE_ELEMS = 1 << 20  # elements of the product block per pass of the exact engine
 
@@ -149,7 +150,7 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
                threads: int | None = None) -> np.ndarray:
     """The engine's accumulator for finite operands, before output rounding: (M, N) float64.
 
-    Stepped engines run :func:`accelsim.arith.datapath.k_loop` over tiles of outputs on the
+    Stepped engines run :func:`accelsim.arith.kloop.k_loop` over tiles of outputs on the
     datapath ``choose_path`` picks (``fast=False``: the float64 reference); ``split_k``
     partitions are rounded to fp32 and summed in fp32.
     """

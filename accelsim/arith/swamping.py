@@ -16,9 +16,10 @@ import numpy as np
 
 from accelsim.numerics import quantize
 
-from .datapath import choose_path, k_loop
+from .datapath import choose_path
 from .engine import EngineConfig, get_engine
 from .gemm import dot, exact_sums
+from .kloop import k_loop
 
 A_FORMAT, B_FORMAT = "e4m3fn", "e5m2"
 DISTRIBUTIONS = ("positive", "zero-mean")

@@ -1,0 +1,328 @@
+"""Fast datapaths of the engine: native float32/float64 arithmetic where it is provably
+bit-identical to the float64 reference (``accelsim.arith.datapath.GeneralPath``).
+
+* ``FmaPath`` (``block_width=1``, no alignment): running sums in float32 (or float64), one
+  native add per step. fp32 steps with RNE need nothing else (IEEE: one correctly rounded add).
+  Narrower step/outer formats round on the bit pattern, correct when the working-precision sum is
+  exact or rounds innocuously (``_add_ok``); every value provably stays inside the format's
+  range (``fma_plan``), so no range test runs per step.
+* ``AlignedPath`` (H100-style fused blocks aligned on field exponents): float32 products scaled
+  by a power of two, cut with trunc/rint and summed in float32, where every value is an integer
+  below 2^24 (exact in any order).
+
+A plan function returns None when it cannot prove its conditions for the operands at hand; the
+reference runs then. Tests: tests/test_arith_fastpaths.py (fast == reference, hypothesis).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from accelsim.numerics import FloatFormat, get_format
+
+from ._fast import ZERO_EXP, field_exponents
+from .engine import EngineConfig
+from .kloop import Operands, tile_shape, tiles_of
+
+_NEAREST = ("rne", "rna")
+
+
+_WORK = {np.float32: (24, 2.0**-126, float(np.finfo(np.float32).max), np.int32),
+         np.float64: (53, 2.0**-1022, float(np.finfo(np.float64).max), np.int64)}
+
+
+def _quantum(f: FloatFormat) -> float:
+    """Smallest spacing of the format: its subnormal step, or min_normal without subnormals."""
+    return f.min_subnormal if f.has_subnormals else f.min_normal
+
+
+def _bits(f: FloatFormat) -> int:
+    return f.mbits + 1
+
+
+class _Rounder:
+    """Round float32/float64 arrays in place on their bit patterns to ``mbits`` fraction bits
+    below each value's leading bit (rne/rna/rz; sign-magnitude, so no sign handling needed).
+
+    Used only where the proofs allow: for a format, values in its normal range, or multiples of
+    its smallest spacing (those are representable and the rounding leaves them alone); no
+    overflow, no NaN.
+    """
+
+    def __init__(self, mbits: int, mode: str, dtype):
+        p1, _, _, ity = _WORK[dtype]
+        self.drop = p1 - 1 - mbits
+        self.ity = ity
+        self.mode = mode
+        self.half = ity(1 << (self.drop - 1))
+        self.keep = ity(~((1 << self.drop) - 1))
+
+    def __call__(self, x):
+        v = x.view(self.ity)
+        if self.mode == "rne":
+            t = v >> self.drop
+            t &= 1
+            t += self.half - 1
+            v += t
+        elif self.mode == "rna":
+            v += self.half
+        v &= self.keep
+        return x
+
+
+def _sum_bound(a, b, paired: bool) -> float:
+    """An upper bound on sum_k |a_ik b_kj| over all outputs, from |A| and |B| (float64 sums
+    of nonnegative terms, widened by a safety factor far above their rounding error)."""
+    if a.size == 0 or b.size == 0:
+        return 0.0
+    if paired:
+        s = float(np.einsum("ij,ij->i", a, b).max())
+    else:
+        s = min(float(a.sum(axis=1).max()) * float(b.max()), float(a.max()) * float(b.sum(axis=0).max()))
+    return s * (1 + 2.0**-30)
+
+
+def _floor_log2(v: float) -> int:
+    return math.frexp(v)[1] - 1
+
+
+def _lsb_min(a, f: FloatFormat) -> float:
+    """A power of two dividing every operand (``a`` holds their magnitudes): the spacing at the
+    smallest nonzero magnitude.
+
+    A value v of the format is a multiple of max(min_subnormal, 2^(floor(log2 v) - mbits))
+    (fewer fraction bits, as in HiF8's tapered layout, only make that larger); the bound grows
+    with v, so the smallest nonzero |v| gives it for all.
+    """
+    v = float(np.min(a, initial=np.inf, where=a > 0))
+    if v == math.inf:
+        return math.inf
+    return max(f.min_subnormal, 2.0 ** (_floor_log2(v) - f.mbits))
+
+
+class Facts:
+    """What the fast paths' proofs need to know about the operands of one call."""
+
+    def __init__(self, cfg: EngineConfig, A, B, paired: bool):
+        fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
+        a, b = np.abs(A), np.abs(B)
+        self.prod_bits = _bits(fa) + _bits(fb)  # significant bits of any product
+        self.q = _lsb_min(a, fa) * _lsb_min(b, fb)  # every product is a multiple of q
+        self.pmax = float(a.max()) * float(b.max()) if a.size and b.size else 0.0
+        self.bound = _sum_bound(a, b, paired)  # >= every exact partial sum of |products|
+
+
+def _growth(bits: int, roundings: int) -> float:
+    """How much ``roundings`` round-to-nearest steps of ``bits`` bits can inflate a magnitude."""
+    return math.exp(roundings * math.log1p(2.0 ** (1 - bits)))
+
+
+def _add_ok(p1: int, mode: str, target_bits: int, operand_bits: int, span_bits: float) -> bool:
+    """Is a working-precision (p1-bit) sum of two values, rounded again to the target, a single
+    correct rounding of the exact sum?
+
+    Either every sum is exact (``span_bits``: the bits from the common quantum up to the largest
+    possible sum fit in p1), or the mode is to nearest, both operands lie on the target grid
+    (``operand_bits <= target_bits``) and p1 >= 2 target_bits + 3: an inexact sum a + b (|a| >=
+    |b|) needs |b| < 2^(msb(a) + bits(b) + 1 - p1), so it and its p1-bit rounding lie strictly
+    closer to a than the nearest target midpoint, 2^(msb(a) - target_bits - 1) away, and round
+    to the same target value (Figueroa, "When is double rounding innocuous?", SIGNUM 1995).
+    """
+    return span_bits <= p1 or (mode in _NEAREST and operand_bits <= target_bits
+                               and p1 >= 2 * target_bits + 3)
+
+
+def fma_plan(cfg: EngineConfig, facts: Facts, K: int):
+    """(dtype, step rounder or None, promote rounder or None) for FmaPath, or None.
+
+    Invariant behind the plan: every product is a multiple of q; a sum of two multiples of q is
+    one; rounding it to a format whose smallest spacing is <= q keeps it one (a value of fewer
+    than p_target bits above q is representable and stays put; a larger one rounds to multiples
+    of its own ulp >= q). So no nonzero value falls below q, and when q >= the format's smallest
+    spacing nothing lands between grid points of the subnormal range. Overflow is excluded by
+    the data bound: |value| <= sum|products| inflated by every rounding on the way.
+    """
+    if cfg.block_width != 1 or cfg.align_bits is not None or cfg.product_format is not None:
+        return None
+    if cfg.step_format is None or (cfg.chunk is not None and cfg.outer_format is None):
+        return None
+    fs = get_format(cfg.step_format)
+    fo = get_format(cfg.outer_format) if cfg.chunk is not None else None
+    if fs.layout == "hif8" or (fo is not None and fo.layout == "hif8"):
+        return None  # tapered precision: no fixed number of bits to round to
+    pt = _bits(fs)
+    inner_steps = min(K, cfg.chunk or K)
+    promotions = 0 if cfg.chunk is None else -(-K // cfg.chunk)
+    for dtype in (np.float32, np.float64):
+        p1, wmin, wmax, _ = _WORK[dtype]
+        if facts.prod_bits > p1 or facts.q < wmin or facts.pmax >= wmax:
+            continue  # products not exact in this dtype (nor normal)
+        if fs.name == "fp32" and cfg.step_rounding == "rne" and dtype is np.float32:
+            step = None  # native IEEE add: one correct rounding, subnormals and overflow included
+            inner_bound = math.inf
+        else:
+            bound = facts.bound * _growth(pt, inner_steps + promotions)
+            if pt >= p1 or facts.q < _quantum(fs) or facts.q < wmin or bound > fs.max or bound >= wmax:
+                continue
+            span = math.log2(2 * max(bound, facts.q)) - math.log2(facts.q)
+            if not _add_ok(p1, cfg.step_rounding, pt, facts.prod_bits, span):
+                continue
+            step = _Rounder(fs.mbits, cfg.step_rounding, dtype)
+            inner_bound = bound
+        promote = None
+        if fo is not None:
+            if fo.name == "fp32" and cfg.outer_rounding == "rne" and dtype is np.float32 and pt <= 24:
+                promote = None  # native add of two float32 values
+            else:
+                po = _bits(fo)
+                bound = facts.bound * _growth(min(pt, po), inner_steps + promotions)
+                if (step is None or pt > po or po >= p1 or facts.q < _quantum(fo) or bound > fo.max
+                        or bound >= wmax or inner_bound > fo.max):
+                    continue
+                span = math.log2(2 * max(bound, facts.q)) - math.log2(facts.q)
+                if not _add_ok(p1, cfg.outer_rounding, po, pt, span):
+                    continue
+                promote = _Rounder(fo.mbits, cfg.outer_rounding, dtype)
+        return dtype, step, promote
+    return None
+
+
+class FmaPath:
+    """block_width=1 engines on native float32/float64 adds (conditions: ``fma_plan``)."""
+
+    width = 1
+
+    def __init__(self, cfg: EngineConfig, A, B, paired: bool, plan):
+        self.dtype, self.round_step, self.round_promote = plan
+        self.ops = Operands(A, B, paired, self.dtype, by_column=True)
+
+    def tiles(self):
+        N = self.ops.N
+        cols = min(N, 512)
+        rows = max(1, (1 << 16) // cols)  # inner + products: 512 KiB of float32, in L2
+        return tiles_of(self.ops.M, N, rows, cols)
+
+    def start(self, tile):
+        return np.empty(tile_shape(tile), self.dtype)
+
+    def zeros(self, tile):
+        return np.zeros(tile_shape(tile), self.dtype)
+
+    def step(self, inner, tile, k0, k1, scratch):
+        inner += self.ops.column(tile[0], tile[1], k0, scratch)
+        if self.round_step is not None:
+            self.round_step(inner)
+        return inner
+
+    def promote(self, outer, inner):
+        outer += inner
+        if self.round_promote is not None:
+            self.round_promote(outer)
+        return outer
+
+
+# ---- fast aligned-block datapath --------------------------------------------------------------------
+
+_Z8 = -64  # zero operand's exponent code in int8 (a zero term never sets the block maximum)
+
+
+def aligned_plan(cfg: EngineConfig, facts: Facts):
+    """The exponent dtype and zero code for AlignedPath, or None.
+
+    float32 is exact throughout when: products have <= 24 bits and are normal float32 values;
+    p * 2^(f - emax) stays normal (truncating it is then the exact cut); the block sum of
+    W + 1 integers below 2^(f+1) (f+2 for products) fits in 24 bits; every inner value
+    (a 24-bit integer times 2^(emax - f)) is a normal float32 value; and the outer format is
+    fp32 with RNE (a native add).
+    """
+    if (cfg.block_width is None or cfg.align_bits is None or cfg.align_exponent != "field"
+            or cfg.product_format is not None or cfg.step_format is not None):
+        return None
+    if cfg.step_bits is not None and cfg.step_bits > 22:
+        return None
+    if cfg.chunk is not None and (cfg.outer_format != "fp32" or cfg.outer_rounding != "rne"):
+        return None
+    fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
+    f = cfg.align_bits
+    if f + 2 + math.ceil(math.log2(cfg.block_width + 1)) > 24 or facts.prod_bits > 24:
+        return None
+    e_lo = fa.emin + fb.emin
+    ea_hi, eb_hi = _floor_log2(fa.max), _floor_log2(fb.max)
+    e_hi = max(_floor_log2(max(facts.bound, 1.0)) + 2, ea_hi + eb_hi + 1)
+    # products and their scaled values normal; inner values normal and finite; scale normal
+    if facts.q < 2.0**-126 or facts.q * 2.0 ** (f - e_hi) < 2.0**-126 or e_lo - f < -126:
+        return None
+    if e_hi + 8 > 127 or f - e_lo > 126 or f - e_hi < -126:
+        return None
+    # int8 exponent sums: a zero term (code _Z8) never reaches the smallest real sum e_lo
+    if _Z8 + max(ea_hi, eb_hi) < e_lo and _Z8 + min(fa.emin, fb.emin) >= -128 and ea_hi + eb_hi <= 127:
+        return np.int8, _Z8
+    return np.int16, ZERO_EXP
+
+
+class AlignedPath:
+    """Fused blocks aligned on field exponents, float32/int32 (conditions: ``aligned_plan``)."""
+
+    dtype = np.float32
+
+    def __init__(self, cfg: EngineConfig, A, B, paired: bool, plan):
+        edtype, zero = plan
+        self.cfg = cfg
+        self.width = cfg.block_width
+        fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
+        self.ops = Operands(A, B, paired, np.float32)
+        self.exps = Operands(field_exponents(A, fa, zero, edtype), field_exponents(B, fb, zero, edtype),
+                             paired, edtype)
+        self.e_lo = fa.emin + fb.emin  # a block maximum below it: only zero terms
+        self.cut = None
+        if cfg.step_bits is not None:
+            self.cut = _Rounder(cfg.step_bits, cfg.step_bits_rounding, np.float32)
+
+    def tiles(self):
+        N = self.ops.N
+        cols = min(N, 512)
+        rows = max(1, (1 << 17) // (cols * self.width))  # the (rows, W, cols) block: 512 KiB
+        return tiles_of(self.ops.M, N, rows, cols)
+
+    def start(self, tile):
+        T, Nt = tile_shape(tile)
+        W = self.width
+        return np.empty((T, W, Nt), np.float32), np.empty((T, W, Nt), self.exps.A.dtype)
+
+    def zeros(self, tile):
+        return np.zeros(tile_shape(tile), np.float32)
+
+    def step(self, inner, tile, k0, k1, scratch):
+        rs, ns = tile
+        w = k1 - k0
+        P, E = (x[:, :w] for x in scratch)
+        self.exps.block(rs, ns, k0, k1, np.add, out=E)
+        emax = E.max(axis=1).astype(np.int32)
+        emax[emax < self.e_lo] = -1000  # only zero terms in the block
+        e_in = inner.view(np.int32) >> 23  # inner is a normal float32 value (>= -126) or 0 (-127)
+        e_in &= 0xFF
+        e_in -= 127
+        np.maximum(emax, e_in, out=emax)
+        emax[emax < -126] = 0  # nothing but zeros: any scale gives 0
+        emax -= self.cfg.align_bits + 127
+        np.negative(emax, out=emax)
+        emax <<= 23
+        scale = emax.view(np.float32)  # 2^(f - emax)
+        self.ops.block(rs, ns, k0, k1, out=P)
+        P *= scale[:, None, :]  # exact: a power of two, products stay normal
+        cut = np.trunc if self.cfg.align_rounding == "rz" else np.rint
+        cut(P, out=P)
+        r = P.sum(axis=1)  # integers, every partial sum below 2^24: exact in any order
+        t = inner * scale
+        r += cut(t, out=t)
+        if self.cut is not None:
+            self.cut(r)
+        r /= scale
+        return r
+
+    def promote(self, outer, inner):
+        outer += inner  # fp32 RNE, both operands float32 values
+        return outer
+
