@@ -147,3 +147,19 @@ def test_threads_never_change_a_bit():
         one = matmul(a, b, eng, threads=1)
         assert _same_bits(one, matmul(a, b, eng, threads=2)), name
         assert _same_bits(one, matmul(a, b, eng, fast=False, threads=1)), name
+
+
+def test_native_fp32_overflow_and_inf_minus_inf():
+    """fp32 partial sums that overflow to +-inf, and a promotion of +inf into -inf (NaN), on the
+    native float32 path: the same bits as the reference."""
+    big = 2.0**63  # bf16 products 2^126: exact in float32, eight of them overflow
+    a = np.array([[big] * 8 + [-big] * 8, [big] * 4 + [-big] * 12, [big, -big] * 8])
+    b = np.full((16, 1), big)
+    for chunk in (None, 8, 4):
+        eng = get_engine("fp32-fma", a_format="bf16", b_format="bf16", chunk=chunk)
+        path = choose_path(eng, a, b, paired=False)
+        assert type(path) is FmaPath and path.dtype == np.float32
+        got = matmul(a, b, eng)
+        assert _same_bits(got, matmul(a, b, eng, fast=False)), chunk
+        assert not np.isfinite(got[:2]).any()
+    assert np.isnan(matmul(a, b, get_engine("fp32-fma", a_format="bf16", b_format="bf16", chunk=8))[0, 0])

@@ -59,10 +59,11 @@ class _Rounder:
         self.half = ity(1 << (self.drop - 1))
         self.keep = ity(~((1 << self.drop) - 1))
 
-    def __call__(self, x):
+    def __call__(self, x, tmp=None):
+        """Round ``x`` in place; ``tmp``: an integer scratch array of x's shape (rne only)."""
         v = x.view(self.ity)
         if self.mode == "rne":
-            t = v >> self.drop
+            t = np.right_shift(v, self.drop, out=tmp)
             t &= 1
             t += self.half - 1
             v += t
@@ -205,15 +206,17 @@ class FmaPath:
         return tiles_of(self.ops.M, N, rows, cols)
 
     def start(self, tile):
-        return np.empty(tile_shape(tile), self.dtype)
+        shape = tile_shape(tile)
+        return np.empty(shape, self.dtype), np.empty(shape, _WORK[self.dtype][3])
 
     def zeros(self, tile):
         return np.zeros(tile_shape(tile), self.dtype)
 
     def step(self, inner, tile, k0, k1, scratch):
-        inner += self.ops.column(tile[0], tile[1], k0, scratch)
+        products, tmp = scratch
+        inner += self.ops.column(tile[0], tile[1], k0, products)
         if self.round_step is not None:
-            self.round_step(inner)
+            self.round_step(inner, tmp)
         return inner
 
     def promote(self, outer, inner):
