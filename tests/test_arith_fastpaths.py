@@ -74,7 +74,7 @@ def _engine(draw):
         return get_engine("hfp8", a_format=fa, b_format=fb, step_format=step, step_rounding=draw(rnd),
                           chunk=chunk, outer_format=outer, outer_rounding=draw(rnd), out_format=out)
     fa, fb = draw(st.sampled_from([("e4m3fn", "e4m3fn"), ("e4m3fn", "e5m2"), ("e5m2", "e5m2"),
-                                   ("hfp8-143", "hfp8-152")]))
+                                   ("hfp8-143", "hfp8-152"), ("bf16", "bf16"), ("fp16", "fp16")]))
     W = draw(st.sampled_from([1, 2, 4, 8, 16, 32]))
     f = draw(st.integers(3, 14))
     c = None if chunk is None else W * draw(st.sampled_from([1, 2, 4]))
@@ -115,6 +115,8 @@ def _typical(eng, rng, shape_a, shape_b):
     ("hfp8", {"step_format": "fp16", "outer_format": "fp16", "a_format": "e4m3fn", "b_format": "e5m2"}, FmaPath),
     ("h100-fp8", {}, AlignedPath),
     ("h100-fp8", {"fast_accum": True, "b_format": "e5m2"}, AlignedPath),
+    ("h100-fp8", {"a_format": "bf16", "b_format": "bf16", "block_width": 16}, AlignedPath),
+    ("h100-fp8", {"a_format": "fp16", "b_format": "fp16", "align_bits": 12}, AlignedPath),
     ("fp16-fma", {}, GeneralPath),  # fp16 x fp16 products do not fit an fp16 grid: reference path
 ])
 def test_fast_paths_are_taken(name, overrides, path):

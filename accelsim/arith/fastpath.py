@@ -113,6 +113,16 @@ class Facts:
         self.q = _lsb_min(a, fa) * _lsb_min(b, fb)  # every product is a multiple of q
         self.pmax = float(a.max()) * float(b.max()) if a.size and b.size else 0.0
         self.bound = _sum_bound(a, b, paired)  # >= every exact partial sum of |products|
+        self.ea = _field_range(a, fa)  # (lowest, highest) exponent field of the nonzero operands
+        self.eb = _field_range(b, fb)
+
+
+def _field_range(a, f: FloatFormat):
+    """(min, max) of max(floor(log2 |v|), emin) over nonzero magnitudes ``a``; None if all zero."""
+    lo = float(np.min(a, initial=np.inf, where=a > 0))
+    if lo == math.inf:
+        return None
+    return max(_floor_log2(lo), f.emin), max(_floor_log2(float(a.max())), f.emin)
 
 
 def _growth(bits: int, roundings: int) -> float:
@@ -232,7 +242,7 @@ _Z8 = -64  # zero operand's exponent code in int8 (a zero term never sets the bl
 
 
 def aligned_plan(cfg: EngineConfig, facts: Facts):
-    """The exponent dtype and zero code for AlignedPath, or None.
+    """(exponent dtype, zero code, smallest real exponent sum) for AlignedPath, or None.
 
     float32 is exact throughout when: products have <= 24 bits and are normal float32 values;
     p * 2^(f - emax) stays normal (truncating it is then the exact cut); the block sum of
@@ -247,22 +257,25 @@ def aligned_plan(cfg: EngineConfig, facts: Facts):
         return None
     if cfg.chunk is not None and (cfg.outer_format != "fp32" or cfg.outer_rounding != "rne"):
         return None
-    fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
     f = cfg.align_bits
     if f + 2 + math.ceil(math.log2(cfg.block_width + 1)) > 24 or facts.prod_bits > 24:
         return None
-    e_lo = fa.emin + fb.emin
-    ea_hi, eb_hi = _floor_log2(fa.max), _floor_log2(fb.max)
+    if facts.ea is None or facts.eb is None:
+        return None  # an all-zero operand: nothing to gain
+    (ea_lo, ea_hi), (eb_lo, eb_hi) = facts.ea, facts.eb  # field exponents found in the data
+    e_lo = ea_lo + eb_lo
     e_hi = max(_floor_log2(max(facts.bound, 1.0)) + 2, ea_hi + eb_hi + 1)
     # products and their scaled values normal; inner values normal and finite; scale normal
     if facts.q < 2.0**-126 or facts.q * 2.0 ** (f - e_hi) < 2.0**-126 or e_lo - f < -126:
         return None
     if e_hi + 8 > 127 or f - e_lo > 126 or f - e_hi < -126:
         return None
-    # int8 exponent sums: a zero term (code _Z8) never reaches the smallest real sum e_lo
-    if _Z8 + max(ea_hi, eb_hi) < e_lo and _Z8 + min(fa.emin, fb.emin) >= -128 and ea_hi + eb_hi <= 127:
-        return np.int8, _Z8
-    return np.int16, ZERO_EXP
+    # int8 exponent sums: a zero term (code _Z8 plus the other exponent) stays below every real
+    # sum, two zeros (2 _Z8 = -128) too, and the real sums fit
+    if (_Z8 + max(ea_hi, eb_hi) < e_lo and _Z8 + min(ea_lo, eb_lo) >= -128 and e_lo >= -127
+            and ea_hi + eb_hi <= 127):
+        return np.int8, _Z8, e_lo
+    return np.int16, ZERO_EXP, e_lo
 
 
 class AlignedPath:
@@ -271,14 +284,13 @@ class AlignedPath:
     dtype = np.float32
 
     def __init__(self, cfg: EngineConfig, A, B, paired: bool, plan):
-        edtype, zero = plan
+        edtype, zero, self.e_lo = plan  # a block maximum below e_lo: only zero terms
         self.cfg = cfg
         self.width = cfg.block_width
         fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
         self.ops = Operands(A, B, paired, np.float32)
         self.exps = Operands(field_exponents(A, fa, zero, edtype), field_exponents(B, fb, zero, edtype),
                              paired, edtype)
-        self.e_lo = fa.emin + fb.emin  # a block maximum below it: only zero terms
         self.cut = None
         if cfg.step_bits is not None:
             self.cut = _Rounder(cfg.step_bits, cfg.step_bits_rounding, np.float32)
