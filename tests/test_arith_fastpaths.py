@@ -52,7 +52,8 @@ def _operand(rng, fmt: str, shape, mix: str) -> np.ndarray:
 
 def _fp8_pair(draw):
     return draw(st.sampled_from([("e4m3fn", "e4m3fn"), ("e4m3fn", "e5m2"), ("e5m2", "e5m2"),
-                                 ("hfp8-143", "hfp8-152"), ("hif8", "hif8"), ("e5m2", "hfp8-143")]))
+                                 ("hfp8-143", "hfp8-152"), ("hif8", "hif8"), ("e5m2", "hfp8-143"),
+                                 ("dlfloat16", "e4m3fn")]))
 
 
 @st.composite

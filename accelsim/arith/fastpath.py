@@ -93,14 +93,16 @@ def _lsb_min(a, f: FloatFormat) -> float:
     """A power of two dividing every operand (``a`` holds their magnitudes): the spacing at the
     smallest nonzero magnitude.
 
-    A value v of the format is a multiple of max(min_subnormal, 2^(floor(log2 v) - mbits))
-    (fewer fraction bits, as in HiF8's tapered layout, only make that larger); the bound grows
-    with v, so the smallest nonzero |v| gives it for all.
+    A value v of the format is a multiple of max(s, 2^(floor(log2 v) - mbits)), s the smallest
+    spacing of the format (its subnormal step; 2^(emin - mbits) without subnormals); fewer
+    fraction bits, as in HiF8's tapered layout, only make that larger. The bound grows with v,
+    so the smallest nonzero |v| gives it for all.
     """
     v = float(np.min(a, initial=np.inf, where=a > 0))
     if v == math.inf:
         return math.inf
-    return max(f.min_subnormal, 2.0 ** (_floor_log2(v) - f.mbits))
+    s = f.min_subnormal if f.has_subnormals else 2.0 ** (f.emin - f.mbits)
+    return max(s, 2.0 ** (_floor_log2(v) - f.mbits))
 
 
 class Facts:
