@@ -270,7 +270,9 @@ def aligned_plan(cfg: EngineConfig, facts: Facts):
     # products and their scaled values normal; inner values normal and finite; scale normal
     if facts.q < 2.0**-126 or facts.q * 2.0 ** (f - e_hi) < 2.0**-126 or e_lo - f < -126:
         return None
-    if e_hi + 8 > 127 or f - e_lo > 126 or f - e_hi < -126:
+    # scale 2^(f - emax) normal: emax runs from e_lo - f (an inner value left by cancellation;
+    # it never gets smaller) to e_hi
+    if e_hi + 8 > 127 or 2 * f - e_lo > 126 or f - e_hi < -126:
         return None
     # int8 exponent sums: a zero term (code _Z8 plus the other exponent) stays below every real
     # sum, two zeros (2 _Z8 = -128) too, and the real sums fit
