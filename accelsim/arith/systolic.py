@@ -32,7 +32,7 @@ DATAFLOWS = ("ws", "os")
 
 
 def systolic_matmul(a, b, engine: EngineConfig, *, rows: int, cols: int, dataflow: str = "ws") -> np.ndarray:
-    """A @ B computed PE by PE on a rows x cols array; returns (M, N) float32 like matmul."""
+    """A @ B as a rows x cols array of engine PEs computes it; returns (M, N) float32 like matmul."""
     for key, v in (("rows", rows), ("cols", cols)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{key} must be a positive integer, got {v!r}")
