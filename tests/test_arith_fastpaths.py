@@ -58,7 +58,7 @@ def _fp8_pair(draw):
 
 @st.composite
 def _engine(draw):
-    kind = draw(st.sampled_from(["fp32", "fp32-wide", "narrow", "aligned"]))
+    kind = draw(st.sampled_from(["fp32", "fp32-wide", "narrow", "aligned", "fp64"]))
     chunk = draw(st.sampled_from([None, 1, 8, 32, 64, 128]))
     rnd = st.sampled_from(["rne", "rna", "rz"])
     out = draw(st.sampled_from(["fp32", "bf16", "fp16", "dlfloat16"]))
@@ -68,6 +68,10 @@ def _engine(draw):
         return get_engine("fp32-fma", a_format=fa, b_format=fb, chunk=chunk, out_format=out,
                           step_rounding=draw(st.sampled_from(["rne", "rne", "rz", "rna"])),
                           outer_rounding=draw(st.sampled_from(["rne", "rne", "rna"])))
+    if kind == "fp64":  # exact float64 running sums (operands whose sums always fit 53 bits)
+        fa, fb = draw(st.sampled_from([("e4m3fn", "e4m3fn"), ("hfp8-143", "hfp8-143")]))
+        return get_engine("fp32-fma", a_format=fa, b_format=fb, step_format=None, outer_format=None,
+                          chunk=chunk, out_format=out)
     if kind == "narrow":
         fa, fb = _fp8_pair(draw)
         step = draw(st.sampled_from(["dlfloat16", "fp16", "bf16"]))
@@ -118,6 +122,7 @@ def _typical(eng, rng, shape_a, shape_b):
     ("h100-fp8", {"fast_accum": True, "b_format": "e5m2"}, AlignedPath),
     ("h100-fp8", {"a_format": "bf16", "b_format": "bf16", "block_width": 16}, AlignedPath),
     ("h100-fp8", {"a_format": "fp16", "b_format": "fp16", "align_bits": 12}, AlignedPath),
+    ("fp32-fma", {"step_format": None, "outer_format": None, "chunk": 64}, FmaPath),  # exact float64
     ("fp16-fma", {}, GeneralPath),  # fp16 x fp16 products do not fit an fp16 grid: reference path
 ])
 def test_fast_paths_are_taken(name, overrides, path):

@@ -159,7 +159,15 @@ def fma_plan(cfg: EngineConfig, facts: Facts, K: int):
     """
     if cfg.block_width != 1 or cfg.align_bits is not None or cfg.product_format is not None:
         return None
-    if cfg.step_format is None or (cfg.chunk is not None and cfg.outer_format is None):
+    if cfg.step_format is None:  # float64 running sums that must stay exact
+        if cfg.chunk is not None and cfg.outer_format is not None:
+            return None
+        p1, wmin, wmax, _ = _WORK[np.float64]
+        if facts.prod_bits > p1 or facts.q < wmin or facts.pmax >= wmax:
+            return None
+        span = math.log2(2 * max(facts.bound, facts.q)) - math.log2(facts.q)
+        return (np.float64, None, None) if span <= p1 else None  # native adds, provably exact
+    if cfg.chunk is not None and cfg.outer_format is None:
         return None
     fs = get_format(cfg.step_format)
     fo = get_format(cfg.outer_format) if cfg.chunk is not None else None
