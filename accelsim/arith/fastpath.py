@@ -282,12 +282,15 @@ def aligned_plan(cfg: EngineConfig, facts: Facts):
     # it never gets smaller) to e_hi
     if e_hi + 8 > 127 or 2 * f - e_lo > 126 or f - e_hi < -126:
         return None
-    # int8 exponent sums: a zero term (code _Z8 plus the other exponent) stays below every real
-    # sum, two zeros (2 _Z8 = -128) too, and the real sums fit
-    if (_Z8 + max(ea_hi, eb_hi) < e_lo and _Z8 + min(ea_lo, eb_lo) >= -128 and e_lo >= -127
+    # A term with a zero factor has exponent code zero + e_other <= zero + max(hi): it must stay
+    # below low = e_lo - f - 1, under every real term (>= e_lo) and every nonzero inner value
+    # (>= e_lo - f), so the block maximum needs no mask. low also floors emax when everything is
+    # zero (any scale gives 0 then; low keeps the scale normal). int8 when the codes fit.
+    low = e_lo - f - 1
+    if (_Z8 + max(ea_hi, eb_hi) <= low and _Z8 + min(ea_lo, eb_lo) >= -128
             and ea_hi + eb_hi <= 127):
-        return np.int8, _Z8, e_lo
-    return np.int16, ZERO_EXP, e_lo
+        return np.int8, _Z8, low
+    return np.int16, ZERO_EXP, low
 
 
 class AlignedPath:
@@ -296,7 +299,7 @@ class AlignedPath:
     dtype = np.float32
 
     def __init__(self, cfg: EngineConfig, A, B, paired: bool, plan):
-        edtype, zero, self.e_lo = plan  # a block maximum below e_lo: only zero terms
+        edtype, zero, self.low = plan
         self.cfg = cfg
         self.width = cfg.block_width
         fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
@@ -326,15 +329,12 @@ class AlignedPath:
         w = k1 - k0
         P, E = (x[:, :w] for x in scratch)
         self.exps.block(rs, ns, k0, k1, np.add, out=E)
-        emax = E.max(axis=1).astype(np.int32)
-        emax[emax < self.e_lo] = -1000  # only zero terms in the block
-        e_in = inner.view(np.int32) >> 23  # inner is a normal float32 value (>= -126) or 0 (-127)
-        e_in &= 0xFF
-        e_in -= 127
-        np.maximum(emax, e_in, out=emax)
-        emax[emax < -126] = 0  # nothing but zeros: any scale gives 0
-        emax -= self.cfg.align_bits + 127
-        np.negative(emax, out=emax)
+        emax = inner.view(np.int32) >> 23  # inner: a normal float32 value or 0 (exponent -127)
+        emax &= 0xFF
+        emax -= 127
+        np.maximum(emax, E.max(axis=1), out=emax)  # zero terms sit below low (aligned_plan)
+        np.maximum(emax, self.low, out=emax)
+        np.subtract(self.cfg.align_bits + 127, emax, out=emax)
         emax <<= 23
         scale = emax.view(np.float32)  # 2^(f - emax)
         self.ops.block(rs, ns, k0, k1, out=P)
