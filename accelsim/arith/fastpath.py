@@ -313,7 +313,7 @@ class AlignedPath:
     def tiles(self):
         N = self.ops.N
         cols = min(N, 512)
-        rows = max(1, (1 << 17) // (cols * self.width))  # the (rows, W, cols) block: 512 KiB
+        rows = max(1, (1 << 18) // (cols * self.width))  # (rows, W, cols) float32: 1 MiB, one L2
         return tiles_of(self.ops.M, N, rows, cols)
 
     def start(self, tile):
