@@ -73,7 +73,6 @@ class Operands:
         self.paired = paired
         self.M, self.K = A.shape
         self.N = 1 if paired else B.shape[1]
-        self.by_column = by_column
         if by_column:  # K-major copies: one step reads contiguous rows of both
             self.A = np.ascontiguousarray(A.T, dtype=dtype)
             self.B = np.ascontiguousarray(B.T if paired else B, dtype=dtype)
@@ -81,12 +80,12 @@ class Operands:
             self.A = np.asarray(A, dtype=dtype)
             self.B = np.asarray(B, dtype=dtype)
 
-    def column(self, rs, ns, k, out, op=np.multiply):
-        """(rows, cols) of A[:, k] op B[k, :] into ``out`` (by_column layout)."""
+    def column(self, rs, ns, k, out):
+        """(rows, cols) products A[:, k] * B[k, :] into ``out`` (``by_column`` layout)."""
         if self.paired:
-            op(self.A[k, rs], self.B[k, rs], out=out[:, 0])
+            np.multiply(self.A[k, rs], self.B[k, rs], out=out[:, 0])
         else:
-            op(self.A[k, rs, None], self.B[k, None, ns], out=out)
+            np.multiply(self.A[k, rs, None], self.B[k, None, ns], out=out)
         return out
 
     def block(self, rs, ns, k0, k1, op=np.multiply, out=None):
@@ -107,5 +106,6 @@ def tiles_of(M: int, N: int, rows: int, cols: int):
 
 
 def tile_shape(tile):
+    """(rows, cols) of a tile."""
     rs, ns = tile
     return rs.stop - rs.start, ns.stop - ns.start
