@@ -62,14 +62,19 @@ def _check_operand(x, fmt_name: str, what: str, ndim: int) -> np.ndarray:
     return arr
 
 
+def _spacing_exp(f) -> int:
+    """log2 of the format's smallest spacing: 2^(emin - mbits), or below it for HiF8's denormals."""
+    return min(f.emin - f.mbits, math.frexp(f.min_subnormal)[1] - 1)
+
+
 def _exact_limbs(cfg: EngineConfig, K: int):
     """Split exponents so that every limb's sum over K products is exact in float64."""
     fa, fb = _fmt(cfg.a_format), _fmt(cfg.b_format)
-    q = (fa.emin - fa.mbits) + (fb.emin - fb.mbits)
+    q = _spacing_exp(fa) + _spacing_exp(fb)
     top = (math.floor(math.log2(fa.max)) + 1) + (math.floor(math.log2(fb.max)) + 1)
     if cfg.product_format is not None:
         fp = _fmt(cfg.product_format)
-        q = min(q, fp.emin - fp.mbits)
+        q = min(q, _spacing_exp(fp))
         top = max(top, math.floor(math.log2(fp.max)) + 1)
     width = 53 - math.ceil(math.log2(K + 1))
     if top - q <= width:
