@@ -90,6 +90,10 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False):
     M, K = A.shape
     N = 1 if paired else B.shape[1]
     split = _exact_limbs(cfg, K)
+    if split is None and cfg.product_format is None:
+        # one limb: every product and every partial sum, in any order and with or without FMA,
+        # is exactly representable, so a BLAS product is the exact sum
+        return np.einsum("ij,ij->i", A, B)[:, None] if paired else A @ B
     hi = np.zeros((M, N))
     lo = np.zeros((M, N))
     ops = Operands(A, B, paired, np.float64)
