@@ -58,7 +58,7 @@ def _fp8_pair(draw):
 
 @st.composite
 def _engine(draw):
-    kind = draw(st.sampled_from(["fp32", "fp32-wide", "narrow", "aligned", "fp64"]))
+    kind = draw(st.sampled_from(["fp32", "fp32-wide", "narrow", "aligned", "fp64", "exact"]))
     chunk = draw(st.sampled_from([None, 1, 8, 32, 64, 128]))
     rnd = st.sampled_from(["rne", "rna", "rz"])
     out = draw(st.sampled_from(["fp32", "bf16", "fp16", "dlfloat16"]))
@@ -68,6 +68,10 @@ def _engine(draw):
         return get_engine("fp32-fma", a_format=fa, b_format=fb, chunk=chunk, out_format=out,
                           step_rounding=draw(st.sampled_from(["rne", "rne", "rz", "rna"])),
                           outer_rounding=draw(st.sampled_from(["rne", "rne", "rna"])))
+    if kind == "exact":  # one limb: a BLAS product; two limbs: the limb loop either way
+        fa, fb = draw(st.sampled_from([("e4m3fn", "e4m3fn"), ("e4m3fn", "e5m2"), ("e5m2", "e5m2"),
+                                       ("hfp8-143", "hfp8-152"), ("hif8", "hif8")]))
+        return get_engine("exact", a_format=fa, b_format=fb, out_format=out)
     if kind == "fp64":  # exact float64 running sums (operands whose sums always fit 53 bits)
         fa, fb = draw(st.sampled_from([("e4m3fn", "e4m3fn"), ("hfp8-143", "hfp8-143")]))
         return get_engine("fp32-fma", a_format=fa, b_format=fb, step_format=None, outer_format=None,

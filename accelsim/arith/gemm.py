@@ -85,12 +85,13 @@ def _exact_limbs(cfg: EngineConfig, K: int):
                      f"{top - q} bits, more than two float64 limbs of {width} bits")
 
 
-def exact_sums(A, B, cfg: EngineConfig, paired: bool = False):
-    """The one-step exact engine before output rounding: float64 round-to-odd of each exact sum."""
+def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True):
+    """The one-step exact engine before output rounding: float64 round-to-odd of each exact sum
+    (``fast=False``: always the limb loop, the reference for the BLAS shortcut)."""
     M, K = A.shape
     N = 1 if paired else B.shape[1]
     split = _exact_limbs(cfg, K)
-    if split is None and cfg.product_format is None:
+    if fast and split is None and cfg.product_format is None:
         # one limb: every product and every partial sum, in any order and with or without FMA,
         # is exactly representable, so a BLAS product is the exact sum
         return np.einsum("ij,ij->i", A, B)[:, None] if paired else A @ B
@@ -170,7 +171,7 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
 
     def run(a, b):
         if cfg.block_width is None:
-            return exact_sums(a, b, cfg, paired)
+            return exact_sums(a, b, cfg, paired, fast)
         return run_tiles(choose_path(cfg, a, b, paired, fast), a.shape[1], cfg.chunk, threads)
 
     if cfg.split_k == 1:
