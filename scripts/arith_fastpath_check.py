@@ -57,9 +57,9 @@ def random_engine(rng):
                           outer_rounding=pick(["rne", "rna"]), out_format="fp32")
     fa, fb = pick(FP8[:4] + WIDE[:2])
     W = pick([8, 16, 32])
-    f = int(rng.integers(8, 15))
+    f = int(rng.integers(8, 15)) if fa[0] != "b" and fa != "fp16" else int(rng.integers(8, 29))
     return get_engine("h100-fp8", a_format=fa, b_format=fb, block_width=W, align_bits=f,
-                      step_bits=pick([f, None]), align_rounding=pick(["rz", "rne"]),
+                      step_bits=pick([min(f, 23), None]), align_rounding=pick(["rz", "rne"]),
                       chunk=None if chunk is None else W * 4)
 
 

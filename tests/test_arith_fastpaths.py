@@ -85,10 +85,10 @@ def _engine(draw):
     fa, fb = draw(st.sampled_from([("e4m3fn", "e4m3fn"), ("e4m3fn", "e5m2"), ("e5m2", "e5m2"),
                                    ("hfp8-143", "hfp8-152"), ("bf16", "bf16"), ("fp16", "fp16")]))
     W = draw(st.sampled_from([1, 2, 4, 8, 16, 32]))
-    f = draw(st.integers(3, 14))
+    f = draw(st.integers(3, 14) if fa[0] == "e" else st.integers(3, 30))  # > ~17: float64 blocks
     c = None if chunk is None else W * draw(st.sampled_from([1, 2, 4]))
     return get_engine("h100-fp8", a_format=fa, b_format=fb, block_width=W, align_bits=f,
-                      step_bits=draw(st.sampled_from([None, f, f - 1, 20])), chunk=c,
+                      step_bits=draw(st.sampled_from([None, f, f - 1, 20, 23])), chunk=c,
                       align_rounding=draw(st.sampled_from(["rz", "rne"])),
                       step_bits_rounding=draw(st.sampled_from(["rz", "rne"])),
                       out_format=out if out != "dlfloat16" else "fp32")
@@ -126,6 +126,8 @@ def _typical(eng, rng, shape_a, shape_b):
     ("h100-fp8", {"fast_accum": True, "b_format": "e5m2"}, AlignedPath),
     ("h100-fp8", {"a_format": "bf16", "b_format": "bf16", "block_width": 16}, AlignedPath),
     ("h100-fp8", {"a_format": "fp16", "b_format": "fp16", "align_bits": 12}, AlignedPath),
+    ("h100-fp8", {"a_format": "bf16", "b_format": "bf16", "align_bits": 24, "step_bits": 23,
+                  "block_width": 16}, AlignedPath),  # float64 blocks
     ("fp32-fma", {"step_format": None, "outer_format": None, "chunk": 64}, FmaPath),  # exact float64
     ("fp16-fma", {}, GeneralPath),  # fp16 x fp16 products do not fit an fp16 grid: reference path
 ])

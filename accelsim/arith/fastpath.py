@@ -251,97 +251,108 @@ class FmaPath:
 _Z8 = -64  # zero operand's exponent code in int8 (a zero term never sets the block maximum)
 
 
-def aligned_plan(cfg: EngineConfig, facts: Facts):
-    """(exponent dtype, zero code, smallest real exponent sum) for AlignedPath, or None.
+# (significand bits, exponent bias, exponent field mask, integer view) of the working dtypes
+_LAYOUT = {np.float32: (24, 127, 0xFF, np.int32), np.float64: (53, 1023, 0x7FF, np.int64)}
 
-    float32 is exact throughout when: products have <= 24 bits and are normal float32 values;
-    p * 2^(f - emax) stays normal (truncating it is then the exact cut); the block sum of
-    W + 1 integers below 2^(f+1) (f+2 for products) fits in 24 bits; every inner value
-    (a 24-bit integer times 2^(emax - f)) is a normal float32 value; and the outer format is
-    fp32 with RNE (a native add).
+
+def aligned_plan(cfg: EngineConfig, facts: Facts):
+    """(working dtype, exponent dtype, zero code, exponent floor) for AlignedPath, or None.
+
+    The working dtype (float32, else float64) is exact throughout when: products have <= p bits
+    and are normal; p * 2^(f - emax) stays normal (truncating it is then the exact cut); the
+    block sum of W + 1 integers below 2^(f+1) (f+2 for products) fits in p bits; every inner
+    value (a p-bit integer times 2^(emax - f)) is normal; the scale 2^(f - emax) is normal. A
+    promotion into fp32 (RNE) is a native add in float32; in float64 it adds two values of the
+    fp32 grid (inner cut to <= 23 fraction bits) and rounds once more, an innocuous double
+    rounding (``_add_ok``: 53 >= 2 * 24 + 3).
     """
     if (cfg.block_width is None or cfg.align_bits is None or cfg.align_exponent != "field"
             or cfg.product_format is not None or cfg.step_format is not None):
         return None
-    if cfg.step_bits is not None and cfg.step_bits > 22:
-        return None
     if cfg.chunk is not None and (cfg.outer_format != "fp32" or cfg.outer_rounding != "rne"):
-        return None
-    f = cfg.align_bits
-    if f + 2 + math.ceil(math.log2(cfg.block_width + 1)) > 24 or facts.prod_bits > 24:
         return None
     if facts.ea is None or facts.eb is None:
         return None  # an all-zero operand: nothing to gain
+    f = cfg.align_bits
     (ea_lo, ea_hi), (eb_lo, eb_hi) = facts.ea, facts.eb  # field exponents found in the data
     e_lo = ea_lo + eb_lo
     e_hi = max(_floor_log2(max(facts.bound, 1.0)) + 2, ea_hi + eb_hi + 1)
-    # products and their scaled values normal; inner values normal and finite; scale normal
-    if facts.q < 2.0**-126 or facts.q * 2.0 ** (f - e_hi) < 2.0**-126 or e_lo - f < -126:
-        return None
-    # scale 2^(f - emax) normal: emax runs from e_lo - f (an inner value left by cancellation;
-    # it never gets smaller) to e_hi
-    if e_hi + 8 > 127 or 2 * f - e_lo > 126 or f - e_hi < -126:
-        return None
-    # A term with a zero factor has exponent code zero + e_other <= zero + max(hi): it must stay
-    # below low = e_lo - f - 1, under every real term (>= e_lo) and every nonzero inner value
-    # (>= e_lo - f), so the block maximum needs no mask. low also floors emax when everything is
-    # zero (any scale gives 0 then; low keeps the scale normal). int8 when the codes fit.
+    # emax runs from e_lo - f (an inner value left by cancellation; it never gets smaller) to
+    # e_hi; low floors it when everything is zero (any scale gives 0 then)
     low = e_lo - f - 1
-    if (_Z8 + max(ea_hi, eb_hi) <= low and _Z8 + min(ea_lo, eb_lo) >= -128
-            and ea_hi + eb_hi <= 127):
-        return np.int8, _Z8, low
-    return np.int16, ZERO_EXP, low
+    for dtype, (p, bias, _, _) in _LAYOUT.items():
+        emin, emax_d = 1 - bias, bias
+        if cfg.step_bits is not None and cfg.step_bits > p - 2:
+            continue  # the cut must drop at least one bit of the working significand
+        if f + 2 + math.ceil(math.log2(cfg.block_width + 1)) > p or facts.prod_bits > p:
+            continue
+        if facts.q < 2.0**emin or facts.q * 2.0 ** (f - e_hi) < 2.0**emin or e_lo - f < emin:
+            continue  # products, scaled products or inner values not normal
+        if e_hi + 8 > emax_d or f - low > emax_d or f - e_hi < emin:
+            continue  # inner values or the scale out of range
+        if cfg.chunk is not None and dtype is np.float64 and (
+                cfg.step_bits is None or cfg.step_bits > 23 or e_lo - f < -126 or e_hi + 8 > 127):
+            continue  # inner values must lie on the fp32 grid
+        # A term with a zero factor has exponent code zero + e_other <= zero + max(hi): it must
+        # stay below low, under every real term (>= e_lo) and every nonzero inner value
+        # (>= e_lo - f), so the block maximum needs no mask. int8 when the codes fit.
+        if (_Z8 + max(ea_hi, eb_hi) <= low and _Z8 + min(ea_lo, eb_lo) >= -128
+                and ea_hi + eb_hi <= 127):
+            return dtype, np.int8, _Z8, low
+        return dtype, np.int16, ZERO_EXP, low
+    return None
 
 
 class AlignedPath:
-    """Fused blocks aligned on field exponents, float32/int32 (conditions: ``aligned_plan``)."""
-
-    dtype = np.float32
+    """Fused blocks aligned on field exponents in float32 or float64 (conditions: ``aligned_plan``)."""
 
     def __init__(self, cfg: EngineConfig, A, B, paired: bool, plan):
-        edtype, zero, self.low = plan
+        self.dtype, edtype, zero, self.low = plan
         self.cfg = cfg
         self.width = cfg.block_width
+        p, self.bias, self.mask, self.ity = _LAYOUT[self.dtype]
+        self.mant = p - 1
         fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
-        self.ops = Operands(A, B, paired, np.float32)
+        self.ops = Operands(A, B, paired, self.dtype)
         self.exps = Operands(field_exponents(A, fa, zero, edtype), field_exponents(B, fb, zero, edtype),
                              paired, edtype)
         self.cut = None
         if cfg.step_bits is not None:
-            self.cut = _Rounder(cfg.step_bits, cfg.step_bits_rounding, np.float32)
+            self.cut = _Rounder(cfg.step_bits, cfg.step_bits_rounding, self.dtype)
 
     def tiles(self):
         N = self.ops.N
         cols = min(N, 512)
-        rows = max(1, (1 << 18) // (cols * self.width))  # (rows, W, cols) float32: 1 MiB, one L2
+        elems = (1 << 18) if self.dtype is np.float32 else (1 << 17)  # (rows, W, cols): 1 MiB, one L2
+        rows = max(1, elems // (cols * self.width))
         return tiles_of(self.ops.M, N, rows, cols)
 
     def start(self, tile):
         T, Nt = tile_shape(tile)
         W = self.width
-        return np.empty((T, W, Nt), np.float32), np.empty((T, W, Nt), self.exps.A.dtype)
+        return np.empty((T, W, Nt), self.dtype), np.empty((T, W, Nt), self.exps.A.dtype)
 
     def zeros(self, tile):
-        return np.zeros(tile_shape(tile), np.float32)
+        return np.zeros(tile_shape(tile), self.dtype)
 
     def step(self, inner, tile, k0, k1, scratch):
         rs, ns = tile
         w = k1 - k0
         P, E = (x[:, :w] for x in scratch)
         self.exps.block(rs, ns, k0, k1, np.add, out=E)
-        emax = inner.view(np.int32) >> 23  # inner: a normal float32 value or 0 (exponent -127)
-        emax &= 0xFF
-        emax -= 127
+        emax = inner.view(self.ity) >> self.mant  # inner: a normal value or 0 (exponent -bias)
+        emax &= self.mask
+        emax -= self.bias
         np.maximum(emax, E.max(axis=1), out=emax)  # zero terms sit below low (aligned_plan)
         np.maximum(emax, self.low, out=emax)
-        np.subtract(self.cfg.align_bits + 127, emax, out=emax)
-        emax <<= 23
-        scale = emax.view(np.float32)  # 2^(f - emax)
+        np.subtract(self.cfg.align_bits + self.bias, emax, out=emax)
+        emax <<= self.mant
+        scale = emax.view(self.dtype)  # 2^(f - emax)
         self.ops.block(rs, ns, k0, k1, out=P)
         P *= scale[:, None, :]  # exact: a power of two, products stay normal
         cut = np.trunc if self.cfg.align_rounding == "rz" else np.rint
         cut(P, out=P)
-        r = P.sum(axis=1)  # integers, every partial sum below 2^24: exact in any order
+        r = P.sum(axis=1)  # integers, every partial sum below 2^p: exact in any order
         t = inner * scale
         r += cut(t, out=t)
         if self.cut is not None:
@@ -350,6 +361,7 @@ class AlignedPath:
         return r
 
     def promote(self, outer, inner):
-        outer += inner  # fp32 RNE, both operands float32 values
+        outer += inner  # float32: fp32 RNE of two float32 values
+        if self.dtype is not np.float32:  # two fp32-grid values: round the float64 sum once more
+            outer[...] = outer.astype(np.float32)
         return outer
-
