@@ -58,7 +58,7 @@ def _fp8_pair(draw):
 
 @st.composite
 def _engine(draw):
-    kind = draw(st.sampled_from(["fp32", "fp32-wide", "narrow", "aligned", "fp64", "exact"]))
+    kind = draw(st.sampled_from(["fp32", "fp32-wide", "narrow", "aligned", "aligned-wide", "fp64", "exact"]))
     chunk = draw(st.sampled_from([None, 1, 8, 32, 64, 128]))
     rnd = st.sampled_from(["rne", "rna", "rz"])
     out = draw(st.sampled_from(["fp32", "bf16", "fp16", "dlfloat16"]))
@@ -82,10 +82,14 @@ def _engine(draw):
         outer = draw(st.sampled_from([step, "fp32", "dlfloat16"]))
         return get_engine("hfp8", a_format=fa, b_format=fb, step_format=step, step_rounding=draw(rnd),
                           chunk=chunk, outer_format=outer, outer_rounding=draw(rnd), out_format=out)
-    fa, fb = draw(st.sampled_from([("e4m3fn", "e4m3fn"), ("e4m3fn", "e5m2"), ("e5m2", "e5m2"),
-                                   ("hfp8-143", "hfp8-152"), ("bf16", "bf16"), ("fp16", "fp16")]))
+    if kind == "aligned-wide":  # 16-bit operands, many alignment bits: float64 blocks
+        fa, fb = draw(st.sampled_from([("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "fp16")]))
+        f = draw(st.integers(15, 30))
+    else:
+        fa, fb = draw(st.sampled_from([("e4m3fn", "e4m3fn"), ("e4m3fn", "e5m2"), ("e5m2", "e5m2"),
+                                       ("hfp8-143", "hfp8-152"), ("bf16", "bf16"), ("fp16", "fp16")]))
+        f = draw(st.integers(3, 14))
     W = draw(st.sampled_from([1, 2, 4, 8, 16, 32]))
-    f = draw(st.integers(3, 14) if fa[0] == "e" else st.integers(3, 30))  # > ~17: float64 blocks
     c = None if chunk is None else W * draw(st.sampled_from([1, 2, 4]))
     return get_engine("h100-fp8", a_format=fa, b_format=fb, block_width=W, align_bits=f,
                       step_bits=draw(st.sampled_from([None, f, f - 1, 20, 23])), chunk=c,
