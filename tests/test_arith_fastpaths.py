@@ -181,3 +181,13 @@ def test_native_fp32_overflow_and_inf_minus_inf():
         assert _same_bits(got, matmul(a, b, eng, fast=False)), chunk
         assert not np.isfinite(got[:2]).any()
     assert np.isnan(matmul(a, b, get_engine("fp32-fma", a_format="bf16", b_format="bf16", chunk=8))[0, 0])
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_empty_shapes(fast):
+    for name in ("hfp8", "h100-fp8", "fp32-fma", "fp16-fma", "exact"):
+        eng = get_engine(name)
+        for sa, sb in [((0, 5), (5, 3)), ((3, 5), (5, 0)), ((3, 0), (0, 2))]:
+            out = matmul(np.zeros(sa), np.zeros(sb), eng, fast=fast)
+            assert out.shape == (sa[0], sb[1]) and not out.any(), (name, sa, sb)
+        assert dot(np.zeros((0, 4)), np.zeros((0, 4)), eng, fast=fast).shape == (0,)

@@ -102,8 +102,8 @@ class GeneralPath:
     def tiles(self):
         N = self.ops.N
         W = self.width
-        rows = max(1, (1 << 20) // max(1, W * N)) if self.cfg.align_bits is not None else max(1, (1 << 15) // N)
-        return tiles_of(self.ops.M, N, rows, N)
+        rows = max(1, ((1 << 20) // W if self.cfg.align_bits is not None else 1 << 15) // max(1, N))
+        return tiles_of(self.ops.M, N, rows, max(1, N))
 
     def start(self, tile):
         return None

@@ -221,7 +221,7 @@ class FmaPath:
 
     def tiles(self):
         N = self.ops.N
-        cols = min(N, 512)
+        cols = max(1, min(N, 512))
         rows = max(1, (1 << 16) // cols)  # inner + products: 512 KiB of float32, in L2
         return tiles_of(self.ops.M, N, rows, cols)
 
@@ -322,7 +322,7 @@ class AlignedPath:
 
     def tiles(self):
         N = self.ops.N
-        cols = min(N, 512)
+        cols = max(1, min(N, 512))
         elems = (1 << 18) if self.dtype is np.float32 else (1 << 17)  # (rows, W, cols): 1 MiB, one L2
         rows = max(1, elems // (cols * self.width))
         return tiles_of(self.ops.M, N, rows, cols)
