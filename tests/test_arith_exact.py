@@ -147,6 +147,15 @@ def test_exact_equals_fraction_sum_rounded_once(fa, fb, out):
         assert got[0] != 0
 
 
+def test_exact_hif8_keeps_denormal_products():
+    """HiF8's denormals (down to 2^-22) lie below 2^(emin - mbits): the limb split must count
+    them, or 2^11 + 2^-13 + 2^-44 loses its last term and rounds to even (2048) instead of up."""
+    a, b = np.array([2.0**15, 2.0**-6, 2.0**-22]), np.array([2.0**-4, 2.0**-7, 2.0**-22])
+    eng = get_engine("exact", a_format="hif8", b_format="hif8")
+    X = sum(Fraction(x) * Fraction(y) for x, y in zip(a, b))
+    assert dot(a, b, eng) == ieee_round(X, "fp32") == 2048.0 + 2.0**-12
+
+
 # ---- fast engine == scalar reference (hypothesis) --------------------------------------------
 
 VARIANTS = {
@@ -162,7 +171,15 @@ VARIANTS = {
     "h100-fp8-split3": {"split_k": 3, "out_format": "bf16"},
     "exact": {},
     "exact-mixed": {"b_format": "e5m2", "out_format": "fp16"},
+    "exact-hif8": {"a_format": "hif8", "b_format": "hif8"},  # denormals below 2^(emin - mbits)
     "fp16-fma-prod-e5m2": {"product_format": "bf16", "step_format": "fp32", "out_format": "fp32"},
+    # fast datapaths (tests/test_arith_fastpaths.py): native fp32 sums of bf16 products, FP8
+    # products into fp16 / bf16 steps on float64 / float32 bit tricks
+    "fp32-fma-bf16-chunk16": {"a_format": "bf16", "b_format": "bf16", "chunk": 16},
+    "hfp8-fp16-steps": {"a_format": "e4m3fn", "b_format": "e5m2", "step_format": "fp16",
+                        "step_rounding": "rne", "outer_format": "fp32", "outer_rounding": "rne", "chunk": 16},
+    "hfp8-bf16-steps-rz": {"a_format": "e4m3fn", "b_format": "e4m3fn", "step_format": "bf16",
+                           "step_rounding": "rz", "outer_format": "bf16", "outer_rounding": "rna"},
 }
 
 

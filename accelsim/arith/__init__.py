@@ -2,6 +2,7 @@
 
 from accelsim.arith import get_engine, matmul, dot, partial_sums, fma, systolic_matmul
 Presets: hfp8 (IBM HFP8, NeurIPS 2019), fp16-fma, fp32-fma, h100-fp8 (pinned on H100 bits), exact.
+The K-step loop and its datapaths (float64 reference, fast native twins): accelsim.arith.datapath.
 """
 
 from .engine import PRESET_NAMES, PRESETS, EngineConfig, get_engine

@@ -78,9 +78,10 @@ def round_fast(x: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool = Fal
     drop, add, keep, lo, span = _consts(f, mode)
     x = np.ascontiguousarray(x, dtype=np.float64)
     bits = x.view(np.int64)
-    r = bits & _MAG
+    # two temporaries, reused in place: fresh multi-MB arrays cost page faults on every call
+    r = np.bitwise_and(bits, _MAG)
+    t = np.right_shift(r, drop)
     if mode == "rne":
-        t = r >> drop
         t &= 1
         t += add
         r += t
@@ -90,9 +91,10 @@ def round_fast(x: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool = Fal
     # unsigned range test: rounded below the normal range, overflow, inf, nan -> general path
     # (a value just below min_normal that rounds up to it on its own grid rounds to it on the
     # coarser subnormal grid as well); zeros (r == 0) are already right
-    t = r - lo
+    np.subtract(r, lo, out=t)
     odd = t.view(np.uint64) > span
-    r |= bits & _SIGN
+    np.bitwise_and(bits, _SIGN, out=t)
+    r |= t
     out = r.view(np.float64)
     if odd.any():
         idx = np.flatnonzero(odd.reshape(-1))
@@ -142,3 +144,9 @@ def cut_bits(x: np.ndarray, frac_bits: int, mode: str) -> np.ndarray:
         y = np.ldexp(x, s)
         r = np.trunc(y) if mode == "rz" else np.rint(y)
         return np.where(x == 0, x, np.ldexp(r, -s))
+
+
+def field_exponents(x: np.ndarray, f: FloatFormat, zero=ZERO_EXP, dtype=np.int16) -> np.ndarray:
+    """Exponent field value of each operand (subnormals at emin), ``zero`` for zeros."""
+    e = np.maximum(floor_log2(x), f.emin)
+    return np.where(x == 0, zero, e).astype(dtype)

@@ -10,12 +10,16 @@ differ only in the accumulation. Tables only; plots live in accelsim.report.swam
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from accelsim.numerics import quantize
 
+from .datapath import choose_path
 from .engine import EngineConfig, get_engine
-from .gemm import _engine_step, _fma_step, _prepare, _promote, _run_exact
+from .gemm import dot, exact_sums
+from .kloop import k_loop
 
 A_FORMAT, B_FORMAT = "e4m3fn", "e5m2"
 DISTRIBUTIONS = ("positive", "zero-mean")
@@ -56,39 +60,32 @@ def prefix_results(a, b, engine: EngineConfig, checkpoints) -> dict[int, np.ndar
     W = engine.block_width
     if any(k % W for k in cps):
         raise ValueError(f"checkpoints must be multiples of block_width={W}")
-    A, B, Ea, Eb = _prepare(np.asarray(a, float), np.asarray(b, float), engine)
-    rows = A.shape[0]
-    with np.errstate(invalid="ignore", over="ignore"):
-        return _prefix_loop(A, B, Ea, Eb, engine, cps, rows)
-
-
-def _prefix_loop(A, B, Ea, Eb, engine, cps, rows):
-    W = engine.block_width
-    inner = np.zeros((rows, 1))
-    outer = np.zeros((rows, 1))
+    A = np.asarray(a, float)[:, :cps[-1]]
+    B = np.asarray(b, float)[:, :cps[-1]]
+    path = choose_path(engine, A, B, paired=True)
     out: dict[int, np.ndarray] = {}
-    everything = slice(0, rows)
-    for k0 in range(0, cps[-1], W):
-        k1 = k0 + W
-        inner = _engine_step(inner, A, B, Ea, Eb, everything, k0, k1, engine, paired=True)
-        if engine.chunk is not None and k1 % engine.chunk == 0:
-            outer = _promote(outer, inner, engine)
-            inner = np.zeros_like(inner)
-        if k1 in cps:
-            if engine.chunk is None:
-                r = inner
-            elif k1 % engine.chunk == 0:
-                r = outer
-            else:
-                r = _promote(outer, inner, engine)
-            out[k1] = r[:, 0].copy()
+    wanted = set(cps)
+
+    def record(k_end, inner, outer, promoted):
+        if k_end not in wanted:
+            return
+        if engine.chunk is None:
+            r = inner
+        elif promoted:
+            r = outer
+        else:  # the tail promotion the engine would do if K ended here
+            r = path.promote(outer.copy(), inner)
+        out[k_end] = r[:, 0].astype(np.float64)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        k_loop(path, (slice(0, A.shape[0]), slice(0, 1)), cps[-1], engine.chunk, on_step=record)
     return out
 
 
 def _exact_prefixes(a, b, checkpoints) -> dict[int, np.ndarray]:
     """float64 round-to-odd value of each exact prefix sum (the exact engine before output)."""
     exact = get_engine("exact", a_format=A_FORMAT, b_format=B_FORMAT, out_format="fp32")
-    return {K: _run_exact(a[:, :K], b[:, :K], exact, paired=True)[:, 0] for K in checkpoints}
+    return {K: exact_sums(a[:, :K], b[:, :K], exact, paired=True)[:, 0] for K in checkpoints}
 
 
 def _abs_prefixes(a, b, checkpoints) -> dict[int, np.ndarray]:
@@ -145,9 +142,8 @@ def chunk_sweep_table(rng: np.random.Generator, *, K: int = 16384, chunks=CHUNKS
     """Tidy DataFrame: chunk, distribution, mean/max relative error of the HFP8 two-level
     dlfloat16 accumulator at fixed K (the IBM design point is chunk 64).
 
-    All chunk sizes run in one pass: every row group shares the FMA chain step and is promoted
-    into its outer accumulator where K-position % chunk == 0 (the same _fma_step/_promote as
-    matmul; tests check it against matmul with each chunk).
+    Each chunk size is the HFP8 engine with that promotion interval (``dot``); the dlfloat16
+    values it returns are exact in its fp32 output. ``progress`` is called after each chunk size.
     """
     import pandas as pd
 
@@ -158,25 +154,14 @@ def chunk_sweep_table(rng: np.random.Generator, *, K: int = 16384, chunks=CHUNKS
     a, b = _operands_all(rng, reps, K)
     exact = _exact_prefixes(a, b, [K])[K]
     scale = _abs_prefixes(a, b, [K])[K]
-    n = a.shape[0]
-    A, B = np.tile(a, (len(chunks), 1)), np.tile(b, (len(chunks), 1))
-    chunk_of_row = np.repeat(chunks, n)[:, None]
-    inner = np.zeros((A.shape[0], 1))
-    outer = np.zeros_like(inner)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for k in range(K):
-            inner = _fma_step(inner, (A[:, k] * B[:, k])[:, None], base)
-            if (k + 1) % min(chunks) == 0:
-                due = (k + 1) % chunk_of_row == 0
-                outer = np.where(due, _promote(outer, inner, base), outer)
-                inner = np.where(due, 0.0, inner)
-            if progress is not None and (k + 1) % 1024 == 0:
-                progress()
     rows = []
-    for j, c in enumerate(chunks):
-        e = _rel_err(outer[j * n:(j + 1) * n, 0], exact, scale)
+    for c in chunks:
+        got = dot(a, b, dataclasses.replace(base, chunk=c))
+        e = _rel_err(got, exact, scale)
         for i, dist in enumerate(DISTRIBUTIONS):
             part = e[i * reps:(i + 1) * reps]
             rows.append({"chunk": c, "K": K, "distribution": dist, "rel_err_mean": float(part.mean()),
                          "rel_err_max": float(part.max()), "reps": reps})
+        if progress is not None:
+            progress()
     return pd.DataFrame(rows)

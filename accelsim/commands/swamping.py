@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     k_values = tuple(2**i for i in range(6, args.max_k.bit_length()))
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
-    total = len(study_engines()) + args.sweep_k // 1024
+    total = len(study_engines()) + len(CHUNKS)
     with tqdm(total=total, desc="swamping", unit="pass", disable=args.no_progress) as bar:
         table = swamping_table(rng, k_values=k_values, reps=args.reps, progress=lambda: bar.update(1))
         sweep = chunk_sweep_table(rng, K=args.sweep_k, reps=args.reps, progress=lambda: bar.update(1))
