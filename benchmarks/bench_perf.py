@@ -7,7 +7,11 @@
    v3's own wall time as recorded in the golden files' headers (target: well under 1 s);
 2. the per-layer x phase roofline table of torchvision ResNet-50 on the 64-chip system;
 3. the full design-space exploration of ResNet-50 on arch_configs/hfp8-64chip.toml for the three
-   schemes fp16, fp8, hfp8 (target: < 30 s on 2 cores), with a process pool vs serially.
+   schemes fp16, fp8, hfp8 (target: < 30 s on 2 cores), with a process pool vs serially
+   (``--skip-dse`` leaves it out);
+4. the GPU model (issue 11): one ``gemm_time`` (target < 0.2 s) and one ResNet-50 ``predict``
+   (target < 1 s) on arch_configs/a100-sxm.toml, in process and as the CLI commands
+   (``accelsim gemm`` / ``accelsim predict --json``: Python start-up and imports included).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=2, help="process-pool workers for the DSE")
     p.add_argument("--repeat", type=int, default=5, help="repetitions of the fast timings")
+    p.add_argument("--skip-dse", action="store_true", help="leave out the 64-chip DSE (3.)")
     args = p.parse_args(argv)
 
     from accelsim.arch import load_system
@@ -76,6 +82,30 @@ def main(argv: list[str] | None = None) -> int:
     t = _timeit(lambda: layer_table(sys64, resnet, 1024, "hfp8"), args.repeat)
     rows.append(("ResNet-50 layer x phase roofline table (175 layers, 1 mapping)", t, ""))
 
+    from accelsim.commands.predict import predict_step
+    from accelsim.perf.gemm import gemm_time
+
+    a100 = load_system(REPO / "arch_configs" / "a100-sxm.toml")
+    t = _timeit(lambda: gemm_time(a100, 8192, 8192, 8192, "bf16"), args.repeat)
+    rows.append(("gemm_time 8192^3 bf16 on A100 (in process)", t, f"target 0.2 s: {0.2 / t:,.0f}x under"))
+    t = _timeit(lambda: predict_step(a100, resnet, 256, "fp16", fusion=True), args.repeat)
+    rows.append(("predict ResNet-50 b256 fp16 on A100 (in process)", t, f"target 1 s: {1 / t:.1f}x under"))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for name, cmd, target in (
+            ("accelsim gemm --json (CLI, incl. Python start-up)",
+             ["gemm", "--system", "arch_configs/a100-sxm.toml", "--m", "8192", "--n", "8192",
+              "--k", "8192", "--scheme", "bf16", "--json"], 0.2),
+            ("accelsim predict resnet50 --json (CLI, incl. start-up)",
+             ["predict", "--system", "arch_configs/a100-sxm.toml", "--workload", "resnet50",
+              "--batch", "256", "--scheme", "fp16", "--json"], 1.0)):
+        t = _timeit(lambda: subprocess.run([sys.executable, "-m", "accelsim.cli", *cmd], cwd=REPO,
+                                           env=env, check=True, capture_output=True), 3)
+        rows.append((name, t, f"target {target} s: {'met' if t < target else 'MISSED'}"))
+    if args.skip_dse:
+        res = []
+        _report(rows, res)
+        return 0
+
     def dse(executor, workers=None):
         return [explore(sys64, resnet, 1024, s, executor=executor, max_workers=workers)
                 for s in ("fp16", "fp8", "hfp8")]
@@ -91,16 +121,22 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("full DSE ResNet-50, 64 chips, fp16+fp8+hfp8, serial", ser, f"{n_pts:,} points"))
     rows.append((f"same, one pool of {args.workers} processes (incl. start-up)", par,
                  f"{ser / par:.2f}x serial"))
+    _report(rows, res)
+    return 0
+
+
+def _report(rows, res) -> None:
     w = max(len(r[0]) for r in rows)
     print(f"\n{'benchmark':<{w}}  {'seconds':>9}  notes")
     for name, sec, note in rows:
         print(f"{name:<{w}}  {sec:>9.4f}  {note}")
-    print("\nbest plans (batch 1024):")
-    for r in res:
-        b = r.best
-        print(f"  {r.scheme:>5}: {b['strategy']}/{b['dataflow']}/overlap={b['overlap']}: "
-              f"{b['samples_per_s']:,.0f} images/s, step {b['step_s'] * 1e3:.3f} ms, "
-              f"{b['utilization']:.1%} of peak")
+    if res:
+        print("\nbest plans (batch 1024):")
+        for r in res:
+            b = r.best
+            print(f"  {r.scheme:>5}: {b['strategy']}/{b['dataflow']}/overlap={b['overlap']}: "
+                  f"{b['samples_per_s']:,.0f} images/s, step {b['step_s'] * 1e3:.3f} ms, "
+                  f"{b['utilization']:.1%} of peak")
     return 0
 
 

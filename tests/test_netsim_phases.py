@@ -23,7 +23,7 @@ RATES = dict(memory_Bps=900e9, vector_ops_per_s=1.92e12)
 
 
 def test_scheme_presets_and_errors():
-    assert SCHEME_NAMES == ("fp16", "fp8", "hfp8")
+    assert SCHEME_NAMES[:3] == ("fp16", "fp8", "hfp8")  # the paper's, then bf16/tf32/fp32
     h, f = get_scheme("hfp8"), get_scheme("FP8")
     assert h.all_gather_bytes_per_elem == 1 and f.all_gather_bytes_per_elem == 2
     assert h.phase_order == ("reduce_scatter", "weight_update", "all_gather")
@@ -32,7 +32,7 @@ def test_scheme_presets_and_errors():
     assert get_scheme("fp16").compute_precision == "fp16"
     assert get_scheme(h) is h
     with pytest.raises(ValueError, match="known schemes: fp16, fp8, hfp8"):
-        get_scheme("bf16")
+        get_scheme("fp6")
     import dataclasses
     with pytest.raises(ValueError, match="sharded update must precede"):
         dataclasses.replace(h, phase_order=("reduce_scatter", "all_gather", "weight_update"))
@@ -138,7 +138,9 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="compression factor"):
         breakdown(32, compression=0)
     with pytest.raises(ValueError, match="n_params"):
-        phase_times(T.dgx1(), 0, "fp8", **RATES)
+        phase_times(T.dgx1(), -1, "fp8", **RATES)
+    # a model without weights (only matmul layers) has nothing to reduce
+    assert phase_times(T.dgx1(), 0, "fp8", **RATES).total_s == 0.0
 
 
 CONFIG = REPO / "arch_configs" / "hfp8-64chip.toml"
@@ -205,7 +207,7 @@ def test_cli_comm(capsys):
                           "--compression", "1", "256", "--json"], capsys)
     rows = [json.loads(x) for x in out.splitlines()]
     assert rc == 0 and len(rows) == 12
-    assert {r["scheme"] for r in rows} == set(SCHEME_NAMES)
+    assert {r["scheme"] for r in rows} == {"fp16", "fp8", "hfp8"}  # the command's default
     rc, out, _ = run_cli(["comm", "--config", str(CONFIG), "--scheme", "hfp8"], capsys)
     assert rc == 0 and "reduce_scatter->weight_update->all_gather" in out
     rc, _, err = run_cli(["comm", "--config", str(CONFIG), "--scheme", "int4"], capsys)

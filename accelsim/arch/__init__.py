@@ -3,14 +3,16 @@ dataclasses Core -> Chip -> System (+ Link), SI units inside; precision schemes 
 :mod:`accelsim.arch.schemes`. Models the HFP8 paper's 64-chip system (NeurIPS 2019, appendix D)."""
 
 from accelsim.arch.config import (
+    ABSENT,
     TOPOLOGIES,
+    Table,
     ConfigError,
     apply_overrides,
     load_system,
     read_toml,
     system_from_dict,
 )
-from accelsim.arch.model import PRECISIONS, Chip, Core, Link, System
+from accelsim.arch.model import PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link, MemoryLevel, System
 from accelsim.arch.scenario import (
     Unbuildable,
     build_system,
@@ -22,7 +24,11 @@ from accelsim.arch.scenario import (
 )
 
 __all__ = [
+    "ABSENT",
+    "MemoryLevel",
     "PRECISIONS",
+    "REQUIRED_PRECISIONS",
+    "Table",
     "TOPOLOGIES",
     "Chip",
     "ConfigError",

@@ -12,10 +12,17 @@ Schema (every key required unless marked optional)::
     [system.link]         bandwidth_GBps (per link per direction), latency_ns, links_per_chip
     [system.inter_board]  bandwidth_GBps (per link per direction), latency_ns, links_per_chip
     [chip]    cores, ring_bandwidth_GBps, memory_capacity_GiB | memory_capacity_MiB,
-              memory_bandwidth_GBps
+              memory_bandwidth_GBps, kernel_launch_us (optional, default 0),
+              fusion (optional bool, default false: element-wise layers fused into GEMMs)
+    [[chip.level]]  (optional, any number, innermost first) name, capacity_KiB | capacity_MiB,
+              bandwidth_GBps (per instance), shared_by (cores per instance; must divide cores)
     [core]    rows, cols, frequency_GHz, scratchpad_KiB | scratchpad_MiB,
               scratchpad_bandwidth_GBps, sfu_ops_per_cycle
-    [core.macs_per_pe_per_cycle]  fp16, fp8, hfp8
+    [core.macs_per_pe_per_cycle]  fp16, fp8, hfp8 (required); fp32, tf32, bf16, hif8, int8,
+              int4, fp4 (optional; a rate below 1 means one MAC every 1/rate cycles)
+
+A config without ``[[chip.level]]``, ``kernel_launch_us`` and ``fusion`` behaves exactly as
+before they existed. :class:`Table` is the strict reader other rooms (workloads) use.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from accelsim.arch.model import PRECISIONS, Chip, Core, Link, System
+from accelsim.arch.model import PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link, MemoryLevel, System
 
 #: Topology names a config may use; graphs are built by accelsim.netsim.topology ("single" =
 #: one chip, no network; "multi-board" = N boards of 8 hybrid cube-mesh chips, rail-aligned).
@@ -50,9 +57,11 @@ class ConfigError(ValueError):
 
 
 _ABSENT = object()
+#: Marker returned by :meth:`Table.raw` for an absent optional key (public alias).
+ABSENT = _ABSENT
 
 
-class _Table:
+class Table:
     """Reads keys from one TOML table, remembering which were used, so leftovers are errors."""
 
     def __init__(self, file: str, path: str, data: Any):
@@ -71,8 +80,8 @@ class _Table:
         self.used.add(key)
         return self.data[key]
 
-    def table(self, key: str) -> _Table:
-        return _Table(self.file, self._key(key), self.raw(key))
+    def table(self, key: str) -> Table:
+        return Table(self.file, self._key(key), self.raw(key))
 
     def string(self, key: str, *, optional: bool = False, choices: tuple[str, ...] = ()) -> Any:
         v = self.raw(key, optional=optional)
@@ -117,13 +126,34 @@ class _Table:
                               "must be a whole number of bytes")
         return int(nbytes)
 
+    def boolean(self, key: str, *, default: bool) -> bool:
+        v = self.raw(key, optional=True)
+        if v is _ABSENT:
+            return default
+        if not isinstance(v, bool):
+            raise ConfigError(self.file, self._key(key), v, "must be true or false")
+        return v
+
+    def tables(self, key: str) -> list[Table]:
+        """An optional array of tables (``[[key]]``); absent = empty list."""
+        v = self.raw(key, optional=True)
+        if v is _ABSENT:
+            return []
+        if not isinstance(v, list):
+            raise ConfigError(self.file, self._key(key), v, "must be an array of tables [[...]]")
+        return [Table(self.file, f"{self._key(key)}[{i}]", x) for i, x in enumerate(v)]
+
     def finish(self) -> None:
         for key in self.data:
             if key not in self.used:
                 raise ConfigError(self.file, self._key(key), self.data[key], "unknown key")
 
 
-def _link(t: _Table) -> Link:
+#: Deprecated private alias (kept for old imports); use :class:`Table`.
+_Table = Table
+
+
+def _link(t: Table) -> Link:
     link = Link(bandwidth_Bps=t.positive("bandwidth_GBps") * _GB,
                 latency_s=t.positive("latency_ns") * 1e-9,
                 links_per_chip=t.integer("links_per_chip"))
@@ -131,9 +161,11 @@ def _link(t: _Table) -> Link:
     return link
 
 
-def _core(t: _Table) -> Core:
+def _core(t: Table) -> Core:
     rates_t = t.table("macs_per_pe_per_cycle")
-    rates = tuple((p, rates_t.positive(p)) for p in PRECISIONS)
+    rates = tuple((p, rates_t.positive(p)) for p in REQUIRED_PRECISIONS) + tuple(
+        (p, rates_t.positive(p, optional=True)) for p in PRECISIONS
+        if p not in REQUIRED_PRECISIONS and p in rates_t.data)
     rates_t.finish()
     core = Core(
         rows=t.integer("rows"),
@@ -148,13 +180,42 @@ def _core(t: _Table) -> Core:
     return core
 
 
-def _chip(t: _Table, core: Core) -> Chip:
+def _level(t: Table, cores: int) -> MemoryLevel:
+    shared = t.integer("shared_by")
+    if cores % shared:
+        raise ConfigError(t.file, t._key("shared_by"), shared,
+                          f"must divide the chip's {cores} cores")
+    lv = MemoryLevel(name=t.string("name"),
+                     capacity_bytes=t.capacity("capacity", ("KiB", "MiB")),
+                     bandwidth_Bps=t.positive("bandwidth_GBps") * _GB, shared_by=shared)
+    t.finish()
+    return lv
+
+
+def _chip(t: Table, core: Core) -> Chip:
+    cores = t.integer("cores")
+    launch = t.raw("kernel_launch_us", optional=True)
+    if launch is not _ABSENT and (isinstance(launch, bool) or not isinstance(launch, int | float)
+                                  or not math.isfinite(launch) or launch < 0):
+        raise ConfigError(t.file, t._key("kernel_launch_us"), launch,
+                          "must be a finite number >= 0")
+    levels = tuple(_level(lt, cores) for lt in t.tables("level"))
+    names = [lv.name for lv in levels]
+    if len(set(names)) != len(names):
+        raise ConfigError(t.file, t._key("level"), names, "level names must be unique")
+    for inner, outer in zip(levels, levels[1:]):
+        if outer.shared_by < inner.shared_by:
+            raise ConfigError(t.file, t._key("level"), names,
+                              "levels go from the array outward: shared_by must not shrink")
     chip = Chip(
-        cores=t.integer("cores"),
+        cores=cores,
         core=core,
         ring_bandwidth_Bps=t.positive("ring_bandwidth_GBps") * _GB,
         memory_capacity_bytes=t.capacity("memory_capacity", ("GiB", "MiB")),
         memory_bandwidth_Bps=t.positive("memory_bandwidth_GBps") * _GB,
+        levels=levels,
+        kernel_launch_s=0.0 if launch is _ABSENT else float(launch) * 1e-6,
+        fusion=t.boolean("fusion", default=False),
     )
     t.finish()
     return chip
@@ -163,7 +224,7 @@ def _chip(t: _Table, core: Core) -> Chip:
 def system_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -> System:
     """Build a :class:`System` from a parsed TOML document (TOML units), strictly."""
     file = str(source)
-    root = _Table(file, "", data)
+    root = Table(file, "", data)
     sys_t = root.table("system")
     core = _core(root.table("core"))
     chip = _chip(root.table("chip"), core)

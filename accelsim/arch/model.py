@@ -10,13 +10,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-PRECISIONS = ("fp16", "fp8", "hfp8")
+#: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``).
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4", "fp4")
+#: The rates every config must give (the HFP8 study's three); the others are optional.
+REQUIRED_PRECISIONS = ("fp16", "fp8", "hfp8")
 
 
 def _check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
     return precision
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    """One on-chip memory level between chip memory and the arrays (e.g. a GPU's L2 or an SM's
+    shared memory): ``capacity_bytes`` and ``bandwidth_Bps`` per instance, each instance shared
+    by ``shared_by`` cores (1 = private to a core; the chip's core count = one shared level).
+    Levels are listed from the array outward."""
+
+    name: str
+    capacity_bytes: int
+    bandwidth_Bps: float
+    shared_by: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.shared_by, int) and self.shared_by >= 1):
+            raise ValueError(f"MemoryLevel {self.name!r}: shared_by must be a positive integer, "
+                             f"got {self.shared_by!r}")
+        if not (self.capacity_bytes > 0 and self.bandwidth_Bps > 0):
+            raise ValueError(f"MemoryLevel {self.name!r}: capacity and bandwidth must be > 0")
 
 
 @dataclass(frozen=True)
@@ -57,7 +80,16 @@ class Core:
 
     def macs_per_cycle_per_pe(self, precision: str) -> float:
         _check_precision(precision)
-        return dict(self.mac_rates)[precision]
+        rates = dict(self.mac_rates)
+        if precision not in rates:
+            raise ValueError(f"this core has no {precision} rate (core.macs_per_pe_per_cycle."
+                             f"{precision} is not in its config); configured: "
+                             f"{', '.join(rates)}")
+        return rates[precision]
+
+    def supports(self, precision: str) -> bool:
+        """Whether the config gives a rate for ``precision``."""
+        return precision in dict(self.mac_rates)
 
     def macs_per_cycle(self, precision: str) -> float:
         """MACs per cycle of the whole array."""
@@ -78,13 +110,37 @@ class Core:
 
 @dataclass(frozen=True)
 class Chip:
-    """``cores`` identical cores on an on-chip ring, sharing an off-chip memory (DRAM/HBM)."""
+    """``cores`` identical cores on an on-chip ring, sharing an off-chip memory (DRAM/HBM).
+
+    Optional (defaults reproduce the plain per-core model): ``levels``, the memory hierarchy
+    between chip memory and the arrays (innermost first; empty = every core streams from chip
+    memory at 1/cores of its bandwidth); ``kernel_launch_s``, the fixed cost of every kernel
+    (GEMM or element-wise pass); ``fusion``, whether element-wise layers fuse into the
+    neighbouring GEMMs (see :mod:`accelsim.perf.layer_model`)."""
 
     cores: int
     core: Core
     ring_bandwidth_Bps: float
     memory_capacity_bytes: int
     memory_bandwidth_Bps: float
+    levels: tuple[MemoryLevel, ...] = ()
+    kernel_launch_s: float = 0.0
+    fusion: bool = False
+
+    def __post_init__(self) -> None:
+        for lv in self.levels:
+            if self.cores % lv.shared_by:
+                raise ValueError(f"memory level {lv.name!r}: shared_by {lv.shared_by} does not "
+                                 f"divide the {self.cores} cores")
+        if not self.kernel_launch_s >= 0:
+            raise ValueError(f"kernel_launch_s must be >= 0, got {self.kernel_launch_s!r}")
+
+    @property
+    def has_hierarchy(self) -> bool:
+        return bool(self.levels)
+
+    def with_fusion(self, fusion: bool) -> Chip:
+        return replace(self, fusion=bool(fusion))
 
     def peak_flops(self, precision: str) -> float:
         return self.cores * self.core.peak_flops(precision)
@@ -134,6 +190,10 @@ class System:
     def cores(self) -> int:
         """Total cores in the system."""
         return self.chips * self.chip.cores
+
+    def with_fusion(self, fusion: bool) -> System:
+        """The same system with kernel fusion of element-wise layers switched on or off."""
+        return replace(self, chip=self.chip.with_fusion(fusion))
 
     def with_link_bandwidth(self, bandwidth_Bps: float) -> System:
         """The same system with a different intra-board link bandwidth (per link per direction)."""

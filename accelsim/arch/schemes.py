@@ -12,13 +12,21 @@ appendix D):
   16 bits; each chip updates only the 1/N shard it owns, keeping 8-bit weights plus an FP16
   round-off residual for that shard, then all-gathers the *updated 8-bit weights*.
 
+Beside them, ``bf16``, ``tf32`` and ``fp32`` (what GPUs train in: BF16 mixed precision, TF32
+tensor cores with FP32 storage, plain FP32) reduce gradients exactly as ``fp16`` does, at their
+byte widths (2, 4, 4). A scheme also carries a precision policy: whether the first and last GEMM
+layers run in ``high_precision`` (the FP8 practice; switchable) and per-layer overrides, applied
+by :func:`accelsim.perf.layer_precisions`; :func:`with_policy` derives a scheme with another one.
+
 Per-element byte counts are the schemes' storage precisions; the weight-update cost model that
 uses them lives in :mod:`accelsim.netsim.update`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from accelsim.arch.model import PRECISIONS
 
 PHASES = ("reduce_scatter", "all_gather", "weight_update")
 
@@ -35,8 +43,8 @@ class Scheme:
 
     name: str
     description: str
-    compute_precision: str  # "fp16" | "fp8": precision of the GEMMs (used by accelsim.perf)
-    first_last_fp16: bool  # first and last layers computed in FP16 (FP8/HFP8 practice)
+    compute_precision: str  # precision of the GEMMs (one of PRECISIONS; used by accelsim.perf)
+    first_last_fp16: bool  # first and last GEMM layers in high_precision (FP8/HFP8 practice)
     phase_order: tuple[str, ...]
     reduce_scatter_bytes_per_elem: float  # gradient payload of the reduce-scatter
     all_gather_bytes_per_elem: float  # payload of the all-gather
@@ -49,14 +57,21 @@ class Scheme:
     compute_copy_bytes: float  # extra low-precision weight copy written for compute (0 = none)
     residual_ops_per_elem: float  # extra vector ops per updated element for the residual split
     compressible_phases: tuple[str, ...] = ("reduce_scatter",)  # gradient compression applies
+    high_precision: str = "fp16"  # precision of the first/last layers when first_last_fp16
+    layer_overrides: tuple[tuple[str, str], ...] = ()  # (layer name, precision) pairs
+    policy_source: str = ""  # where the overrides came from (file or flag), for error messages
 
     def __post_init__(self) -> None:
         if sorted(self.phase_order) != sorted(PHASES):
             raise ValueError(f"scheme {self.name!r}: phase_order {self.phase_order} must be a "
                              f"permutation of {PHASES}")
-        if self.compute_precision not in ("fp16", "fp8"):
-            raise ValueError(f"scheme {self.name!r}: compute_precision "
-                             f"{self.compute_precision!r} not in ('fp16', 'fp8')")
+        for what, prec in (("compute_precision", self.compute_precision),
+                           ("high_precision", self.high_precision),
+                           *((f"layer override {n!r}", p) for n, p in self.layer_overrides)):
+            if prec not in PRECISIONS:
+                where = f"{self.policy_source}: " if self.policy_source else ""
+                raise ValueError(f"{where}scheme {self.name!r}: {what} {prec!r} not in "
+                                 f"{PRECISIONS}")
         if self.all_gather_payload not in ("gradients", "weights"):
             raise ValueError(f"scheme {self.name!r}: all_gather_payload "
                              f"{self.all_gather_payload!r} not in ('gradients', 'weights')")
@@ -151,7 +166,52 @@ _SCHEMES: dict[str, Scheme] = {
     ),
 }
 
+
+def _like_fp16(name: str, precision: str, nbytes: float, what: str) -> Scheme:
+    """A scheme with fp16's gradient reduction and replicated update at ``nbytes`` per element."""
+    return Scheme(
+        name=name,
+        description=f"{what}; {8 * int(nbytes)}-bit gradient reduce-scatter and all-gather; "
+        f"replicated full-model update with {8 * int(nbytes)}-bit master weights",
+        compute_precision=precision,
+        first_last_fp16=False,
+        phase_order=("reduce_scatter", "all_gather", "weight_update"),
+        reduce_scatter_bytes_per_elem=nbytes,
+        all_gather_bytes_per_elem=nbytes,
+        all_gather_payload="gradients",
+        update_placement="replicated",
+        gradient_bytes=nbytes,
+        master_weight_bytes=nbytes,
+        residual_bytes=0.0,
+        optimizer_state_bytes=nbytes,
+        compute_copy_bytes=0.0,
+        residual_ops_per_elem=0.0,
+    )
+
+
+_SCHEMES["bf16"] = _like_fp16("bf16", "bf16", 2.0, "BF16 compute")
+_SCHEMES["tf32"] = _like_fp16("tf32", "tf32", 4.0, "TF32 tensor-core compute, FP32 storage")
+_SCHEMES["fp32"] = _like_fp16("fp32", "fp32", 4.0, "FP32 compute")
+
 SCHEME_NAMES: tuple[str, ...] = tuple(_SCHEMES)
+
+
+def with_policy(scheme: str | Scheme, *, first_last_high: bool | None = None,
+                high_precision: str | None = None,
+                overrides: dict[str, str] | None = None, source: str = "") -> Scheme:
+    """``scheme`` with another precision policy: first/last GEMM layers in ``high_precision``
+    on or off (None: keep), per-layer precision ``overrides`` (layer name -> precision; the
+    names are checked against a workload by :func:`accelsim.perf.layer_precisions`)."""
+    sc = get_scheme(scheme)
+    kw: dict = {}
+    if first_last_high is not None:
+        kw["first_last_fp16"] = bool(first_last_high)
+    if high_precision is not None:
+        kw["high_precision"] = high_precision
+    if overrides:
+        kw["layer_overrides"] = tuple(sorted(overrides.items()))
+        kw["policy_source"] = source
+    return replace(sc, **kw) if kw else sc
 
 
 def get_scheme(name: str | Scheme) -> Scheme:

@@ -127,9 +127,17 @@ def phase_times(g: nx.Graph, n_params: int, scheme: Scheme | str, *, memory_Bps:
     if not (isinstance(compression, (int, float)) and math.isfinite(compression)
             and compression >= 1):
         raise ValueError(f"compression factor must be a number >= 1, got {compression!r}")
-    if not isinstance(n_params, int) or n_params <= 0:
-        raise ValueError(f"n_params must be a positive integer, got {n_params!r}")
+    if not isinstance(n_params, int) or n_params < 0:  # 0: a model without weights
+        raise ValueError(f"n_params must be an integer >= 0, got {n_params!r}")
     n_chips = sum(1 for _, k in g.nodes(data="kind") if k == "chip")
+    if n_params == 0:  # a model without weights (e.g. only matmul layers): nothing to reduce
+        return PhaseTimes(
+            scheme=sc.name, engine=engine, chips=n_chips, n_params=0,
+            compression=float(compression), reduce_scatter_s=0.0, all_gather_s=0.0,
+            weight_update_s=0.0, total_s=0.0, compression_s=0.0, phase_order=sc.phase_order,
+            algorithm="none", rs_payload_bytes=0.0, ag_payload_bytes=0.0,
+            rs_bus_bandwidth_GBps=0.0, ag_bus_bandwidth_GBps=0.0, wu_elems_per_chip=0,
+            wu_bytes_per_chip=0.0, wu_bound="none")
 
     def payload(phase: str, bpe: float) -> float:
         return bpe / compression if phase in sc.compressible_phases else bpe

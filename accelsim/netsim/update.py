@@ -121,8 +121,8 @@ def weight_update_cost(n_params: int, scheme: Scheme | str, n_chips: int, *, mem
                        n_tensors: int = 0, params: UpdateParams = UpdateParams()) -> UpdateCost:
     """Per-chip optimizer step for ``n_params`` parameters under ``scheme`` on ``n_chips``."""
     sc = get_scheme(scheme)
-    if not isinstance(n_params, int) or n_params <= 0:
-        raise ValueError(f"n_params must be a positive integer, got {n_params!r}")
+    if not isinstance(n_params, int) or n_params < 0:  # 0: a model without weights
+        raise ValueError(f"n_params must be an integer >= 0, got {n_params!r}")
     if not isinstance(n_chips, int) or n_chips < 1:
         raise ValueError(f"n_chips must be an integer >= 1, got {n_chips!r}")
     if not isinstance(n_tensors, int) or n_tensors < 0:

@@ -24,7 +24,15 @@ takes
   reduce-scatters the weight gradient over the on-chip ring (across chips that is the
   gradient reduction of :mod:`accelsim.netsim`, not counted here).
 
-Precision: GEMM operands take 2 bytes (fp16) or 1 byte (fp8/hfp8); partial sums in the
+With a memory hierarchy in the config (``[[chip.level]]``: GPUs), each GEMM phase is instead
+timed on the whole chip by :func:`accelsim.perf.gemm.chip_gemm_time` (tiles over all cores,
+operands shared under shared levels, waves, launch cost); the mapping's core split and its
+on-chip collectives do not apply. Element-wise layers pay ``chip.kernel_launch_s`` per kernel
+and, with ``chip.fusion``, keep only the traffic of :data:`FUSED`. A config without these keys
+gives the per-core numbers above unchanged.
+
+Precision: GEMM operands take 2 bytes (fp16) or 1 byte (fp8/hfp8) (all precisions:
+:data:`accelsim.perf.gemm.OPERAND_BYTES`); partial sums in the
 scratchpad 2 bytes (FP16 accumulation, HFP8 paper Sec. 3 / Wang et al. 2018); outputs written
 to memory in the operand precision (quantized on the way out), weight gradients in FP16.
 Under schemes with ``first_last_fp16`` the first and last GEMM layers run at the FP16 rate, as
@@ -42,21 +50,43 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.perf.systolic import DATAFLOWS, MAPPINGS
+from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency, chip_gemm_time, mac_rate
+from accelsim.perf.systolic import DATAFLOWS, MAPPINGS, gemm_cycles_array
 
 GEMM_PHASES = ("fwd", "bwd_data", "wgrad")
 ELEMENTWISE_PHASES = ("fwd", "bwd")
-OPERAND_BYTES = {"fp16": 2, "fp8": 1, "hfp8": 1}  # GEMM inputs; tensors stored in memory
 ACCUMULATOR_BYTES = 2  # FP16 partial sums and weight gradients
 NORM_PARAM_BYTES = 2  # FP16 scale / shift of normalisation layers (kept at full precision)
 
 
-def _output_bytes(phase: str, precision: str) -> int:
+def _output_bytes(phase: str, precision: str) -> float:
     """Bytes per element a GEMM writes to memory: activations and errors leave the SFU already
-    quantized to the next GEMM's operand precision; weight gradients stay FP16 for reduction."""
-    return ACCUMULATOR_BYTES if phase == "wgrad" else OPERAND_BYTES[precision]
+    quantized to the next GEMM's operand precision; weight gradients stay at least FP16 for
+    reduction (FP32 under fp32/tf32)."""
+    if phase == "wgrad":
+        return max(ACCUMULATOR_BYTES, OPERAND_BYTES[precision])
+    return OPERAND_BYTES[precision]
+
+
 TILE_LADDER = (1, 4, 16, 64)  # tile = min(dim, array granule x factor), plus the whole dim
-BOUNDS = ("compute", "scratchpad", "memory", "sfu", "comm")
+#: "cache": a level of chip.levels; "latency": the per-kernel launch cost (hierarchy model).
+BOUNDS = ("compute", "scratchpad", "memory", "sfu", "comm", "cache", "latency")
+
+#: Kernel fusion (chip.fusion): an element-wise layer folded into its neighbouring GEMMs or into
+#: the one element-wise pass of its chain (cuDNN's fused conv/BN/ReLU/add, XLA, torch.compile)
+#: keeps only this traffic, as (reads, writes) in units of its output tensor, and only the
+#: kinds marked True launch a kernel of their own. Forward: BatchNorm statistics are summed in
+#: the producing GEMM's epilogue and one pass normalizes, adds the residual (one extra read)
+#: and applies the activation; backward: one fused BN-backward pass (unchanged traffic) absorbs
+#: the activation's and the residual fork's gradients. Other kinds (pooling, softmax,
+#: layernorm, embedding) are never fused.
+FUSED = {
+    "batchnorm": {"fwd": (1, 1, True), "bwd": (4, 1, True)},
+    "relu": {"fwd": (0, 0, False), "bwd": (0, 0, False)},
+    "gelu": {"fwd": (0, 0, False), "bwd": (0, 0, False)},
+    "tanh": {"fwd": (0, 0, False), "bwd": (0, 0, False)},
+    "add": {"fwd": (1, 0, False), "bwd": (1, 0, False)},
+}
 
 # Which GEMM dimension carries the minibatch (split by data parallelism) and which the output
 # channels (split by model parallelism), per phase, in accelsim.workload's lowering.
@@ -107,28 +137,27 @@ def layer_precisions(workload, scheme) -> dict[str, str]:
     arithmetic is FP16 either way."""
     scheme = _as_scheme(scheme)
     first_last = _first_last(workload)
+    overrides = dict(scheme.layer_overrides)
+    names = {layer.name for layer in workload.layers}
+    for name in overrides:
+        if name not in names:
+            where = scheme.policy_source or "precision policy"
+            raise ValueError(f"{where}: layer {name!r} is not in workload {workload.name!r}")
     out: dict[str, str] = {}
-    consumer = "fp16"  # walking backwards: precision of the next GEMM layer
+    consumer = scheme.high_precision  # walking backwards: precision of the next GEMM layer
     for layer in reversed(workload.layers):
         if layer.is_gemm:
-            fp16 = scheme.first_last_fp16 and layer.name in first_last
-            consumer = out[layer.name] = "fp16" if fp16 else scheme.compute_precision
+            high = scheme.first_last_fp16 and layer.name in first_last
+            prec = scheme.high_precision if high else scheme.compute_precision
+            consumer = out[layer.name] = overrides.get(layer.name, prec)
         else:
-            out[layer.name] = consumer
+            out[layer.name] = overrides.get(layer.name, consumer)
     return out
 
 
 def _first_last(workload) -> tuple[str, str]:
     gemm = [layer.name for layer in workload.layers if layer.is_gemm]
     return (gemm[0], gemm[-1]) if gemm else ("", "")
-
-
-def _macs_per_pe(core, precision: str) -> int:
-    rate = core.macs_per_cycle_per_pe(precision)
-    if rate < 1 or rate != int(rate):
-        raise ValueError(f"macs_per_pe_per_cycle.{precision} = {rate!r}: the systolic model "
-                         "needs a whole number of MACs per PE per cycle")
-    return int(rate)
 
 
 def _cdiv(a, b):
@@ -156,8 +185,9 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
         if name not in MAPPINGS:
             raise ValueError(f"unknown dataflow {name!r}; expected one of {DATAFLOWS}")
     R, C = core.rows, core.cols
-    mpe = _macs_per_pe(core, precision)
-    b_in, b_acc = OPERAND_BYTES[precision], ACCUMULATOR_BYTES
+    mpe, slow = mac_rate(core, precision)
+    b_in = OPERAND_BYTES[precision]
+    b_acc = max(ACCUMULATOR_BYTES, b_in)  # partial sums: FP16, FP32 under fp32/tf32
     g = min(R, C)
     lad = np.array(TILE_LADDER, dtype=np.int64) * g
 
@@ -173,13 +203,11 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
     # columns / in time (from accelsim.perf.systolic.MAPPINGS), so one call mixes dataflows
     onehot = {role: {dim: np.zeros((len(M), 1), dtype=np.int64) for dim in "MNK"}
               for role in ("rows", "cols", "time")}
-    preload = np.zeros((len(M), 1), dtype=np.int64)
     for name, m in MAPPINGS.items():
         sel = dfl == name
         onehot["rows"][m.spatial_rows][sel] = 1
         onehot["cols"][m.spatial_cols][sel] = 1
         onehot["time"][m.streamed][sel] = 1
-        preload[sel] = R if m.preload_rows else 0
 
     def role(r, d):
         return sum(onehot[r][x] * d[x] for x in "MNK")
@@ -203,7 +231,13 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
         ce = _cdiv(c, mpe)  # reduction steps per PE at this precision
         d = {"M": a, "N": b, "K": ce}
         fr, fc = _cdiv(role("rows", d), R), _cdiv(role("cols", d), C)
-        cycles += n_tiles * fr * fc * (preload + role("time", d) + R + C - 2)
+        # the fold-cycle formula has one owner: accelsim.perf.systolic
+        a_, b_, c_ = np.broadcast_arrays(a, b, c)
+        for name in MAPPINGS:
+            sel = (dfl == name)[:, None]
+            if sel.any():
+                cyc = gemm_cycles_array(a_, b_, c_, R, C, name, macs_per_pe=mpe)
+                cycles += np.where(sel, n_tiles * cyc, 0)
         # the output is read-modify-written once per fold of K when K is spatial (ws, is)
         re_a, re_b, re_o = (rereads(fr, fc, x) for x in ("MK", "KN", "MN"))
         sp_bytes += n_tiles * ((a * c * re_a + c * b * re_b) * b_in
@@ -211,7 +245,7 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
     mem_bytes = ((Mx * Kx * a_u[:, None] * nn + Kx * Nx * nm) * b_in
                  + Mx * Nx * (c_u * out_b)[:, None])
     cnt = count[:, None]
-    compute_s = cycles * cnt / core.frequency_Hz
+    compute_s = cycles * cnt * slow / core.frequency_Hz
     scratch_s = sp_bytes * cnt / core.scratchpad_bandwidth_Bps
     memory_s = mem_bytes * cnt / mem_bw[:, None]
     time_s = np.maximum(np.maximum(compute_s, scratch_s), memory_s)
@@ -230,6 +264,38 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
     }
 
 
+def _hierarchy_gemms(chip, uniq, precision: str, efficiency: Efficiency) -> dict[str, np.ndarray]:
+    """:func:`accelsim.perf.gemm.chip_gemm_time` over the unique GEMM keys of
+    :func:`evaluate_layer` (rows M, N, K, count, -, dataflow code, out bytes, a_u, c_u), in the
+    column layout of :func:`core_gemm_time`'s results."""
+    m = uniq.shape[1]
+    out = {k: np.zeros(m) for k in ("compute_s", "scratchpad_s", "memory_s", "time_s",
+                                      "cache_s", "latency_s", "min_tile_bytes")}
+    out.update({k: np.zeros(m, dtype=np.int64) for k in ("tile_m", "tile_n", "tile_k")})
+    out["feasible"] = np.zeros(m, dtype=bool)
+    out["bound"] = np.full(m, "", dtype=object)
+    for code in np.unique(uniq[5]).astype(int):
+        sel = uniq[5] == code
+        u = uniq[:, sel]
+        r = chip_gemm_time(chip, u[0].astype(np.int64), u[1].astype(np.int64),
+                           u[2].astype(np.int64), u[3].astype(np.int64), precision,
+                           DATAFLOWS[code], out_bytes=u[6], a_unique=u[7], c_unique=u[8],
+                           efficiency=efficiency)
+        levels = [r[f"level_{lv.name}_s"] for lv in chip.levels]
+        out["compute_s"][sel] = r["compute_s"]
+        out["memory_s"][sel] = r["memory_s"]
+        out["cache_s"][sel] = np.max(levels, axis=0)
+        out["latency_s"][sel] = r["launch_s"]
+        out["time_s"][sel] = r["time_s"]
+        out["tile_m"][sel], out["tile_n"][sel] = r["tile_m"], r["tile_n"]
+        out["tile_k"][sel] = u[2].astype(np.int64)
+        out["feasible"][sel] = r["feasible"]
+        names = {lv.name for lv in chip.levels}
+        out["bound"][sel] = np.array(["cache" if b in names else b for b in r["bound"]],
+                                     dtype=object)
+    return out
+
+
 def _ring_collective_s(kind: str, ranks, size_bytes, bandwidth_Bps):
     """Bandwidth term of a ring collective among ``ranks`` over ``bandwidth_Bps`` per rank."""
     p = np.asarray(ranks, dtype=np.float64)
@@ -245,8 +311,12 @@ def _chip_link_Bps(system, chip_mp):
     return np.where(np.asarray(chip_mp) <= system.chips_per_board, on_board, off_board)
 
 
-def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[str, np.ndarray]:
+def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
+                   efficiency: Efficiency = FITTED) -> dict[str, np.ndarray]:
     """Time of every phase of one layer under each mapping (pure; columns of equal length).
+
+    ``efficiency``: the hierarchy model's global parameters (used only when the chip has
+    memory levels; :data:`accelsim.perf.gemm.FITTED` by default).
 
     One row per mapping x phase. Infeasible rows (a split finer than the work, no tile fits
     the scratchpad) have ``feasible=False``, ``time_s=inf`` and a ``reason``.
@@ -283,6 +353,11 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
                   # the array dataflow means nothing for SFU work
                   dataflow=dataflow.astype(object) if layer.is_gemm
                   else np.full(n, "", dtype=object))
+    hier = chip.has_hierarchy
+    # with a memory hierarchy the cores of a chip share every GEMM through it (tiles over cores,
+    # accelsim.perf.gemm): the core split of a mapping does not apply, nor its collectives
+    cdp = np.ones(n, dtype=np.int64) if hier else core_dp
+    cmp_ = np.ones(n, dtype=np.int64) if hier else core_mp
     if layer.is_gemm:
         b_local = _cdiv(batch, chip_dp)
         gemms = layer.gemms(batch)
@@ -291,13 +366,13 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
             dims = {"M": np.full(n, g.M), "N": np.full(n, g.N), "K": np.full(n, g.K)}
             count = np.full(n, g.count)
             if layer.kind == "matmul":  # activation x activation: split the (batch x heads)
-                count = _cdiv(count, chip_dp * chip_mp * cores_used)
+                count = _cdiv(count, chip_dp * chip_mp * (1 if hier else cores_used))
             else:
                 # the minibatch part of the dp dimension shrinks to the chip's local batch;
                 # finer splits than the work leave ranks idle (ceil), they are not infeasible
                 dd, md = _DP_DIM[phase], _MP_DIM[phase]
-                dims[dd] = _cdiv(dims[dd] // batch * b_local, core_dp)
-                dims[md] = _cdiv(dims[md], chip_mp * core_mp)
+                dims[dd] = _cdiv(dims[dd] // batch * b_local, cdp)
+                dims[md] = _cdiv(dims[md], chip_mp * cmp_)
             # implicit GEMM: the k x k-expanded operand is built on chip from the input tensor
             a_u = c_u = 1.0
             if layer.kind == "conv":
@@ -316,11 +391,18 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
             np.full(n, _output_bytes(ph, precision), dtype=np.float64),
             np.full(n, a_u), np.full(n, c_u)]).astype(np.float64)
             for ph, (dims, count, a_u, c_u) in shares.items()], axis=1)
+        if hier:
+            key[4] = 0.0  # the chip's memory bandwidth is not split per core
         uniq, inv = np.unique(key, axis=1, return_inverse=True)
-        res = core_gemm_time(core, uniq[0].astype(np.int64), uniq[1].astype(np.int64),
-                             uniq[2].astype(np.int64), uniq[3].astype(np.int64), precision,
-                             np.array(DATAFLOWS)[uniq[5].astype(int)], uniq[4],
-                             out_bytes=uniq[6], a_unique=uniq[7], c_unique=uniq[8])
+        if hier:
+            res = _hierarchy_gemms(chip, uniq, precision, efficiency)
+        else:
+            res = core_gemm_time(core, uniq[0].astype(np.int64), uniq[1].astype(np.int64),
+                                 uniq[2].astype(np.int64), uniq[3].astype(np.int64), precision,
+                                 np.array(DATAFLOWS)[uniq[5].astype(int)], uniq[4],
+                                 out_bytes=uniq[6], a_unique=uniq[7], c_unique=uniq[8])
+            res["bound"] = np.array(BOUNDS[:3], dtype=object)[res["bound"]]
+            res["cache_s"] = res["latency_s"] = np.zeros(len(uniq[0]))
         res = {k: v[inv.ravel()] for k, v in res.items()}
         for j, (phase, g) in enumerate(gemms.items()):
             dims, count, a_u, c_u = shares[phase]
@@ -336,43 +418,52 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings) -> dict[
             if phase == "fwd":
                 b_act = _output_bytes(phase, precision)
                 y = chip_out * _cdiv(g.N, chip_mp) * b_act  # outputs a chip computes
-                comm = (_ring_collective_s("all_gather", core_mp, y, chip.ring_bandwidth_Bps)
+                comm = (_ring_collective_s("all_gather", cmp_, y, chip.ring_bandwidth_Bps)
                         + _ring_collective_s("all_gather", chip_mp, chip_out * g.N * b_act,
                                              _chip_link_Bps(system, chip_mp)))
             elif phase == "bwd_data":
                 dx = chip_out * g.N * c_u * ACCUMULATOR_BYTES  # after col2im: the input size
-                comm = (_ring_collective_s("all_reduce", core_mp, dx, chip.ring_bandwidth_Bps)
+                comm = (_ring_collective_s("all_reduce", cmp_, dx, chip.ring_bandwidth_Bps)
                         + _ring_collective_s("all_reduce", chip_mp, dx,
                                              _chip_link_Bps(system, chip_mp)))
             else:  # wgrad: cores of a chip reduce-scatter their partial weight gradients
                 dw = g.count * g.M * _cdiv(g.N, chip_mp) * ACCUMULATOR_BYTES
-                comm = _ring_collective_s("reduce_scatter", core_dp, dw, chip.ring_bandwidth_Bps)
+                comm = _ring_collective_s("reduce_scatter", cdp, dw, chip.ring_bandwidth_Bps)
             if layer.kind == "matmul":
                 comm = np.zeros(n)
             roof = out["time_s"]
-            bound = np.array(BOUNDS[:3], dtype=object)[out["bound"]]
-            bound = np.where(comm > roof, "comm", bound)
+            bound = np.where(comm > roof, "comm", out["bound"])
             time_s = np.where(reason == "", roof + comm, np.inf)
             emit(phase, **common, M=dims["M"], N=dims["N"], K=dims["K"], count=count,
                  flops=np.full(n, float(g.flops)), compute_s=out["compute_s"],
                  scratchpad_s=out["scratchpad_s"], memory_s=out["memory_s"],
-                 sfu_s=np.zeros(n), comm_s=comm, time_s=time_s, bound=bound.astype(object),
+                 sfu_s=np.zeros(n), comm_s=comm, cache_s=out["cache_s"],
+                 latency_s=out["latency_s"], time_s=time_s, bound=bound.astype(object),
                  tile_m=out["tile_m"], tile_n=out["tile_n"], tile_k=out["tile_k"],
                  feasible=reason == "", reason=reason)
     else:
-        ranks = chip_dp * chip_mp * cores_used
+        ranks = chip_dp * chip_mp * (chip.cores if hier else cores_used)
+        mem_Bps = chip.memory_bandwidth_Bps * (efficiency.memory_efficiency if hier else 1.0)
+        b_el = OPERAND_BYTES[precision]
         for phase, e in layer.elementwise(batch).items():
             reason = reason0.copy()
             sfu_s = e.ops / ranks / core.sfu_ops_per_s
-            mem_s = e.bytes_moved(OPERAND_BYTES[precision]) / (chip_dp * chip_mp) / \
-                chip.memory_bandwidth_Bps
+            own_kernel = True
+            moved = e.bytes_moved(b_el)
+            if chip.fusion and layer.kind in FUSED:
+                r, w, own_kernel = FUSED[layer.kind][phase]
+                moved = (r + w) * e.elements_written * b_el
+            mem_s = moved / (chip_dp * chip_mp) / mem_Bps
+            launch = chip.kernel_launch_s if own_kernel else 0.0
             roof = np.maximum(sfu_s, mem_s)
             bound = np.where(sfu_s >= mem_s, "sfu", "memory").astype(object)
+            bound = np.where(launch > roof, "latency", bound).astype(object)
             zero = np.zeros(n)
             emit(phase, **common, M=zero.astype(int), N=zero.astype(int), K=zero.astype(int),
                  count=zero.astype(int), flops=zero, compute_s=zero, scratchpad_s=zero,
-                 memory_s=mem_s, sfu_s=sfu_s, comm_s=zero,
-                 time_s=np.where(reason == "", roof, np.inf), bound=bound,
+                 memory_s=mem_s, sfu_s=sfu_s, comm_s=zero, cache_s=zero,
+                 latency_s=np.full(n, launch),
+                 time_s=np.where(reason == "", roof + launch, np.inf), bound=bound,
                  tile_m=zero.astype(int), tile_n=zero.astype(int), tile_k=zero.astype(int),
                  feasible=reason == "", reason=reason)
     return {k: np.concatenate(v) for k, v in cols.items()}

@@ -162,14 +162,16 @@ def systolic_gemm(M: int, N: int, K: int, rows: int, cols: int, dataflow: str = 
 
 def conv_output_size(size: int, kernel: int, stride: int, padding: int = 0, *,
                      scalesim_compat: bool = False) -> int:
-    """Output height/width of a convolution.
+    """Output height/width of a convolution (one owner: :func:`accelsim.workload.conv_out`).
 
     Standard (PyTorch) rule: ``floor((size + 2*padding - kernel) / stride) + 1``. SCALE-Sim applies
     no padding and rounds up: ``ceil((size - kernel + stride) / stride)``.
     """
+    from accelsim.workload.model import conv_out
+
     if scalesim_compat:
-        return -(-(size - kernel + stride) // stride)
-    return (size + 2 * padding - kernel) // stride + 1
+        return conv_out(size, kernel, stride, 0, "scalesim")
+    return conv_out(size, kernel, stride, padding, "torch")
 
 
 def conv_gemm_dims(ifmap_h: int, ifmap_w: int, filter_h: int, filter_w: int, channels: int,

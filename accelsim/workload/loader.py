@@ -32,7 +32,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from accelsim.arch.config import _ABSENT, ConfigError, _Table, read_toml
+from accelsim.arch.config import ABSENT as _ABSENT
+from accelsim.arch.config import ConfigError, Table, read_toml
 from accelsim.workload.model import KINDS, SHAPE_MODES, Layer, Workload, conv_out
 
 _KEYS = {
@@ -46,7 +47,7 @@ _KEYS = {
 }
 
 
-class _LayerTable(_Table):
+class _LayerTable(Table):
     def ints(self, key: str, length: int | None = None, *, minimum: int = 1,
              default: Any = _ABSENT) -> tuple[int, ...]:
         v = self.raw(key, optional=default is not _ABSENT)
@@ -132,7 +133,7 @@ def _layer(file: str, index: int, data: Any) -> Layer:
 
 def workload_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -> Workload:
     file = str(source)
-    root = _Table(file, "", data)
+    root = Table(file, "", data)
     meta = root.table("workload")
     name = meta.string("name")
     description = meta.string("description", optional=True) or ""

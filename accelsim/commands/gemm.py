@@ -1,0 +1,49 @@
+"""``accelsim gemm``: time of one GEMM on one chip of a system (memory-hierarchy model)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "gemm"
+HELP = ("Time and TFLOP/s of one GEMM [M,K] @ [K,N] on one chip of a system config "
+        "(tiles over cores, shared cache levels, waves, launch cost; accelsim.perf.gemm).")
+SCHEMES = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--system", required=True, metavar="FILE", help="arch_configs/*.toml")
+    parser.add_argument("--m", type=int, required=True, help="rows of A and C")
+    parser.add_argument("--n", type=int, required=True, help="columns of B and C")
+    parser.add_argument("--k", type=int, required=True, help="reduction dimension")
+    parser.add_argument("--scheme", choices=SCHEMES, default="fp16",
+                        help="precision of the GEMM (a scheme's compute precision; default fp16)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelsim.arch.config import load_system
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.cli import UserError
+    from accelsim.perf.gemm import gemm_time
+
+    for name in ("m", "n", "k"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    system = load_system(args.system)
+    precision = get_scheme(args.scheme).compute_precision
+    if not system.chip.core.supports(precision):
+        raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {precision} rate "
+                        f"(this chip cannot run --scheme {args.scheme})")
+    g = gemm_time(system, args.m, args.n, args.k, precision)
+    d = g.as_dict()
+    d.update(system=system.name, scheme=args.scheme,
+             peak_tflops=system.chip.peak_flops(precision) / 1e12)
+    if args.json:
+        print(json.dumps(d))
+    else:
+        print(f"{system.name}: {args.m}x{args.n}x{args.k} {precision}: {g.time_s * 1e6:.2f} us, "
+              f"{g.tflops:.1f} TFLOP/s of {d['peak_tflops']:.1f} peak, {g.bound}-bound "
+              f"(tile {g.tile_m}x{g.tile_n}, {g.waves} waves, {g.dataflow}; chip-memory "
+              f"traffic {g.memory_bytes / g.compulsory_bytes:.2f}x compulsory)")
+    return 0

@@ -1,0 +1,109 @@
+"""``accelsim predict``: one training iteration of a workload on a system (samples/s, step
+time, TFLOP/s, memory), from the compute model plus the gradient-reduction model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "predict"
+HELP = ("Predict one data-parallel training iteration (batch B per chip): samples/s, step time, "
+        "achieved TFLOP/s and memory per chip, with or without kernel fusion.")
+SCHEMES = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--system", required=True, metavar="FILE", help="arch_configs/*.toml")
+    parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
+                        help="workload TOML file or shipped name (e.g. resnet50)")
+    parser.add_argument("--batch", type=int, required=True, metavar="B",
+                        help="samples per chip per iteration")
+    parser.add_argument("--scheme", choices=SCHEMES, default="fp16", help="training scheme")
+    parser.add_argument("--fusion", choices=("on", "off"), default=None,
+                        help="fuse element-wise layers into GEMMs (default: on for a chip with "
+                             "a memory hierarchy, as cuDNN/XLA/torch.compile do; else the "
+                             "config's chip.fusion)")
+    parser.add_argument("--first-last-high", choices=("on", "off"), default=None,
+                        help="first/last GEMM layer in high precision (default: the scheme's)")
+    parser.add_argument("--precision-override", action="append", default=[],
+                        metavar="LAYER=PREC", help="per-layer compute precision (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
+                 efficiency=None) -> dict:
+    """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
+    on/off): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
+    reduction and weight update of :mod:`accelsim.dse.training`. Returns the JSON fields."""
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.dse.training import CommPhases, ComputeProfile, TrainingParams, combine
+    from accelsim.dse.training import comm_phases
+    from accelsim.perf.gemm import FITTED
+    from accelsim.perf.step import phase_sums
+
+    eff = FITTED if efficiency is None else efficiency
+    system = system.with_fusion(fusion)
+    scheme = get_scheme(scheme)
+    ps = phase_sums(system, workload, batch, scheme, efficiency=eff)
+    minibatch = batch * system.chips
+    profile = ComputeProfile(scheme=scheme.name, minibatch=minibatch, fwd_s=ps.fwd_s,
+                             bwd_data_s=ps.bwd_data_s, wgrad_s=ps.wgrad_s, flops=ps.flops,
+                             peak_flops=system.peak_flops(scheme.compute_precision),
+                             elementwise_s=ps.elementwise_s)
+    params = TrainingParams(minibatch=minibatch, memory_efficiency=eff.memory_efficiency)
+    if workload.n_params == 0:  # nothing to reduce or update (e.g. a workload of matmuls)
+        comm = CommPhases(0.0, 0.0, 0.0, 0.0)
+    else:
+        comm = comm_phases(system, workload, scheme, params)
+    st = combine(profile, comm, overlap=params.overlap)
+    return {
+        "system": system.name, "workload": workload.name, "scheme": scheme.name,
+        "batch": batch, "chips": system.chips, "fusion": "on" if fusion else "off",
+        "samples_per_s": st.images_per_s, "step_time_s": st.step_s,
+        "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
+        "memory_GiB": ps.memory_bytes / 2**30,
+        "memory_capacity_GiB": system.chip.memory_capacity_bytes / 2**30,
+        "fits_memory": bool(ps.memory_bytes <= system.chip.memory_capacity_bytes),
+        "compute_s": st.compute_s, "fwd_s": st.fwd_s, "bwd_data_s": st.bwd_data_s,
+        "wgrad_s": st.wgrad_s, "elementwise_s": st.elementwise_s, "launch_s": ps.launch_s,
+        "comm_s": st.comm_s, "exposed_comm_s": st.exposed_comm_s,
+        "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelsim.arch.config import load_system
+    from accelsim.arch.schemes import with_policy
+    from accelsim.cli import UserError
+    from accelsim.commands.layers import resolve_workload
+    from accelsim.workload import load_workload
+
+    if args.batch < 1:
+        raise UserError(f"--batch must be >= 1, got {args.batch}")
+    system = load_system(args.system)
+    wpath = resolve_workload(args.workload)
+    workload = load_workload(wpath)
+    fusion = args.fusion == "on" if args.fusion else (system.chip.fusion
+                                                      or system.chip.has_hierarchy)
+    overrides = {}
+    for item in args.precision_override:
+        name, sep, prec = item.partition("=")
+        if not sep or not name or not prec:
+            raise UserError(f"--precision-override {item!r}: expected LAYER=PRECISION")
+        overrides[name] = prec
+    first_last = None if args.first_last_high is None else args.first_last_high == "on"
+    scheme = with_policy(args.scheme, first_last_high=first_last, overrides=overrides,
+                         source=f"{wpath} (--precision-override)")
+    for prec in {scheme.compute_precision, scheme.high_precision, *overrides.values()}:
+        if not system.chip.core.supports(prec):
+            raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {prec} rate "
+                            f"(needed by --scheme {args.scheme})")
+    out = predict_step(system, workload, args.batch, scheme, fusion=fusion)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{out['system']} x {out['workload']} ({out['scheme']}, batch {args.batch}/chip, "
+              f"fusion {out['fusion']}): {out['samples_per_s']:.0f} samples/s, step "
+              f"{out['step_time_s'] * 1e3:.2f} ms, {out['tflops']:.1f} TFLOP/s, "
+              f"{out['memory_GiB']:.1f} GiB per chip")
+    return 0

@@ -1,0 +1,249 @@
+"""GEMM time on a whole chip with a memory hierarchy: tiles over cores, operands shared under a
+shared level, waves, per-kernel launch cost (a loop-nest / tile search in the spirit of Timeloop,
+Parashar et al., ISPASS 2019, vectorized over candidate tiles).
+
+A GEMM ``C[M, N] = A[M, K] @ B[K, N]`` (``count`` independent copies) is cut into core tiles
+``tm x tn`` (multiples of the array; every core computes whole tiles over the full K, as GPU
+GEMM kernels do). Per candidate tile:
+
+* compute: ``waves = ceil(tiles / cores)`` rounds, each one tile's systolic-array cycles
+  (:func:`accelsim.perf.systolic.gemm_cycles_array`, SCALE-Sim's fold formula, unchanged) at the
+  precision's MAC rate per PE, over the clock and the global ``array_efficiency``;
+* every level ``L`` of ``chip.levels`` (innermost first, each instance shared by ``s`` cores)
+  holds a block ``bm x bn = (a tm) x (b tn)``: the tiles of ``a b <= s`` cores running together
+  (their A row-panels and B column-panels are read once into the level and multicast to the
+  cores), or more when whole K-panels fit its capacity (reuse across waves). The traffic into
+  ``L`` from the level above is ``(M K ceil(N / bn) + K N ceil(M / bm)) b_in + M N b_out``; it
+  is carried at the upper level's bandwidth (all its instances), chip memory at
+  ``memory_bandwidth x memory_efficiency``. The largest block that fits minimizes traffic; when
+  ``bm = M`` and ``bn = N`` fit, chip-memory traffic is the compulsory ``(MK + KN) b_in + MN b_out``.
+* time = ``max(compute, every level, memory) + kernel_launch_s`` (double-buffered streams
+  overlap compute); ``bound`` names the largest term, ``"latency"`` when the launch cost exceeds
+  all of them. Small GEMMs are slower per FLOP through waves (few tiles leave cores idle),
+  fill/drain of the array folds, and the launch cost.
+
+:func:`gemm_time` is the public one-GEMM entry point (returns :class:`GemmTime`);
+:func:`chip_gemm_time` the vectorized twin used by the layer model.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.perf.systolic import DATAFLOWS, gemm_cycles_array
+
+#: Bytes per element of GEMM operands / tensors in memory, per compute precision.
+OPERAND_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "hfp8": 1, "hif8": 1,
+                 "int8": 1, "int4": 0.5, "fp4": 0.5}
+_TILE_FACTORS = (1, 2, 4, 8)  # core tile = array granule x factor (capped at the dimension)
+_BLOCK_FACTORS = tuple(2 ** i for i in range(11))  # level block = core tile x factor
+_K_SLICE = 32  # K-elements of operand panels a level double-buffers while streaming
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The global, physical efficiency parameters of the hierarchy model (not per case).
+
+    array_efficiency: fraction of the array's peak MAC issue rate a GEMM kernel sustains
+        (instruction issue, register-bank conflicts, clock under load).
+    memory_efficiency: fraction of peak chip-memory bandwidth a streaming kernel reaches.
+    """
+
+    array_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        for f in ("array_efficiency", "memory_efficiency"):
+            v = getattr(self, f)
+            if not 0.0 < v <= 1.0:
+                raise ValueError(f"Efficiency.{f} must be in (0, 1], got {v!r}")
+
+
+#: Output of ``scripts/fit_compute.py`` (2026-11-23; rerun it to reproduce: it prints the fit,
+#: the residual per case and the sources in :mod:`accelsim.perf.published`): array efficiency
+#: from four large-GEMM measurements (V100 SGEMM, A100/H100 BF16 MAMF, H100 FP8), memory
+#: efficiency from the four single-GPU ResNet-50 runs of NVIDIA DeepLearningExamples. 0.68 of
+#: peak HBM bandwidth is what framework element-wise kernels (BatchNorm, ReLU, add) reach, below
+#: a STREAM-like copy (~0.9).
+FITTED = Efficiency(array_efficiency=0.88, memory_efficiency=0.68)
+
+
+@dataclass(frozen=True)
+class GemmTime:
+    """Time of one GEMM (``count`` copies) on one chip, with what bounds it."""
+
+    m: int
+    n: int
+    k: int
+    count: int
+    precision: str
+    time_s: float
+    flops: float
+    bound: str
+    compute_s: float
+    memory_s: float
+    level_s: tuple[tuple[str, float], ...]
+    launch_s: float
+    memory_bytes: float  # chip-memory traffic
+    compulsory_bytes: float  # A and B read once, C written once
+    tile_m: int
+    tile_n: int
+    waves: int
+    dataflow: str
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / self.time_s / 1e12
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.time_s
+
+    def as_dict(self) -> dict:
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["level_s"] = dict(self.level_s)
+        d["tflops"] = self.tflops
+        return d
+
+
+def mac_rate(core, precision: str) -> tuple[int, float]:
+    """(K-elements a PE reduces per cycle, cycles per MAC): a rate r >= 1 must be whole (r MACs
+    per PE per cycle shrink K to ceil(K / r)); a rate below 1 means one MAC every 1/r cycles."""
+    rate = core.macs_per_cycle_per_pe(precision)
+    if rate >= 1:
+        if rate != int(rate):
+            raise ValueError(f"macs_per_pe_per_cycle.{precision} = {rate!r}: a rate of 1 or more "
+                             "must be a whole number of MACs per PE per cycle")
+        return int(rate), 1.0
+    return 1, 1.0 / rate
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
+                   out_bytes=None, a_unique=1.0, c_unique=1.0,
+                   efficiency: Efficiency = FITTED) -> dict[str, np.ndarray]:
+    """Best-tile time of ``count`` GEMMs (M, N, K) spread over all cores of ``chip``.
+
+    Arrays broadcast to ``(n,)``; ``dataflow`` is one name. ``a_unique`` / ``c_unique``: the
+    fraction of A / C that exists in memory (an implicit-GEMM convolution expands its input on
+    chip). Returns arrays time_s, compute_s, memory_s, launch_s, level_<name>_s, memory_bytes,
+    tile_m, tile_n, waves, bound (a name)."""
+    if dataflow not in DATAFLOWS:
+        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {DATAFLOWS}")
+    core = chip.core
+    b_in = OPERAND_BYTES[precision]
+    b_acc = 4.0  # FP32 accumulators in the core (capacity check only)
+    M, N, K, count = (np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (M, N, K, count))
+    out_b = b_in if out_bytes is None else out_bytes
+    M, N, K, count, out_b, a_u, c_u = np.broadcast_arrays(
+        M, N, K, count, np.asarray(out_b, dtype=np.float64),
+        np.asarray(a_unique, dtype=np.float64), np.asarray(c_unique, dtype=np.float64))
+    n = len(M)
+    mpe, slow = mac_rate(core, precision)
+    R, C = core.rows, core.cols
+    # candidate core tiles (n, T)
+    pairs = np.array(list(itertools.product(_TILE_FACTORS, repeat=2)))
+    g = max(R, C)  # tile granule: the larger array side
+    tm = np.minimum(M[:, None], g * pairs[None, :, 0])
+    tn = np.minimum(N[:, None], g * pairs[None, :, 1])
+    Kx = np.broadcast_to(K[:, None], tm.shape)
+    cyc = gemm_cycles_array(tm.ravel(), tn.ravel(), Kx.ravel(), R, C, dataflow,
+                            macs_per_pe=mpe).reshape(tm.shape)
+    tiles = _cdiv(M[:, None], tm) * _cdiv(N[:, None], tn) * count[:, None]
+    waves = _cdiv(tiles, chip.cores)
+    compute_s = waves * cyc * slow / core.frequency_Hz / efficiency.array_efficiency
+    ks = np.minimum(Kx, _K_SLICE)
+    fits = tm * tn * b_acc + 2 * (tm + tn) * ks * b_in <= core.scratchpad_bytes
+    cnt, Mx, Nx = count[:, None].astype(float), M[:, None], N[:, None]
+
+    def traffic(bm, bn):  # bytes into a level holding blocks bm x bn, from the level above
+        return cnt * ((Mx * Kx * a_u[:, None] * _cdiv(Nx, bn) + Kx * Nx * _cdiv(Mx, bm)) * b_in
+                      + Mx * Nx * (c_u * out_b)[:, None])
+
+    levels = list(chip.levels)
+    into = []  # traffic into each level (n, T), innermost first
+    fa = np.array([a for a in _BLOCK_FACTORS for _ in _BLOCK_FACTORS])  # (B,) block factors
+    fb = np.array([b for _ in _BLOCK_FACTORS for b in _BLOCK_FACTORS])
+    bm = np.minimum(Mx[..., None], tm[..., None] * fa)  # (n, T, B)
+    bn = np.minimum(Nx[..., None], tn[..., None] * fb)
+    K3 = Kx[..., None]
+    blk = (cnt[..., None] * ((Mx[..., None] * K3 * a_u[:, None, None] * _cdiv(Nx[..., None], bn)
+                              + K3 * Nx[..., None] * _cdiv(Mx[..., None], bm)) * b_in
+                             + (Mx * Nx)[..., None] * (c_u * out_b)[:, None, None]))
+    for lv in levels:
+        concurrent = (fa * fb <= lv.shared_by)
+        stream_fit = 2 * (bm + bn) * ks[..., None] * b_in <= lv.capacity_bytes
+        panel_fit = (bm + bn) * K3 * b_in <= lv.capacity_bytes
+        ok = (concurrent & stream_fit) | panel_fit
+        best = np.where(ok, blk, np.inf).min(axis=2)
+        if lv.shared_by == 1:  # a private level also holds the core tile's slices
+            fits &= 2 * (tm + tn) * ks * b_in <= lv.capacity_bytes
+        into.append(np.where(np.isfinite(best), best, traffic(tm, tn)))
+    # a level's bandwidth carries the traffic into the level below it; chip memory feeds the
+    # outermost level (or the cores' scratchpads when there is no hierarchy)
+    level_s = {}
+    for i, lv in enumerate(levels):
+        below = into[i - 1] if i > 0 else traffic(tm, tn)
+        instances = chip.cores // lv.shared_by
+        level_s[lv.name] = below / (lv.bandwidth_Bps * instances)
+    dram_bytes = into[-1] if into else traffic(tm, tn)
+    memory_s = dram_bytes / (chip.memory_bandwidth_Bps * efficiency.memory_efficiency)
+    roof = np.maximum(compute_s, memory_s)
+    for v in level_s.values():
+        roof = np.maximum(roof, v)
+    roof = np.where(fits, roof, np.inf)
+    best = np.argmin(roof, axis=1)
+    rows = np.arange(n)
+
+    def pick(x):
+        return x[rows, best]
+
+    launch = np.full(n, chip.kernel_launch_s)
+    comp, mem = pick(compute_s), pick(memory_s)
+    lev = {k: pick(v) for k, v in level_s.items()}
+    terms = {"compute": comp, **lev, "memory": mem, "latency": launch}
+    names = np.array(list(terms), dtype=object)
+    bound = names[np.argmax(np.stack(list(terms.values())), axis=0)]
+    out = {"time_s": pick(roof) + launch, "compute_s": comp, "memory_s": mem,
+           "launch_s": launch, "memory_bytes": pick(dram_bytes), "tile_m": pick(tm),
+           "tile_n": pick(tn), "waves": pick(waves), "bound": bound,
+           "feasible": fits.any(axis=1)}
+    out.update({f"level_{k}_s": v for k, v in lev.items()})
+    return out
+
+
+def gemm_time(system, m: int, n: int, k: int, precision: str, *, count: int = 1,
+              dataflow: str | None = None, efficiency: Efficiency = FITTED) -> GemmTime:
+    """Time of ``count`` GEMMs ``[m, k] @ [k, n]`` in ``precision`` on one chip of ``system``
+    (operands read and the result written in ``precision``'s storage bytes). ``dataflow``
+    None: the best of ws/os/is."""
+    for name, v in (("m", m), ("n", n), ("k", k), ("count", count)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if precision not in OPERAND_BYTES:
+        raise ValueError(f"unknown precision {precision!r}; expected one of "
+                         f"{', '.join(OPERAND_BYTES)}")
+    chip = system.chip
+    flows = DATAFLOWS if dataflow is None else (dataflow,)
+    res = {d: chip_gemm_time(chip, m, n, k, count, precision, d, efficiency=efficiency)
+           for d in flows}
+    d = min(res, key=lambda x: float(res[x]["time_s"][0]))
+    r = {key: v[0] for key, v in res[d].items()}
+    if not r["feasible"]:
+        raise ValueError(f"no core tile of a {m}x{n}x{k} {precision} GEMM fits the "
+                         f"{chip.core.scratchpad_bytes} B scratchpad")
+    b = OPERAND_BYTES[precision]
+    return GemmTime(
+        m=m, n=n, k=k, count=count, precision=precision, time_s=float(r["time_s"]),
+        flops=2.0 * m * n * k * count, bound=str(r["bound"]), compute_s=float(r["compute_s"]),
+        memory_s=float(r["memory_s"]),
+        level_s=tuple((lv.name, float(r[f"level_{lv.name}_s"])) for lv in chip.levels),
+        launch_s=float(r["launch_s"]), memory_bytes=float(r["memory_bytes"]),
+        compulsory_bytes=float(count * ((m * k + k * n) * b + m * n * b)),
+        tile_m=int(r["tile_m"]), tile_n=int(r["tile_n"]), waves=int(r["waves"]), dataflow=d)

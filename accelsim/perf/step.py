@@ -1,0 +1,94 @@
+"""Compute of one data-parallel training iteration, summed per phase, without the explorer.
+
+Every chip takes ``batch`` samples (data parallel over all chips, as the HFP8 paper and GPU
+frameworks do); inside a chip each layer is timed by :func:`accelsim.perf.evaluate_layer`
+(with a memory hierarchy: tiles over all cores). The array dataflow is one per network, the best
+of ws/os/is. Element-wise layers' backward counts as backward-data. Also the memory a chip needs:
+model state plus the activations stashed for the backward pass. Pure numpy (no pandas), so the
+``predict`` command answers quickly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
+from accelsim.perf.layer_model import Mapping, evaluate_layer, layer_precisions
+from accelsim.perf.systolic import DATAFLOWS
+
+
+@dataclass(frozen=True)
+class PhaseSums:
+    """Per-iteration compute of one chip (seconds) and its memory need."""
+
+    fwd_s: float
+    bwd_data_s: float
+    wgrad_s: float
+    elementwise_s: float  # part of fwd_s + bwd_data_s in element-wise layers
+    launch_s: float  # part of the total in per-kernel launch cost
+    flops: float  # useful FLOPs of the whole system per iteration
+    dataflow: str
+    memory_bytes: float  # per chip: weights, gradients, optimizer state, stashed activations
+
+    @property
+    def compute_s(self) -> float:
+        return self.fwd_s + self.bwd_data_s + self.wgrad_s
+
+
+#: Activation layers frameworks run in place (torchvision's ReLU(inplace=True)): their output
+#: overwrites their input, so they stash nothing of their own.
+IN_PLACE = ("relu",)
+
+
+def memory_bytes(workload, batch: int, scheme, precisions: dict[str, str]) -> float:
+    """Bytes one chip holds: parameters x (master weight + gradient + optimizer state(s) +
+    compute copy) plus every layer's forward output (stashed for backward) at ``batch``, except
+    in-place activations (:data:`IN_PLACE`)."""
+    params = workload.n_params * (scheme.master_weight_bytes + scheme.gradient_bytes
+                                  + scheme.optimizer_state_bytes + scheme.compute_copy_bytes
+                                  + scheme.residual_bytes)
+    act = 0.0
+    for layer in workload.layers:
+        b = OPERAND_BYTES[precisions[layer.name]]
+        if layer.is_gemm:
+            g = layer.gemms(batch)["fwd"]
+            act += g.M * g.N * g.count * b
+        elif layer.kind not in IN_PLACE:
+            act += layer.elementwise(batch)["fwd"].elements_written * b
+    return float(params + act)
+
+
+def phase_sums(system, workload, batch: int, scheme, *,
+               efficiency: Efficiency = FITTED) -> PhaseSums:
+    """Compute time per phase of one iteration at ``batch`` samples per chip (best dataflow)."""
+    from accelsim.arch.schemes import get_scheme
+
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    sc = get_scheme(scheme)
+    prec = layer_precisions(workload, sc)
+    total = batch * system.chips
+    maps = [Mapping(system.chips, 1, system.chip.cores, 1, d) for d in DATAFLOWS]
+    sums = np.zeros((len(maps), 5))  # fwd, bwd_data, wgrad, elementwise, launch
+    flops = 0.0
+    for layer in workload.layers:
+        cols = evaluate_layer(system, layer, total, prec[layer.name], maps, efficiency=efficiency)
+        bad = ~cols["feasible"]
+        if bad.any():
+            raise ValueError(f"layer {layer.name!r}: {cols['reason'][bad][0]}")
+        n = len(maps)
+        for j, phase in enumerate(cols["phase"][::n]):
+            t = cols["time_s"][j * n:(j + 1) * n]
+            idx = {"fwd": 0, "bwd_data": 1, "bwd": 1, "wgrad": 2}[phase]
+            sums[:, idx] += t
+            sums[:, 4] += cols["latency_s"][j * n:(j + 1) * n]
+            if not layer.is_gemm:
+                sums[:, 3] += t
+            flops += float(cols["flops"][j * n])
+    best = int(np.argmin(sums[:, :3].sum(axis=1)))
+    fwd, bwd, wg, ew, launch = (float(x) for x in sums[best])
+    return PhaseSums(fwd_s=fwd, bwd_data_s=bwd, wgrad_s=wg, elementwise_s=ew, launch_s=launch,
+                     flops=flops, dataflow=DATAFLOWS[best],
+                     memory_bytes=memory_bytes(workload, batch, sc, prec))

@@ -1,0 +1,163 @@
+"""Validate the compute model against published GPU measurements; write the report.
+
+    python scripts/validate_compute.py            # writes reports/compute_validation.{csv,md}
+
+Every case of :mod:`accelsim.perf.published` (sources there) is predicted with the fitted
+global parameters (:data:`accelsim.perf.gemm.FITTED`, from ``scripts/fit_compute.py``) and
+compared: error per case, target within 15 % for every single-chip case. ResNet-50 is predicted
+as measured (PyTorch eager: fusion off) and also with fusion on. A GEMM-size sweep (squares
+256..16384) shows the size trend and what bounds each size.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TARGET = 0.15
+WINOGRAD_GAIN = 2.25  # F(2x2, 3x3): 36 multiplies instead of 16 x 9 / 4 = 81 per 2x2 outputs
+
+
+def what_if(system, wl, batch: int, scheme: str, cause: str) -> float:
+    """Images/s if the likely cause of a miss were modelled (evidence, NOT part of the model):
+    ``winograd``: forward and backward-data compute of 3x3 stride-1 convolutions / 2.25;
+    ``nchw``: every convolution phase also transposes its input and output tensors (one read
+    and one write each, FP32) at the fitted memory efficiency. Fusion off, as measured."""
+    import numpy as np
+
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.perf.gemm import FITTED, OPERAND_BYTES
+    from accelsim.perf.layer_model import Mapping, layer_table
+
+    system = system.with_fusion(False)
+    best = None
+    for df in ("ws", "os", "is"):
+        t = layer_table(system, wl, batch, scheme,
+                        mapping=Mapping(1, 1, system.chip.cores, 1, df))
+        if best is None or t.time_s.sum() < best.time_s.sum():
+            best = t
+    t = best.copy()
+    layers = {ly.name: ly for ly in wl.layers}
+    conv = t.layer.map(lambda n: layers[n].kind == "conv").to_numpy(bool)
+    if cause == "winograd":
+        three = t.layer.map(lambda n: layers[n].kind == "conv" and layers[n].kernel_h == 3
+                            and layers[n].stride_h == 1).to_numpy(bool)
+        sel = three & t.phase.isin(["fwd", "bwd_data"]).to_numpy()
+        comp = np.where(sel, t.compute_s / WINOGRAD_GAIN, t.compute_s)
+        roof = np.maximum.reduce([comp, t.cache_s, t.memory_s])
+        t.loc[sel, "time_s"] = (roof + t.latency_s)[sel]
+    elif cause == "nchw":
+        b = OPERAND_BYTES[get_scheme(scheme).compute_precision]
+        io = t.layer.map(lambda n: layers[n].input_elements + layers[n].output_elements
+                         if layers[n].kind == "conv" else 0).to_numpy(float)
+        extra = 2 * io * batch * b / (system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency)
+        t["time_s"] = t.time_s + np.where(conv, extra, 0.0)
+    return batch / float(t.time_s.sum())
+
+
+WHAT_IF = {"V100 ResNet-50 FP32 b112": "winograd", "A100 ResNet-50 TF32 b256": "nchw"}
+#: Cases the model is known to get wrong, with the likely cause (reported, never tuned away).
+LIKELY_CAUSE = {
+    "V100 ResNet-50 FP32 b112": "model too slow: cuDNN runs FP32 3x3 convolutions with Winograd "
+    "(2.25x fewer multiplies than the direct GEMM the model times); not modelled",
+    "A100 ResNet-50 TF32 b256": "model too fast: the TF32 run keeps NCHW tensors "
+    "(configs.yml sets memory_format nhwc only for AMP), so cuDNN transposes every tensor-core "
+    "convolution's input and output to NHWC and back; those extra FP32 passes are not modelled",
+}
+
+
+def main() -> int:
+    import pandas as pd
+
+    from accelsim.arch.config import load_system
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.commands.predict import predict_step
+    from accelsim.perf.gemm import FITTED, gemm_time
+    from accelsim.perf.published import GEMM_CASES, RESNET50_CASES
+    from accelsim.workload import load_workload
+
+    wl = load_workload(ROOT / "workloads" / "resnet50.toml")
+    rows = []
+    for c in (*GEMM_CASES, *RESNET50_CASES):
+        system = load_system(ROOT / "arch_configs" / f"{c.system}.toml")
+        row = {"case": c.case, "system": c.system, "scheme": c.scheme, "unit": c.unit,
+               "published": c.value, "single_chip": c.single_chip}
+        if c.kind == "gemm":
+            g = gemm_time(system, c.m, c.n, c.k, get_scheme(c.scheme).compute_precision)
+            row.update(shape=f"{c.m}x{c.n}x{c.k}", predicted=g.tflops, bound=g.bound,
+                       predicted_fusion_on=float("nan"))
+        else:
+            off = predict_step(system, wl, c.batch, c.scheme, fusion=False)
+            on = predict_step(system, wl, c.batch, c.scheme, fusion=True)
+            row.update(shape=f"batch {c.batch}/GPU", predicted=off["samples_per_s"],
+                       bound="", predicted_fusion_on=on["samples_per_s"])
+        row["error_pct"] = 100 * (row["predicted"] / c.value - 1)
+        row["within_target"] = abs(row["error_pct"]) <= 100 * TARGET
+        row["likely_cause"] = LIKELY_CAUSE.get(c.case, "")
+        row["what_if"] = (what_if(system, wl, c.batch, c.scheme, WHAT_IF[c.case])
+                          if c.case in WHAT_IF else float("nan"))
+        row["source"] = c.source
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    sweep = []
+    for sysname, prec in (("v100-sxm2", "fp16"), ("v100-sxm2", "fp32"), ("a100-sxm", "bf16"),
+                          ("a100-sxm", "tf32"), ("h100-sxm", "bf16"), ("h100-sxm", "fp8")):
+        system = load_system(ROOT / "arch_configs" / f"{sysname}.toml")
+        for n in (256, 512, 1024, 2048, 4096, 8192, 16384):
+            g = gemm_time(system, n, n, n, prec)
+            sweep.append({"system": sysname, "precision": prec, "n": n, "tflops": g.tflops,
+                          "fraction_of_peak": g.flops_per_s / system.chip.peak_flops(prec),
+                          "bound": g.bound, "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}",
+                          "dram_over_compulsory": g.memory_bytes / g.compulsory_bytes})
+    sw = pd.DataFrame(sweep)
+    out = ROOT / "reports"
+    out.mkdir(exist_ok=True)
+    df.to_csv(out / "compute_validation.csv", index=False, float_format="%.4g")
+    sw.to_csv(out / "compute_gemm_sweep.csv", index=False, float_format="%.4g")
+    single = df[df.single_chip]
+    lines = [
+        "# Compute model vs published GPU measurements",
+        "",
+        f"Generated by `python scripts/validate_compute.py` with {FITTED} "
+        "(fitted by `scripts/fit_compute.py`). Target: every single-chip case within 15 %.",
+        f"Single-chip cases within target: {int(single.within_target.sum())} of {len(single)}.",
+        "",
+        "| case | system | scheme | shape | published | predicted | error | fusion on | within 15 % |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in df.itertuples():
+        fon = "" if r.predicted_fusion_on != r.predicted_fusion_on else f"{r.predicted_fusion_on:.0f}"
+        mark = "yes" if r.within_target else ("**no**" if r.single_chip else "no (8 GPUs)")
+        lines.append(f"| {r.case} | {r.system} | {r.scheme} | {r.shape} | {r.published:g} "
+                     f"{r.unit} | {r.predicted:.1f} | {r.error_pct:+.1f} % | {fon} | {mark} |")
+    lines += ["", "## Cases the model gets wrong", ""]
+    for r in df[~df.within_target].itertuples():
+        cause = r.likely_cause or ("8-GPU run: the single-GPU error carries over, plus data-"
+                                   "loading/synchronisation costs the model does not have")
+        lines.append(f"- **{r.case}** ({r.error_pct:+.1f} %): {cause}")
+        if r.what_if == r.what_if:
+            lines.append(f"  - what-if (evidence only, not in the model): with the "
+                         f"{WHAT_IF[r.case]} effect the prediction would be {r.what_if:.0f} "
+                         f"{r.unit} ({100 * (r.what_if / r.published - 1):+.1f} %)")
+    lines += ["", "## Sources", ""]
+    for src in dict.fromkeys(df.source):
+        lines.append(f"- {src}")
+    lines += ["", "## GEMM-size trend (squares, predicted)", "",
+              "| system | precision | n | TFLOP/s | of peak | bound | waves | DRAM / compulsory |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in sw.itertuples():
+        lines.append(f"| {r.system} | {r.precision} | {r.n} | {r.tflops:.1f} | "
+                     f"{100 * r.fraction_of_peak:.0f} % | {r.bound} | {r.waves} | "
+                     f"{r.dram_over_compulsory:.2f} |")
+    (out / "compute_validation.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines[:len(df) + 12]))
+    print(f"wrote {out / 'compute_validation.csv'}, {out / 'compute_gemm_sweep.csv'}, "
+          f"{out / 'compute_validation.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
