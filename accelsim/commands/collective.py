@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+
+from accelsim.netsim.limits import MAX_GRAPH_LINKS, MAX_PACKETS, MAX_TRANSFERS
 
 NAME = "collective"
 HELP = ("Time one reduce-scatter / all-gather / all-reduce on a topology (ring, dgx1, hfp8-64, "
@@ -44,50 +47,82 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "both side by side (JSON: analytic fields plus des_* fields)")
     parser.add_argument("--packet-bytes", type=float, default=None,
                         help="DES packet size in bytes (default: one packet per transfer)")
+    parser.add_argument("--mode", choices=("symmetric", "explicit"), default="symmetric",
+                        help="symmetric: closed form (analytic) / one representative rank (DES), "
+                        "any size; explicit: build every transfer of the schedule (the "
+                        "reference, O(chips^2))")
+    parser.add_argument("--max-transfers", type=int, default=MAX_TRANSFERS,
+                        help="refuse explicit schedules of more transfers (default "
+                        f"{MAX_TRANSFERS:,})")
+    parser.add_argument("--max-packets", type=int, default=MAX_PACKETS,
+                        help=f"refuse DES runs of more packets (default {MAX_PACKETS:,})")
+    parser.add_argument("--max-links", type=int, default=MAX_GRAPH_LINKS,
+                        help="refuse topology graphs of more links (default "
+                        f"{MAX_GRAPH_LINKS:,}; ring, switch and multi-board need no graph in "
+                        "symmetric mode)")
     parser.add_argument("--no-pad", action="store_true",
                         help="error out instead of zero-padding when the elements do not split "
                         "evenly over rings x chips")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _positive(name: str, x, allow_none=True):
-    if x is None and allow_none:
+def _number(name: str, x, *, minimum: float = 0.0, strict: bool = True, optional: bool = True):
+    """A finite number > ``minimum`` (>= when not ``strict``); None passes when optional."""
+    if x is None and optional:
         return None
-    if x is None or not x > 0:
-        raise ValueError(f"{name} must be > 0, got {x!r}")
+    if x is None or not math.isfinite(x) or (x <= minimum if strict else x < minimum):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} "
+                         f"{minimum:g}, got {x!r}")
     return x
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelsim.netsim import symmetric
     from accelsim.netsim import topology as topo
+    from accelsim.netsim.limits import SizeLimitError
     from accelsim.netsim.phases import time_schedule
     from accelsim.netsim.schedule import best_schedule
 
-    _positive("--link-GBps", args.link_GBps)
-    _positive("--inter-board-GBps", args.inter_board_GBps)
-    _positive("--bytes", args.nbytes, allow_none=False)
-    _positive("--elem-bytes", args.elem_bytes, allow_none=False)
-    _positive("--packet-bytes", args.packet_bytes)
-    if args.latency_us is not None and args.latency_us < 0:
-        raise ValueError(f"--latency-us must be >= 0, got {args.latency_us}")
-    if args.alpha_us < 0:
-        raise ValueError(f"--alpha-us must be >= 0, got {args.alpha_us}")
+    _number("--link-GBps", args.link_GBps)
+    _number("--inter-board-GBps", args.inter_board_GBps)
+    _number("--bytes", args.nbytes, optional=False)
+    _number("--elem-bytes", args.elem_bytes, optional=False)
+    _number("--packet-bytes", args.packet_bytes)
+    _number("--latency-us", args.latency_us, strict=False)
+    _number("--alpha-us", args.alpha_us, strict=False, optional=False)
+    for flag in ("--max-transfers", "--max-packets", "--max-links"):
+        _number(flag, getattr(args, flag[2:].replace("-", "_")), optional=False)
     if args.nbytes % args.elem_bytes:
         raise ValueError(f"--bytes {args.nbytes} is not a multiple of --elem-bytes "
                          f"{args.elem_bytes}")
-    g = topo.build(args.topology, args.chips,
-                   bandwidth_Bps=None if args.link_GBps is None else args.link_GBps * 1e9,
-                   inter_board_Bps=None if args.inter_board_GBps is None
-                   else args.inter_board_GBps * 1e9,
-                   latency_s=None if args.latency_us is None else args.latency_us * 1e-6)
-    s = best_schedule(g, args.op, args.nbytes // args.elem_bytes, float(args.elem_bytes),
-                      pad=not args.no_pad)
+    flags = {"max_transfers": "--max-transfers", "max_packets": "--max-packets",
+             "max_links": "--max-links"}
+    spec = topo.resolve(args.topology, args.chips,
+                        bandwidth_Bps=None if args.link_GBps is None else args.link_GBps * 1e9,
+                        inter_board_Bps=None if args.inter_board_GBps is None
+                        else args.inter_board_GBps * 1e9,
+                        latency_s=None if args.latency_us is None else args.latency_us * 1e-6)
+    n, bpe = args.nbytes // args.elem_bytes, float(args.elem_bytes)
     engines = ("analytic", "des") if args.engine == "both" else (args.engine,)
-    res = [time_schedule(s, e, alpha_s=args.alpha_us * 1e-6, packet_bytes=args.packet_bytes)
-           for e in engines]
+    kw = dict(alpha_s=args.alpha_us * 1e-6, packet_bytes=args.packet_bytes,
+              max_packets=args.max_packets)
+    try:
+        if args.mode == "symmetric":
+            pl = symmetric.plan_for(spec, max_links=args.max_links)
+            name = pl.name
+            res = [symmetric.time_collective(pl, args.op, n, bpe, e, pad=not args.no_pad, **kw)
+                   for e in engines]
+        else:
+            g = topo.generate(spec, max_links=args.max_links)
+            name = g.graph.get("name", args.topology)
+            s = best_schedule(g, args.op, n, bpe, pad=not args.no_pad,
+                              max_transfers=args.max_transfers)
+            res = [time_schedule(s, e, **kw) for e in engines]
+    except SizeLimitError as exc:
+        raise ValueError(exc.message(flags.get(exc.knob, exc.knob))) from None
     r = res[0]
     out = r.as_dict()
-    out["topology"] = g.graph.get("name", args.topology)
+    out["topology"] = name
     if len(res) == 2:
         d = res[1]
         out.update(des_time_s=d.time_s, des_bus_bandwidth_GBps=d.bus_bandwidth_GBps,
@@ -96,9 +131,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     rows = [("topology", out["topology"]), ("op", r.op), ("engine", r.engine),
-            ("chips", r.chips), ("algorithm", r.algorithm),
+            ("chips", r.chips), ("algorithm", f"{r.algorithm} ({r.mode})"),
             ("size", f"{r.payload_bytes:.0f} B (padded {r.padded_bytes:.0f} B)"),
-            ("steps / transfers", f"{r.steps} / {r.transfers}"),
+            ("steps / transfers", f"{r.steps:,} / {r.transfers:,}"),
             ("time", f"{r.time_s * 1e6:.3f} us"),
             ("algorithm bandwidth", f"{r.algbw_GBps:.3f} GB/s"),
             ("bus bandwidth", f"{r.bus_bandwidth_GBps:.3f} GB/s")]

@@ -38,6 +38,7 @@ class CollectiveTime:
     transfers: int
     events: int = 0  # DES only: simulated events
     wall_s: float = 0.0  # DES only: host seconds
+    mode: str = "explicit"  # "explicit" schedule or "symmetric" (closed form / one rank)
 
     @property
     def algbw_GBps(self) -> float:
@@ -59,12 +60,23 @@ class CollectiveTime:
             "payload_bytes": self.payload_bytes, "padded_bytes": self.padded_bytes,
             "chips": self.chips, "algorithm": self.algorithm, "steps": self.steps,
             "transfers": self.transfers, "events": self.events, "wall_s": self.wall_s,
+            "mode": self.mode,
         }
 
 
-def _check_rate(name: str, x: float | None) -> None:
-    if x is not None and not (isinstance(x, (int, float)) and x > 0):
-        raise ValueError(f"{name} must be > 0 (or None for unlimited), got {x!r}")
+def check_rate(name: str, x: float | None) -> None:
+    """``x`` must be None (unlimited) or a positive finite number."""
+    if x is not None and not (isinstance(x, (int, float)) and not isinstance(x, bool)
+                              and math.isfinite(x) and x > 0):
+        raise ValueError(f"{name} must be a positive finite number (or None for unlimited), "
+                         f"got {x!r}")
+
+
+def check_overhead(name: str, x: float) -> None:
+    """``x`` must be a finite number of seconds >= 0."""
+    if not (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            and x >= 0):
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {x!r}")
 
 
 def route_latency(s: Schedule) -> np.ndarray:
@@ -76,9 +88,8 @@ def route_latency(s: Schedule) -> np.ndarray:
 def analytic_time(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = None
                   ) -> CollectiveTime:
     """Step-synchronous alpha-beta-gamma time of ``s`` (see module docstring)."""
-    if alpha_s < 0:
-        raise ValueError(f"alpha_s must be >= 0, got {alpha_s!r}")
-    _check_rate("reduce_Bps", reduce_Bps)
+    check_overhead("alpha_s", alpha_s)
+    check_rate("reduce_Bps", reduce_Bps)
     n_steps, n_links = s.n_steps, len(s.links)
     hops = np.diff(s.route_ptr)
     t_of_hop = np.repeat(np.arange(s.n_transfers), hops)
@@ -98,8 +109,44 @@ def analytic_time(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None
                           steps=n_steps, transfers=s.n_transfers)
 
 
+RING_KINDS = {"reduce-scatter": 1.0, "all-gather": 1.0, "all-reduce": 2.0}
+
+
+def ring_collective_time(kind: str, ranks, size_bytes, bandwidth_Bps, latency_s=0.0):
+    """Time of a ring collective among ``ranks`` chips: THE ring term of accelsim.
+
+    ``size_bytes`` is the whole vector each rank holds (nccl-tests "size"), ``bandwidth_Bps``
+    what one rank sends per second along the ring (the sum over its directional rings) and
+    ``latency_s`` the fixed cost of one ring step.  Reduce-scatter and all-gather take p-1
+    steps of ``latency_s + size / (p x bandwidth)``; all-reduce is the two in sequence, so
+
+        T = f (p - 1) (latency_s + size / (p bandwidth)),   f = 2 for all-reduce, else 1,
+
+    whose bandwidth term is the lower bound f (p-1)/p size/bandwidth.  ``kind`` is
+    ``reduce-scatter``, ``all-gather`` or ``all-reduce`` (underscores accepted).  Numpy arrays
+    broadcast (a rank count of 1, or 0, costs nothing); scalars give a float.
+    """
+    key = str(kind).replace("_", "-")
+    if key not in RING_KINDS:
+        raise ValueError(f"unknown ring collective {kind!r}; known: {', '.join(RING_KINDS)}")
+    p = np.asarray(ranks, dtype=np.float64)
+    size = np.asarray(size_bytes, dtype=np.float64)
+    bw = np.asarray(bandwidth_Bps, dtype=np.float64)
+    lat = np.asarray(latency_s, dtype=np.float64)
+    if np.any(p < 0) or np.any(size < 0) or np.any(lat < 0) or not np.all(bw > 0):
+        raise ValueError("ring collective needs ranks >= 0, size_bytes >= 0, latency_s >= 0 "
+                         f"and bandwidth_Bps > 0; got ranks={ranks!r}, size_bytes={size_bytes!r}, "
+                         f"bandwidth_Bps={bandwidth_Bps!r}, latency_s={latency_s!r}")
+    f = RING_KINDS[key]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # bandwidth term first, in the order f (p-1)/p size/bw, so that a caller holding only
+        # that term (latency 0) gets it bit for bit
+        t = np.where(p > 1, f * (p - 1) / p * size / bw + f * (p - 1) * lat, 0.0)
+    return float(t) if t.ndim == 0 else t
+
+
 def ring_time_closed_form(p: int, n_bytes: float, k: int, bandwidth_Bps: float,
                           latency_s: float = 0.0, op: str = "reduce-scatter") -> float:
-    """Textbook ring time: (p-1) steps of (latency + N/(k p B)); all-reduce is twice that."""
-    one = (p - 1) * (latency_s + n_bytes / (k * p * bandwidth_Bps))
-    return 2 * one if op == "all-reduce" else one
+    """Textbook ring time over ``k`` directional rings of ``bandwidth_Bps`` links:
+    (p-1) steps of (latency + N/(k p B)); all-reduce is twice that."""
+    return ring_collective_time(op, p, n_bytes, k * bandwidth_Bps, latency_s)

@@ -15,7 +15,12 @@ differs, which is the point.  Deterministic: no randomness, FIFO ties broken by 
 (simpy's event queue is ordered by time, priority and insertion id).
 
 Coarsening: events scale with packets x hops, so ``packet_bytes`` trades fidelity of the
-packet-level interleaving for speed; ``benchmarks/bench_netsim.py`` shows the error.
+packet-level interleaving for speed; ``benchmarks/bench_netsim.py`` shows the error.  The
+packet count is checked before anything is simulated (``max_packets``).
+
+This engine runs any schedule; :mod:`accelsim.netsim.symmetric` hands it a representative one
+(one chain per ring class) for the symmetric collectives, the explicit schedule stays its
+reference.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from collections import deque
 
 import numpy as np
 
-from accelsim.netsim.analytic import CollectiveTime
+from accelsim.netsim.analytic import CollectiveTime, check_overhead, check_rate
+from accelsim.netsim.limits import MAX_PACKETS, check_limit
 from accelsim.netsim.schedule import Schedule
 
 
@@ -40,18 +46,31 @@ class _Link:
         self.queue: deque = deque()
 
 
+def packets_per_transfer(s: Schedule, packet_bytes: float | None) -> np.ndarray:
+    """How many packets each transfer of ``s`` is cut into (at least one)."""
+    check_rate("packet_bytes", packet_bytes)
+    if packet_bytes is None:
+        return np.ones(s.n_transfers, np.int64)
+    with np.errstate(over="ignore"):
+        n = np.ceil(s.nbytes / packet_bytes)
+    return np.maximum(1, np.minimum(n, 2.0**62)).astype(np.int64)
+
+
 def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = None,
-             packet_bytes: float | None = None, env=None) -> CollectiveTime:
+             packet_bytes: float | None = None, env=None,
+             max_packets: int | None = MAX_PACKETS) -> CollectiveTime:
     """Run ``s`` in a simpy environment (a fresh one unless ``env`` is given) and return the
-    time at which the last transfer (and its reduction) completes."""
+    time at which the last transfer (and its reduction) completes.  Refuses
+    (:class:`~accelsim.netsim.limits.SizeLimitError`) runs of more than ``max_packets``
+    packets before simulating anything."""
+    check_overhead("alpha_s", alpha_s)
+    check_rate("reduce_Bps", reduce_Bps)
+    npk_arr = packets_per_transfer(s, packet_bytes)
+    check_limit(f"the DES of this {s.op} ({s.n_transfers:,} transfers)",
+                int(npk_arr.sum(dtype=np.float64)), max_packets, "packets", "max_packets",
+                "larger packets (packet_bytes) cost fewer")
     import simpy
 
-    if alpha_s < 0:
-        raise ValueError(f"alpha_s must be >= 0, got {alpha_s!r}")
-    if reduce_Bps is not None and not reduce_Bps > 0:
-        raise ValueError(f"reduce_Bps must be > 0 (or None), got {reduce_Bps!r}")
-    if packet_bytes is not None and not packet_bytes > 0:
-        raise ValueError(f"packet_bytes must be > 0 (or None), got {packet_bytes!r}")
     wall0 = time.perf_counter()
     env = simpy.Environment() if env is None else env
     t0 = env.now
@@ -65,10 +84,7 @@ def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = No
     order = np.argsort(s.deps, kind="stable")
     dependents_flat = owner[order].tolist()
     dptr = np.concatenate([[0], np.cumsum(np.bincount(s.deps, minlength=n))]).tolist()
-    if packet_bytes is None:
-        npk = [1] * n
-    else:
-        npk = np.maximum(1, np.ceil(s.nbytes / packet_bytes)).astype(np.int64).tolist()
+    npk = npk_arr.tolist()
     sent = [0] * n
     arrived = [0] * n
     links: dict[int, _Link] = {}

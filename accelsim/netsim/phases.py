@@ -4,8 +4,10 @@ reduce-scatter (gradients, ``scheme.reduce_scatter_bytes_per_elem`` / compressio
 all-gather (gradients or updated weights) -> weight update, in the scheme's phase order
 (HFP8 appendix D: hfp8 updates its 1/N shard between the two collectives and all-gathers 8-bit
 weights).  The phases are serial; the total is their sum.  Collectives are timed on the
-system's topology with the best explicit schedule (:func:`schedule.best_schedule`) by either
-engine; the weight update by :mod:`accelsim.netsim.update`.
+system's topology by either engine, in the symmetric mode (:mod:`accelsim.netsim.symmetric`:
+closed form / one representative rank, the default) or on the explicit schedule
+(:func:`schedule.best_schedule`, the reference; topologies whose rings are not symmetric always
+use it); the weight update by :mod:`accelsim.netsim.update`.
 
 Gradient compression divides the payload of the scheme's ``compressible_phases``
 (reduce-scatter) by the factor and adds the compress/decompress pass to the reduce-scatter
@@ -22,11 +24,15 @@ from dataclasses import dataclass
 import networkx as nx
 
 from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.netsim import symmetric
 from accelsim.netsim.analytic import CollectiveTime, analytic_time
+from accelsim.netsim.limits import MAX_PACKETS, MAX_TRANSFERS
 from accelsim.netsim.schedule import Schedule, best_schedule, link_table
+from accelsim.netsim.symmetric import RingPlan
 from accelsim.netsim.update import UpdateParams, compression_cost, weight_update_cost
 
 ENGINES = ("analytic", "des")
+MODES = ("symmetric", "explicit")
 
 
 @dataclass(frozen=True)
@@ -75,12 +81,12 @@ def _signature(g: nx.Graph) -> tuple:
 
 
 def schedule_for(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float, *,
-                 pad: bool = True) -> Schedule:
+                 pad: bool = True, max_transfers: int | None = MAX_TRANSFERS) -> Schedule:
     """``best_schedule`` with structure cached across bandwidths and payload precisions."""
     key = (_signature(g), op, int(n_elems), bool(pad))
     base = _CACHE.get(key)
     if base is None:
-        base = best_schedule(g, op, n_elems, 1.0, pad=pad)
+        base = best_schedule(g, op, n_elems, 1.0, pad=pad, max_transfers=max_transfers)
         _CACHE[key] = base
         while len(_CACHE) > 1 and (len(_CACHE) > _CACHE_MAX or sum(
                 v.n_transfers for v in _CACHE.values()) > _CACHE_MAX_TRANSFERS):
@@ -97,29 +103,79 @@ def schedule_for(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float, *,
 
 
 def time_schedule(s: Schedule, engine: str = "analytic", *, alpha_s: float = 0.0,
-                  reduce_Bps: float | None = None, packet_bytes: float | None = None
-                  ) -> CollectiveTime:
+                  reduce_Bps: float | None = None, packet_bytes: float | None = None,
+                  max_packets: int | None = MAX_PACKETS) -> CollectiveTime:
     """Time a schedule with the named engine."""
     if engine == "analytic":
         return analytic_time(s, alpha_s=alpha_s, reduce_Bps=reduce_Bps)
     if engine == "des":
         from accelsim.netsim.des import simulate
-        return simulate(s, alpha_s=alpha_s, reduce_Bps=reduce_Bps, packet_bytes=packet_bytes)
+        return simulate(s, alpha_s=alpha_s, reduce_Bps=reduce_Bps, packet_bytes=packet_bytes,
+                        max_packets=max_packets)
     raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
 
 
-def phase_times(g: nx.Graph, n_params: int, scheme: Scheme | str, *, memory_Bps: float,
-                vector_ops_per_s: float, compression: float = 1.0, engine: str = "analytic",
-                optimizer: str = "sgd-momentum", n_tensors: int = 0,
+_PLANS: OrderedDict = OrderedDict()
+
+
+def plan_of(g: nx.Graph) -> RingPlan | None:
+    """:func:`symmetric.plan_from_graph`, cached by structure and link parameters."""
+    key = (_signature(g), tuple(sorted((str(u), str(v), d["bandwidth_Bps"],
+                                        d.get("latency_s", 0.0))
+                                       for u, v, d in g.edges(data=True))))
+    if key not in _PLANS:
+        _PLANS[key] = symmetric.plan_from_graph(g)
+        while len(_PLANS) > _CACHE_MAX:
+            _PLANS.popitem(last=False)
+    _PLANS.move_to_end(key)
+    return _PLANS[key]
+
+
+def collective_time(topology: nx.Graph | RingPlan, op: str, n_elems: int,
+                    bytes_per_elem: float = 1.0, engine: str = "analytic", *,
+                    mode: str = "symmetric", pad: bool = True, alpha_s: float = 0.0,
+                    reduce_Bps: float | None = None, packet_bytes: float | None = None,
+                    max_transfers: int | None = MAX_TRANSFERS,
+                    max_packets: int | None = MAX_PACKETS) -> CollectiveTime:
+    """Time one collective on a topology graph or a :class:`symmetric.RingPlan`.
+
+    ``mode="symmetric"`` times the symmetric plan (closed form / one representative rank);
+    a graph whose rings are not symmetric falls back to the explicit schedule.
+    ``mode="explicit"`` builds the explicit schedule (refused past ``max_transfers``).
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    pl = topology if isinstance(topology, RingPlan) else None
+    if pl is None and mode == "symmetric":
+        pl = plan_of(topology)
+    if pl is not None:
+        if mode == "explicit":
+            raise ValueError(f"{pl.name}: a RingPlan has no explicit schedule; pass the graph")
+        return symmetric.time_collective(pl, op, n_elems, bytes_per_elem, engine, pad=pad,
+                                         alpha_s=alpha_s, reduce_Bps=reduce_Bps,
+                                         packet_bytes=packet_bytes, max_packets=max_packets)
+    s = schedule_for(topology, op, n_elems, bytes_per_elem, pad=pad,
+                     max_transfers=max_transfers)
+    return time_schedule(s, engine, alpha_s=alpha_s, reduce_Bps=reduce_Bps,
+                         packet_bytes=packet_bytes, max_packets=max_packets)
+
+
+def phase_times(g: nx.Graph | RingPlan, n_params: int, scheme: Scheme | str, *,
+                memory_Bps: float, vector_ops_per_s: float, compression: float = 1.0,
+                engine: str = "analytic", optimizer: str = "sgd-momentum", n_tensors: int = 0,
                 update: UpdateParams = UpdateParams(), alpha_s: float = 0.0,
-                reduce_Bps: float | None = None, packet_bytes: float | None = None
-                ) -> PhaseTimes:
+                reduce_Bps: float | None = None, packet_bytes: float | None = None,
+                mode: str = "symmetric") -> PhaseTimes:
     """Three-phase breakdown on topology ``g`` from plain numbers (no config objects).
 
+    ``g`` is a topology graph or, for systems too large for a graph, a
+    :class:`symmetric.RingPlan` (``symmetric.plan(name, chips, ...)``).
     ``memory_Bps`` / ``vector_ops_per_s``: one chip's memory bandwidth and elementwise (SFU /
     vector) op rate; ``alpha_s``: per-step software/synchronisation overhead added to link
     latency; ``reduce_Bps``: rate at which a chip adds an incoming partial-sum chunk (None =
-    free).  Other knobs: :class:`UpdateParams`.
+    free); ``mode``: see :func:`collective_time`.  Other knobs: :class:`UpdateParams`.
     """
     sc = get_scheme(scheme)
     if engine not in ENGINES:
@@ -129,7 +185,8 @@ def phase_times(g: nx.Graph, n_params: int, scheme: Scheme | str, *, memory_Bps:
         raise ValueError(f"compression factor must be a number >= 1, got {compression!r}")
     if not isinstance(n_params, int) or n_params < 0:  # 0: a model without weights
         raise ValueError(f"n_params must be an integer >= 0, got {n_params!r}")
-    n_chips = sum(1 for _, k in g.nodes(data="kind") if k == "chip")
+    n_chips = g.chips if isinstance(g, RingPlan) else sum(
+        1 for _, k in g.nodes(data="kind") if k == "chip")
     if n_params == 0:  # a model without weights (e.g. only matmul layers): nothing to reduce
         return PhaseTimes(
             scheme=sc.name, engine=engine, chips=n_chips, n_params=0,
@@ -142,12 +199,13 @@ def phase_times(g: nx.Graph, n_params: int, scheme: Scheme | str, *, memory_Bps:
     def payload(phase: str, bpe: float) -> float:
         return bpe / compression if phase in sc.compressible_phases else bpe
 
-    rs = time_schedule(schedule_for(g, "reduce-scatter", n_params,
-                                    payload("reduce_scatter", sc.reduce_scatter_bytes_per_elem)),
-                       engine, alpha_s=alpha_s, reduce_Bps=reduce_Bps, packet_bytes=packet_bytes)
-    ag = time_schedule(schedule_for(g, "all-gather", n_params,
-                                    payload("all_gather", sc.all_gather_bytes_per_elem)),
-                       engine, alpha_s=alpha_s, packet_bytes=packet_bytes)
+    rs = collective_time(g, "reduce-scatter", n_params,
+                         payload("reduce_scatter", sc.reduce_scatter_bytes_per_elem), engine,
+                         mode=mode, alpha_s=alpha_s, reduce_Bps=reduce_Bps,
+                         packet_bytes=packet_bytes)
+    ag = collective_time(g, "all-gather", n_params,
+                         payload("all_gather", sc.all_gather_bytes_per_elem), engine, mode=mode,
+                         alpha_s=alpha_s, packet_bytes=packet_bytes)
     wu = weight_update_cost(n_params, sc, n_chips, memory_Bps=memory_Bps,
                             vector_ops_per_s=vector_ops_per_s, optimizer=optimizer,
                             n_tensors=n_tensors, params=update)

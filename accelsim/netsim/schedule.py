@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+from accelsim.netsim.limits import MAX_TRANSFERS, check_limit
 from accelsim.netsim.rings import find_rings
 from accelsim.netsim.topology import chips as chip_nodes
 from accelsim.netsim.topology import validate
@@ -190,8 +191,10 @@ def directional_rings(g: nx.Graph, nodes: list | None = None) -> list[DirRing]:
                      "(no Hamiltonian cycle and no common switch)")
 
 
-def _pad(n_elems: int, granule: int, pad: bool, what: str) -> int:
-    if not isinstance(n_elems, (int, np.integer)) or n_elems <= 0:
+def pad_elems(n_elems: int, granule: int, pad: bool, what: str) -> int:
+    """The element count after the padding rule (module docstring) for ``granule``."""
+    if (not isinstance(n_elems, (int, np.integer)) or isinstance(n_elems, bool)
+            or n_elems <= 0):
         raise ValueError(f"{what}: element count must be a positive integer, got {n_elems!r}")
     if n_elems % granule == 0:
         return int(n_elems)
@@ -240,24 +243,39 @@ def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int
     return arrivals
 
 
-def _check_op(op: str) -> None:
+def check_op(op: str) -> None:
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
 
 
+def check_bytes_per_elem(bytes_per_elem) -> None:
+    if not (isinstance(bytes_per_elem, (int, float)) and not isinstance(bytes_per_elem, bool)
+            and math.isfinite(bytes_per_elem) and bytes_per_elem > 0):
+        raise ValueError(f"bytes per element must be a positive finite number, "
+                         f"got {bytes_per_elem!r}")
+
+
+def _guard(op: str, g: nx.Graph, n: int, max_transfers: int | None) -> None:
+    check_limit(f"the explicit {op} schedule on {g.graph.get('name', 'topology')}", n,
+                max_transfers, "transfers", "max_transfers",
+                "the symmetric mode times it without one")
+
+
 def ring_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
-                  pad: bool = True, drings: list[DirRing] | None = None) -> Schedule:
+                  pad: bool = True, drings: list[DirRing] | None = None,
+                  max_transfers: int | None = MAX_TRANSFERS) -> Schedule:
     """Reduce-scatter / all-gather / all-reduce of an ``n_elems`` vector over all directional
     rings of ``g``: the vector is split evenly over the rings, each ring's share into p
-    segments."""
-    _check_op(op)
+    segments.  Refuses (:class:`~accelsim.netsim.limits.SizeLimitError`) schedules of more
+    than ``max_transfers`` transfers before building them."""
+    check_op(op)
     validate(g)
-    if not (isinstance(bytes_per_elem, (int, float)) and bytes_per_elem > 0):
-        raise ValueError(f"bytes per element must be > 0, got {bytes_per_elem!r}")
+    check_bytes_per_elem(bytes_per_elem)
     drings = directional_rings(g) if drings is None else drings
     p = len(drings[0].order)
     k = len(drings)
-    n_pad = _pad(n_elems, k * p, pad, f"{op} on {g.graph.get('name', 'topology')}")
+    _guard(op, g, k * p * (p - 1) * (2 if op == "all-reduce" else 1), max_transfers)
+    n_pad = pad_elems(n_elems, k * p, pad, f"{op} on {g.graph.get('name', 'topology')}")
     seg = n_pad // (k * p) * bytes_per_elem
     b = _Builder(g)
     none = lambda c: []  # noqa: E731
@@ -271,25 +289,16 @@ def ring_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.
                    rings=tuple(d.order for d in drings))
 
 
-def hierarchical_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
-                          pad: bool = True) -> Schedule:
-    """Two-level collective on a multi-board graph (nodes with ``board``/``local``).
-
-    Reduce-scatter: (1) every board reduce-scatters the whole vector over its intra-board
-    directional rings (each chip ends with 1/8); (2) each rail (same local index on all boards)
-    reduce-scatters that 1/8 over the rail ring in both directions (each chip ends with
-    1/(8 x boards)).  All-gather runs the two levels in reverse; all-reduce composes them.
-    """
-    _check_op(op)
-    validate(g)
+def hierarchical_rings(g: nx.Graph) -> tuple[dict, dict]:
+    """The directional rings of a multi-board graph: ``({board: intra-board rings},
+    {local index: rail rings})``.  Board 0's intra-board rings are found once and shifted onto
+    the other boards; each rail's rings are found on the rail's own subgraph."""
     boards = sorted({d["board"] for _, d in g.nodes(data=True) if d.get("kind") == "chip"})
     per = g.graph.get("chips_per_board", 8)
-    nb = len(boards)
     board_nodes = {bd: sorted(n for n, d in g.nodes(data=True) if d.get("board") == bd)
                    for bd in boards}
     intra = g.edge_subgraph([(u, v) for u, v, t in g.edges(data="tier") if t != "inter"])
     base_rings = directional_rings(intra.subgraph(board_nodes[boards[0]]).copy())
-    k1 = len(base_rings)
 
     def shift(dr: DirRing, off: int) -> DirRing:
         return DirRing(order=tuple(c + off for c in dr.order),
@@ -303,9 +312,29 @@ def hierarchical_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: fl
         rail = [board_nodes[bd][local] for bd in boards]
         rail_g = g.subgraph(rail).copy()
         rail_rings[local] = directional_rings(rail_g, rail)
-    k2 = len(rail_rings[0])
+    return intra_rings, rail_rings
+
+
+def hierarchical_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
+                          pad: bool = True, max_transfers: int | None = MAX_TRANSFERS
+                          ) -> Schedule:
+    """Two-level collective on a multi-board graph (nodes with ``board``/``local``).
+
+    Reduce-scatter: (1) every board reduce-scatters the whole vector over its intra-board
+    directional rings (each chip ends with 1/8); (2) each rail (same local index on all boards)
+    reduce-scatters that 1/8 over the rail ring in both directions (each chip ends with
+    1/(8 x boards)).  All-gather runs the two levels in reverse; all-reduce composes them.
+    """
+    check_op(op)
+    validate(g)
+    intra_rings, rail_rings = hierarchical_rings(g)
+    nb, per = len(intra_rings), len(rail_rings)
+    k1, k2 = len(intra_rings[next(iter(intra_rings))]), len(rail_rings[0])
+    check_bytes_per_elem(bytes_per_elem)
+    per_pass = nb * k1 * per * (per - 1) + per * k2 * nb * (nb - 1)
+    _guard(op, g, per_pass * (2 if op == "all-reduce" else 1), max_transfers)
     granule = math.lcm(per * k1, per * nb * k2)
-    n_pad = _pad(n_elems, granule, pad, f"{op} on {g.graph.get('name', 'topology')}")
+    n_pad = pad_elems(n_elems, granule, pad, f"{op} on {g.graph.get('name', 'topology')}")
     seg1 = n_pad // (k1 * per) * bytes_per_elem  # intra-board segment
     seg2 = n_pad // (per * k2 * nb) * bytes_per_elem  # rail segment
     b = _Builder(g)
@@ -330,23 +359,24 @@ def hierarchical_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: fl
         run_level(intra_rings, seg1, s2, False, lambda c: a3.get(c, []))
     return b.build(op, f"hierarchical (intra x{k1}, rail x{k2})", n_elems * bytes_per_elem,
                    n_pad * bytes_per_elem,
-                   rings=tuple(r.order for r in base_rings),
+                   rings=tuple(r.order for r in intra_rings[next(iter(intra_rings))]),
                    notes=f"{nb} boards x {per} chips; intra-board rings then rail rings")
 
 
 def best_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
-                  pad: bool = True) -> Schedule:
+                  pad: bool = True, max_transfers: int | None = MAX_TRANSFERS) -> Schedule:
     """The schedule accelsim uses for ``g``: hierarchical on multi-board graphs, rings else."""
     if g.graph.get("topology") == "multi-board":
-        return hierarchical_schedule(g, op, n_elems, bytes_per_elem, pad=pad)
-    return ring_schedule(g, op, n_elems, bytes_per_elem, pad=pad)
+        return hierarchical_schedule(g, op, n_elems, bytes_per_elem, pad=pad,
+                                     max_transfers=max_transfers)
+    return ring_schedule(g, op, n_elems, bytes_per_elem, pad=pad, max_transfers=max_transfers)
 
 
 def from_transfers(g: nx.Graph, op: str, transfers: list[dict], payload_bytes: float) -> Schedule:
     """A hand-written schedule: each transfer a dict with ``step, src, dst, nbytes, route``
     (list of ``(u, v)`` or ``(u, v, lane)``), optional ``deps`` (indices of earlier transfers)
     and ``reduce``.  Raises ValueError for a missing link, a broken route or a bad dependency."""
-    _check_op(op)
+    check_op(op)
     validate(g)
     b = _Builder(g)
     for t, tr in enumerate(transfers):

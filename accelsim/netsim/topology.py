@@ -10,8 +10,11 @@ duplex: each edge is two directional links per lane.  Chips are numbered ``0..P-
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import networkx as nx
+
+from accelsim.netsim.limits import MAX_GRAPH_LINKS, check_limit
 
 # NVIDIA DGX-1 (V100) hybrid cube-mesh: 8 GPUs, 6 NVLink2 ports each, 24 links.
 # Source: NVIDIA DGX-1 with Tesla V100 System Architecture white paper (2017), Fig. 4.
@@ -21,18 +24,31 @@ NVLINK2_GBPS = 25.0  # one NVLink2 link, one direction (GB/s, 1e9 bytes/s)
 NVLINK2_LATENCY_S = 1e-6  # order of magnitude of a GPU-to-GPU NVLink hop incl. protocol
 
 
-def _check_link(bandwidth_Bps: float, latency_s: float) -> None:
-    if not (isinstance(bandwidth_Bps, (int, float)) and math.isfinite(bandwidth_Bps)
-            and bandwidth_Bps > 0):
+def check_link(bandwidth_Bps: float, latency_s: float) -> None:
+    """A link's one-direction bandwidth must be positive and finite, its latency finite >= 0."""
+    if not (isinstance(bandwidth_Bps, (int, float)) and not isinstance(bandwidth_Bps, bool)
+            and math.isfinite(bandwidth_Bps) and bandwidth_Bps > 0):
         raise ValueError(f"link bandwidth must be a positive finite number of bytes/s, "
                          f"got {bandwidth_Bps!r}")
-    if not (isinstance(latency_s, (int, float)) and math.isfinite(latency_s) and latency_s >= 0):
+    if not (isinstance(latency_s, (int, float)) and not isinstance(latency_s, bool)
+            and math.isfinite(latency_s) and latency_s >= 0):
         raise ValueError(f"link latency must be a finite number of seconds >= 0, got {latency_s!r}")
 
 
-def _check_count(name: str, n: int, minimum: int) -> None:
-    if not isinstance(n, int) or isinstance(n, bool) or n < minimum:
+def check_count(name: str, n: int, minimum: int) -> None:
+    """``n`` must be a Python/numpy integer >= ``minimum``."""
+    import numbers
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
+
+
+def _check_size(name: str, links: int, max_links: int | None) -> None:
+    check_limit(f"the {name} graph", links, max_links, "links", "max_links",
+                "accelsim.netsim.symmetric.plan times ring, switch and multi-board systems "
+                "of any size without a graph")
+
+
+_check_link, _check_count = check_link, check_count
 
 
 def _add_chips(g: nx.Graph, n: int) -> None:
@@ -44,10 +60,12 @@ def _link(g: nx.Graph, u, v, bandwidth_Bps, latency_s, multiplicity=1, tier="int
                multiplicity=int(multiplicity), tier=tier)
 
 
-def ring(p: int, bandwidth_Bps: float, latency_s: float = 0.0) -> nx.Graph:
+def ring(p: int, bandwidth_Bps: float, latency_s: float = 0.0, *,
+         max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:
     """Bidirectional ring of ``p >= 2`` chips (p = 2 is one link between the two)."""
     _check_count("ring size", p, 2)
     _check_link(bandwidth_Bps, latency_s)
+    _check_size(f"ring-{p}", p if p > 2 else 1, max_links)
     g = nx.Graph(name=f"ring-{p}", topology="ring")
     _add_chips(g, p)
     for i in range(p):
@@ -56,11 +74,13 @@ def ring(p: int, bandwidth_Bps: float, latency_s: float = 0.0) -> nx.Graph:
     return g
 
 
-def torus2d(rows: int, cols: int, bandwidth_Bps: float, latency_s: float = 0.0) -> nx.Graph:
+def torus2d(rows: int, cols: int, bandwidth_Bps: float, latency_s: float = 0.0, *,
+            max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:
     """``rows x cols`` 2-D torus (wrap-around in both dimensions); each side >= 3."""
     _check_count("torus rows", rows, 3)
     _check_count("torus cols", cols, 3)
     _check_link(bandwidth_Bps, latency_s)
+    _check_size(f"torus-{rows}x{cols}", 2 * rows * cols, max_links)
     g = nx.Graph(name=f"torus-{rows}x{cols}", topology="torus2d", rows=rows, cols=cols)
     _add_chips(g, rows * cols)
     for r in range(rows):
@@ -71,10 +91,12 @@ def torus2d(rows: int, cols: int, bandwidth_Bps: float, latency_s: float = 0.0) 
     return g
 
 
-def fully_connected(p: int, bandwidth_Bps: float, latency_s: float = 0.0) -> nx.Graph:
+def fully_connected(p: int, bandwidth_Bps: float, latency_s: float = 0.0, *,
+                    max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:
     """Every pair of the ``p >= 2`` chips joined by one link."""
     _check_count("chip count", p, 2)
     _check_link(bandwidth_Bps, latency_s)
+    _check_size(f"fully-connected-{p}", p * (p - 1) // 2, max_links)
     g = nx.Graph(name=f"fully-connected-{p}", topology="fully-connected")
     _add_chips(g, p)
     for u in range(p):
@@ -83,10 +105,12 @@ def fully_connected(p: int, bandwidth_Bps: float, latency_s: float = 0.0) -> nx.
     return g
 
 
-def switch(p: int, bandwidth_Bps: float, latency_s: float = 0.0) -> nx.Graph:
+def switch(p: int, bandwidth_Bps: float, latency_s: float = 0.0, *,
+           max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:
     """``p`` chips each with one link to a single non-blocking switch (node ``"switch"``)."""
     _check_count("chip count", p, 2)
     _check_link(bandwidth_Bps, latency_s)
+    _check_size(f"switch-{p}", p, max_links)
     g = nx.Graph(name=f"switch-{p}", topology="switch")
     _add_chips(g, p)
     g.add_node("switch", kind="switch")
@@ -113,7 +137,8 @@ def dgx1(bandwidth_Bps: float = NVLINK2_GBPS * 1e9,
 
 def multi_board(n_boards: int, bandwidth_Bps: float, inter_board_Bps: float | None = None,
                 latency_s: float = NVLINK2_LATENCY_S,
-                inter_board_latency_s: float | None = None) -> nx.Graph:
+                inter_board_latency_s: float | None = None, *,
+                max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:
     """``n_boards`` DGX-1-like hybrid cube-mesh boards joined rail-aligned (``n_boards >= 2``).
 
     Chip ``local`` of board ``b`` is node ``8*b + local``.  Rail-aligned scheme: the chips with
@@ -128,6 +153,7 @@ def multi_board(n_boards: int, bandwidth_Bps: float, inter_board_Bps: float | No
     inter_board_latency_s = latency_s if inter_board_latency_s is None else inter_board_latency_s
     _check_link(bandwidth_Bps, latency_s)
     _check_link(inter_board_Bps, inter_board_latency_s)
+    _check_size(f"{n_boards}x-dgx1-rail", 32 * n_boards if n_boards > 2 else 56, max_links)
     g = nx.Graph(name=f"{n_boards}x-dgx1-rail", topology="multi-board", boards=n_boards,
                  chips_per_board=8)
     board = dgx1(bandwidth_Bps, latency_s)
@@ -210,9 +236,95 @@ TOPOLOGY_NAMES = ("ring", "torus2d", "torus-2d", "fully-connected", "switch", "d
                   "hybrid-cube-mesh-64", "multi-board")
 
 
+@dataclass(frozen=True)
+class TopologySpec:
+    """A named topology with its sizes and link parameters resolved (defaults applied and
+    validated) but no graph built: :func:`generate` builds the graph, the symmetric engine
+    (:func:`accelsim.netsim.symmetric.plan_for`) times ring, switch and multi-board systems
+    from the spec alone.  ``kind`` is one of ``ring, torus2d, fully-connected, switch, dgx1,
+    multi-board``; ``boards`` is set for multi-board (hfp8-64 is 8 boards), ``rows``/``cols``
+    for torus2d."""
+
+    kind: str
+    name: str
+    chips: int
+    bandwidth_Bps: float
+    latency_s: float
+    inter_board_Bps: float | None = None
+    inter_board_latency_s: float | None = None
+    boards: int = 0
+    rows: int = 0
+    cols: int = 0
+
+
+def resolve(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = None,
+            inter_board_Bps: float | None = None, latency_s: float | None = None,
+            inter_board_latency_s: float | None = None) -> TopologySpec:
+    """Topology by name, resolved into a :class:`TopologySpec` (see :func:`build`)."""
+    key = str(name).lower().replace("_", "-")
+    key = {"torus-2d": "torus2d", "fully-connected": "fully-connected"}.get(key, key)
+    if chips is not None:
+        check_count("chip count", chips, 2)
+        chips = int(chips)
+    lat = NVLINK2_LATENCY_S if latency_s is None else latency_s
+    if key in ("dgx1", "hfp8-64", "multi-board", "hybrid-cube-mesh-64"):
+        bw = NVLINK2_GBPS * 1e9 if bandwidth_Bps is None else bandwidth_Bps
+        need = {"dgx1": 8, "hfp8-64": 64, "hybrid-cube-mesh-64": 64}.get(key)
+        if need is not None and chips is not None and chips != need:
+            raise ValueError(f"topology {name!r} has exactly {need} chips, got --chips {chips}")
+        check_link(bw, lat)
+        if key == "dgx1":
+            return TopologySpec("dgx1", "dgx1", 8, float(bw), float(lat))
+        if key in ("hfp8-64", "hybrid-cube-mesh-64"):
+            nb, label = 8, "hfp8-64"
+        else:
+            if chips is None or chips % 8 or chips < 16:
+                raise ValueError(f"multi-board needs chips a multiple of 8 and >= 16, got {chips}")
+            nb, label = chips // 8, f"{chips // 8}x-dgx1-rail"
+        ibw = bw if inter_board_Bps is None else inter_board_Bps
+        ilat = lat if inter_board_latency_s is None else inter_board_latency_s
+        check_link(ibw, ilat)
+        return TopologySpec("multi-board", label, 8 * nb, float(bw), float(lat), float(ibw),
+                            float(ilat), boards=nb)
+    if key not in TOPOLOGY_NAMES:
+        raise ValueError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGY_NAMES)}")
+    if chips is None:
+        raise ValueError(f"topology {name!r} needs a chip count")
+    if bandwidth_Bps is None:
+        raise ValueError(f"topology {name!r} needs a link bandwidth")
+    lat = 0.0 if latency_s is None else latency_s
+    check_link(bandwidth_Bps, lat)
+    if key != "torus2d":
+        return TopologySpec(key, f"{key}-{chips}", chips, float(bandwidth_Bps), float(lat))
+    # torus2d: most square factorisation with both sides >= 3
+    check_count("chip count", chips, 9)
+    for r in range(math.isqrt(chips), 2, -1):
+        if chips % r == 0 and chips // r >= 3:
+            return TopologySpec("torus2d", f"torus-{r}x{chips // r}", chips,
+                                float(bandwidth_Bps), float(lat), rows=r, cols=chips // r)
+    raise ValueError(f"torus2d: {chips} chips has no r x c factorisation with r, c >= 3")
+
+
+def generate(spec: TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:
+    """The graph of a resolved topology (refused past ``max_links`` links)."""
+    bw, lat = spec.bandwidth_Bps, spec.latency_s
+    if spec.kind == "dgx1":
+        return dgx1(bw, lat)
+    if spec.kind == "multi-board":
+        g = multi_board(spec.boards, bw, spec.inter_board_Bps, lat, spec.inter_board_latency_s,
+                        max_links=max_links)
+        g.graph["name"] = spec.name
+        return g
+    if spec.kind == "torus2d":
+        return torus2d(spec.rows, spec.cols, bw, lat, max_links=max_links)
+    gen = {"ring": ring, "fully-connected": fully_connected, "switch": switch}[spec.kind]
+    return gen(spec.chips, bw, lat, max_links=max_links)
+
+
 def build(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = None,
           inter_board_Bps: float | None = None, latency_s: float | None = None,
-          inter_board_latency_s: float | None = None) -> nx.Graph:
+          inter_board_latency_s: float | None = None,
+          max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:
     """Topology by name: the CLI's and the System adapter's single entry point.
 
     ``chips`` is required for ring / fully-connected / switch / torus2d (a square or
@@ -221,39 +333,6 @@ def build(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = 
     ``bandwidth_Bps`` defaults to NVLink2's 25 GB/s for dgx1-based topologies and is required
     otherwise.
     """
-    key = name.lower().replace("_", "-")
-    key = {"torus-2d": "torus2d", "fully-connected": "fully-connected"}.get(key, key)
-    lat = NVLINK2_LATENCY_S if latency_s is None else latency_s
-    if key in ("dgx1", "hfp8-64", "multi-board", "hybrid-cube-mesh-64"):
-        bw = NVLINK2_GBPS * 1e9 if bandwidth_Bps is None else bandwidth_Bps
-        need = {"dgx1": 8, "hfp8-64": 64, "hybrid-cube-mesh-64": 64}.get(key)
-        if need is not None and chips is not None and chips != need:
-            raise ValueError(f"topology {name!r} has exactly {need} chips, got --chips {chips}")
-        if key == "dgx1":
-            return dgx1(bw, lat)
-        if key in ("hfp8-64", "hybrid-cube-mesh-64"):
-            g = multi_board(8, bw, inter_board_Bps, lat, inter_board_latency_s)
-            g.graph["name"] = "hfp8-64"
-            return g
-        if chips is None or chips % 8 or chips < 16:
-            raise ValueError(f"multi-board needs chips a multiple of 8 and >= 16, got {chips}")
-        return multi_board(chips // 8, bw, inter_board_Bps, lat, inter_board_latency_s)
-    if key not in TOPOLOGY_NAMES:
-        raise ValueError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGY_NAMES)}")
-    if chips is None:
-        raise ValueError(f"topology {name!r} needs a chip count")
-    if bandwidth_Bps is None:
-        raise ValueError(f"topology {name!r} needs a link bandwidth")
-    lat = 0.0 if latency_s is None else latency_s
-    if key == "ring":
-        return ring(chips, bandwidth_Bps, lat)
-    if key == "fully-connected":
-        return fully_connected(chips, bandwidth_Bps, lat)
-    if key == "switch":
-        return switch(chips, bandwidth_Bps, lat)
-    # torus2d: most square factorisation with both sides >= 3
-    _check_count("chip count", chips, 9)
-    for r in range(math.isqrt(chips), 2, -1):
-        if chips % r == 0 and chips // r >= 3:
-            return torus2d(r, chips // r, bandwidth_Bps, lat)
-    raise ValueError(f"torus2d: {chips} chips has no r x c factorisation with r, c >= 3")
+    return generate(resolve(name, chips, bandwidth_Bps=bandwidth_Bps,
+                            inter_board_Bps=inter_board_Bps, latency_s=latency_s,
+                            inter_board_latency_s=inter_board_latency_s), max_links=max_links)
