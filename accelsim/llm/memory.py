@@ -86,14 +86,22 @@ def in_flight_layers(model: GptConfig, plan: Plan) -> float:
     return per_stage * in_flight * factor
 
 
+def model_state_bytes(n_params: float, scheme: LlmScheme, zero: int, dp: int
+                      ) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) bytes of ``n_params`` parameters on one GPU under
+    ZeRO stage ``zero`` over ``dp`` ranks (Rajbhandari et al. SC'20, section 5: stage 1 shards
+    the optimizer states, 2 also the gradients, 3 also the weights)."""
+    w = n_params * scheme.weight_bytes / (dp if zero >= 3 else 1)
+    g = n_params * scheme.grad_bytes / (dp if zero >= 2 else 1)
+    o = n_params * scheme.optimizer_bytes / (dp if zero >= 1 else 1)
+    return w, g, o
+
+
 def memory(model: GptConfig, plan: Plan, scheme: LlmScheme) -> Memory:
     """Memory per GPU: model states after ZeRO sharding and activations of the first stage."""
     plan.check_model(model)
     n = stage_params(model, plan)
-    d = plan.dp
-    w = n * scheme.weight_bytes / (d if plan.zero >= 3 else 1)
-    g = n * scheme.grad_bytes / (d if plan.zero >= 2 else 1)
-    o = n * scheme.optimizer_bytes / (d if plan.zero >= 1 else 1)
+    w, g, o = model_state_bytes(n, scheme, plan.zero, plan.dp)
     act = activation_bytes_per_layer(model, plan, scheme) * in_flight_layers(model, plan)
     if plan.recompute == "full":
         # the layer being recomputed holds its full activations once, during its backward
