@@ -19,6 +19,8 @@ class Plan:
     Ranks are laid out as Megatron-LM does: tensor-parallel ranks adjacent (inside a node),
     then data-parallel, then pipeline stages (rank = t + tp * (d + dp * p)).
     ``interleave`` is the number of model chunks per pipeline stage (1: plain 1F1B).
+    ``overlap_grad_reduce``: the gradient reduction runs during the last micro-batch's backward
+    pass (PyTorch DDP buckets) instead of after the pipeline flush (Megatron's local DDP).
     """
 
     tp: int
@@ -30,6 +32,7 @@ class Plan:
     recompute: str = "none"
     sequence_parallel: bool = False
     zero: int = 0
+    overlap_grad_reduce: bool = False
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):
@@ -82,8 +85,8 @@ class LlmParams:
     memory_efficiency: fraction of HBM bandwidth that the non-GEMM (element-wise) kernels reach.
     """
 
-    network_efficiency: float = 0.8
-    memory_efficiency: float = 0.7
+    network_efficiency: float = 0.5  # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1)
+    memory_efficiency: float = 0.5  # fitted: scripts/llm_fit.py
 
     def __post_init__(self) -> None:
         for f in ("network_efficiency", "memory_efficiency"):

@@ -105,7 +105,7 @@ class Prediction:
     iteration_time_s: float
     pipeline_s: float
     bubble_s: float
-    dp_comm_s: float
+    dp_comm_s: float  # exposed (not hidden behind the backward pass)
     optimizer_s: float
     forward_s: float  # one micro-batch, slowest stage, incl. TP comm and p2p
     backward_s: float
@@ -158,7 +158,8 @@ class Prediction:
             "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp,
             "micro_batch": p.micro_batch, "global_batch": p.global_batch,
             "interleave": p.interleave, "recompute": p.recompute,
-            "sequence_parallel": p.sequence_parallel, "zero": p.zero, "scheme": self.scheme,
+            "sequence_parallel": p.sequence_parallel, "zero": p.zero,
+            "overlap_grad_reduce": p.overlap_grad_reduce, "scheme": self.scheme,
         }
 
 
@@ -193,7 +194,8 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
     local = mem.params / (plan.dp if plan.zero >= 1 else 1)
     opt_bytes = local * (sc.bytes_per_param + sc.weight_bytes + sc.optimizer_bytes)
     opt_s = opt_bytes / (system.chip.memory_bandwidth_Bps * params.memory_efficiency)
-    total = pipeline + cm.dp_s + opt_s
+    dp_exposed = max(0.0, cm.dp_s - bwd) if plan.overlap_grad_reduce else cm.dp_s
+    total = pipeline + dp_exposed + opt_s
     B = plan.global_batch
     mflops = model.model_flops(B)
     fwd_flops = mflops / 3
@@ -205,7 +207,7 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
             * model.attention_fraction * model.layers
     return Prediction(
         model=model, plan=plan, scheme=sc.name, iteration_time_s=total, pipeline_s=pipeline,
-        bubble_s=bubble, dp_comm_s=cm.dp_s, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
+        bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
         model_flops=mflops, hardware_flops=mflops + extra,
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
         memory=mem, comm=cm)
