@@ -99,3 +99,15 @@ def test_multi_board_system_is_refused():
     sys64 = build_system(REPO_ROOT / "arch_configs" / "hfp8-64chip.toml")
     with pytest.raises(ValueError, match="node file"):
         Fabric.of(sys64, LlmParams())
+
+
+def test_des_engine_agrees_with_the_closed_form():
+    # netsim's DES on a switch ring: two store-and-forward hops per step, 4 MiB packets
+    des = Fabric.of(H100, LlmParams(network_efficiency=1.0), engine="des")
+    for kind, ranks, size, stride in (("all-reduce", 8, 1e8, 1), ("reduce-scatter", 16, 4e9, 8),
+                                      ("all-gather", 16, 1e9, 2)):
+        a = FAB.collective_s(kind, size, ranks, stride)
+        d = des.collective_s(kind, size, ranks, stride)
+        assert a <= d <= 1.6 * a, (kind, ranks, a, d)
+    with pytest.raises(ValueError, match="unknown engine"):
+        Fabric.of(H100, LlmParams(), engine="simpy")

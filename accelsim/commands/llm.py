@@ -46,6 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--sequence-parallel", action="store_true")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
     parser.add_argument("--scheme", choices=tuple(SCHEMES), required=True)
+    parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
+                        help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     s = parser.add_argument_group("search")
     s.add_argument("--search", action="store_true",
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                 recompute=args.recompute, sequence_parallel=args.sequence_parallel,
                 zero=args.zero)
     system = build_system(path)
-    r = predict(model, plan, args.scheme, system)
+    r = predict(model, plan, args.scheme, system, engine=args.engine)
     d = r.as_dict()
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))

@@ -12,19 +12,38 @@ chunk. Data parallelism all-reduces the stage's gradients (ZeRO 0) or reduce-sca
 all-gathers the updated weights (ZeRO 1, 2; the distributed optimizer), ZeRO 3 gathers weights in
 the forward and the backward pass.
 
-Times use :func:`accelsim.netsim.analytic.ring_collective_time` (the ring term of accelsim), per
-tier: inside a node at the NVSwitch port bandwidth, across nodes at the NIC bandwidth, a group
+Times use :func:`accelsim.netsim.analytic.ring_collective_time` (the ring term of accelsim), or
+on request netsim's discrete-event engine on a switch ring (``engine="des"``), per tier: inside a node at the NVSwitch port bandwidth, across nodes at the NIC bandwidth, a group
 spanning both as a hierarchical reduce-scatter / all-gather (node, then rail).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 from accelsim.arch import System
 from accelsim.llm.plan import LlmParams, Plan
 from accelsim.llm.schemes import LlmScheme
+from accelsim.netsim import symmetric
 from accelsim.netsim.analytic import ring_collective_time
+from accelsim.netsim.phases import collective_time
+
+ENGINES = ("analytic", "des")
+#: DES packet size: collectives move in pipelined chunks of this many bytes (assumption: the
+#: order of NCCL's per-channel chunks, 512 KiB-4 MiB; whole-segment packets would serialize the
+#: two switch hops of every step)
+DES_PACKET_BYTES = 4 * 2 ** 20
+
+
+@functools.lru_cache(maxsize=4096)
+def _des_ring(kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
+              latency_s: float) -> float:
+    """One ring collective on a ``ranks``-port switch, timed by netsim's DES (symmetric mode)."""
+    pl = symmetric.plan("switch", ranks, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s)
+    return collective_time(pl, kind, math.ceil(size_bytes), 1.0, engine="des",
+                           packet_bytes=DES_PACKET_BYTES).time_s
 from accelsim.workload.gpt import GptConfig
 
 
@@ -37,9 +56,20 @@ class Fabric:
     intra_latency_s: float
     inter_Bps: float
     inter_latency_s: float
+    engine: str = "analytic"
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
+
+    def ring(self, kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
+             latency_s: float) -> float:
+        if self.engine == "des" and ranks > 1 and size_bytes > 0:
+            return _des_ring(kind, ranks, float(size_bytes), bandwidth_Bps, latency_s)
+        return ring_collective_time(kind, ranks, size_bytes, bandwidth_Bps, latency_s)
 
     @classmethod
-    def of(cls, system: System, params: LlmParams) -> Fabric:
+    def of(cls, system: System, params: LlmParams, engine: str = "analytic") -> Fabric:
         if system.boards != 1:
             raise ValueError(f"system {system.name!r}: the llm model takes a node file "
                              f"(boards = 1), got boards = {system.boards}")
@@ -52,7 +82,7 @@ class Fabric:
                    intra_Bps=ln.bandwidth_Bps * ln.links_per_chip * e,
                    intra_latency_s=ln.latency_s,
                    inter_Bps=ib.bandwidth_Bps * ib.links_per_chip * e,
-                   inter_latency_s=ib.latency_s)
+                   inter_latency_s=ib.latency_s, engine=engine)
 
     def split(self, size: int, stride: int) -> tuple[int, int]:
         """(members per node, nodes) of a group of ``size`` ranks spaced ``stride`` apart."""
@@ -70,16 +100,16 @@ class Fabric:
         intra = (self.intra_Bps, self.intra_latency_s)
         inter = (self.inter_Bps, self.inter_latency_s)
         if kout == 1:
-            return ring_collective_time(kind, kin, size_bytes, *intra)
+            return self.ring(kind, kin, size_bytes, *intra)
         if kin == 1:
-            return ring_collective_time(kind, kout, size_bytes, *inter)
+            return self.ring(kind, kout, size_bytes, *inter)
         # hierarchical: node-level reduce-scatter, rail-level collective on 1/kin, node all-gather
         if kind == "all-reduce":
-            return (ring_collective_time("reduce-scatter", kin, size_bytes, *intra)
-                    + ring_collective_time("all-reduce", kout, size_bytes / kin, *inter)
-                    + ring_collective_time("all-gather", kin, size_bytes, *intra))
-        return (ring_collective_time(kind, kin, size_bytes, *intra)
-                + ring_collective_time(kind, kout, size_bytes / kin, *inter))
+            return (self.ring("reduce-scatter", kin, size_bytes, *intra)
+                    + self.ring("all-reduce", kout, size_bytes / kin, *inter)
+                    + self.ring("all-gather", kin, size_bytes, *intra))
+        return (self.ring(kind, kin, size_bytes, *intra)
+                + self.ring(kind, kout, size_bytes / kin, *inter))
 
     def p2p_s(self, nbytes: float, across_nodes: bool) -> float:
         if nbytes <= 0:

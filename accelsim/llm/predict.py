@@ -164,14 +164,15 @@ class Prediction:
 
 
 def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: System,
-            params: LlmParams = LlmParams()) -> Prediction:
-    """Predict one training iteration of ``model`` under ``plan`` on nodes like ``system``."""
+            params: LlmParams = LlmParams(), *, engine: str = "analytic") -> Prediction:
+    """Predict one training iteration of ``model`` under ``plan`` on nodes like ``system``;
+    ``engine`` times the collectives (``analytic`` closed form, or netsim's ``des``)."""
     sc = get_scheme(scheme) if isinstance(scheme, str) else scheme
     plan.check_model(model)
     if not system.chip.core.supports(sc.gemm_precision):
         raise ValueError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")
-    fabric = Fabric.of(system, params)
+    fabric = Fabric.of(system, params, engine)
     mem = memory(model, plan, sc)
     cm = comm(model, plan, sc, fabric, mem.params)
     lt, head_f, head_b = layer_times(model, plan, sc, system, params)
