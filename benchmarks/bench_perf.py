@@ -137,7 +137,6 @@ def _report(rows, res) -> None:
             print(f"  {r.scheme:>5}: {b['strategy']}/{b['dataflow']}/overlap={b['overlap']}: "
                   f"{b['samples_per_s']:,.0f} images/s, step {b['step_s'] * 1e3:.3f} ms, "
                   f"{b['utilization']:.1%} of peak")
-    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Sources (accelsim/perf/published.py has the numbers and full citations):
     achievable BF16 matmul on A100 and H100 (stas00/ml-engineering MAMF table), FP8 GEMM on
     H800 = H100 compute (deepseek-ai/DeepGEMM PR #81);
   * ResNet-50 training throughput on one V100 / A100 at every precision NVIDIA publishes
-    (DeepLearningExamples PyTorch tables, pytorch-21.03), fusion off (PyTorch eager).
+    (DeepLearningExamples PyTorch tables, pytorch-21.03), as run: fusion off (PyTorch eager),
+    NHWC tensors for AMP and NCHW for FP32/TF32 (configs.yml).
 
 Physically: ``array_efficiency`` is the fraction of peak MAC issue a large GEMM sustains (what
 large, compute-bound GEMMs measure); ``memory_efficiency`` the fraction of peak HBM bandwidth a
@@ -39,7 +40,7 @@ def predict(case, eff):
         return gemm_time(system, case.m, case.n, case.k, prec, efficiency=eff).tflops
     wl = load_workload(ROOT / "workloads" / "resnet50.toml")
     return predict_step(system, wl, case.batch, case.scheme, fusion=case.fusion == "on",
-                        efficiency=eff)["samples_per_s"]
+                        layout=case.layout, efficiency=eff)["samples_per_s"]
 
 
 def rms_log(cases, eff):

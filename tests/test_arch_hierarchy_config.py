@@ -74,3 +74,19 @@ def test_policy_switch_and_bad_override_precision():
     assert with_policy("fp8").first_last_fp16 is True
     with pytest.raises(ValueError, match="wl.toml.*'fc'.*fp7"):
         with_policy("fp8", overrides={"fc": "fp7"}, source="wl.toml")
+
+
+@pytest.mark.parametrize("key,value", [("simt_precisions", ["fp6"]), ("simt_precisions", "fp32"),
+                                       ("simt_precisions", [["fp32"]])])
+def test_bad_simt_precisions(key, value):
+    data = _a100()
+    data["core"][key] = value
+    with pytest.raises(ConfigError, match=f"bad.toml: core.{key}"):
+        system_from_dict(data, "bad.toml")
+
+
+def test_bad_layout():
+    data = _a100()
+    data["chip"]["layout"] = "chwn"
+    with pytest.raises(ConfigError, match="bad.toml: chip.layout.*nhwc, nchw"):
+        system_from_dict(data, "bad.toml")

@@ -94,3 +94,20 @@ def test_gemm_time_public_api(gpus):
             gemm_time(gpus["v100-sxm2"], bad, 8, 8, "fp16")
     with pytest.raises(ValueError, match="bf16"):
         gemm_time(gpus["v100-sxm2"], 64, 64, 64, "bf16")
+
+
+def test_any_number_of_levels(gpus):
+    from accelsim.arch import MemoryLevel
+
+    a100 = gpus["a100-sxm"]
+    smem, l2 = a100.chip.levels
+    half = MemoryLevel("L2-partition", 20 * 2**20, l2.bandwidth_Bps / 2, 54)
+    three = dataclasses.replace(a100, chip=dataclasses.replace(a100.chip,
+                                                               levels=(smem, half, l2)))
+    g3 = gemm_time(three, 8192, 8192, 8192, "bf16")
+    g2 = gemm_time(a100, 8192, 8192, 8192, "bf16")
+    assert [name for name, _ in g3.level_s] == ["smem", "L2-partition", "L2"]
+    assert g3.memory_bytes == pytest.approx(g2.memory_bytes)  # same outermost level
+    assert g3.time_s >= g2.time_s * (1 - 1e-12)  # an extra level can only add a bound
+    with pytest.raises(ValueError, match="does not divide"):
+        dataclasses.replace(a100.chip, levels=(MemoryLevel("x", 1024, 1e9, 7),))

@@ -118,7 +118,7 @@ def test_fusion_is_a_no_op_without_the_switch_on_the_hfp8_system():
 
 @pytest.mark.parametrize("config", ["rapid-1chip", "dgx-a100"])
 def test_training_step_of_a_workload_without_weights(tmp_path, config):
-    from accelsim.dse.training import TrainingParams, training_step
+    from accelsim.dse.step import TrainingParams, training_step
 
     wl_path = tmp_path / "one.toml"
     wl_path.write_text(ONE_GEMM)
@@ -133,4 +133,43 @@ def test_memory_grows_linearly_with_batch_above_the_model_state():
     m = [phase_sums(s, wl, b, "fp16").memory_bytes for b in (8, 16, 32)]
     assert m[2] - m[1] == pytest.approx(2 * (m[1] - m[0]))
     state = m[0] - (m[1] - m[0])  # the batch-independent part: weights, gradients, optimizer
-    assert state == pytest.approx(wl.n_params * 6)  # fp16: weight + gradient + momentum
+    # fp16: compute weight + gradient + master weight + momentum, 2 bytes each
+    assert state == pytest.approx(wl.n_params * 8)
+
+
+def test_nchw_layout_costs_transposes_on_the_array_only():
+    wl = load_workload(REPO / "workloads" / "resnet50.toml")
+    a100 = load_system(A100)
+    nhwc = phase_sums(a100, wl, 16, "tf32")
+    nchw = phase_sums(a100.with_layout("nchw"), wl, 16, "tf32")
+    assert nchw.compute_s > nhwc.compute_s and nchw.flops == nhwc.flops
+    assert nchw.elementwise_s == pytest.approx(nhwc.elementwise_s)
+    v100 = load_system(V100)  # FP32 runs on the CUDA cores: NCHW is native, no transposes
+    assert phase_sums(v100.with_layout("nchw"), wl, 16, "fp32").compute_s == pytest.approx(
+        phase_sums(v100, wl, 16, "fp32").compute_s)
+
+
+def test_policy_file_is_strict_and_applies(tmp_path, capsys):
+    from accelsim.arch import ConfigError
+    from accelsim.arch.config import load_policy
+
+    wl_path = tmp_path / "one.toml"
+    wl_path.write_text(ONE_GEMM)
+    good = tmp_path / "policy.toml"
+    good.write_text('[policy]\nfirst_last_high = false\n[policy.layers]\nmm = "bf16"\n')
+    sc = load_policy(good, "fp8")
+    assert not sc.first_last_fp16 and dict(sc.layer_overrides) == {"mm": "bf16"}
+    assert layer_precisions(load_workload(wl_path), sc) == {"mm": "bf16"}
+    for text, key in (('[policy]\nfirst_last_high = "no"\n', "policy.first_last_high"),
+                      ('[policy.layers]\nmm = "fp7"\n', "policy.layers.mm"),
+                      ('[policy]\nhigh = "fp16"\n', "policy.high")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=f"bad.toml: {key}"):
+            load_policy(bad, "fp8")
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('[policy.layers]\nfc1000 = "fp16"\n')
+    assert main(["predict", "--system", A100, "--workload", str(wl_path), "--batch", "1",
+                 "--policy", str(unknown)]) == 2
+    err = capsys.readouterr().err
+    assert str(unknown) in err and "'fc1000'" in err and str(wl_path) in err

@@ -13,11 +13,13 @@ Schema (every key required unless marked optional)::
     [system.inter_board]  bandwidth_GBps (per link per direction), latency_ns, links_per_chip
     [chip]    cores, ring_bandwidth_GBps, memory_capacity_GiB | memory_capacity_MiB,
               memory_bandwidth_GBps, kernel_launch_us (optional, default 0),
-              fusion (optional bool, default false: element-wise layers fused into GEMMs)
+              fusion (optional bool, default false: element-wise layers fused into GEMMs),
+              layout (optional, "nhwc" default | "nchw": activation layout of the framework)
     [[chip.level]]  (optional, any number, innermost first) name, capacity_KiB | capacity_MiB,
               bandwidth_GBps (per instance), shared_by (cores per instance; must divide cores)
     [core]    rows, cols, frequency_GHz, scratchpad_KiB | scratchpad_MiB,
-              scratchpad_bandwidth_GBps, sfu_ops_per_cycle
+              scratchpad_bandwidth_GBps, sfu_ops_per_cycle, simt_precisions (optional list:
+              precisions run on vector units, not the array; they need no NHWC transposes)
     [core.macs_per_pe_per_cycle]  fp16, fp8, hfp8 (required); fp32, tf32, bf16, hif8, int8,
               int4, fp4 (optional; a rate below 1 means one MAC every 1/rate cycles)
 
@@ -33,7 +35,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from accelsim.arch.model import PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link, MemoryLevel, System
+from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link,
+                                 MemoryLevel, System)
 
 #: Topology names a config may use; graphs are built by accelsim.netsim.topology ("single" =
 #: one chip, no network; "multi-board" = N boards of 8 hybrid cube-mesh chips, rail-aligned).
@@ -167,6 +170,12 @@ def _core(t: Table) -> Core:
         (p, rates_t.positive(p, optional=True)) for p in PRECISIONS
         if p not in REQUIRED_PRECISIONS and p in rates_t.data)
     rates_t.finish()
+    simt = t.raw("simt_precisions", optional=True)
+    simt = () if simt is _ABSENT else simt
+    if not isinstance(simt, list | tuple) or any(
+            not isinstance(p, str) or p not in dict(rates) for p in simt):
+        raise ConfigError(t.file, t._key("simt_precisions"), simt,
+                          "must be a list of precisions that have a macs_per_pe_per_cycle rate")
     core = Core(
         rows=t.integer("rows"),
         cols=t.integer("cols"),
@@ -175,6 +184,7 @@ def _core(t: Table) -> Core:
         scratchpad_bytes=t.capacity("scratchpad", ("KiB", "MiB")),
         scratchpad_bandwidth_Bps=t.positive("scratchpad_bandwidth_GBps") * _GB,
         sfu_ops_per_cycle=t.positive("sfu_ops_per_cycle"),
+        simt_precisions=tuple(simt),
     )
     t.finish()
     return core
@@ -216,6 +226,7 @@ def _chip(t: Table, core: Core) -> Chip:
         levels=levels,
         kernel_launch_s=0.0 if launch is _ABSENT else float(launch) * 1e-6,
         fusion=t.boolean("fusion", default=False),
+        layout=t.string("layout", optional=True, choices=LAYOUTS) or "nhwc",
     )
     t.finish()
     return chip
@@ -337,6 +348,39 @@ def _key_near_error(text: str, msg: str) -> str:
         if prev.startswith("["):
             return f"{prev.strip('[] ')}.{key}"
     return key
+
+
+def load_policy(path: str | Path, scheme) -> Any:
+    """``scheme`` (a name or :class:`~accelsim.arch.schemes.Scheme`) with the precision policy
+    of a TOML file, read strictly::
+
+        [policy]
+        first_last_high = false       # optional: first/last GEMM layer in high precision
+        high_precision = "bf16"       # optional: the precision of those layers
+        [policy.layers]               # optional: per-layer compute precision
+        conv1 = "fp16"
+
+    Layer names are checked against the workload by :func:`accelsim.perf.layer_precisions`
+    (the error names this file and the layer)."""
+    from accelsim.arch.schemes import with_policy
+
+    file = str(path)
+    root = Table(file, "", read_toml(path))
+    pol = root.table("policy")
+    first_last = pol.raw("first_last_high", optional=True)
+    if first_last is not _ABSENT and not isinstance(first_last, bool):
+        raise ConfigError(file, "policy.first_last_high", first_last, "must be true or false")
+    high = pol.string("high_precision", optional=True, choices=PRECISIONS)
+    layers: dict[str, str] = {}
+    if "layers" in pol.data:
+        lt = pol.table("layers")
+        for name in list(lt.data):
+            layers[name] = lt.string(name, choices=PRECISIONS)
+        lt.finish()
+    pol.finish()
+    root.finish()
+    return with_policy(scheme, first_last_high=None if first_last is _ABSENT else first_last,
+                       high_precision=high, overrides=layers, source=file)
 
 
 def load_system(path: str | Path, overrides: Mapping[str, Any] | None = None) -> System:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 
 #: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``).
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4", "fp4")
+#: Activation tensor layouts: the array's convolutions work on NHWC (channels last).
+LAYOUTS = ("nhwc", "nchw")
 #: The rates every config must give (the HFP8 study's three); the others are optional.
 REQUIRED_PRECISIONS = ("fp16", "fp8", "hfp8")
 
@@ -73,6 +75,9 @@ class Core:
     scratchpad_bytes: int
     scratchpad_bandwidth_Bps: float
     sfu_ops_per_cycle: float
+    #: precisions a GPU runs on its vector (SIMT) units rather than the array (e.g. FP32 CUDA
+    #: cores): they take any tensor layout natively (see Chip.layout)
+    simt_precisions: tuple[str, ...] = ()
 
     @property
     def pes(self) -> int:
@@ -116,7 +121,9 @@ class Chip:
     between chip memory and the arrays (innermost first; empty = every core streams from chip
     memory at 1/cores of its bandwidth); ``kernel_launch_s``, the fixed cost of every kernel
     (GEMM or element-wise pass); ``fusion``, whether element-wise layers fuse into the
-    neighbouring GEMMs (see :mod:`accelsim.perf.layer_model`)."""
+    neighbouring GEMMs; ``layout``, the activation layout the framework keeps: ``"nchw"`` makes
+    every array (tensor-core) convolution transpose its input and output to the array's
+    ``"nhwc"`` and back (see :mod:`accelsim.perf.layer_model`)."""
 
     cores: int
     core: Core
@@ -126,8 +133,11 @@ class Chip:
     levels: tuple[MemoryLevel, ...] = ()
     kernel_launch_s: float = 0.0
     fusion: bool = False
+    layout: str = "nhwc"
 
     def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         for lv in self.levels:
             if self.cores % lv.shared_by:
                 raise ValueError(f"memory level {lv.name!r}: shared_by {lv.shared_by} does not "
@@ -141,6 +151,9 @@ class Chip:
 
     def with_fusion(self, fusion: bool) -> Chip:
         return replace(self, fusion=bool(fusion))
+
+    def with_layout(self, layout: str) -> Chip:
+        return replace(self, layout=layout)
 
     def peak_flops(self, precision: str) -> float:
         return self.cores * self.core.peak_flops(precision)
@@ -194,6 +207,10 @@ class System:
     def with_fusion(self, fusion: bool) -> System:
         """The same system with kernel fusion of element-wise layers switched on or off."""
         return replace(self, chip=self.chip.with_fusion(fusion))
+
+    def with_layout(self, layout: str) -> System:
+        """The same system with the framework's activation layout ("nhwc" or "nchw")."""
+        return replace(self, chip=self.chip.with_layout(layout))
 
     def with_link_bandwidth(self, bandwidth_Bps: float) -> System:
         """The same system with a different intra-board link bandwidth (per link per direction)."""

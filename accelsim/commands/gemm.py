@@ -12,7 +12,8 @@ SCHEMES = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--system", required=True, metavar="FILE", help="arch_configs/*.toml")
+    parser.add_argument("--system", required=True, metavar="FILE",
+                        help="arch_configs/*.toml file or shipped name (e.g. h100-sxm)")
     parser.add_argument("--m", type=int, required=True, help="rows of A and C")
     parser.add_argument("--n", type=int, required=True, help="columns of B and C")
     parser.add_argument("--k", type=int, required=True, help="reduction dimension")
@@ -25,12 +26,13 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
     from accelsim.cli import UserError
+    from accelsim.paths import resolve_input
     from accelsim.perf.gemm import gemm_time
 
     for name in ("m", "n", "k"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    system = load_system(args.system)
+    system = load_system(resolve_input(args.system, "system"))
     precision = get_scheme(args.scheme).compute_precision
     if not system.chip.core.supports(precision):
         raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {precision} rate "

@@ -13,7 +13,8 @@ SCHEMES = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--system", required=True, metavar="FILE", help="arch_configs/*.toml")
+    parser.add_argument("--system", required=True, metavar="FILE",
+                        help="arch_configs/*.toml file or shipped name (e.g. a100-sxm)")
     parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
                         help="workload TOML file or shipped name (e.g. resnet50)")
     parser.add_argument("--batch", type=int, required=True, metavar="B",
@@ -23,26 +24,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fuse element-wise layers into GEMMs (default: on for a chip with "
                              "a memory hierarchy, as cuDNN/XLA/torch.compile do; else the "
                              "config's chip.fusion)")
+    parser.add_argument("--layout", choices=("nhwc", "nchw"), default=None,
+                        help="activation layout the framework keeps (default: the config's "
+                             "chip.layout, nhwc); nchw makes tensor-core convolutions transpose")
     parser.add_argument("--first-last-high", choices=("on", "off"), default=None,
                         help="first/last GEMM layer in high precision (default: the scheme's)")
+    parser.add_argument("--policy", default=None, metavar="FILE",
+                        help="precision policy TOML ([policy] first_last_high, high_precision, "
+                             "[policy.layers] NAME = PRECISION); flags below override it")
     parser.add_argument("--precision-override", action="append", default=[],
                         metavar="LAYER=PREC", help="per-layer compute precision (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
-                 efficiency=None) -> dict:
+                 layout: str | None = None, efficiency=None) -> dict:
     """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
-    on/off): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
-    reduction and weight update of :mod:`accelsim.dse.training`. Returns the JSON fields."""
+    on/off; activation ``layout`` None = the config's): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
+    reduction and weight update of :mod:`accelsim.dse.step`. Returns the JSON fields."""
     from accelsim.arch.schemes import get_scheme
-    from accelsim.dse.training import CommPhases, ComputeProfile, TrainingParams, combine
-    from accelsim.dse.training import comm_phases
+    from accelsim.dse.step import CommPhases, ComputeProfile, TrainingParams, combine
+    from accelsim.dse.step import comm_phases
     from accelsim.perf.gemm import FITTED
     from accelsim.perf.step import phase_sums
 
     eff = FITTED if efficiency is None else efficiency
     system = system.with_fusion(fusion)
+    if layout is not None:
+        system = system.with_layout(layout)
     scheme = get_scheme(scheme)
     ps = phase_sums(system, workload, batch, scheme, efficiency=eff)
     minibatch = batch * system.chips
@@ -59,7 +68,8 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
     return {
         "system": system.name, "workload": workload.name, "scheme": scheme.name,
         "batch": batch, "chips": system.chips, "fusion": "on" if fusion else "off",
-        "samples_per_s": st.images_per_s, "step_time_s": st.step_s,
+        "layout": system.chip.layout,
+        "samples_per_s": st.samples_per_s, "step_time_s": st.step_s,
         "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
         "memory_GiB": ps.memory_bytes / 2**30,
         "memory_capacity_GiB": system.chip.memory_capacity_bytes / 2**30,
@@ -72,16 +82,16 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelsim.arch.config import load_system
+    from accelsim.arch.config import load_policy, load_system
     from accelsim.arch.schemes import with_policy
     from accelsim.cli import UserError
-    from accelsim.commands.layers import resolve_workload
+    from accelsim.paths import resolve_input
     from accelsim.workload import load_workload
 
     if args.batch < 1:
         raise UserError(f"--batch must be >= 1, got {args.batch}")
-    system = load_system(args.system)
-    wpath = resolve_workload(args.workload)
+    system = load_system(resolve_input(args.system, "system"))
+    wpath = resolve_input(args.workload, "workload")
     workload = load_workload(wpath)
     fusion = args.fusion == "on" if args.fusion else (system.chip.fusion
                                                       or system.chip.has_hierarchy)
@@ -92,13 +102,17 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--precision-override {item!r}: expected LAYER=PRECISION")
         overrides[name] = prec
     first_last = None if args.first_last_high is None else args.first_last_high == "on"
-    scheme = with_policy(args.scheme, first_last_high=first_last, overrides=overrides,
-                         source=f"{wpath} (--precision-override)")
+    scheme = args.scheme if args.policy is None else load_policy(args.policy, args.scheme)
+    given = [x for x in (args.policy, "--precision-override" if overrides else None) if x]
+    src = f"{' + '.join(given)} (workload {wpath})"
+    scheme = with_policy(scheme, first_last_high=first_last,
+                         overrides={**dict(getattr(scheme, "layer_overrides", ())), **overrides},
+                         source=src)
     for prec in {scheme.compute_precision, scheme.high_precision, *overrides.values()}:
         if not system.chip.core.supports(prec):
             raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {prec} rate "
                             f"(needed by --scheme {args.scheme})")
-    out = predict_step(system, workload, args.batch, scheme, fusion=fusion)
+    out = predict_step(system, workload, args.batch, scheme, fusion=fusion, layout=args.layout)
     if args.json:
         print(json.dumps(out))
     else:

@@ -219,6 +219,8 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
         return (1 + rows_out * (fr - 1)) * (1 + cols_out * (fc - 1))
 
     fits = 2 * (tm * tk + tk * tn) * b_in + tm * tn * b_acc <= core.scratchpad_bytes
+    flow_rows = [(name, np.flatnonzero(dfl == name)) for name in MAPPINGS]
+    flow_rows = [(name, rows) for name, rows in flow_rows if rows.size]
     nm, nn, nk = _cdiv(Mx, tm), _cdiv(Nx, tn), _cdiv(Kx, tk)
     cycles = np.zeros(tm.shape, dtype=np.int64)
     sp_bytes = np.zeros(tm.shape, dtype=np.float64)
@@ -232,12 +234,10 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
         d = {"M": a, "N": b, "K": ce}
         fr, fc = _cdiv(role("rows", d), R), _cdiv(role("cols", d), C)
         # the fold-cycle formula has one owner: accelsim.perf.systolic
-        a_, b_, c_ = np.broadcast_arrays(a, b, c)
-        for name in MAPPINGS:
-            sel = (dfl == name)[:, None]
-            if sel.any():
-                cyc = gemm_cycles_array(a_, b_, c_, R, C, name, macs_per_pe=mpe)
-                cycles += np.where(sel, n_tiles * cyc, 0)
+        a_, b_, c_, nt = np.broadcast_arrays(a, b, c, n_tiles)
+        for name, rows in flow_rows:
+            cycles[rows] += nt[rows] * gemm_cycles_array(a_[rows], b_[rows], c_[rows], R, C,
+                                                         name, macs_per_pe=mpe)
         # the output is read-modify-written once per fold of K when K is spatial (ws, is)
         re_a, re_b, re_o = (rereads(fr, fc, x) for x in ("MK", "KN", "MN"))
         sp_bytes += n_tiles * ((a * c * re_a + c * b * re_b) * b_in
@@ -294,6 +294,22 @@ def _hierarchy_gemms(chip, uniq, precision: str, efficiency: Efficiency) -> dict
         out["bound"][sel] = np.array(["cache" if b in names else b for b in r["bound"]],
                                      dtype=object)
     return out
+
+
+def _layout_transpose_s(system, layer, b_local, chip_mp, precision: str,
+                        efficiency: Efficiency):
+    """Per phase, the NCHW <-> NHWC transposes of an array convolution when the framework keeps
+    NCHW tensors (``chip.layout == "nchw"``): the phase's input and output tensors are each read
+    and written once more, in two extra kernels. Zero for NHWC, for non-conv layers and for
+    precisions the core runs on its vector units (``core.simt_precisions``)."""
+    chip = system.chip
+    if (chip.layout != "nchw" or layer.kind != "conv"
+            or precision in chip.core.simt_precisions):
+        return 0.0
+    elems = (layer.input_elements + layer.output_elements) * b_local / np.asarray(chip_mp)
+    mem_eff = efficiency.memory_efficiency if chip.has_hierarchy else 1.0
+    return (2 * elems * OPERAND_BYTES[precision] / (chip.memory_bandwidth_Bps * mem_eff)
+            + 2 * chip.kernel_launch_s)
 
 
 def _ring_collective_s(kind: str, ranks, size_bytes, bandwidth_Bps):
@@ -404,6 +420,8 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
             res["bound"] = np.array(BOUNDS[:3], dtype=object)[res["bound"]]
             res["cache_s"] = res["latency_s"] = np.zeros(len(uniq[0]))
         res = {k: v[inv.ravel()] for k, v in res.items()}
+        transpose_s = _layout_transpose_s(system, layer, b_local, chip_mp, precision,
+                                          efficiency)
         for j, (phase, g) in enumerate(gemms.items()):
             dims, count, a_u, c_u = shares[phase]
             reason = reason0.copy()
@@ -431,14 +449,15 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
                 comm = _ring_collective_s("reduce_scatter", cdp, dw, chip.ring_bandwidth_Bps)
             if layer.kind == "matmul":
                 comm = np.zeros(n)
-            roof = out["time_s"]
+            roof = out["time_s"] + transpose_s
             bound = np.where(comm > roof, "comm", out["bound"])
             time_s = np.where(reason == "", roof + comm, np.inf)
             emit(phase, **common, M=dims["M"], N=dims["N"], K=dims["K"], count=count,
                  flops=np.full(n, float(g.flops)), compute_s=out["compute_s"],
                  scratchpad_s=out["scratchpad_s"], memory_s=out["memory_s"],
                  sfu_s=np.zeros(n), comm_s=comm, cache_s=out["cache_s"],
-                 latency_s=out["latency_s"], time_s=time_s, bound=bound.astype(object),
+                 latency_s=out["latency_s"], layout_s=transpose_s, time_s=time_s,
+                 bound=bound.astype(object),
                  tile_m=out["tile_m"], tile_n=out["tile_n"], tile_k=out["tile_k"],
                  feasible=reason == "", reason=reason)
     else:
@@ -462,7 +481,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
             emit(phase, **common, M=zero.astype(int), N=zero.astype(int), K=zero.astype(int),
                  count=zero.astype(int), flops=zero, compute_s=zero, scratchpad_s=zero,
                  memory_s=mem_s, sfu_s=sfu_s, comm_s=zero, cache_s=zero,
-                 latency_s=np.full(n, launch),
+                 latency_s=np.full(n, launch), layout_s=zero,
                  time_s=np.where(reason == "", roof + launch, np.inf), bound=bound,
                  tile_m=zero.astype(int), tile_n=zero.astype(int), tile_k=zero.astype(int),
                  feasible=reason == "", reason=reason)

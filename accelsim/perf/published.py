@@ -12,7 +12,8 @@ from dataclasses import dataclass
 DLE_RN50 = ("NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md, "
             "'Training performance results' (pytorch-21.03 NGC container); batch sizes from "
             "PyTorch/Classification/ConvNets/configs.yml (DGX1V FP32 112, AMP 256; DGXA100 TF32 "
-            "and AMP 256)")
+            "and AMP 256; memory_format nhwc for AMP only, so the FP32/TF32 runs keep PyTorch's "
+            "default NCHW)")
 MAMF = ("stas00/ml-engineering, compute/accelerator/README.md, 'Maximum Achievable Matmul FLOPS "
         "comparison table' (BF16 torch.matmul, best shape of a scan, CUDA 12.1)")
 V100_SGEMM = ("yhgon/benchmark, tensorcore/readme.md: cuBLAS SGEMM 8192^3 on Tesla V100 SXM2 at "
@@ -38,6 +39,7 @@ class Measured:
     k: int = 0
     batch: int = 0  # per GPU
     fusion: str = "off"  # what the measured framework did (PyTorch eager: no BN/ReLU/add fusion)
+    layout: str = "nhwc"  # activation layout of the run (configs.yml memory_format; default NCHW)
     single_chip: bool = True
 
 
@@ -54,15 +56,16 @@ GEMM_CASES = (
 
 RESNET50_CASES = (
     Measured("V100 ResNet-50 FP32 b112", "resnet50", "v100-sxm2", "fp32", 367.0, "img/s",
-             DLE_RN50 + "; DGX-1 16GB table, 1 GPU, FP32", batch=112),
+             DLE_RN50 + "; DGX-1 16GB table, 1 GPU, FP32", batch=112, layout="nchw"),
     Measured("V100 ResNet-50 AMP b256", "resnet50", "v100-sxm2", "fp16", 1200.0, "img/s",
              DLE_RN50 + "; DGX-1 16GB table, 1 GPU, mixed precision", batch=256),
     Measured("A100 ResNet-50 TF32 b256", "resnet50", "a100-sxm", "tf32", 938.0, "img/s",
-             DLE_RN50 + "; DGX A100 80GB table, 1 GPU, TF32", batch=256),
+             DLE_RN50 + "; DGX A100 80GB table, 1 GPU, TF32", batch=256, layout="nchw"),
     Measured("A100 ResNet-50 AMP b256", "resnet50", "a100-sxm", "fp16", 2470.0, "img/s",
              DLE_RN50 + "; DGX A100 80GB table, 1 GPU, mixed precision", batch=256),
     Measured("DGX A100 ResNet-50 TF32 8x256", "resnet50", "dgx-a100", "tf32", 7248.0, "img/s",
-             DLE_RN50 + "; DGX A100 80GB table, 8 GPUs, TF32", batch=256, single_chip=False),
+             DLE_RN50 + "; DGX A100 80GB table, 8 GPUs, TF32", batch=256, layout="nchw",
+             single_chip=False),
     Measured("DGX A100 ResNet-50 AMP 8x256", "resnet50", "dgx-a100", "fp16", 16621.0, "img/s",
              DLE_RN50 + "; DGX A100 80GB table, 8 GPUs, mixed precision", batch=256,
              single_chip=False),

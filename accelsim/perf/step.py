@@ -37,27 +37,23 @@ class PhaseSums:
         return self.fwd_s + self.bwd_data_s + self.wgrad_s
 
 
-#: Activation layers frameworks run in place (torchvision's ReLU(inplace=True)): their output
-#: overwrites their input, so they stash nothing of their own.
-IN_PLACE = ("relu",)
-
-
 def memory_bytes(workload, batch: int, scheme, precisions: dict[str, str]) -> float:
-    """Bytes one chip holds: parameters x (master weight + gradient + optimizer state(s) +
-    compute copy) plus every layer's forward output (stashed for backward) at ``batch``, except
-    in-place activations (:data:`IN_PLACE`)."""
-    params = workload.n_params * (scheme.master_weight_bytes + scheme.gradient_bytes
-                                  + scheme.optimizer_state_bytes + scheme.compute_copy_bytes
-                                  + scheme.residual_bytes)
-    act = 0.0
+    """Bytes one data-parallel chip holds at ``batch`` samples: per parameter the compute weight
+    (operand bytes; normalisation parameters FP16), its gradient, the master weight, optimizer
+    state, compute copy and residual of the scheme, plus the activations each layer keeps for
+    its backward pass (:attr:`accelsim.workload.Layer.saved_elements`, in the layer's storage
+    precision). The same accounting as the explorer's plan memory for a pure data-parallel
+    plan on one chip."""
+    from accelsim.perf.layer_model import NORM_PARAM_BYTES
+
+    state = (scheme.gradient_bytes + scheme.master_weight_bytes + scheme.optimizer_state_bytes
+             + scheme.compute_copy_bytes + scheme.residual_bytes)
+    total = 0.0
     for layer in workload.layers:
         b = OPERAND_BYTES[precisions[layer.name]]
-        if layer.is_gemm:
-            g = layer.gemms(batch)["fwd"]
-            act += g.M * g.N * g.count * b
-        elif layer.kind not in IN_PLACE:
-            act += layer.elementwise(batch)["fwd"].elements_written * b
-    return float(params + act)
+        weight = b if layer.is_gemm else NORM_PARAM_BYTES
+        total += layer.n_params * (weight + state) + batch * layer.saved_elements * b
+    return float(total)
 
 
 def phase_sums(system, workload, batch: int, scheme, *,
