@@ -77,7 +77,7 @@ def test_switch_sizes(p):
     check(T.switch(p, 10e9, 1e-6), OPS, 50_000, packet_bytes=257.0)
 
 
-@pytest.mark.parametrize("rc", [(3, 3), (3, 4), (4, 4), (4, 5), (5, 6), (6, 6), (8, 8)])
+@pytest.mark.parametrize("rc", [(3, 3), (3, 4), (4, 4), (4, 5), (5, 6), (5, 7), (6, 6), (8, 8)])
 def test_torus_sizes(rc):
     check(T.torus2d(*rc, 10e9, 5e-7), OPS, 123_457)
 
@@ -261,7 +261,7 @@ def test_cli_edges(capsys):
                       ("--link-GBps", "inf"), ("--packet-bytes", "nan")):
         rc, _, err = run_cli(capsys, "--topology", "ring", "--chips", "8", "--op", "all-reduce",
                              "--bytes", "1000", "--link-GBps", "25", flag, bad)
-        assert rc == 2 and f"{flag} must be a finite number" in err and bad in err
+        assert rc == 2 and f"{flag} must be " in err and "finite" in err and bad in err
     rc, _, err = run_cli(capsys, "--topology", "ring", "--chips", "4096", "--op", "all-reduce",
                          "--bytes", "51200000", "--link-GBps", "25", "--mode", "explicit")
     assert rc == 2 and "67,092,480 transfers" in err and "--max-transfers" in err

@@ -135,7 +135,9 @@ def test_complete_graph_walecki_bound(p):
         _ring_ok(g, r)
 
 
-@pytest.mark.parametrize("r,c", [(4, 4), (3, 4), (8, 8), (16, 16)])
+@pytest.mark.parametrize("r,c", [(4, 4), (3, 4), (8, 8), (16, 16),
+                                 # both sides odd: every 2-D torus is Hamiltonian
+                                 (3, 5), (5, 3), (3, 9), (5, 7), (7, 7), (9, 9), (13, 15)])
 def test_torus_ring_found(r, c):
     g = T.torus2d(r, c, 1e9)
     rings = find_rings(g)

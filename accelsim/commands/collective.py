@@ -71,8 +71,8 @@ def _number(name: str, x, *, minimum: float = 0.0, strict: bool = True, optional
     if x is None and optional:
         return None
     if x is None or not math.isfinite(x) or (x <= minimum if strict else x < minimum):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} "
-                         f"{minimum:g}, got {x!r}")
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum:g} and finite, "
+                         f"got {x!r}")
     return x
 
 

@@ -171,23 +171,29 @@ def _greedy_cycle(g: nx.Graph, nodes: list, left: dict, budget: int):
 
 
 def _torus_snake(g: nx.Graph, nodes: list):
-    """A constructive Hamiltonian cycle of an r x c torus with r or c even (boustrophedon down
-    the rows, back up column 0), or None when it does not apply."""
+    """A constructive Hamiltonian cycle of an r x c torus (boustrophedon down the rows, back up
+    column 0; with both sides odd, the first r-1 rows so and the last row spliced in between
+    two neighbours of row r-2, round its wrap-around link), or None when it does not apply."""
     if g.graph.get("topology") != "torus2d" or len(nodes) != len(g):
         return None
     r, c = g.graph["rows"], g.graph["cols"]
-    transpose = r % 2 == 1
+    transpose = r % 2 == 1 and c % 2 == 0
     if transpose:
         r, c = c, r
-    if r % 2 == 1:
-        return None
+    odd = r % 2 == 1  # both sides odd
+    rr = r - 1 if odd else r
     cells = [(0, j) for j in range(c)]
-    for i in range(1, r):
+    for i in range(1, rr):
         cols = range(c - 1, 0, -1) if i % 2 == 1 else range(1, c)
         cells += [(i, j) for j in cols]
-    cells += [(i, 0) for i in range(r - 1, 0, -1)]
+    cells += [(i, 0) for i in range(rr - 1, 0, -1)]
+    if odd:  # row rr-1 runs c-1 .. 2, 1: detour through row r-1 between columns 2 and 1
+        k = cells.index((rr - 1, 1))
+        cells = cells[:k] + [(r - 1, (2 + t) % c) for t in range(c)] + cells[k:]
     rows, cols = g.graph["rows"], g.graph["cols"]
     order = tuple((j * cols + i) if transpose else (i * cols + j) for i, j in cells)
+    if len(set(order)) != len(nodes):  # pragma: no cover - construction bug guard
+        return None
     for k in range(len(order)):
         if not g.has_edge(order[k], order[(k + 1) % len(order)]):
             return None
