@@ -188,10 +188,10 @@ def test_cli_collective_json_contract(capsys):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--link-GBps", "0"], "--link-GBps must be a finite number > 0"),
-    (["--link-GBps", "-3"], "--link-GBps must be a finite number > 0"),
+    (["--link-GBps", "0"], "--link-GBps must be > 0"),
+    (["--link-GBps", "-3"], "--link-GBps must be > 0"),
     (["--link-GBps", "10", "--bytes", "1001", "--no-pad"], "do not divide"),
-    (["--bytes", "0", "--link-GBps", "10"], "--bytes must be a finite number > 0"),
+    (["--bytes", "0", "--link-GBps", "10"], "--bytes must be > 0"),
 ])
 def test_cli_collective_errors(argv, msg, capsys):
     base = ["collective", "--topology", "ring", "--chips", "8", "--op", "reduce-scatter"]
