@@ -86,7 +86,7 @@ class LlmParams:
     """
 
     network_efficiency: float = 0.5  # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1)
-    memory_efficiency: float = 0.5  # fitted: scripts/llm_fit.py
+    memory_efficiency: float = 0.45  # fitted: scripts/llm_fit.py
 
     def __post_init__(self) -> None:
         for f in ("network_efficiency", "memory_efficiency"):
