@@ -2,7 +2,7 @@
 interleave, recompute, sequence parallelism, ZeRO stage) with DP = GPUs / (TP x PP), evaluated
 with the sweep machinery (:func:`accelsim.dse.sweep.run_sweep`) into one tidy table; a plan that
 cannot be formed or does not fit the GPU's memory is a row with ``status="infeasible"`` and its
-reason, the rest are ranked by throughput."""
+reason, the rest are ranked by throughput (ties: less memory first)."""
 
 from __future__ import annotations
 
@@ -96,6 +96,7 @@ def search(model: GptConfig, system_path: str, gpus: int, global_batch: int, sch
     table = run_sweep(spec, evaluate_plan, out, executor=executor, workers=workers,
                       progress=False)
     table = table.assign(_ok=table["status"] != "ok").sort_values(
-        ["_ok", "samples_per_s"], ascending=[True, False], kind="stable")
+        ["_ok", "samples_per_s", "memory_GiB_per_gpu"], ascending=[True, False, True],
+        kind="stable")
     table = table.drop(columns="_ok").reset_index(drop=True)
     return table.astype({"dp": "Int64"})
