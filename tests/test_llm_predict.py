@@ -110,3 +110,13 @@ def test_search_drops_what_does_not_fit():
     fit = t[t.reason.str.contains("GiB per GPU", na=False)]
     assert len(fit) > 0
     assert (t[t.status == "ok"].memory_GiB_per_gpu <= 80).all()
+
+
+@pytest.mark.parametrize("scheme", ["hfp8", "hif8"])
+def test_8bit_paper_schemes_run_the_same_plans(scheme):
+    bf = predict(M, Plan(**PLAN), "bf16", H100)
+    r = predict(M, Plan(**PLAN), scheme, H100)
+    assert r.forward_s < bf.forward_s  # 8-bit GEMMs at twice the bf16 rate on H100
+    assert r.memory.model_states_bytes == bf.memory.model_states_bytes  # 16 bytes per parameter
+    with pytest.raises(ValueError, match="unknown LLM scheme"):
+        predict(M, Plan(**PLAN), "fp4-lm", H100)
