@@ -25,6 +25,8 @@ COMPRESSIONS = (1.0, 32.0, 64.0, 128.0, 256.0, 512.0)
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     d = tmp_path_factory.mktemp("reports")
+    for name in ("calibration.csv", "calibration_ranges.csv"):  # scripts/calibrate.py's tables
+        (d / name).write_bytes((REPO / "reports" / name).read_bytes())
     assert main(["figures", "--out", str(d), "--no-progress",
                  "--system", str(REPO / study.DEFAULT_SYSTEM),
                  "--workload", str(REPO / study.DEFAULT_WORKLOAD),
@@ -63,6 +65,34 @@ def test_figures_summary_and_manifest_exist(out):
     assert roles["system"]["sha256"] == study.sha256_file(REPO / study.DEFAULT_SYSTEM)
     assert {o["path"] for o in man["outputs"]} >= {"throughput.csv", "comm_breakdown.csv",
                                                   "summary.md"}
+
+
+def test_summary_carries_the_calibration_of_this_parameter_set(out):
+    """reports/calibration*.csv (scripts/calibrate.py --out reports) are for PAPER_SETUP, cover
+    every published number, and summary.md shows the identifiability table."""
+    res = pd.read_csv(REPO / "reports" / "calibration.csv")
+    assert list(res["metric"]) == [p.key for p in published.PUBLISHED]
+    p = study.PAPER_SETUP
+    assert res["fit_params"].iloc[0] == (
+        f"PAPER_SETUP minibatch={p.minibatch} overlap={p.overlap:g} "
+        f"per_tensor_overhead_s={p.per_tensor_overhead_s:g} "
+        f"memory_efficiency={p.memory_efficiency:g}"), "re-run scripts/calibrate.py --out reports"
+    assert ((res["fit"] - res["published"]).abs() <= res["tolerance"]).all()
+    summary = (out / "summary.md").read_text()
+    assert "## Calibration: how well the published numbers pin the parameters" in summary
+    assert "| group | quantity | unit | fit | low | high | spread_pct | note |" in summary
+    for q in ("per_tensor_overhead_s", "memory_efficiency", "overlap", "minibatch"):
+        assert f"| parameter | {q} |" in summary
+
+
+def test_ten_published_numbers_are_compared():
+    assert len(published.PUBLISHED) == 10
+    assert {p.key for p in published.PUBLISHED} >= {
+        "hfp8_comm_cut_64GBps_256x_pct", "hfp8_comm_cut_128GBps_256x_pct",
+        "fp8_over_fp16_gain_compressed_max_pct"}
+    cmp_ = pd.read_csv(REPO / "reports" / "paper_comparison.csv")
+    assert list(cmp_["metric"]) == [p.key for p in published.PUBLISHED]
+    assert cmp_["within_tolerance"].all()
 
 
 _CASES = [pytest.param(p, id=p.key) for p in published.PUBLISHED]

@@ -101,7 +101,11 @@ def test_sweep_records_every_setting_and_accepts_workload_names(tmp_path):
     assert sweep("--set", "workload=tiny-cnn", "--set", "scheme=fp16", "--out", str(out)) == 0
     row = pd.read_csv(out).iloc[0]
     # the defaults that shaped the row are in it: calibrated update knobs, minibatch, bandwidths
-    for k, v in {"minibatch": 384, "per_tensor_overhead_s": 2.2e-6, "memory_efficiency": 0.53,
+    from accelsim.dse.hfp8_study import PAPER_SETUP
+
+    for k, v in {"minibatch": PAPER_SETUP.minibatch, "overlap": PAPER_SETUP.overlap,
+                 "per_tensor_overhead_s": PAPER_SETUP.per_tensor_overhead_s,
+                 "memory_efficiency": PAPER_SETUP.memory_efficiency,
                  "chip_GBps": 32.0, "link_GBps": 4.0, "inter_board_GBps": 4.0, "chips": 64,
                  "compression": 1.0, "engine": "analytic", "workload": "tiny-cnn"}.items():
         assert row[k] == (pytest.approx(v) if isinstance(v, float) else v), k

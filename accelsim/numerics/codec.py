@@ -1,34 +1,28 @@
-"""quantize / encode / decode: the vectorized golden model of every format in ``formats.py``.
+"""quantize / encode / decode: the public codec of every format in ``formats.py``.
 
-General path (any input dtype, exact for float64): split |x| into its binade e = floor(log2|x|),
-scale by the format's grid spacing 2^q(e) (exact: powers of two), round the integer significand,
-then apply overflow, underflow and special-value rules. Fast path (float32 -> 8-bit, deterministic
-modes): a deterministic rounding depends only on the sign, exponent, top 7 fraction bits and a
-sticky bit, so a 2^17-entry code table built once by the general path encodes by lookup.
+Inputs are checked here and rounded exactly once: float32/float64 arrays in deterministic modes
+take the bit-trick twins in ``fast.py``; everything else goes, 2^16 elements at a time, through
+the exact general path in ``general.py``. Integers above 2^53 and long doubles reach it rounded to
+odd in float64 (one correct rounding for every format here; ``sr`` refuses them).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
-from . import hif8
+from . import fast
 from .formats import FloatFormat, get_format
-from .rounding import check_mode, round_up
+from .general import decode_table, encode_general, pow2, quantize_general  # noqa: F401 (public twins)
+from .rounding import check_mode
 
 _CHUNK = 1 << 16
+_encode_lut = fast.encode_lut  # the names the tests use
+_encode_general = encode_general
+_quantize_general = quantize_general
+_TWO53 = 1 << 53
 
 
 # ---------------------------------------------------------------- input checks
-def _as_float64(x) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype == object or arr.dtype.kind not in "biuf" and not _is_ml_float(arr.dtype):
-        raise TypeError(f"expected a real numeric array, got dtype {arr.dtype}")
-    with np.errstate(invalid="ignore"):  # signalling-NaN bit patterns quieten silently
-        return arr.astype(np.float64, copy=False)
-
-
 def _is_ml_float(dtype) -> bool:
     # ml_dtypes / en_dtypes scalar types (kind 'V') convert exactly to float64.
     try:
@@ -37,222 +31,107 @@ def _is_ml_float(dtype) -> bool:
         return False
 
 
-def _resolve(fmt, rounding, rng) -> tuple[FloatFormat, str]:
+def _check_dtype(arr: np.ndarray) -> None:
+    if arr.dtype == object or arr.dtype.kind not in "biuf" and not _is_ml_float(arr.dtype):
+        raise TypeError(f"expected a real numeric array, got dtype {arr.dtype}")
+
+
+def _as_float64(x) -> np.ndarray:
+    """float64 view of ``x`` for statistics (S2FP8): plain conversion after the dtype check."""
+    arr = np.asarray(x)
+    _check_dtype(arr)
+    with np.errstate(invalid="ignore"):  # signalling-NaN bit patterns quieten silently
+        return arr.astype(np.float64, copy=False)
+
+
+def _odd_step(u: np.ndarray, away: np.ndarray, inexact: np.ndarray) -> np.ndarray:
+    """Round-to-odd from a round-to-nearest pattern ``u``: step back where it went away from
+    zero, set the last bit where inexact (sign-magnitude patterns)."""
+    u -= away & inexact
+    u |= inexact
+    return u
+
+
+def _exact_float64(arr: np.ndarray, mode: str) -> np.ndarray:
+    """float64 twin of ``arr`` that rounds to every format exactly as ``arr`` does: the value
+    itself where float64 holds it, else the value rounded to odd at >= 43 bits (>= 2 bits more
+    than fp32's 24, the widest target: one correct rounding for rne/rna/rz and the FP32/bf16
+    sources of sr14/sr2/hybrid). ``sr`` compares a draw with the exact fraction: refused."""
+    _check_dtype(arr)
+    kind, size = arr.dtype.kind, arr.dtype.itemsize
+    with np.errstate(invalid="ignore", over="ignore"):  # sNaN patterns quieten; wide -> inf
+        x64 = arr.astype(np.float64)
+        if kind in "iu" and size == 8 and arr.size:
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < -_TWO53 or hi > _TWO53:
+                u = arr.view(np.uint64)
+                neg = arr < 0 if kind == "i" else np.zeros(arr.shape, bool)
+                m = np.where(neg, np.uint64(0) - u, u)  # |x| as uint64 (int64 min included)
+                low = m & np.uint64(0x7FF)
+                big = m > np.uint64(_TWO53)
+                inexact = big & (low != 0)
+                if mode == "sr" and inexact.any():
+                    bad = arr.reshape(-1)[np.flatnonzero(inexact)[0]]
+                    raise ValueError(f"rounding 'sr' needs inputs exact in float64; {arr.dtype} value {bad} is not "
+                                     f"(|x| > 2^53 with low bits set): round it to float64 first if that is meant")
+                odd = np.where(big, (m & ~np.uint64(0x7FF)) | (inexact.astype(np.uint64) << np.uint64(11)), m)
+                x64 = np.where(neg, -odd.astype(np.float64), odd.astype(np.float64))
+        elif kind == "f" and size > 8 and np.finfo(arr.dtype).nmant > 52 and arr.size:
+            back = x64.astype(arr.dtype)
+            inexact = (back != arr) & ~np.isnan(arr)
+            if inexact.any():
+                if mode == "sr":
+                    bad = arr.reshape(-1)[np.flatnonzero(inexact)[0]]
+                    raise ValueError(f"rounding 'sr' needs inputs exact in float64; {arr.dtype} value {bad!r} is not: "
+                                     "round it to float64 first if that is meant")
+                u = x64.view(np.uint64)
+                _odd_step(u, (np.abs(back) > np.abs(arr)).astype(np.uint64), inexact.astype(np.uint64))
+    return x64
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r:.40}")
+    return bool(value)
+
+
+def _resolve(fmt, rounding, rng, saturate, nan_to_zero) -> tuple[FloatFormat, str, bool, bool]:
     f = get_format(fmt)
     mode = f.default_rounding if rounding is None else rounding
-    return f, check_mode(mode, rng)
+    return (f, check_mode(mode, rng), _check_bool("saturate", saturate), _check_bool("nan_to_zero", nan_to_zero))
 
 
-# ---------------------------------------------------------------- grid of each format
-def pow2(k: np.ndarray) -> np.ndarray:
-    """2.0**k for integer arrays with -1022 <= k <= 1023, built from the bits (exact, fast)."""
-    return ((np.asarray(k, dtype=np.int64) + 1023) << 52).view(np.float64)
+def _keep_mask(x, result: np.ndarray):
+    """A masked input gives a masked result with the same mask (masked slots are still
+    computed from the underlying data, and an ``sr`` draw is still taken for each)."""
+    if isinstance(x, np.ma.MaskedArray):
+        return np.ma.MaskedArray(result, mask=np.ma.getmaskarray(x).copy())
+    return result
 
 
-def _quantum(f: FloatFormat, e: np.ndarray) -> np.ndarray:
-    """Exponent q of the grid spacing 2^q inside binade [2^e, 2^(e+1))."""
-    if f.layout == "hif8":
-        return hif8.quantum_exponent(e)
-    if f.has_subnormals:
-        return np.maximum(e, f.emin) - f.mbits
-    # no subnormals: unbounded grid, flushed below min_positive afterwards; binades far below
-    # the range share one grid (they all flush) so 2^-q stays a normal float64
-    return np.maximum(e, f.emin - 2 * f.mbits - 8) - f.mbits
-
-
-@lru_cache(maxsize=None)
-def _grid_tables(f: FloatFormat):
-    """Per float64 exponent field (0..2047): 2^-q, 2^q and the tie-parity offset."""
-    e = np.arange(2048, dtype=np.int64) - 1023  # field 0 (zero, subnormal doubles) -> -1023
-    q = _quantum(f, e)
-    if f.layout == "hif8":
-        off = hif8.tie_parity_offset(e)
-    else:
-        off = np.zeros(2048, dtype=np.int64)
-    return pow2(-q), pow2(q), off
-
-
-def _round_to_source(a: np.ndarray, mode: str) -> np.ndarray:
-    """sr14/hybrid model an FP32 source and sr2 a bf16 source: round |x| there first (RNE)."""
-    if mode == "sr2":
-        return _quantize_general(a, get_format("bf16"), "rne", saturate=False, rng=None, nan_to_zero=False)
-    return a.astype(np.float32).astype(np.float64)
-
-
-def _quantize_general(x64, f: FloatFormat, mode: str, *, saturate: bool, rng, nan_to_zero: bool):
-    with np.errstate(all="ignore"):
-        a = np.abs(x64)
-        if mode in ("sr14", "sr2", "hybrid"):
-            a = _round_to_source(a, mode)
-        down, upscale, off = _grid_tables(f)
-        ef = (a.view(np.uint64) >> 52).view(np.int64)  # biased float64 exponent (sign is 0)
-        s = a * down[ef]  # exact: power-of-two scaling into [0, 2^(m+1))
-        fl = np.floor(s)
-        lo_even = (((fl.astype(np.int64) + off[ef]) & 1) == 0) if mode == "rne" else None
-        up = round_up(s, fl, lo_even, mode, rng=rng, a=a, e=ef - 1023)
-        r = (fl + up) * upscale[ef]
-        over = r > f.max  # also true for infinite inputs, fixed below
-        if over.any():
-            if saturate or mode == "rz":
-                over_val = f.max
-            else:
-                over_val = np.inf if f.has_inf else np.nan
-            r[over] = over_val
-        if not f.has_subnormals:
-            r *= r >= f.min_positive  # flush underflow to zero
-        finite = np.isfinite(a)
-        if not finite.all():
-            inf_val = np.inf if f.has_inf else (f.max if saturate else np.nan)
-            r[np.isinf(a)] = inf_val
-            r[np.isnan(a)] = 0.0 if nan_to_zero else np.nan
-        r = np.copysign(r, x64)
-        if not f.has_negative_zero:
-            r += 0.0  # -0.0 + 0.0 == +0.0
-    return r
-
-
-# ---------------------------------------------------------------- code tables
-@lru_cache(maxsize=None)
-def decode_table(fmt) -> np.ndarray:
-    """float64 value of every code of a format with at most 16 bits (read-only array)."""
-    f = get_format(fmt)
-    if f.bits > 16:
-        raise ValueError(f"format {f.name!r} has {f.bits}-bit codes; no decode table")
-    if f.layout == "hif8":
-        t = hif8.decode_table()
-    else:
-        c = np.arange(1 << f.bits, dtype=np.int64)
-        neg = (c >> (f.bits - 1)) & 1
-        ef = (c >> f.mbits) & ((1 << f.ebits) - 1)
-        m = c & ((1 << f.mbits) - 1)
-        eall, mall = (1 << f.ebits) - 1, (1 << f.mbits) - 1
-        normal = np.ldexp(1.0 + m / (1 << f.mbits), ef - f.bias)
-        if f.has_subnormals:
-            sub = np.ldexp(m.astype(np.float64), f.emin - f.mbits)
-            t = np.where(ef == 0, sub, normal)
-        else:
-            t = np.where((ef == 0) & (m == 0), 0.0, normal)
-        if f.layout == "ieee":
-            t = np.where(ef == eall, np.where(m == 0, np.inf, np.nan), t)
-        elif f.layout in ("fn", "dlfloat"):
-            t = np.where((ef == eall) & (m == mall), np.nan, t)
-        t = np.where(neg == 1, -t, t)
-        if f.layout == "fnuz":
-            t[1 << (f.bits - 1)] = np.nan
-    t = np.ascontiguousarray(t, dtype=np.float64)
-    t.setflags(write=False)
-    return t
-
-
-@lru_cache(maxsize=None)
-def _code_by_top_bits(f: FloatFormat) -> np.ndarray:
-    """uint8 code of each positive finite value of an 8-bit format, keyed by the top 16 bits of
-    its float64 pattern (11 exponent + 4 fraction bits hold every 8-bit value here exactly)."""
-    t = decode_table(f)
-    half = t[:128]
-    ok = np.isfinite(half)
-    keys = (half[ok].view(np.uint64) >> 48).astype(np.intp)
-    if np.unique(keys).size != keys.size:  # pragma: no cover - guards a future wider format
-        raise ValueError(f"format {f.name!r}: values not distinguishable by their top 16 bits")
-    table = np.zeros(1 << 16, dtype=np.uint8)
-    table[keys] = np.arange(128)[ok]
-    return table
-
-
-def _magnitude_codes(mag: np.ndarray, f: FloatFormat) -> np.ndarray:
-    """Codes (sign bit clear) of representable finite magnitudes ``mag``, from their bits."""
-    u = mag.view(np.uint64)
-    if f.bits == 8:
-        return _code_by_top_bits(f)[(u >> 48).view(np.int64)]
-    ef = (u >> 52).view(np.int64)
-    normal = ((ef - (1023 - f.bias)) << f.mbits) | ((u >> (52 - f.mbits)).view(np.int64) & ((1 << f.mbits) - 1))
-    # below 2^emin: subnormals (or only zero for formats without them) are integer multiples
-    with np.errstate(invalid="ignore", over="ignore"):  # large values overflow here, unused
-        small = (mag * pow2(np.int64(f.mbits - f.emin))).astype(np.int64)
-    is_small = mag < pow2(np.int64(f.emin))
-    return normal + is_small * (small - normal)
-
-
-def _values_to_codes(r: np.ndarray, neg: np.ndarray, f: FloatFormat) -> np.ndarray:
-    """Codes of representable float64 values ``r`` (NaN/inf allowed); ``neg``: sign of NaNs."""
-    dt = f.code_dtype
-    if f.bits == 32:
-        codes = r.astype(np.float32).view(np.uint32).copy()
-        nan = np.isnan(r)
-        if nan.any():
-            codes[nan] = np.where(neg[nan], f.nan_code | (1 << 31), f.nan_code)
-        return codes
-    sign_bit = 1 << (f.bits - 1)
-    mag = np.abs(r)
-    finite = np.isfinite(mag)
-    all_finite = finite.all()
-    codes = _magnitude_codes(mag if all_finite else np.where(finite, mag, 0.0), f).astype(dt)
-    # quantize already turned -0 into +0 for formats without a negative zero
-    codes |= (np.signbit(r) * sign_bit).astype(dt)
-    if not all_finite:
-        nan = np.isnan(r)
-        signed_nan = f.layout in ("ieee", "fn", "dlfloat")
-        nan_codes = np.where(neg & signed_nan, f.nan_code | sign_bit, f.nan_code).astype(dt)
-        codes = np.where(nan, nan_codes, codes)
-        if f.has_inf:
-            inf = np.isinf(r)
-            codes = np.where(inf, np.where(r < 0, f.inf_code | sign_bit, f.inf_code).astype(dt), codes)
-    return codes.astype(dt, copy=False)
-
-
-# ---------------------------------------------------------------- fast path
-@lru_cache(maxsize=None)
-def _encode_lut(f: FloatFormat, mode: str, saturate: bool, nan_to_zero: bool) -> np.ndarray:
-    """uint8 code for each (float32 bits >> 16, sticky of the low 16 bits) index."""
-    i = np.arange(1 << 17, dtype=np.uint32)
-    rep = ((i >> 1) << 16) | (i & 1)
-    with np.errstate(invalid="ignore"):
-        x = rep.view(np.float32).astype(np.float64)
-    lut = _encode_general(x, f, mode, saturate=saturate, rng=None, nan_to_zero=nan_to_zero)
-    lut.setflags(write=False)
-    return lut
-
-
-def _lut_eligible(x: np.ndarray, f: FloatFormat, mode: str) -> bool:
-    return x.dtype == np.float32 and f.bits == 8 and mode in ("rne", "rna", "rz")
-
-
-def _encode_float32_lut(x: np.ndarray, lut: np.ndarray) -> np.ndarray:
-    u = np.ascontiguousarray(x).reshape(-1).view(np.uint32)
-    out = np.empty(u.shape, dtype=np.uint8)
-    n = u.size
-    b1 = np.empty(min(n, _CHUNK), dtype=np.uint32)
-    b2 = np.empty_like(b1)
-    for start in range(0, n, _CHUNK):
-        uc = u[start : start + _CHUNK]
-        k = uc.size
-        hi, lo = b1[:k], b2[:k]
-        np.right_shift(uc, 16, out=hi)
-        np.left_shift(hi, 1, out=hi)
-        np.bitwise_and(uc, 0xFFFF, out=lo)
-        np.minimum(lo, 1, out=lo)
-        np.bitwise_or(hi, lo, out=hi)
-        np.take(lut, hi, out=out[start : start + k])
-    return out.reshape(x.shape)
-
-
-def _encode_general(x64, f, mode, *, saturate, rng, nan_to_zero):
-    r = _quantize_general(x64, f, mode, saturate=saturate, rng=rng, nan_to_zero=nan_to_zero)
-    return _values_to_codes(r, np.signbit(x64), f)
-
-
-def _chunked(fn, arr: np.ndarray, out_dtype, **kw) -> np.ndarray:
+def _chunked(fn, arr: np.ndarray, out_dtype, mode: str, **kw) -> np.ndarray:
     """Apply ``fn`` over 2^16-element chunks converted to float64 one at a time: bounded
     temporaries, cache-resident passes. Stochastic draws come from the generator in element
     order, exactly as one call over the whole array would take them."""
     flat = arr.reshape(-1)
     if flat.size <= _CHUNK:  # one chunk: skip the copy into a preallocated output
-        return np.asarray(fn(_as_float64(flat), **kw), dtype=out_dtype).reshape(arr.shape)
-    _as_float64(flat[:0])  # dtype check before any work
+        return np.asarray(fn(_exact_float64(flat, mode), mode=mode, **kw), dtype=out_dtype).reshape(arr.shape)
+    _check_dtype(arr)  # before any work
     out = np.empty(flat.shape, dtype=out_dtype)
     for start in range(0, flat.size, _CHUNK):
-        out[start : start + _CHUNK] = fn(_as_float64(flat[start : start + _CHUNK]), **kw)
+        out[start : start + _CHUNK] = fn(_exact_float64(flat[start : start + _CHUNK], mode), mode=mode, **kw)
     return out.reshape(arr.shape)
+
+
+def _round(x, fmt, rounding, saturate, rng, nan_to_zero, values: bool):
+    f, mode, saturate, nan_to_zero = _resolve(fmt, rounding, rng, saturate, nan_to_zero)
+    arr = np.asarray(np.ma.getdata(x))
+    if arr.dtype != object and fast.eligible(arr.dtype, f, mode):
+        out = fast.encode(arr, f, mode, saturate=saturate, nan_to_zero=nan_to_zero, values=values, rng=rng)
+    else:
+        fn, dt = (quantize_general, np.float64) if values else (encode_general, f.code_dtype)
+        out = _chunked(fn, arr, dt, mode, f=f, saturate=saturate, rng=rng, nan_to_zero=nan_to_zero)
+    return _keep_mask(x, out)
 
 
 # ---------------------------------------------------------------- public API
@@ -267,18 +146,15 @@ def quantize(
 ) -> np.ndarray:
     """Round ``x`` to values representable in ``fmt``; returns float64 of the same shape.
 
-    One correct rounding from the exact input value (float64 inputs included). ``rounding=None``
-    uses the format's ``default_rounding`` (``rna`` for dlfloat16 and hif8). Overflow goes to
-    +-inf (NaN where the format has no inf), or to +-max with ``saturate=True`` (``rz`` always
-    saturates, as in IEEE 754). ``nan_to_zero`` maps NaN inputs to 0 (HiF8 option).
+    One correct rounding from the exact input value (float64, int64 and long double inputs
+    included). ``rounding=None`` uses the format's ``default_rounding`` (``rna`` for dlfloat16
+    and hif8). Overflow goes to +-inf (NaN where the format has no inf), or to +-max with
+    ``saturate=True`` (``rz`` always saturates, as in IEEE 754; sr14/sr2/hybrid saturate a value
+    that overflows their FP32/bf16 source too). ``nan_to_zero`` maps NaN inputs to 0 (HiF8
+    option). ``saturate`` and ``nan_to_zero`` must be bools, ``rng`` a numpy Generator or None.
+    A masked array gives a masked array with the same mask.
     """
-    f, mode = _resolve(fmt, rounding, rng)
-    arr = np.asarray(x)
-    if arr.dtype != object and _lut_eligible(arr, f, mode):
-        codes = _encode_float32_lut(arr, _encode_lut(f, mode, bool(saturate), bool(nan_to_zero)))
-        return decode_table(f)[codes]
-    return _chunked(_quantize_general, arr, np.float64, f=f, mode=mode, saturate=bool(saturate), rng=rng,
-                    nan_to_zero=bool(nan_to_zero))
+    return _round(x, fmt, rounding, saturate, rng, nan_to_zero, values=True)
 
 
 def encode(
@@ -291,18 +167,14 @@ def encode(
     nan_to_zero: bool = False,
 ) -> np.ndarray:
     """Round ``x`` like :func:`quantize` and return the codes (uint8/uint16/uint32)."""
-    f, mode = _resolve(fmt, rounding, rng)
-    arr = np.asarray(x)
-    if arr.dtype != object and _lut_eligible(arr, f, mode):
-        return _encode_float32_lut(arr, _encode_lut(f, mode, bool(saturate), bool(nan_to_zero)))
-    return _chunked(_encode_general, arr, f.code_dtype, f=f, mode=mode, saturate=bool(saturate), rng=rng,
-                    nan_to_zero=bool(nan_to_zero))
+    return _round(x, fmt, rounding, saturate, rng, nan_to_zero, values=False)
 
 
 def decode(codes, fmt) -> np.ndarray:
-    """float64 values of integer ``codes`` in ``fmt``'s bit layout."""
+    """float64 values of integer ``codes`` in ``fmt``'s bit layout. Peak memory: the output
+    plus one chunk (codes are looked up 2^16 at a time)."""
     f = get_format(fmt)
-    c = np.asarray(codes)
+    c = np.asarray(np.ma.getdata(codes))
     if c.dtype == object or c.dtype.kind not in "iu":
         raise TypeError(f"decode expects an integer code array, got dtype {c.dtype}")
     if c.size:
@@ -312,7 +184,16 @@ def decode(codes, fmt) -> np.ndarray:
             raise ValueError(
                 f"code {bad} out of range for {f.bits}-bit format {f.name!r} (valid 0..{(1 << f.bits) - 1})"
             )
-    if f.bits == 32:
-        with np.errstate(invalid="ignore"):  # signalling NaNs quieten
-            return c.astype(np.uint32).view(np.float32).astype(np.float64)
-    return decode_table(f)[c.astype(np.intp, copy=False)]
+    out = np.empty(c.shape, dtype=np.float64)
+    flat_out = out.reshape(-1)
+    flat_c = c.reshape(-1) if c.flags.c_contiguous else c.flat
+    table = decode_table(f) if f.bits <= 16 else None
+    scratch = np.empty(min(c.size, _CHUNK) if fast.truncated_float32(f) else 0, np.uint32)
+    for start in range(0, c.size, _CHUNK):
+        cc = np.asarray(flat_c[start : start + _CHUNK])
+        if table is not None:
+            fast.decode_into(cc, flat_out[start : start + cc.size], f, table, scratch)
+        else:
+            with np.errstate(invalid="ignore"):  # signalling NaNs quieten
+                flat_out[start : start + cc.size] = cc.astype(np.uint32).view(np.float32)
+    return _keep_mask(codes, out)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import struct
 from fractions import Fraction
 from functools import lru_cache
 
@@ -60,12 +59,7 @@ def _neighbours(f: FloatFormat, X: Fraction):
 
 def _source_value(X: Fraction, src: str) -> Fraction:
     """|x| rounded (RNE) to the source format; None where that overflows to infinity."""
-    if src == "fp32":
-        try:
-            return Fraction(struct.unpack("<f", struct.pack("<f", float(X)))[0])
-        except OverflowError:  # CPython raises exactly when the RNE result is infinite
-            return None
-    v = round_reference(float(X), "bf16", "rne")
+    v = round_reference(X, src, "rne")  # exact: no float64 step in between
     return None if math.isinf(v) else Fraction(v)
 
 
@@ -78,23 +72,29 @@ def round_reference(
     u: float | None = None,
     nan_to_zero: bool = False,
 ) -> float:
-    """Round one float to ``fmt``; ``u`` is the uniform draw in [0, 1) used by ``sr``."""
+    """Round one number to ``fmt``; ``u`` is the uniform draw in [0, 1) used by ``sr``. ``x``: a
+    float, or an exact ``int``/``Fraction`` (rounded from its exact value, never via float64)."""
     f = get_format(fmt)
     if rounding not in ROUNDING_MODES:
         raise ValueError(f"unknown rounding mode {rounding!r}")
-    neg = math.copysign(1.0, x) < 0
-    if math.isnan(x):
-        return 0.0 if nan_to_zero else math.nan
-    if math.isinf(x):
-        v = math.inf if f.has_inf else (f.max if saturate else math.nan)
-        return -v if neg else v
-    X = abs(Fraction(x))
+    if isinstance(x, (int, Fraction)) and not isinstance(x, bool):
+        neg, X = x < 0, abs(Fraction(x))
+    else:
+        x = float(x)
+        neg = math.copysign(1.0, x) < 0
+        if math.isnan(x):
+            return 0.0 if nan_to_zero else math.nan
+        if math.isinf(x):
+            v = math.inf if f.has_inf else (f.max if saturate else math.nan)
+            return -v if neg else v
+        X = abs(Fraction(x))
     mode = rounding
     if mode in _SR_BITS:
         nbits, src = _SR_BITS[mode]
         X = _source_value(X, src)
-        if X is None:
-            return round_reference(-math.inf if neg else math.inf, f, rounding, saturate=saturate)
+        if X is None:  # a finite value that overflows the source overflows the format
+            v = f.max if saturate else (math.inf if f.has_inf else math.nan)
+            return -v if neg else v
     lo, hi, lo_even = _neighbours(f, X)
     if X >= hi:  # beyond the virtual value above max
         r = None

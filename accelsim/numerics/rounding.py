@@ -13,6 +13,7 @@ import numpy as np
 
 ROUNDING_MODES: tuple[str, ...] = ("rne", "rna", "rz", "sr", "sr14", "sr2", "hybrid")
 NEEDS_RNG = frozenset({"sr"})
+SOURCE_ROUNDED = frozenset({"sr14", "sr2", "hybrid"})  # round to an FP32/bf16 source first
 
 # (discarded bits compared, source mantissa bits) for the simplified SR modes.
 _SIMPLIFIED_SR = {"sr14": (14, 23), "sr2": (2, 7)}
@@ -23,19 +24,16 @@ def check_mode(rounding: str, rng) -> str:
     """Validate a rounding-mode name and the generator it needs."""
     if not isinstance(rounding, str) or rounding not in ROUNDING_MODES:
         raise ValueError(f"unknown rounding mode {rounding!r}; valid modes: {', '.join(ROUNDING_MODES)}")
-    if rounding in NEEDS_RNG:
-        if rng is None:
-            raise ValueError(
-                f"rounding {rounding!r} is stochastic: pass rng=numpy.random.default_rng(seed)"
-            )
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator or None, got {type(rng).__name__} {rng!r:.40}")
+    if rounding in NEEDS_RNG and rng is None:
+        raise ValueError(f"rounding {rounding!r} is stochastic: pass rng=numpy.random.default_rng(seed)")
     return rounding
 
 
 def _source_significand_lsbs(a: np.ndarray, e: np.ndarray, src_mbits: int, nbits: int) -> np.ndarray:
     """The ``nbits`` least significant bits of |x|'s ``src_mbits``-bit fraction (|x| in binade e)."""
-    from .codec import pow2
+    from .general import pow2
 
     sig = a * pow2(np.clip(src_mbits - e, -1022, 1023))  # integer significand, exact
     return sig.astype(np.int64) & (2**nbits - 1)
@@ -50,10 +48,12 @@ def round_up(
     rng: np.random.Generator | None,
     a: np.ndarray,
     e: np.ndarray,
+    draws: np.ndarray | None = None,
 ) -> np.ndarray:
     """Boolean array: round ``s`` up to ``fl + 1`` (True) or down to ``fl`` (False).
 
     ``a``: |x| (already rounded to the source format for sr14/sr2/hybrid), ``e``: floor(log2 a).
+    ``draws``: uniform draws in [0, 1) for ``sr`` taken by the caller (else ``rng.random``).
     """
     frac = s - fl
     if mode == "rz":
@@ -64,7 +64,7 @@ def round_up(
         return (frac > 0.5) | ((frac == 0.5) & ~lo_even)
     if mode == "sr":
         # P(up) = frac for frac on the 2^-53 grid of the uniform draw.
-        return rng.random(s.shape) < frac
+        return (rng.random(s.shape) if draws is None else draws) < frac
     if mode in _SIMPLIFIED_SR or mode == "hybrid":
         nbits, src_m = _SIMPLIFIED_SR.get(mode, _SIMPLIFIED_SR["sr14"])
         disc = np.floor(frac * 2**nbits)  # top nbits of the discarded fraction

@@ -1,0 +1,124 @@
+"""Parallel speed-up of ``run_sweep`` with accelsim's real evaluator, side by side in one run.
+
+Target (issue 12, deliverable 4): 2 worker processes beat a serial run on any sweep with more than
+a few dozen points. The realistic sweep is 108 points: 3 schemes x 4 minibatches (12 compute
+profiles, each a full explorer run) x 3 bandwidths x 3 compression ratios (cheap communication
+terms). Each configuration runs in a fresh interpreter (cold caches, as a user's run is) and is
+timed around ``run_sweep`` only; the best of ``--repeat`` runs is kept (the machine is shared).
+
+  serial               one process; its compute-profile cache hits for 8 of every 9 points
+  pool, point tasks    the old pool: one point per task, so every worker recomputes profiles
+  pool, contiguous     2 workers take contiguous runs of the sweep order (the default)
+  pool, group_by       2 workers, one task per (system, workload, scheme, minibatch)
+  one profile          49 points sharing one profile (a bandwidth x compression sweep): the one
+                       group is cut in two, each worker computes the profile, then half the points
+
+Run: ``python benchmarks/bench_sweep.py`` (about a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from _machine import cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+
+REPO = Path(__file__).resolve().parents[1]
+GROUP = ("system", "workload", "scheme", "minibatch")
+
+CHILD = """
+import json, os, sys, time
+from accelsim.dse import sweep as sw
+from accelsim.dse.training import evaluate_point, sweep_defaults
+
+def timed(p):  # the real evaluator, plus which process ran the point and its CPU time so far
+    row = evaluate_point(p)
+    row.update(cpu_s=time.process_time(), pid=os.getpid())
+    return row
+
+timed.columns = (*evaluate_point.columns, "cpu_s", "pid")
+cfg = json.loads(sys.argv[1])
+spec = sw.spec_from_assignments(axes=cfg["axes"], defaults=sweep_defaults())
+group = cfg["group"]
+if group == "point":
+    group = lambda p: sw.point_id(p)  # one point per task: the pool before grouping
+kw = dict(executor=cfg["executor"], workers=cfg["workers"], progress=False, group_by=group)
+c0, t0 = time.process_time(), time.perf_counter()
+table = sw.run_sweep(spec, timed, None, **kw)
+wall, own = time.perf_counter() - t0, time.process_time() - c0
+assert (table.status == "ok").all(), table[table.status != "ok"].reason.tolist()
+me = os.getpid()
+workers = [] if cfg["executor"] == "serial" else table.groupby("pid").cpu_s.max().tolist()
+print(json.dumps({"s": wall, "own_cpu": own, "worker_cpu": workers, "n": len(table),
+                  "ips": table.images_per_s.round(6).tolist()}))
+"""
+
+REALISTIC = ["scheme=fp16,fp8,hfp8", "minibatch=256,384,512,768", "link_GBps=32,64,128",
+             "compression=1,4,16"]
+ONE_PROFILE = ["link_GBps=16,32,64,128,256,512,1024", "compression=1,2,4,8,16,32,64"]
+
+
+def run_once(axes, executor, workers, group, cores):
+    cfg = json.dumps({"axes": axes, "executor": executor, "workers": workers, "group": group})
+    r = subprocess.run([sys.executable, "-c", CHILD, cfg], cwd=REPO, check=True,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    # The time this run would take on `cores` idle cores, from CPU times (immune to the other
+    # load): the sweep process's own work (counted as if it never overlapped the workers') plus
+    # the busiest worker, or all the CPU spread over the cores, whichever is longer.
+    total = got["own_cpu"] + sum(got["worker_cpu"])
+    got["cpu"] = total
+    got["critical"] = max(got["own_cpu"] + max(got["worker_cpu"], default=0.0), total / cores)
+    return got
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="runs per configuration (best kept)")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    w = args.workers
+    print(f"machine: {os.cpu_count()} cores (nproc), {cpu_model()}, Python "
+          f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start "
+          "(a parallel speed-up needs idle cores)")
+    print("wall: best of the runs (machine load included); cpu: CPU seconds of all processes; "
+          f"critical: the wall time on {w} idle cores implied by the CPU times (this process + "
+          f"the busiest worker, or all CPU / {w})")
+    print(f"{'sweep':<44} {'points':>6} {'wall_s':>7} {'x':>6} {'cpu_s':>6} {'critical_s':>10} "
+          f"{'x':>6}")
+    failed = False
+    for name, axes, configs in (
+        ("108 points, 12 profiles", REALISTIC,
+         [("serial", "serial", 1, None), (f"pool x{w}, point tasks", "process", w, "point"),
+          (f"pool x{w}, contiguous", "process", w, None),
+          (f"pool x{w}, group_by", "process", w, list(GROUP))]),
+        ("49 points, 1 profile", ONE_PROFILE,
+         [("serial", "serial", 1, None), (f"pool x{w}, group_by", "process", w, list(GROUP)),
+          (f"pool x{w}, contiguous", "process", w, None)]),
+    ):
+        runs = {label: [] for label, *_ in configs}
+        for _ in range(args.repeat):  # interleaved, so a change of machine load hits all alike
+            for label, executor, workers, group in configs:
+                runs[label].append(run_once(axes, executor, workers, group, w))
+        ref = min(runs[configs[0][0]], key=lambda g: g["s"])
+        ref_critical = min(g["critical"] for g in runs[configs[0][0]])
+        for label, *_ in configs:
+            best = min(runs[label], key=lambda g: g["s"])
+            crit = min(runs[label], key=lambda g: g["critical"])
+            if any(g["ips"] != ref["ips"] for g in runs[label]):  # same rows on every executor
+                print(f"  !! {label}: rows differ from the serial run")
+                failed = True
+            print(f"{name + ': ' + label:<44} {best['n']:>6} {best['s']:7.2f} "
+                  f"{ref['s'] / best['s']:5.2f}x {crit['cpu']:6.2f} {crit['critical']:10.2f} "
+                  f"{ref_critical / crit['critical']:5.2f}x")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
