@@ -31,3 +31,16 @@ def test_defaults_are_the_fit_optimum_on_the_grid():
 def test_megatron_table1_within_target(case):
     name, pred, pub = llm_fit.errors(A100, LlmParams())[case]
     assert abs(pred / pub - 1) <= 0.15, name
+
+
+def test_committed_validation_report_is_current():
+    import pandas as pd
+
+    import llm_validate
+
+    committed = pd.read_csv(REPO_ROOT / "reports" / "llm_validation.csv")
+    fresh = pd.DataFrame(llm_validate.rows())
+    assert list(committed.case) == list(fresh.case)
+    assert list(committed.quantity) == list(fresh.quantity)
+    assert committed.predicted.to_numpy() == pytest.approx(fresh.predicted.to_numpy(), rel=1e-3)
+    assert (committed.source.str.len() > 0).all()
