@@ -100,3 +100,12 @@ def test_workload_gpt_command(tmp_path, capsys):
                  "8", "--vocab", "10", "--out", str(tmp_path / "y.toml")]) == 2
     err = capsys.readouterr().err
     assert "not a multiple of heads" in err and err.count("\n") == 1
+
+
+def test_layer_list_flops_equal_the_closed_count():
+    # two independent counts: the generic per-layer lowering of the explicit layer list and
+    # GptConfig.model_flops (3 x forward GEMMs); the explicit list keeps full s x s matmuls
+    cfg = PRESETS["gpt2-small"]
+    per_phase = cfg.workload().flops(4)
+    assert sum(per_phase.values()) == cfg.model_flops(4)
+    assert per_phase["fwd"] == per_phase["bwd_data"] == per_phase["wgrad"]
