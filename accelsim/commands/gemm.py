@@ -32,10 +32,11 @@ def run(args: argparse.Namespace) -> int:
     for name in ("m", "n", "k"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    system = load_system(resolve_input(args.system, "system"))
+    spath = resolve_input(args.system, "system")
+    system = load_system(spath)
     precision = get_scheme(args.scheme).compute_precision
     if not system.chip.core.supports(precision):
-        raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {precision} rate "
+        raise UserError(f"{spath}: core.macs_per_pe_per_cycle has no {precision} rate "
                         f"(this chip cannot run --scheme {args.scheme})")
     g = gemm_time(system, args.m, args.n, args.k, precision)
     d = g.as_dict()

@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch < 1:
         raise UserError(f"--batch must be >= 1, got {args.batch}")
-    system = load_system(resolve_input(args.system, "system"))
+    spath = resolve_input(args.system, "system")
+    system = load_system(spath)
     wpath = resolve_input(args.workload, "workload")
     workload = load_workload(wpath)
     fusion = args.fusion == "on" if args.fusion else (system.chip.fusion
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                          source=src)
     for prec in {scheme.compute_precision, scheme.high_precision, *overrides.values()}:
         if not system.chip.core.supports(prec):
-            raise UserError(f"{args.system}: core.macs_per_pe_per_cycle has no {prec} rate "
+            raise UserError(f"{spath}: core.macs_per_pe_per_cycle has no {prec} rate "
                             f"(needed by --scheme {args.scheme})")
     out = predict_step(system, workload, args.batch, scheme, fusion=fusion, layout=args.layout)
     if args.json:

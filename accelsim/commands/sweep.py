@@ -52,6 +52,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dask-address", default=None, metavar="HOST:PORT",
                         help="scheduler of a running Dask cluster (default: start a local one)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--max-points", type=int, default=None, metavar="N",
+                        help="refuse sweeps (and ranges) with more points than this, counted "
+                             "before anything is built (default: 100,000)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check every key and value and list the points (and which are "
                              "already done) without running them")
@@ -63,21 +66,36 @@ def build_spec(args):
     from accelsim.dse import sweep as sw
 
     defaults = scenario.defaults()
+    limit = max_points(args)
     if args.file:
         spec = sw.load_sweep_file(args.file, defaults=defaults)
-        extra = sw.spec_from_assignments(axes=args.axis, base=args.fixed)
+        extra = sw.spec_from_assignments(axes=args.axis, base=args.fixed, max_points=limit)
         spec = sw.SweepSpec(
             base=tuple({**dict(spec.base), **dict(extra.base)}.items()),
             axes=tuple((k, v) for k, v in spec.axes if k not in dict(extra.axes)) + extra.axes)
     else:
-        spec = sw.spec_from_assignments(axes=args.axis, base=args.fixed, defaults=defaults)
+        spec = sw.spec_from_assignments(axes=args.axis, base=args.fixed, defaults=defaults,
+                                        max_points=limit)
+    spec.check_size(limit)
     scenario.validate_spec(spec)
     return spec
+
+
+def max_points(args) -> int:
+    from accelsim.dse import sweep as sw
+
+    if args.max_points is None:
+        return sw.MAX_POINTS
+    if args.max_points < 1:
+        raise ValueError(f"--max-points must be >= 1, got {args.max_points}")
+    return args.max_points
 
 
 def run(args) -> int:
     import functools
     import json
+    import sys
+    import warnings
     from pathlib import Path
 
     from accelsim.cli import UserError, check_output_path
@@ -97,20 +115,24 @@ def run(args) -> int:
             import csv
             with out.open(newline="") as f:
                 done = {r.get("point_id") for r in csv.DictReader(f)}
-        for p in spec.points():
+        for p in spec.iter_points():
             pid = sw.point_id(p)
             print(pid, "done" if pid in done else "todo",
                   " ".join(f"{k}={v}" for k, v in p.items()))
         print(f"{spec.n_points} points; keys and values checked")
         return 0
     check_output_path(out, "--out")
+    # the journal's warnings (quarantined lines) as one line each, without a source location
+    warnings.showwarning = lambda msg, cat, *a, **k: print(f"accelsim sweep: warning: {msg}",
+                                                           file=sys.stderr)
     manifest_path = out.with_name(out.name + ".manifest.json")
     manifest_path.write_text(json.dumps(scenario.manifest(spec), indent=2, default=str) + "\n")
     evaluate = functools.partial(scenario.evaluate_point, drop=tuple(spec.param_names))
     try:
         table = sw.run_sweep(spec, evaluate, out, columns=scenario.output_columns(spec),
                              executor=args.executor, workers=args.workers,
-                             progress=not args.no_progress, dask_address=args.dask_address)
+                             progress=not args.no_progress, dask_address=args.dask_address,
+                             group_by=scenario.group_by(), max_points=max_points(args))
     except KeyboardInterrupt:
         saved = _rows_saved(out)
         print(f"accelsim sweep: interrupted; {saved} of {spec.n_points} points are saved in "

@@ -169,6 +169,21 @@ def output_columns(spec: SweepSpec) -> tuple[str, ...]:
     return tuple(c for c in COLUMNS if c not in spec.param_names)
 
 
+#: Keys that do not change a point's compute profile (only communication and the update): points
+#: that differ only in these share one worker task in a parallel sweep, so its cache hits.
+COMM_ONLY_KEYS = (*BANDWIDTH_KEYS, "compression", "engine", "overlap", "per_tensor_overhead_s",
+                  "memory_efficiency", "optimizer", "system.link.bandwidth_GBps",
+                  "system.link.latency_ns", "system.inter_board.bandwidth_GBps",
+                  "system.inter_board.latency_ns")
+
+
+def group_by():
+    """The ``group_by`` of :func:`accelsim.dse.sweep.run_sweep` for training-step sweeps."""
+    from accelsim.dse.sweep import GroupAllBut
+
+    return GroupAllBut(*COMM_ONLY_KEYS)
+
+
 def check_keys(keys: Iterable[str]) -> None:
     """ValueError naming any key that is not a scenario key, an alias, ``array`` or a dotted
     config key (whether a dotted key exists is checked against the system by
