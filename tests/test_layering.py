@@ -19,6 +19,7 @@ FORBIDDEN = {
     "perf": {"netsim", "dse", "report", "cli", "commands"},
     "netsim": {"perf", "dse", "report", "cli", "commands"},
     "dse": {"report", "cli", "commands"},
+    "llm": {"report", "cli", "commands"},
     "report": {"cli", "commands"},
 }
 THIRD_PARTY_HOME = {"simpy": {"netsim"}, "matplotlib": {"report"}, "networkx": {"netsim"}}

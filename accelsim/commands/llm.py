@@ -1,0 +1,132 @@
+"""``accelsim llm``: one 3-D parallel GPT training plan on a node file (iteration time,
+throughput, TFLOPS, MFU, memory and communication per GPU), or ``--search`` to rank plans."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "llm"
+HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT run on nodes like "
+        "--system (time, samples/s, TFLOPS, MFU, memory and comm per GPU), or --search plans.")
+
+
+def _int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return v
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from accelsim.llm.plan import RECOMPUTE
+    from accelsim.llm.schemes import SCHEMES
+
+    parser.add_argument("--system", required=True, metavar="FILE",
+                        help="node file (e.g. arch_configs/dgx-h100.toml) or shipped name")
+    m = parser.add_argument_group("model")
+    for flag, meta in (("--layers", "L"), ("--hidden", "H"), ("--heads", "A"), ("--seq", "S"),
+                       ("--vocab", "V")):
+        m.add_argument(flag, type=_int, required=True, metavar=meta)
+    m.add_argument("--ffn", type=_int, default=None, metavar="F", help="FFN size (default 4 x H)")
+    m.add_argument("--untied-embeddings", action="store_true",
+                   help="a separate LM-head matrix (default: tied to the word embedding)")
+    m.add_argument("--flash-attention", action="store_true",
+                   help="attention kernel that keeps no score matrix (causal half skipped)")
+    p = parser.add_argument_group("plan")
+    for flag, meta in (("--tp", "T"), ("--pp", "P"), ("--dp", "D"), ("--micro-batch", "b")):
+        p.add_argument(flag, type=_int, default=None, metavar=meta)
+    p.add_argument("--global-batch", type=_int, required=True, metavar="B")
+    p.add_argument("--interleave", type=_int, default=1, metavar="v",
+                   help="model chunks per pipeline stage (default 1: plain 1F1B)")
+    p.add_argument("--recompute", choices=RECOMPUTE, default="none")
+    p.add_argument("--sequence-parallel", action="store_true")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
+    p.add_argument("--overlap-grad-reduce", action="store_true",
+                   help="reduce gradients during the last backward pass (PyTorch DDP buckets)")
+    parser.add_argument("--scheme", choices=tuple(SCHEMES), required=True)
+    parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
+                        help="collective timing: closed form (default) or netsim's DES")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    s = parser.add_argument_group("search")
+    s.add_argument("--search", action="store_true",
+                   help="rank every plan for --gpus GPUs (or T x P x D) instead of one plan")
+    s.add_argument("--gpus", type=_int, default=None, metavar="N")
+    s.add_argument("--top", type=_int, default=10, metavar="K", help="plans shown (default 10)")
+    s.add_argument("--executor", choices=("serial", "process"), default="serial")
+    s.add_argument("--workers", type=_int, default=None, metavar="W")
+    s.add_argument("--out", default=None, metavar="OUT.csv", help="write the whole search table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelsim.arch import build_system
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import system_path
+    from accelsim.llm import Plan, predict
+    from accelsim.workload.gpt import GptConfig
+
+    path = system_path(args.system)
+    model = GptConfig(layers=args.layers, hidden=args.hidden, heads=args.heads, seq=args.seq,
+                      vocab=args.vocab, ffn=args.ffn or 0,
+                      tied_embeddings=not args.untied_embeddings,
+                      flash_attention=args.flash_attention)
+    if args.search:
+        return _search(args, model, path)
+    missing = [f"--{n.replace('_', '-')}" for n in ("tp", "pp", "dp", "micro_batch")
+               if getattr(args, n) is None]
+    if missing:
+        raise UserError(f"{', '.join(missing)} required for one prediction (or use --search)")
+    if args.out is not None:
+        raise UserError("--out is for --search tables")
+    plan = Plan(tp=args.tp, pp=args.pp, dp=args.dp, micro_batch=args.micro_batch,
+                global_batch=args.global_batch, interleave=args.interleave,
+                recompute=args.recompute, sequence_parallel=args.sequence_parallel,
+                zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce)
+    system = build_system(path)
+    r = predict(model, plan, args.scheme, system, engine=args.engine)
+    d = r.as_dict()
+    if args.json:
+        print(json.dumps(d, indent=None, sort_keys=False))
+        return 0
+    print(f"{model.n_params / 1e9:.2f} B parameters on {plan.gpus} GPUs "
+          f"(tp {plan.tp} x pp {plan.pp} x dp {plan.dp}), {args.scheme}, {system.name}")
+    for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
+              "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
+        print(f"  {k:<22} {d[k]:.4g}")
+    cap = system.chip.memory_capacity_bytes / 2 ** 30
+    if d["memory_GiB_per_gpu"] > cap:
+        print(f"  warning: needs {d['memory_GiB_per_gpu']:.1f} GiB per GPU > {cap:.0f} GiB")
+    return 0
+
+
+def _search(args, model, path) -> int:
+    import pandas as pd
+
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.llm.search import search
+
+    gpus = args.gpus
+    if gpus is None:
+        if None in (args.tp, args.pp, args.dp):
+            raise UserError("--search needs --gpus N (or --tp, --pp and --dp to count them)")
+        gpus = args.tp * args.pp * args.dp
+    if args.out is not None:
+        check_output_path(args.out, "--out")
+    table = search(model, str(path), gpus, args.global_batch, args.scheme,
+                   executor=args.executor, workers=args.workers, out=args.out)
+    ok = table[table["status"] == "ok"]
+    if args.json:
+        print(ok.head(args.top).to_json(orient="records"))
+        return 0
+    print(f"{len(table)} plans, {len(ok)} fit; best {min(args.top, len(ok))}:")
+    cols = ["tp", "pp", "dp", "micro_batch", "interleave", "recompute", "sequence_parallel",
+            "zero", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu"]
+    with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+        print(ok[cols].head(args.top).to_string(index=False))
+    bad = table[table["status"] != "ok"]["reason"].str.replace(r"[\d.]+", "#", regex=True)
+    if len(bad):
+        print("not run:", "; ".join(f"{n} x {r}" for r, n in bad.value_counts().head(5).items()))
+    return 0

@@ -1,0 +1,13 @@
+"""Large-model training at scale: GPT workloads under 3-D parallelism (tensor, pipeline, data
+with ZeRO), activation recomputation and LLM precision schemes -- memory per GPU, communication
+volumes and times on a node file, iteration time, TFLOPS and MFU, and a plan search
+(Narayanan et al. SC'21; Korthikanti et al. 2022; Peng et al. 2023, FP8-LM)."""
+
+from accelsim.llm.comm import Comm, Fabric, comm
+from accelsim.llm.memory import Memory, memory
+from accelsim.llm.plan import LlmParams, Plan
+from accelsim.llm.predict import Prediction, predict
+from accelsim.llm.schemes import SCHEMES, LlmScheme, get_scheme
+
+__all__ = ["Comm", "Fabric", "LlmParams", "LlmScheme", "Memory", "Plan", "Prediction", "SCHEMES",
+           "comm", "get_scheme", "memory", "predict"]

@@ -1,0 +1,184 @@
+"""Communication of a 3-D parallel GPT training run: what each GPU sends per iteration and how
+long it takes on the node (NVSwitch) and fabric (one InfiniBand NIC per GPU, rail-aligned).
+
+Volumes are the bytes one GPU sends (ring algorithms: (n-1)/n of the buffer per reduce-scatter
+or all-gather, twice that per all-reduce). Per layer and micro-batch, Megatron's tensor
+parallelism does two all-reduces of the s x b x h activation in the forward pass and two in
+the backward pass (Shoeybi et al. 2019, Fig. 4); with sequence parallelism each becomes a
+reduce-scatter plus an all-gather of the same volume (Korthikanti et al. 2022, section 4.2.2);
+full recomputation repeats the forward ones. Pipeline stages exchange the s x b x h activation
+(its 1/t slice with Megatron's scatter/gather) forward and its gradient backward, once per model
+chunk. Data parallelism all-reduces the stage's gradients (ZeRO 0) or reduce-scatters them and
+all-gathers the updated weights (ZeRO 1, 2; the distributed optimizer), ZeRO 3 gathers weights in
+the forward and the backward pass.
+
+Times use :func:`accelsim.netsim.analytic.ring_collective_time` (the ring term of accelsim), or
+on request netsim's discrete-event engine on a switch ring (``engine="des"``), per tier: inside a node at the NVSwitch port bandwidth, across nodes at the NIC bandwidth, a group
+spanning both as a hierarchical reduce-scatter / all-gather (node, then rail).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from accelsim.arch import System
+from accelsim.llm.plan import LlmParams, Plan
+from accelsim.llm.schemes import LlmScheme
+from accelsim.netsim import symmetric
+from accelsim.netsim.analytic import ring_collective_time
+from accelsim.netsim.phases import collective_time
+
+ENGINES = ("analytic", "des")
+#: DES packet size: collectives move in pipelined chunks of this many bytes (assumption: the
+#: order of NCCL's per-channel chunks, 512 KiB-4 MiB; whole-segment packets would serialize the
+#: two switch hops of every step)
+DES_PACKET_BYTES = 4 * 2 ** 20
+
+
+@functools.lru_cache(maxsize=4096)
+def _des_ring(kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
+              latency_s: float) -> float:
+    """One ring collective on a ``ranks``-port switch, timed by netsim's DES (symmetric mode)."""
+    pl = symmetric.plan("switch", ranks, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s)
+    return collective_time(pl, kind, math.ceil(size_bytes), 1.0, engine="des",
+                           packet_bytes=DES_PACKET_BYTES).time_s
+from accelsim.workload.gpt import GptConfig
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The two tiers a node file describes, with the achievable-bandwidth factor applied."""
+
+    gpus_per_node: int
+    intra_Bps: float
+    intra_latency_s: float
+    inter_Bps: float
+    inter_latency_s: float
+    engine: str = "analytic"
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
+
+    def ring(self, kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
+             latency_s: float) -> float:
+        if self.engine == "des" and ranks > 1 and size_bytes > 0:
+            return _des_ring(kind, ranks, float(size_bytes), bandwidth_Bps, latency_s)
+        return ring_collective_time(kind, ranks, size_bytes, bandwidth_Bps, latency_s)
+
+    @classmethod
+    def of(cls, system: System, params: LlmParams, engine: str = "analytic") -> Fabric:
+        if system.boards != 1:
+            raise ValueError(f"system {system.name!r}: the llm model takes a node file "
+                             f"(boards = 1), got boards = {system.boards}")
+        if system.inter_board_link is None:
+            raise ValueError(f"system {system.name!r}: no inter_board link (the per-GPU NIC) "
+                             "to reach other nodes")
+        e = params.network_efficiency
+        ln, ib = system.link, system.inter_board_link
+        return cls(gpus_per_node=system.chips,
+                   intra_Bps=ln.bandwidth_Bps * ln.links_per_chip * e,
+                   intra_latency_s=ln.latency_s,
+                   inter_Bps=ib.bandwidth_Bps * ib.links_per_chip * e,
+                   inter_latency_s=ib.latency_s, engine=engine)
+
+    def split(self, size: int, stride: int) -> tuple[int, int]:
+        """(members per node, nodes) of a group of ``size`` ranks spaced ``stride`` apart."""
+        n = self.gpus_per_node
+        if stride >= n:
+            return 1, size
+        per_node = min(size, max(1, n // stride))
+        return per_node, -(-size // per_node)
+
+    def collective_s(self, kind: str, size_bytes: float, ranks: int, stride: int) -> float:
+        """Time of one ring collective (nccl-tests ``size`` = the whole buffer) in a group."""
+        if ranks <= 1 or size_bytes <= 0:
+            return 0.0
+        kin, kout = self.split(ranks, stride)
+        intra = (self.intra_Bps, self.intra_latency_s)
+        inter = (self.inter_Bps, self.inter_latency_s)
+        if kout == 1:
+            return self.ring(kind, kin, size_bytes, *intra)
+        if kin == 1:
+            return self.ring(kind, kout, size_bytes, *inter)
+        # hierarchical: node-level reduce-scatter, rail-level collective on 1/kin, node all-gather
+        if kind == "all-reduce":
+            return (self.ring("reduce-scatter", kin, size_bytes, *intra)
+                    + self.ring("all-reduce", kout, size_bytes / kin, *inter)
+                    + self.ring("all-gather", kin, size_bytes, *intra))
+        return (self.ring(kind, kin, size_bytes, *intra)
+                + self.ring(kind, kout, size_bytes / kin, *inter))
+
+    def p2p_s(self, nbytes: float, across_nodes: bool) -> float:
+        if nbytes <= 0:
+            return 0.0
+        if across_nodes:
+            return self.inter_latency_s + nbytes / self.inter_Bps
+        return self.intra_latency_s + nbytes / self.intra_Bps
+
+
+def ring_sent(kind: str, ranks: int, size_bytes: float) -> float:
+    """Bytes one rank sends in a ring collective of a ``size_bytes`` buffer."""
+    if ranks <= 1:
+        return 0.0
+    f = 2 if kind == "all-reduce" else 1
+    return f * (ranks - 1) / ranks * size_bytes
+
+
+@dataclass(frozen=True)
+class Comm:
+    """Per-iteration communication of one GPU: bytes sent and seconds on the critical path."""
+
+    tp_bytes: float  # tensor/sequence-parallel activation collectives
+    pp_bytes: float  # pipeline point-to-point
+    dp_bytes: float  # gradient reduction and ZeRO weight gathers
+    tp_layer_pass_s: float  # one layer, one micro-batch, one forward or backward pass
+    pp_p2p_s: float  # one activation (or gradient) transfer between stages
+    dp_s: float  # gradient / weight collectives after the pipeline flush
+
+    @property
+    def activation_bytes(self) -> float:
+        return self.tp_bytes + self.pp_bytes
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.dp_bytes
+
+
+def tp_passes(plan: Plan) -> int:
+    """Forward-like passes per micro-batch that run the tensor-parallel collectives."""
+    return 3 if plan.recompute == "full" else 2
+
+
+def comm(model: GptConfig, plan: Plan, scheme: LlmScheme, fabric: Fabric,
+         stage_params: float) -> Comm:
+    """Volumes and times of the tensor-, pipeline- and data-parallel traffic of one GPU."""
+    t, p, d, v = plan.tp, plan.pp, plan.dp, plan.interleave
+    act = model.seq * plan.micro_batch * model.hidden  # elements of one s x b x h tensor
+    layers = model.layers // p
+    # each Megatron all-reduce = reduce-scatter (reduce bytes) + all-gather (gather bytes)
+    rs, ag = act * scheme.act_reduce_bytes, act * scheme.act_gather_bytes
+    per_pass_bytes = 2 * (ring_sent("reduce-scatter", t, rs) + ring_sent("all-gather", t, ag))
+    tp_layer_pass_s = 2 * (fabric.collective_s("reduce-scatter", rs, t, 1)
+                           + fabric.collective_s("all-gather", ag, t, 1))
+    tp_bytes = per_pass_bytes * layers * tp_passes(plan) * plan.n_micro
+    # pipeline: a 16-bit activation forward and its gradient backward, per chunk boundary
+    p2p_bytes = 2 * act / t if p > 1 else 0.0
+    pp_bytes = 2 * p2p_bytes * v * plan.n_micro if p > 1 else 0.0
+    pp_across = t * d >= fabric.gpus_per_node
+    pp_p2p_s = fabric.p2p_s(p2p_bytes, pp_across)
+    # data parallel, over ranks tp apart
+    gb = stage_params * scheme.grad_comm_bytes
+    wb = stage_params * scheme.weight_comm_bytes
+    if plan.zero == 0:
+        dp_bytes = ring_sent("all-reduce", d, gb)
+        dp_s = fabric.collective_s("all-reduce", gb, d, t)
+    else:
+        gathers = 2 if plan.zero == 3 else 1
+        dp_bytes = ring_sent("reduce-scatter", d, gb) + gathers * ring_sent("all-gather", d, wb)
+        dp_s = (fabric.collective_s("reduce-scatter", gb, d, t)
+                + gathers * fabric.collective_s("all-gather", wb, d, t))
+    return Comm(tp_bytes=tp_bytes, pp_bytes=pp_bytes, dp_bytes=dp_bytes,
+                tp_layer_pass_s=tp_layer_pass_s, pp_p2p_s=pp_p2p_s, dp_s=dp_s)

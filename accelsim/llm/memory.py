@@ -1,0 +1,113 @@
+"""Memory per GPU of a 3-D parallel GPT training run: model states (weights, gradients,
+optimizer states per scheme, sharded by ZeRO stage) and activations (Korthikanti et al. 2022,
+"Reducing Activation Recomputation in Large Transformer Models", arXiv:2205.05198, section 4).
+
+Activations per layer per micro-batch, in bytes, with 16-bit tensors (Korthikanti Table 2):
+no parallelism sbh(34 + 5as/h); tensor parallel sbh(10 + 24/t + 5as/(ht)); tensor + sequence
+parallel sbh/t (34 + 5as/h); selective recomputation drops the 5as/h term; full recomputation
+keeps only the 2sbh layer input. The 34 splits into 10 replicated without sequence parallelism
+(two LayerNorm inputs 4, QKV and FC1 inputs 2 + 2, two dropout masks 2) and 24 split over the
+tensor-parallel ranks (Q and K 4, V 2, projection input 2, GeLU input 8, FC2 input 8); a scheme
+that saves linear-layer inputs in FP8 halves the 2 + 2 + 2 + 8 of those inputs. The first
+pipeline stage holds ``pp`` micro-batches in flight under 1F1B, so it stores L layers' worth
+(times 1 + (p-1)/(p v) interleaved; Korthikanti section 4.2.3); that stage is the one reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from accelsim.llm.plan import Plan
+from accelsim.llm.schemes import LlmScheme
+from accelsim.workload.gpt import GptConfig
+
+GIB = 2 ** 30
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per GPU on the most loaded (first) pipeline stage."""
+
+    params: float  # parameters held by the stage (before ZeRO sharding)
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+
+    @property
+    def model_states_bytes(self) -> float:
+        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return self.model_states_bytes + self.activations_bytes
+
+    @property
+    def total_GiB(self) -> float:
+        return self.total_bytes / GIB
+
+
+def stage_params(model: GptConfig, plan: Plan) -> float:
+    """Parameters per GPU of the first pipeline stage (the largest one): its layers split over
+    the tensor-parallel ranks (LayerNorms and the row-parallel biases replicated) plus the
+    vocabulary-parallel word embedding and the (replicated) position embedding."""
+    h, f, t = model.hidden, model.ffn_size, plan.tp
+    split = 4 * h * h + 2 * h * f + 3 * h + f  # QKV, projection, FC1, FC2 weights; QKV, FC1 bias
+    layer = split / t + (model.params_per_layer - split)
+    n_layers = model.layers // plan.pp
+    emb = model.vocab * h / t + model.n_positions * h
+    if plan.pp == 1:
+        emb += 2 * h + model.head_params / t  # final LayerNorm and an untied head, same stage
+    return n_layers * layer + emb
+
+
+def activation_bytes_per_layer(model: GptConfig, plan: Plan, scheme: LlmScheme) -> float:
+    """Saved activations of one layer and one micro-batch on one GPU (bytes)."""
+    s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
+    sbh = s * b * h
+    f_ratio = model.ffn_size / (4 * h)  # Korthikanti's 8 + 8 are FFN = 4h tensors
+    if plan.recompute == "full":
+        return 2 * sbh / (t if plan.sequence_parallel else 1)
+    r = scheme.saved_linear_input_bytes / 2
+    replicated = 4 + 2 + 2 * r + 2 * r
+    split = 4 + 2 + 2 * r + f_ratio * (8 + 8 * r)
+    scores = 0.0 if (plan.recompute == "selective" or model.flash_attention) else 5 * a * s / h
+    if plan.sequence_parallel:
+        return sbh * (replicated + split + scores) / t
+    return sbh * (replicated + (split + scores) / t)
+
+
+def in_flight_layers(model: GptConfig, plan: Plan) -> float:
+    """Layers' worth of micro-batch activations the first stage holds at its peak."""
+    p, v = plan.pp, plan.interleave
+    per_stage = model.layers / p
+    in_flight = min(p, plan.n_micro)
+    factor = 1 + (p - 1) / (p * v) if v > 1 else 1.0
+    return per_stage * in_flight * factor
+
+
+def model_state_bytes(n_params: float, scheme: LlmScheme, zero: int, dp: int
+                      ) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) bytes of ``n_params`` parameters on one GPU under
+    ZeRO stage ``zero`` over ``dp`` ranks (Rajbhandari et al. SC'20, section 5: stage 1 shards
+    the optimizer states, 2 also the gradients, 3 also the weights)."""
+    w = n_params * scheme.weight_bytes / (dp if zero >= 3 else 1)
+    g = n_params * scheme.grad_bytes / (dp if zero >= 2 else 1)
+    o = n_params * scheme.optimizer_bytes / (dp if zero >= 1 else 1)
+    return w, g, o
+
+
+def memory(model: GptConfig, plan: Plan, scheme: LlmScheme) -> Memory:
+    """Memory per GPU: model states after ZeRO sharding and activations of the first stage."""
+    plan.check_model(model)
+    n = stage_params(model, plan)
+    w, g, o = model_state_bytes(n, scheme, plan.zero, plan.dp)
+    act = activation_bytes_per_layer(model, plan, scheme) * in_flight_layers(model, plan)
+    if plan.recompute == "full":
+        # the layer being recomputed holds its full activations once, during its backward
+        act += activation_bytes_per_layer(model, replace(plan, recompute="none"), scheme)
+    # embedding dropout mask (1 byte per element) of each in-flight micro-batch
+    act += model.seq * plan.micro_batch * model.hidden * min(plan.pp, plan.n_micro) / (
+        plan.tp if plan.sequence_parallel else 1)
+    return Memory(params=n, weights_bytes=w, grads_bytes=g, optimizer_bytes=o,
+                  activations_bytes=act)

@@ -1,0 +1,95 @@
+"""A 3-D parallel training plan (tensor x pipeline x data parallel, micro-batching, interleaved
+stages, recomputation, sequence parallelism, ZeRO stage) and the few global, physical
+parameters of the LLM timing model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelsim.workload.gpt import GptConfig
+
+RECOMPUTE = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How ``tp x pp x dp`` GPUs train one global batch.
+
+    Ranks are laid out as Megatron-LM does: tensor-parallel ranks adjacent (inside a node),
+    then data-parallel, then pipeline stages (rank = t + tp * (d + dp * p)).
+    ``interleave`` is the number of model chunks per pipeline stage (1: plain 1F1B).
+    ``overlap_grad_reduce``: the gradient reduction runs during the last micro-batch's backward
+    pass (PyTorch DDP buckets) instead of after the pipeline flush (Megatron's local DDP).
+    """
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    global_batch: int
+    interleave: int = 1
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    zero: int = 0
+    overlap_grad_reduce: bool = False
+
+    def __post_init__(self) -> None:
+        for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"plan {f} must be an integer >= 1, got {v!r}")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, "
+                             f"got {self.recompute!r}")
+        if self.zero not in ZERO_STAGES:
+            raise ValueError(f"plan zero must be one of 0, 1, 2, 3, got {self.zero!r}")
+        if self.global_batch % (self.micro_batch * self.dp):
+            raise ValueError(f"global batch {self.global_batch} is not a multiple of "
+                             f"micro-batch x dp = {self.micro_batch} x {self.dp}")
+        if self.interleave > 1 and self.pp == 1:
+            raise ValueError(f"interleave {self.interleave} needs pipeline parallelism (pp > 1)")
+        if self.interleave > 1 and self.n_micro % self.pp:
+            raise ValueError(f"interleaved schedule needs micro-batches per pipeline "
+                             f"({self.n_micro}) to be a multiple of pp ({self.pp})")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def n_micro(self) -> int:
+        """Micro-batches per pipeline per iteration."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    def check_model(self, model: GptConfig) -> None:
+        """Raise ValueError when ``model`` cannot be split this way (invalid, not infeasible)."""
+        if model.heads % self.tp:
+            raise ValueError(f"heads {model.heads} not divisible by tp {self.tp}")
+        if model.ffn_size % self.tp:
+            raise ValueError(f"ffn {model.ffn_size} not divisible by tp {self.tp}")
+        if model.layers % (self.pp * self.interleave):
+            raise ValueError(f"layers {model.layers} not divisible by pp x interleave = "
+                             f"{self.pp} x {self.interleave}")
+        if self.sequence_parallel and model.seq % self.tp:
+            raise ValueError(f"sequence parallelism needs seq {model.seq} divisible by tp "
+                             f"{self.tp}")
+
+
+@dataclass(frozen=True)
+class LlmParams:
+    """Global physical parameters (one set for every case; fitted by scripts/llm_fit.py).
+
+    network_efficiency: fraction of a link's bandwidth a collective reaches (NCCL bus bandwidth
+        over the wire rate).
+    memory_efficiency: fraction of HBM bandwidth that the non-GEMM (element-wise) kernels reach.
+    """
+
+    network_efficiency: float = 0.5  # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1)
+    memory_efficiency: float = 0.45  # fitted: scripts/llm_fit.py
+
+    def __post_init__(self) -> None:
+        for f in ("network_efficiency", "memory_efficiency"):
+            v = getattr(self, f)
+            if not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise ValueError(f"LlmParams.{f} must be in (0, 1], got {v!r}")

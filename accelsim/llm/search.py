@@ -1,0 +1,102 @@
+"""Plan search: for a model, a GPU count and a global batch, every (TP, PP, micro-batch,
+interleave, recompute, sequence parallelism, ZeRO stage) with DP = GPUs / (TP x PP), evaluated
+with the sweep machinery (:func:`accelsim.dse.sweep.run_sweep`) into one tidy table; a plan that
+cannot be formed or does not fit the GPU's memory is a row with ``status="infeasible"`` and its
+reason, the rest are ranked by throughput (ties: less memory first)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from accelsim.arch import System, build_system
+from accelsim.dse.sweep import Infeasible, SweepSpec, run_sweep
+from accelsim.llm.plan import RECOMPUTE, ZERO_STAGES, LlmParams, Plan
+from accelsim.llm.predict import predict
+from accelsim.workload.gpt import GptConfig
+
+OUTPUT_COLUMNS = ("dp", "iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu",
+                  "memory_GiB_per_gpu", "weight_comm_GB", "activation_comm_GB", "bubble_s",
+                  "dp_comm_s")
+MODEL_KEYS = ("layers", "hidden", "heads", "seq", "vocab", "ffn", "flash_attention")
+
+
+def _pow2_upto(n: int) -> tuple[int, ...]:
+    out, x = [], 1
+    while x <= n:
+        out.append(x)
+        x *= 2
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _system(path: str) -> System:
+    return build_system(path)
+
+
+def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
+    """Sweep evaluator (top level, picklable): one plan -> its outputs, or Infeasible."""
+    model = GptConfig(**{k: point[k] for k in MODEL_KEYS})
+    system = _system(point["system"])
+    gpus, tp, pp = point["gpus"], point["tp"], point["pp"]
+    if point["sequence_parallel"] and tp == 1:
+        raise Infeasible("sequence parallelism is the same plan as none with tp 1")
+    if gpus % (tp * pp):
+        raise Infeasible(f"tp x pp = {tp * pp} does not divide {gpus} GPUs")
+    try:
+        plan = Plan(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=point["micro_batch"],
+                    global_batch=point["global_batch"], interleave=point["interleave"],
+                    recompute=point["recompute"], sequence_parallel=point["sequence_parallel"],
+                    zero=point["zero"])
+        plan.check_model(model)
+    except ValueError as exc:
+        raise Infeasible(str(exc)) from None
+    if tp > system.chips:
+        raise Infeasible(f"tp {tp} spans more than one {system.chips}-GPU node")
+    params = LlmParams(network_efficiency=point["network_efficiency"],
+                       memory_efficiency=point["memory_efficiency"])
+    r = predict(model, plan, point["scheme"], system, params)
+    cap = system.chip.memory_capacity_bytes
+    if r.memory.total_bytes > cap:
+        raise Infeasible(f"needs {r.memory.total_GiB:.1f} GiB per GPU > {cap / 2**30:.0f} GiB")
+    d = r.as_dict()
+    return {k: d[k] for k in OUTPUT_COLUMNS}
+
+
+evaluate_plan.columns = OUTPUT_COLUMNS
+
+
+def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int, scheme: str,
+                params: LlmParams = LlmParams(), *, max_tp: int = 8,
+                micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+                interleaves: tuple[int, ...] = (1, 2, 4)) -> SweepSpec:
+    """The search space as a sweep: TP and PP powers of two (PP also any divisor of the layer
+    count), micro-batches, interleave, recompute, sequence parallelism and ZeRO as axes."""
+    if gpus < 1 or global_batch < 1:
+        raise ValueError(f"gpus and global batch must be >= 1, got {gpus}, {global_batch}")
+    pps = sorted({p for p in range(1, model.layers + 1) if model.layers % p == 0 and p <= gpus})
+    base = dict(system=str(system_path), gpus=gpus, global_batch=global_batch, scheme=scheme,
+                network_efficiency=params.network_efficiency,
+                memory_efficiency=params.memory_efficiency,
+                layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
+                vocab=model.vocab, ffn=model.ffn, flash_attention=model.flash_attention)
+    axes = (("tp", _pow2_upto(min(max_tp, gpus))), ("pp", tuple(pps)),
+            ("micro_batch", micro_batches), ("interleave", interleaves),
+            ("recompute", RECOMPUTE), ("sequence_parallel", (False, True)),
+            ("zero", ZERO_STAGES))
+    return SweepSpec(base=tuple(base.items()), axes=axes)
+
+
+def search(model: GptConfig, system_path: str, gpus: int, global_batch: int, scheme: str,
+           params: LlmParams = LlmParams(), *, executor: str = "serial",
+           workers: int | None = None, out=None, **space):
+    """Run the plan search; returns the tidy table, feasible plans first, fastest first."""
+    spec = search_spec(model, system_path, gpus, global_batch, scheme, params, **space)
+    table = run_sweep(spec, evaluate_plan, out, executor=executor, workers=workers,
+                      progress=False)
+    table = table.assign(_ok=table["status"] != "ok").sort_values(
+        ["_ok", "samples_per_s", "memory_GiB_per_gpu"], ascending=[True, False, True],
+        kind="stable")
+    table = table.drop(columns="_ok").reset_index(drop=True)
+    return table.astype({"dp": "Int64"})

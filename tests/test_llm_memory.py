@@ -1,0 +1,115 @@
+"""Memory per GPU against published accounting: Korthikanti et al. 2022 (activations per layer,
+Table 2; first pipeline stage, section 4.2.3), Rajbhandari et al. SC'20 (ZeRO model states,
+Figure 1) and FP8-LM (16 -> 6 bytes per parameter)."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelsim.llm import Plan, get_scheme, memory
+from accelsim.llm.memory import activation_bytes_per_layer, in_flight_layers, model_state_bytes
+from accelsim.workload.gpt import GptConfig
+
+BF16 = get_scheme("bf16")
+# Korthikanti et al. Table 3's 530B model (h 20480, a 128, s 2048, L 105)
+M530 = GptConfig(layers=105, hidden=20480, heads=128, seq=2048, vocab=51200)
+
+
+def _plan(t=8, p=1, b=1, **kw):
+    return Plan(tp=t, pp=p, dp=1, micro_batch=b, global_batch=64 * b, **kw)
+
+
+@pytest.mark.parametrize("t", [1, 2, 8])
+@pytest.mark.parametrize("b", [1, 4])
+def test_korthikanti_table2(t, b):
+    s, h, a = 2048, 20480, 128
+    sbh = s * b * h
+    act = lambda **kw: activation_bytes_per_layer(M530, _plan(t=t, b=b, **kw), BF16)  # noqa: E731
+    assert act() == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)), rel=1e-12)
+    assert act(sequence_parallel=True) == pytest.approx(sbh / t * (34 + 5 * a * s / h), rel=1e-12)
+    assert act(sequence_parallel=True, recompute="selective") == pytest.approx(34 * sbh / t,
+                                                                              rel=1e-12)
+    assert act(recompute="selective") == pytest.approx(sbh * (10 + 24 / t), rel=1e-12)
+    assert act(recompute="full") == pytest.approx(2 * sbh, rel=1e-12)
+
+
+def test_first_stage_holds_L_layers_and_the_interleave_factor():
+    # Korthikanti 4.2.3: 1F1B stores p micro-batches x L/p layers = L layers' worth;
+    # interleaved: x (1 + (p-1)/(p v))
+    plan = Plan(tp=8, pp=35, dp=1, micro_batch=1, global_batch=70)
+    assert in_flight_layers(M530, plan) == pytest.approx(105)
+    inter = Plan(tp=8, pp=35, dp=1, micro_batch=1, global_batch=70, interleave=3)
+    assert in_flight_layers(M530, inter) == pytest.approx(105 * (1 + 34 / 105))
+    few = Plan(tp=8, pp=35, dp=1, micro_batch=1, global_batch=7)  # only 7 micro-batches
+    assert in_flight_layers(M530, few) == pytest.approx(3 * 7)
+
+
+def test_flash_attention_keeps_no_score_matrix():
+    flash = GptConfig(layers=105, hidden=20480, heads=128, seq=2048, vocab=51200,
+                      flash_attention=True)
+    sbh = 2048 * 20480
+    assert activation_bytes_per_layer(flash, _plan(t=8), BF16) == pytest.approx(
+        sbh * (10 + 24 / 8))
+
+
+def test_bytes_per_parameter_fp8_lm():
+    # FP8-LM section 2.3: 16 bytes per parameter with the FP32 optimizer path, 6 with precision
+    # decoupling (FP16 master 2 + FP8 gradient 1 + FP8 m 1 + FP16 v 2)
+    assert get_scheme("bf16").bytes_per_param == 16
+    assert get_scheme("te-fp8").bytes_per_param == 16
+    assert get_scheme("fp8-lm").bytes_per_param == 6
+
+
+def test_zero_figure1():
+    # Rajbhandari et al. SC'20 Figure 1: 7.5B parameters, 64-way DP, K = 12:
+    # baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB
+    psi = 7.5e9
+    got = [sum(model_state_bytes(psi, BF16, z, 64)) / 1e9 for z in (0, 1, 2, 3)]
+    assert [round(x, 1) for x in got] == [120.0, 31.4, 16.6, 1.9]
+
+
+def test_memory_shrinks_with_every_sharding_knob():
+    m = GptConfig(layers=24, hidden=2048, heads=16, seq=2048, vocab=51200)
+    base = dict(tp=2, pp=2, dp=4, micro_batch=2, global_batch=64)
+    totals = [memory(m, Plan(**base, zero=z), BF16).total_bytes for z in (0, 1, 2, 3)]
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
+    acts = [memory(m, Plan(**base, recompute=r), BF16).activations_bytes
+            for r in ("none", "selective", "full")]
+    assert acts == sorted(acts, reverse=True)
+    sp = memory(m, Plan(**base, sequence_parallel=True), BF16).activations_bytes
+    assert sp < acts[0]
+    fp8 = memory(m, Plan(**base), get_scheme("fp8-lm")).total_bytes
+    assert fp8 < totals[0]
+
+
+def test_stage_params_add_up_to_the_model():
+    m = GptConfig(layers=24, hidden=2048, heads=16, seq=2048, vocab=51200)
+    one = memory(m, Plan(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1), BF16)
+    assert one.params == m.n_params
+    t4 = memory(m, Plan(tp=4, pp=1, dp=1, micro_batch=1, global_batch=1), BF16)
+    h, f = 2048, 8192
+    split = 24 * (4 * h * h + 2 * h * f + 3 * h + f) + 51200 * h  # column/row/vocab-parallel
+    assert t4.params == pytest.approx(split / 4 + (m.n_params - split), rel=1e-12)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(tp=3), "heads 16 not divisible by tp 3"),
+    (dict(pp=5), "layers 24 not divisible by pp x interleave"),
+])
+def test_invalid_split_names_the_value(kw, msg):
+    m = GptConfig(layers=24, hidden=2048, heads=16, seq=2048, vocab=51200)
+    plan = Plan(**{**dict(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1), **kw})
+    with pytest.raises(ValueError, match=msg):
+        memory(m, plan, BF16)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(global_batch=10, micro_batch=4), "not a multiple of micro-batch x dp"),
+    (dict(interleave=2), "needs pipeline parallelism"),
+    (dict(recompute="some"), "recompute must be one of"),
+    (dict(zero=4), "zero must be one of"),
+    (dict(tp=0), "tp must be an integer >= 1"),
+])
+def test_bad_plan(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        Plan(**{**dict(tp=1, pp=1, dp=1, micro_batch=1, global_batch=8), **kw})

@@ -1,0 +1,46 @@
+"""The committed global parameters are re-derived, not trusted: they are the optimum of
+scripts/llm_fit.py's objective on its grid neighbourhood, and at them every Narayanan SC'21
+Table 1 case is within the 15 % target."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from accelsim.arch import build_system
+from accelsim.llm import LlmParams
+from accelsim.paths import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+import llm_fit  # noqa: E402
+
+A100 = build_system(REPO_ROOT / "arch_configs" / "dgx-a100.toml")
+
+
+def test_defaults_are_the_fit_optimum_on_the_grid():
+    d = LlmParams()
+    best = llm_fit.rms(llm_fit.errors(A100, d))
+    for dn, dm in ((0.05, 0), (-0.05, 0), (0, 0.05), (0, -0.05)):
+        p = LlmParams(network_efficiency=round(d.network_efficiency + dn, 2),
+                      memory_efficiency=round(d.memory_efficiency + dm, 2))
+        assert llm_fit.rms(llm_fit.errors(A100, p)) >= best
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_megatron_table1_within_target(case):
+    name, pred, pub = llm_fit.errors(A100, LlmParams())[case]
+    assert abs(pred / pub - 1) <= 0.15, name
+
+
+def test_committed_validation_report_is_current():
+    import pandas as pd
+
+    import llm_validate
+
+    committed = pd.read_csv(REPO_ROOT / "reports" / "llm_validation.csv")
+    fresh = pd.DataFrame(llm_validate.rows())
+    assert list(committed.case) == list(fresh.case)
+    assert list(committed.quantity) == list(fresh.quantity)
+    assert committed.predicted.to_numpy() == pytest.approx(fresh.predicted.to_numpy(), rel=1e-3)
+    assert (committed.source.str.len() > 0).all()
