@@ -22,6 +22,8 @@ FORBIDDEN = {
     "llm": {"report", "cli", "commands"},
     "report": {"cli", "commands"},
 }
+#: top-level single-job modules every room may use (no accelsim imports of their own)
+SHARED_MODULES = {"ring", "paths"}
 THIRD_PARTY_HOME = {"simpy": {"netsim"}, "matplotlib": {"report"}, "networkx": {"netsim"}}
 
 
@@ -54,3 +56,28 @@ def test_imports_flow_one_way(path):
         home = THIRD_PARTY_HOME.get(parts[0])
         if home is not None:
             assert room in home, f"{path.name}: {parts[0]} imported outside {sorted(home)} ({room})"
+
+
+def _private_imports(path: Path) -> list[str]:
+    """``from accelsim.<room>... import _name`` where <room> is not the file's own room."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    room = _room(path)
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] == "accelsim" and len(parts) > 1 and parts[1] != room:
+                bad += [f"from {node.module} import {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_no_private_name_crosses_a_room(path):
+    """Another room's private name is not API: make it public where it is defined."""
+    assert _private_imports(path) == []
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_MODULES))
+def test_shared_modules_import_no_room(name):
+    assert not any(n.startswith("accelsim.") for n in _imports(PKG / f"{name}.py"))

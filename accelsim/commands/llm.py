@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch import build_system
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.cli import UserError
     from accelsim.commands._common import system_path
     from accelsim.llm import Plan, predict
     from accelsim.workload.gpt import GptConfig

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.netsim.schedule import Schedule
+# The ring term has one owner, shared with the per-layer compute model (accelsim.perf).
+from accelsim.ring import RING_KINDS, ring_collective_time  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -109,40 +111,6 @@ def analytic_time(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None
                           steps=n_steps, transfers=s.n_transfers)
 
 
-RING_KINDS = {"reduce-scatter": 1.0, "all-gather": 1.0, "all-reduce": 2.0}
-
-
-def ring_collective_time(kind: str, ranks, size_bytes, bandwidth_Bps, latency_s=0.0):
-    """Time of a ring collective among ``ranks`` chips: THE ring term of accelsim.
-
-    ``size_bytes`` is the whole vector each rank holds (nccl-tests "size"), ``bandwidth_Bps``
-    what one rank sends per second along the ring (the sum over its directional rings) and
-    ``latency_s`` the fixed cost of one ring step.  Reduce-scatter and all-gather take p-1
-    steps of ``latency_s + size / (p x bandwidth)``; all-reduce is the two in sequence, so
-
-        T = f (p - 1) (latency_s + size / (p bandwidth)),   f = 2 for all-reduce, else 1,
-
-    whose bandwidth term is the lower bound f (p-1)/p size/bandwidth.  ``kind`` is
-    ``reduce-scatter``, ``all-gather`` or ``all-reduce`` (underscores accepted).  Numpy arrays
-    broadcast (a rank count of 1, or 0, costs nothing); scalars give a float.
-    """
-    key = str(kind).replace("_", "-")
-    if key not in RING_KINDS:
-        raise ValueError(f"unknown ring collective {kind!r}; known: {', '.join(RING_KINDS)}")
-    p = np.asarray(ranks, dtype=np.float64)
-    size = np.asarray(size_bytes, dtype=np.float64)
-    bw = np.asarray(bandwidth_Bps, dtype=np.float64)
-    lat = np.asarray(latency_s, dtype=np.float64)
-    if np.any(p < 0) or np.any(size < 0) or np.any(lat < 0) or not np.all(bw > 0):
-        raise ValueError("ring collective needs ranks >= 0, size_bytes >= 0, latency_s >= 0 "
-                         f"and bandwidth_Bps > 0; got ranks={ranks!r}, size_bytes={size_bytes!r}, "
-                         f"bandwidth_Bps={bandwidth_Bps!r}, latency_s={latency_s!r}")
-    f = RING_KINDS[key]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # bandwidth term first, in the order f (p-1)/p size/bw, so that a caller holding only
-        # that term (latency 0) gets it bit for bit
-        t = np.where(p > 1, f * (p - 1) / p * size / bw + f * (p - 1) * lat, 0.0)
-    return float(t) if t.ndim == 0 else t
 
 
 def ring_time_closed_form(p: int, n_bytes: float, k: int, bandwidth_Bps: float,

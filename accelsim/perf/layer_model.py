@@ -52,6 +52,7 @@ import numpy as np
 
 from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency, chip_gemm_time, mac_rate
 from accelsim.perf.systolic import DATAFLOWS, MAPPINGS, gemm_cycles_array
+from accelsim.ring import ring_collective_time
 
 GEMM_PHASES = ("fwd", "bwd_data", "wgrad")
 ELEMENTWISE_PHASES = ("fwd", "bwd")
@@ -313,10 +314,10 @@ def _layout_transpose_s(system, layer, b_local, chip_mp, precision: str,
 
 
 def _ring_collective_s(kind: str, ranks, size_bytes, bandwidth_Bps):
-    """Bandwidth term of a ring collective among ``ranks`` over ``bandwidth_Bps`` per rank."""
-    p = np.asarray(ranks, dtype=np.float64)
-    factor = {"all_gather": 1.0, "reduce_scatter": 1.0, "all_reduce": 2.0}[kind]
-    return np.where(p > 1, factor * (p - 1) / p * size_bytes / bandwidth_Bps, 0.0)
+    """Bandwidth term of a ring collective among ``ranks`` over ``bandwidth_Bps`` per rank
+    (accelsim's one ring formula, no latency term); always an array."""
+    return np.asarray(ring_collective_time(kind, ranks, size_bytes, bandwidth_Bps),
+                      dtype=np.float64)
 
 
 def _chip_link_Bps(system, chip_mp):
