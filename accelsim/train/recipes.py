@@ -1,0 +1,180 @@
+"""Training recipes as data: which format each GEMM operand takes, which arith engine sums it,
+how weights are updated and how the loss is scaled. One frozen dataclass per concept, presets
+below, each citing the paper section it follows.
+
+A layer's three GEMMs take their operands from three tensor roles: ``act`` (activations: fwd A,
+wgrad A), ``weight`` (fwd B, bwd-data B) and ``grad`` (activation gradients: bwd-data A, wgrad
+B). The engine preset gives the accumulation (chunk, partial-sum format, output format,
+rounding); its operand formats are replaced per GEMM by the roles' formats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from accelsim.arith import PRESET_NAMES as ENGINE_NAMES
+from accelsim.numerics import FORMAT_NAMES, ROUNDING_MODES
+
+ROLES = ("act", "weight", "grad")
+SCALINGS = ("none", "s2fp8", "pts", "delayed")
+LOSS_SCALINGS = ("none", "static", "dynamic", "als")
+OPTIMIZERS = ("sgd", "adamw")
+UPDATE_RULES = ("master", "roundoff")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Operand formats, roundings and engine of one class of layers' GEMMs."""
+
+    act: str
+    weight: str
+    grad: str
+    engine: str
+    act_rounding: str = "rne"
+    weight_rounding: str = "rne"
+    grad_rounding: str = "rne"
+    # forward operands saturate at the format's max (HFP8 app. B: a 1-4-3 overflow saturates);
+    # gradients never do: an overflow there is an INF event for the loss scaler
+    saturate_forward: bool = False
+    scaling: str = "none"  # per-tensor scaling of every GEMM operand (see SCALINGS)
+
+    def __post_init__(self):
+        for role in ROLES:
+            _check(f"{role}", getattr(self, role), FORMAT_NAMES)
+            _check(f"{role}_rounding", getattr(self, f"{role}_rounding"), ROUNDING_MODES)
+        _check("engine", self.engine, ENGINE_NAMES)
+        _check("scaling", self.scaling, SCALINGS)
+
+    def format(self, role: str) -> str:
+        _check("role", role, ROLES)
+        return getattr(self, role)
+
+    def rounding(self, role: str) -> str:
+        _check("role", role, ROLES)
+        return getattr(self, f"{role}_rounding")
+
+
+@dataclass(frozen=True)
+class UpdatePrecision:
+    """Optimizer precisions. ``master``: weights kept in ``weight`` (fp32 master copy), the GEMMs
+    see them quantized; ``roundoff`` (HFP8 sec. 4.3): the stored weight is in ``weight`` and the
+    round-off residual in ``residual`` carries what the narrow weight cannot hold."""
+
+    rule: str = "master"
+    weight: str = "fp32"
+    grad: str = "fp32"
+    momentum: str = "fp32"  # SGD momentum / Adam first moment
+    second_moment: str = "fp32"  # Adam second moment
+    residual: str | None = None
+    rounding: str = "rne"
+
+    def __post_init__(self):
+        _check("rule", self.rule, UPDATE_RULES)
+        for key in ("weight", "grad", "momentum", "second_moment"):
+            _check(key, getattr(self, key), FORMAT_NAMES)
+        _check("rounding", self.rounding, ROUNDING_MODES)
+        if (self.rule == "roundoff") != (self.residual is not None):
+            raise ValueError(f"update rule {self.rule!r}: residual must be set exactly for "
+                             f"'roundoff', got residual={self.residual!r}")
+        if self.residual is not None:
+            _check("residual", self.residual, FORMAT_NAMES)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A low-precision training recipe: GEMM precisions, update precisions, loss scaling."""
+
+    name: str
+    source: str
+    body: Precision
+    edge: Precision | None = None  # first/last layer and 1x1 shortcut convs; None: as body
+    update: UpdatePrecision = UpdatePrecision()
+    optimizer: str = "sgd"
+    loss_scaling: str = "none"
+    init_loss_scale: float = 1.0
+    scale_window: int = 2000  # clean steps before a dynamic scale doubles
+
+    def __post_init__(self):
+        _check("optimizer", self.optimizer, OPTIMIZERS)
+        _check("loss_scaling", self.loss_scaling, LOSS_SCALINGS)
+        if not self.init_loss_scale > 0:
+            raise ValueError(f"recipe {self.name!r}: init_loss_scale must be > 0, got {self.init_loss_scale!r}")
+        if not isinstance(self.scale_window, int) or self.scale_window < 1:
+            raise ValueError(f"recipe {self.name!r}: scale_window must be a positive integer, "
+                             f"got {self.scale_window!r}")
+
+    def precision(self, tag: str) -> Precision:
+        """Precision of a layer tagged ``body``, ``first``, ``last`` or ``shortcut``."""
+        _check("layer tag", tag, ("body", "first", "last", "shortcut"))
+        if tag == "body" or self.edge is None:
+            return self.body
+        return self.edge
+
+
+def _check(key, value, choices):
+    if value not in choices:
+        raise ValueError(f"{key}={value!r} is not one of {', '.join(map(str, choices))}")
+
+
+_FP32 = Precision("fp32", "fp32", "fp32", "fp32-fma")
+# HFP8 edge layers: DLFloat16 operands on the DLFloat16 accumulation engine (app. A/B).
+_DLF = Precision("dlfloat16", "dlfloat16", "dlfloat16", "hfp8")
+
+PRESETS: dict[str, Recipe] = {r.name: r for r in (
+    Recipe(
+        # Reference: every operand in IEEE binary32, sequential FP32 FMA accumulation (the
+        # fp32-fma engine with fp32 operands), FP32 SGD.
+        name="fp32", source="IEEE 754 binary32 reference", body=_FP32,
+    ),
+    Recipe(
+        # Micikevicius et al., "Mixed Precision Training", ICLR 2018: FP16 operands, FP32
+        # accumulation and master weights, dynamic loss scaling (NVIDIA APEX: initial 2^16,
+        # doubled after 2000 clean steps, halved and the step skipped on INF/NaN).
+        name="fp16-amp", source="Micikevicius et al., ICLR 2018; NVIDIA APEX dynamic loss scaler",
+        body=Precision("fp16", "fp16", "fp16", "h100-fp16"),
+        loss_scaling="dynamic", init_loss_scale=2.0**16, scale_window=2000,
+    ),
+    Recipe(
+        # Kalamkar et al., "A Study of BFLOAT16 for Deep Learning Training", arXiv:1905.12322:
+        # BF16 operands, FP32 accumulation and master weights; the dynamic scaler is kept as in
+        # torch.cuda.amp (it rarely fires with BF16's FP32-sized range).
+        name="bf16-amp", source="Kalamkar et al., arXiv:1905.12322; torch.cuda.amp GradScaler",
+        body=Precision("bf16", "bf16", "bf16", "h100-bf16"),
+        loss_scaling="dynamic", init_loss_scale=2.0**16, scale_window=2000,
+    ),
+    Recipe(
+        # Sun et al., "Hybrid 8-bit Floating Point (HFP8) Training and Inference", NeurIPS 2019,
+        # app. A/B: 1-4-3 (bias 11) weights and activations (forward overflow saturates), 1-5-2
+        # activation gradients (overflow = INF event), DLFloat16 accumulation in chunks of 64
+        # with 1-6-9 outputs (the hfp8 engine); first and last layer in 1-6-9; FP8 round-off
+        # update (sec. 4.3): 1-4-3 weights, 1-6-9 gradients, momentum and residual; loss scaling.
+        name="hfp8", source="Sun et al., NeurIPS 2019, sec. 4 and app. A/B",
+        body=Precision("hfp8-143", "hfp8-143", "hfp8-152", "hfp8", saturate_forward=True),
+        edge=_DLF,
+        update=UpdatePrecision(rule="roundoff", weight="hfp8-143", grad="dlfloat16",
+                               momentum="dlfloat16", residual="dlfloat16", rounding="rne"),
+        loss_scaling="dynamic", init_loss_scale=2.0**10, scale_window=500,
+    ),
+    Recipe(
+        # Cambier et al., "Shifted and Squeezed 8-bit Floating Point Format for Low-Precision
+        # Training of Deep Neural Networks", ICLR 2020, sec. 3-4: per-tensor statistics (shift
+        # and squeeze) of weights, activations and gradients into FP8 E5M2, FP32 accumulation,
+        # FP32 master weights, no loss scaling.
+        name="s2fp8", source="Cambier et al., ICLR 2020, sec. 3-4",
+        body=Precision("e5m2", "e5m2", "e5m2", "fp32-fma", scaling="s2fp8"),
+        edge=_FP32,
+    ),
+)}
+PRESET_NAMES = tuple(PRESETS)
+
+
+def get_recipe(name: str, **overrides) -> Recipe:
+    """A preset by name, fields replaced (e.g. ``get_recipe("hfp8", edge=None)``)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown recipe {name!r}; choose from {', '.join(PRESET_NAMES)}")
+    fields = {f.name for f in dataclasses.fields(Recipe)} - {"name"}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"unknown recipe field(s) {', '.join(map(repr, unknown))}; valid: {', '.join(sorted(fields))}")
+    return dataclasses.replace(PRESETS[name], **overrides)
