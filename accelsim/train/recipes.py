@@ -23,6 +23,11 @@ OPTIMIZERS = ("sgd", "adamw")
 UPDATE_RULES = ("master", "roundoff")
 
 
+def _check(key, value, choices):
+    if value not in choices:
+        raise ValueError(f"{key}={value!r} is not one of {', '.join(map(str, choices))}")
+
+
 @dataclass(frozen=True)
 class Precision:
     """Operand formats, roundings and engine of one class of layers' GEMMs."""
@@ -110,11 +115,6 @@ class Recipe:
         if tag == "body" or self.edge is None:
             return self.body
         return self.edge
-
-
-def _check(key, value, choices):
-    if value not in choices:
-        raise ValueError(f"{key}={value!r} is not one of {', '.join(map(str, choices))}")
 
 
 _FP32 = Precision("fp32", "fp32", "fp32", "fp32-fma")

@@ -1,0 +1,105 @@
+"""The datapath every GEMM of a training step runs through: quantize the two operands to the
+recipe's formats (with the recipe's per-tensor scaling), sum them on the recipe's arith engine.
+
+This is the single place where the HFP8/4-bit appendices' "quantization-enabled" framework
+lives: a layer only says which GEMM it runs (fwd, bwd, wgrad), which tensor roles its operands
+have (act, weight, grad) and its tag (first, last, body, shortcut).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelsim.arith import EngineConfig, get_engine, matmul
+from accelsim.numerics import decode, encode, get_format, quantize, s2fp8_quantize
+
+from .recipes import Recipe
+
+GEMM_KINDS = ("fwd", "bwd", "wgrad")
+
+
+@dataclass(frozen=True)
+class GemmRecord:
+    """What one GEMM saw (kept only when the datapath runs with ``check=True``)."""
+
+    kind: str
+    tag: str
+    engine: EngineConfig
+    a_format: str
+    b_format: str
+    a_representable: bool  # decode(encode(A)) == A in a_format (NaN-aware)
+    b_representable: bool
+
+
+class Datapath:
+    """Runs the GEMMs of a training step as ``recipe`` prescribes.
+
+    ``rng`` feeds stochastic rounding (only used when a recipe asks for ``sr``).
+    ``reference=True`` skips quantization and the engines (plain float64 matmul): the
+    independent oracle the finite-difference and float64 checks use.
+    """
+
+    def __init__(self, recipe: Recipe, rng: np.random.Generator, *, check: bool = False,
+                 reference: bool = False):
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        self.recipe = recipe
+        self.rng = rng
+        self.check = check
+        self.reference = reference
+        self.records: list[GemmRecord] = []
+        self.inf_events = 0  # gradient values that overflowed to +-inf when quantized
+        self.saturated = 0  # forward values clipped at the format's max
+        self._engines: dict[tuple[str, str, str], EngineConfig] = {}
+
+    # ------------------------------------------------------------------ engines
+    def engine(self, name: str, a_format: str, b_format: str) -> EngineConfig:
+        key = (name, a_format, b_format)
+        eng = self._engines.get(key)
+        if eng is None:
+            eng = self._engines[key] = get_engine(name, a_format=a_format, b_format=b_format)
+        return eng
+
+    # ------------------------------------------------------------------ operands
+    def quantize(self, x: np.ndarray, role: str, tag: str, forward: bool) -> tuple[np.ndarray, str]:
+        """(operand values, engine operand format) of tensor ``x`` in ``role``."""
+        prec = self.recipe.precision(tag)
+        fmt, mode = prec.format(role), prec.rounding(role)
+        rng = self.rng if mode == "sr" else None
+        if prec.scaling == "s2fp8":
+            # the GEMM sees X' = shift-and-squeeze round trip, held in fp32 (Cambier et al.
+            # sec. 4: the FP8 tensors are expanded for an FP32 GEMM)
+            xq = s2fp8_quantize(x, mode, fmt=fmt, rng=rng).values
+            return quantize(xq, "fp32", "rne"), "fp32"
+        saturate = forward and prec.saturate_forward
+        with np.errstate(over="ignore", invalid="ignore"):
+            q = quantize(x, fmt, mode, saturate=saturate, rng=rng)
+        if role == "grad":
+            self.inf_events += int(np.count_nonzero(np.isinf(q) & np.isfinite(x)))
+        elif saturate:
+            self.saturated += int(np.count_nonzero(np.abs(x) > get_format(fmt).max))
+        return q, fmt
+
+    def gemm(self, kind: str, a: np.ndarray, a_role: str, b: np.ndarray, b_role: str,
+             tag: str) -> np.ndarray:
+        """``a @ b`` as the recipe's datapath computes it (float64 array of the output values)."""
+        if kind not in GEMM_KINDS:
+            raise ValueError(f"GEMM kind {kind!r} is not one of {', '.join(GEMM_KINDS)}")
+        if self.reference:
+            return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+        forward = kind == "fwd"
+        aq, fa = self.quantize(a, a_role, tag, forward)
+        bq, fb = self.quantize(b, b_role, tag, forward)
+        eng = self.engine(self.recipe.precision(tag).engine, fa, fb)
+        if self.check:
+            self.records.append(GemmRecord(kind, tag, eng, fa, fb, _representable(aq, fa),
+                                           _representable(bq, fb)))
+        return matmul(aq, bq, eng, validate=False).astype(np.float64)
+
+
+def _representable(x: np.ndarray, fmt: str) -> bool:
+    with np.errstate(invalid="ignore", over="ignore"):
+        back = decode(encode(x, fmt), fmt)
+    return bool(np.all((back == x) | (np.isnan(back) & np.isnan(x))))
