@@ -20,6 +20,7 @@ FORBIDDEN = {
     "netsim": {"perf", "dse", "report", "cli", "commands"},
     "dse": {"report", "cli", "commands"},
     "report": {"cli", "commands"},
+    "train": {"arch", "workload", "perf", "netsim", "dse", "report", "cli", "commands"},
 }
 THIRD_PARTY_HOME = {"simpy": {"netsim"}, "matplotlib": {"report"}, "networkx": {"netsim"}}
 

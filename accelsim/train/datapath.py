@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.arith import EngineConfig, get_engine, matmul
+from accelsim.arith import EngineConfig, dot, get_engine, matmul
 from accelsim.numerics import decode, encode, get_format, quantize, s2fp8_quantize
 
 from .recipes import Recipe
@@ -26,6 +26,8 @@ class GemmRecord:
 
     kind: str
     tag: str
+    a_role: str
+    b_role: str
     engine: EngineConfig
     a_format: str
     b_format: str
@@ -87,16 +89,27 @@ class Datapath:
         """``a @ b`` as the recipe's datapath computes it (float64 array of the output values)."""
         if kind not in GEMM_KINDS:
             raise ValueError(f"GEMM kind {kind!r} is not one of {', '.join(GEMM_KINDS)}")
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if a.ndim != b.ndim or a.ndim not in (2, 3) or a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
+            raise ValueError(f"GEMM {kind}: shapes {a.shape} and {b.shape} do not multiply")
         if self.reference:
-            return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+            return a @ b
         forward = kind == "fwd"
         aq, fa = self.quantize(a, a_role, tag, forward)
         bq, fb = self.quantize(b, b_role, tag, forward)
         eng = self.engine(self.recipe.precision(tag).engine, fa, fb)
         if self.check:
-            self.records.append(GemmRecord(kind, tag, eng, fa, fb, _representable(aq, fa),
+            self.records.append(GemmRecord(kind, tag, a_role, b_role, eng, fa, fb, _representable(aq, fa),
                                            _representable(bq, fb)))
-        return matmul(aq, bq, eng, validate=False).astype(np.float64)
+        if a.ndim == 2:
+            return matmul(aq, bq, eng, validate=False).astype(np.float64)
+        # a batch of GEMMs (attention): every output is one row-paired dot product on the same
+        # engine, so the bits are those of a per-sample matmul, in one vectorized call
+        nb, m, k = aq.shape
+        n = bq.shape[2]
+        rows_a = np.broadcast_to(aq[:, :, None, :], (nb, m, n, k)).reshape(-1, k)
+        rows_b = np.broadcast_to(bq.transpose(0, 2, 1)[:, None, :, :], (nb, m, n, k)).reshape(-1, k)
+        return dot(rows_a, rows_b, eng).astype(np.float64).reshape(nb, m, n)
 
 
 def _representable(x: np.ndarray, fmt: str) -> bool:
