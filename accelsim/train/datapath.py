@@ -16,6 +16,7 @@ from accelsim.arith import EngineConfig, dot, get_engine, matmul
 from accelsim.numerics import decode, encode, get_format, quantize, s2fp8_quantize
 
 from .recipes import Recipe
+from .scaling import DelayedScaler, PerTensorScaler
 
 GEMM_KINDS = ("fwd", "bwd", "wgrad")
 
@@ -53,8 +54,9 @@ class Datapath:
         self.reference = reference
         self.records: list[GemmRecord] = []
         self.inf_events = 0  # gradient values that overflowed to +-inf when quantized
-        self.saturated = 0  # forward values clipped at the format's max
+        self.saturated = 0  # activation/weight values clipped at the format's max
         self._engines: dict[tuple[str, str, str], EngineConfig] = {}
+        self._tensor_scalers: dict = {}  # (site, kind, operand) -> PerTensorScaler / DelayedScaler
 
     # ------------------------------------------------------------------ engines
     def engine(self, name: str, a_format: str, b_format: str) -> EngineConfig:
@@ -65,8 +67,9 @@ class Datapath:
         return eng
 
     # ------------------------------------------------------------------ operands
-    def quantize(self, x: np.ndarray, role: str, tag: str, forward: bool) -> tuple[np.ndarray, str]:
-        """(operand values, engine operand format) of tensor ``x`` in ``role``."""
+    def quantize(self, x: np.ndarray, role: str, tag: str, site=None) -> tuple[np.ndarray, str, float]:
+        """(operand values, engine operand format, scale) of tensor ``x`` in ``role``: the GEMM
+        sees ``x * scale`` in the format; its output is divided by the scales (float64)."""
         prec = self.recipe.precision(tag)
         fmt, mode = prec.format(role), prec.rounding(role)
         rng = self.rng if mode == "sr" else None
@@ -74,19 +77,35 @@ class Datapath:
             # the GEMM sees X' = shift-and-squeeze round trip, held in fp32 (Cambier et al.
             # sec. 4: the FP8 tensors are expanded for an FP32 GEMM)
             xq = s2fp8_quantize(x, mode, fmt=fmt, rng=rng).values
-            return quantize(xq, "fp32", "rne"), "fp32"
-        saturate = forward and prec.saturate_forward
+            return quantize(xq, "fp32", "rne"), "fp32", 1.0
+        scale = 1.0
+        if prec.scaling in ("pts", "delayed"):
+            if site is None:
+                raise ValueError(f"per-tensor scaling {prec.scaling!r} needs a GEMM site key")
+            scaler = self._tensor_scalers.get(site)
+            if scaler is None:
+                scaler = self._tensor_scalers[site] = (PerTensorScaler(fmt) if prec.scaling == "pts"
+                                                       else DelayedScaler(fmt, history_len=16))
+            with np.errstate(invalid="ignore"):
+                scale = scaler.scale_for(x)
+        # forward tensors (activations, weights) saturate as the recipe says in every GEMM they
+        # enter; activation gradients have their own rule
+        saturate = prec.saturate_backward if role == "grad" else prec.saturate_forward
         with np.errstate(over="ignore", invalid="ignore"):
-            q = quantize(x, fmt, mode, saturate=saturate, rng=rng)
-        if role == "grad":
-            self.inf_events += int(np.count_nonzero(np.isinf(q) & np.isfinite(x)))
+            xs = x * scale if scale != 1.0 else x  # power of two: exact
+            q = quantize(xs, fmt, mode, saturate=saturate, rng=rng)
+        if role == "grad" and not saturate:
+            self.inf_events += int(np.count_nonzero(np.isinf(q) & np.isfinite(xs)))
         elif saturate:
-            self.saturated += int(np.count_nonzero(np.abs(x) > get_format(fmt).max))
-        return q, fmt
+            self.saturated += int(np.count_nonzero(np.abs(xs) > get_format(fmt).max))
+        return q, fmt, scale
 
     def gemm(self, kind: str, a: np.ndarray, a_role: str, b: np.ndarray, b_role: str,
-             tag: str) -> np.ndarray:
-        """``a @ b`` as the recipe's datapath computes it (float64 array of the output values)."""
+             tag: str, site=None) -> np.ndarray:
+        """``a @ b`` as the recipe's datapath computes it (float64 array of the output values).
+
+        ``site``: a hashable naming this GEMM in the network (per-tensor scalers keep state per
+        site and operand)."""
         if kind not in GEMM_KINDS:
             raise ValueError(f"GEMM kind {kind!r} is not one of {', '.join(GEMM_KINDS)}")
         a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -94,22 +113,22 @@ class Datapath:
             raise ValueError(f"GEMM {kind}: shapes {a.shape} and {b.shape} do not multiply")
         if self.reference:
             return a @ b
-        forward = kind == "fwd"
-        aq, fa = self.quantize(a, a_role, tag, forward)
-        bq, fb = self.quantize(b, b_role, tag, forward)
+        aq, fa, sa = self.quantize(a, a_role, tag, None if site is None else (site, kind, "a"))
+        bq, fb, sb = self.quantize(b, b_role, tag, None if site is None else (site, kind, "b"))
+        descale = 1.0 / (sa * sb)
         eng = self.engine(self.recipe.precision(tag).engine, fa, fb)
         if self.check:
             self.records.append(GemmRecord(kind, tag, a_role, b_role, eng, fa, fb, _representable(aq, fa),
                                            _representable(bq, fb)))
         if a.ndim == 2:
-            return matmul(aq, bq, eng, validate=False).astype(np.float64)
+            return matmul(aq, bq, eng, validate=False).astype(np.float64) * descale
         # a batch of GEMMs (attention): every output is one row-paired dot product on the same
         # engine, so the bits are those of a per-sample matmul, in one vectorized call
         nb, m, k = aq.shape
         n = bq.shape[2]
         rows_a = np.broadcast_to(aq[:, :, None, :], (nb, m, n, k)).reshape(-1, k)
         rows_b = np.broadcast_to(bq.transpose(0, 2, 1)[:, None, :, :], (nb, m, n, k)).reshape(-1, k)
-        return dot(rows_a, rows_b, eng).astype(np.float64).reshape(nb, m, n)
+        return dot(rows_a, rows_b, eng).astype(np.float64).reshape(nb, m, n) * descale
 
 
 def _representable(x: np.ndarray, fmt: str) -> bool:

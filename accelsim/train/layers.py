@@ -62,19 +62,19 @@ class Linear(Layer):
         self._shape = x.shape
         x2 = x.reshape(-1, x.shape[-1])
         self._x = x2
-        y = dp.gemm("fwd", x2, "act", self.params["W"], "weight", self.tag)
+        y = dp.gemm("fwd", x2, "act", self.params["W"], "weight", self.tag, id(self))
         if "b" in self.params:
             y = y + self.params["b"]
         return y.reshape(*x.shape[:-1], -1)
 
     def backward(self, dy, dp):
         dy2 = dy.reshape(-1, dy.shape[-1])
-        self.grads["W"] = dp.gemm("wgrad", self._x.T, "act", dy2, "grad", self.tag)
+        self.grads["W"] = dp.gemm("wgrad", self._x.T, "act", dy2, "grad", self.tag, id(self))
         if "b" in self.params:
             self.grads["b"] = dy2.sum(axis=0)
         if self.tag == "first":  # no layer below needs dL/dx (the input): skip the GEMM
             return None
-        dx = dp.gemm("bwd", dy2, "grad", self.params["W"].T, "weight", self.tag)
+        dx = dp.gemm("bwd", dy2, "grad", self.params["W"].T, "weight", self.tag, id(self))
         return dx.reshape(self._shape)
 
 
@@ -117,7 +117,7 @@ class Conv2d(Layer):
         B, _, H, W = x.shape
         cols = im2col(x, self.k, self.pad)
         self._cols = cols
-        y = dp.gemm("fwd", cols, "act", self.params["W"], "weight", self.tag)
+        y = dp.gemm("fwd", cols, "act", self.params["W"], "weight", self.tag, id(self))
         if "b" in self.params:
             y = y + self.params["b"]
         Ho, Wo = H + 2 * self.pad - self.k + 1, W + 2 * self.pad - self.k + 1
@@ -126,12 +126,12 @@ class Conv2d(Layer):
 
     def backward(self, dy, dp):
         dy2 = dy.transpose(0, 2, 3, 1).reshape(-1, dy.shape[1])
-        self.grads["W"] = dp.gemm("wgrad", self._cols.T, "act", dy2, "grad", self.tag)
+        self.grads["W"] = dp.gemm("wgrad", self._cols.T, "act", dy2, "grad", self.tag, id(self))
         if "b" in self.params:
             self.grads["b"] = dy2.sum(axis=0)
         if self.tag == "first":
             return None
-        dcols = dp.gemm("bwd", dy2, "grad", self.params["W"].T, "weight", self.tag)
+        dcols = dp.gemm("bwd", dy2, "grad", self.params["W"].T, "weight", self.tag, id(self))
         return col2im(dcols, self._shape, self.k, self.pad)
 
 
@@ -311,26 +311,26 @@ class SelfAttention(Layer):
     def children(self):
         return [self.q, self.k, self.v, self.o]
 
-    def _bmm(self, dp, kind, a, a_role, b, b_role):
-        return dp.gemm(kind, a, a_role, b, b_role, "body")
+    def _bmm(self, dp, kind, a, a_role, b, b_role, name):
+        return dp.gemm(kind, a, a_role, b, b_role, "body", (id(self), name))
 
     def forward(self, x, dp, train):
         Q, K, V = (m.forward(x, dp, train) for m in (self.q, self.k, self.v))
         s = 1.0 / math.sqrt(self.d)
-        S = self._bmm(dp, "fwd", Q, "act", K.transpose(0, 2, 1), "act") * s
+        S = self._bmm(dp, "fwd", Q, "act", K.transpose(0, 2, 1), "act", "S") * s
         P = softmax(S)
-        O = self._bmm(dp, "fwd", P, "act", V, "act")
+        O = self._bmm(dp, "fwd", P, "act", V, "act", "O")
         self._cache = (Q, K, V, P, s)
         return self.o.forward(O, dp, train)
 
     def backward(self, dy, dp):
         Q, K, V, P, s = self._cache
         dO = self.o.backward(dy, dp)
-        dP = self._bmm(dp, "bwd", dO, "grad", V.transpose(0, 2, 1), "act")
-        dV = self._bmm(dp, "wgrad", P.transpose(0, 2, 1), "act", dO, "grad")
+        dP = self._bmm(dp, "bwd", dO, "grad", V.transpose(0, 2, 1), "act", "dP")
+        dV = self._bmm(dp, "wgrad", P.transpose(0, 2, 1), "act", dO, "grad", "dV")
         dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True)) * s
-        dQ = self._bmm(dp, "bwd", dS, "grad", K, "act")
-        dK = self._bmm(dp, "wgrad", dS.transpose(0, 2, 1), "grad", Q, "act")
+        dQ = self._bmm(dp, "bwd", dS, "grad", K, "act", "dQ")
+        dK = self._bmm(dp, "wgrad", dS.transpose(0, 2, 1), "grad", Q, "act", "dK")
         return self.q.backward(dQ, dp) + self.k.backward(dK, dp) + self.v.backward(dV, dp)
 
 

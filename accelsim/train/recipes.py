@@ -21,6 +21,7 @@ SCALINGS = ("none", "s2fp8", "pts", "delayed")
 LOSS_SCALINGS = ("none", "static", "dynamic", "als")
 OPTIMIZERS = ("sgd", "adamw")
 UPDATE_RULES = ("master", "roundoff")
+ALLREDUCES = ("fp32", "pre", "post", "auto")
 
 
 def _check(key, value, choices):
@@ -39,9 +40,12 @@ class Precision:
     act_rounding: str = "rne"
     weight_rounding: str = "rne"
     grad_rounding: str = "rne"
-    # forward operands saturate at the format's max (HFP8 app. B: a 1-4-3 overflow saturates);
-    # gradients never do: an overflow there is an INF event for the loss scaler
+    # activations and weights saturate at the format's max (HFP8 app. B: a 1-4-3 overflow
+    # saturates), in whichever GEMM they enter;
+    # gradients saturate only with saturate_backward, else an overflow is an INF event for the
+    # loss scaler (HFP8's 1-5-2 rule)
     saturate_forward: bool = False
+    saturate_backward: bool = False
     scaling: str = "none"  # per-tensor scaling of every GEMM operand (see SCALINGS)
 
     def __post_init__(self):
@@ -99,12 +103,17 @@ class Recipe:
     loss_scaling: str = "none"
     init_loss_scale: float = 1.0
     scale_window: int = 2000  # clean steps before a dynamic scale doubles
+    workers: int = 1  # emulated data-parallel workers (the minibatch is split between them)
+    allreduce: str = "fp32"  # gradient all-reduce: fp32, or FP8-LM's pre / post / auto scaling
 
     def __post_init__(self):
         _check("optimizer", self.optimizer, OPTIMIZERS)
         _check("loss_scaling", self.loss_scaling, LOSS_SCALINGS)
         if not self.init_loss_scale > 0:
             raise ValueError(f"recipe {self.name!r}: init_loss_scale must be > 0, got {self.init_loss_scale!r}")
+        _check("allreduce", self.allreduce, ALLREDUCES)
+        if not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"recipe {self.name!r}: workers must be a positive integer, got {self.workers!r}")
         if not isinstance(self.scale_window, int) or self.scale_window < 1:
             raise ValueError(f"recipe {self.name!r}: scale_window must be a positive integer, "
                              f"got {self.scale_window!r}")
@@ -120,6 +129,21 @@ class Recipe:
 _FP32 = Precision("fp32", "fp32", "fp32", "fp32-fma")
 # HFP8 edge layers: DLFloat16 operands on the DLFloat16 accumulation engine (app. A/B).
 _DLF = Precision("dlfloat16", "dlfloat16", "dlfloat16", "hfp8")
+
+# Peng et al., "FP8-LM: Training FP8 Large Language Models", arXiv:2310.18313 (sec. 2, app. A):
+# E4M3 forward, E5M2 backward, delayed per-tensor scaling (amax history, MS-AMP ScalingMeta;
+# casts saturate, as Transformer Engine's FP8 casts do) on
+# Hopper FP8 tensor cores (h100-fp8, operand formats per GEMM); FP8 (E4M3, scaled) weight
+# gradients all-reduced over data-parallel workers with auto-scaling mu; AdamW with precision
+# decoupling: FP16 master weights with scaling, FP8 first moment, FP16 second moment
+# (MS-AMP LBAdamW: master_weight_qtype kfloat16, wgrad_qtype kfloat8_e4m3).
+_FP8LM = Recipe(
+    name="fp8-lm", source="Peng et al., arXiv:2310.18313, sec. 2.1-2.3",
+    body=Precision("e4m3fn", "e4m3fn", "e5m2", "h100-fp8", saturate_forward=True,
+                   saturate_backward=True, scaling="delayed"),
+    update=UpdatePrecision(weight="fp16", grad="e4m3fn", momentum="e4m3fn", second_moment="fp16"),
+    optimizer="adamw", workers=4, allreduce="auto",
+)
 
 PRESETS: dict[str, Recipe] = {r.name: r for r in (
     Recipe(
@@ -165,6 +189,41 @@ PRESETS: dict[str, Recipe] = {r.name: r for r in (
         body=Precision("e5m2", "e5m2", "e5m2", "fp32-fma", scaling="s2fp8"),
         edge=_FP32,
     ),
+    Recipe(
+        # Luo et al., "Ascend HiFloat8 Format for Deep Learning", arXiv:2409.16626, sec. 4-5:
+        # HiF8 operands forward and backward, TA rounding (ties away = rna) in both directions,
+        # FP32 accumulation on the Cube unit, FP32 master weights; backward global loss scaling
+        # (BLS, = the FP16 dynamic loss scaler, scaling.hif8_bls).
+        name="hif8", source="Luo et al., arXiv:2409.16626, sec. 4.1",
+        body=Precision("hif8", "hif8", "hif8", "fp32-fma", act_rounding="rna",
+                       weight_rounding="rna", grad_rounding="rna"),
+        loss_scaling="dynamic", init_loss_scale=2.0**16, scale_window=2000,
+    ),
+    Recipe(
+        # HiF8 sec. 5.1 large-model recipe: hybrid rounding backward (TA for |E| < 4, SR14
+        # elsewhere), adaptive loss scaling (ALS: windows {1, ..., 1000}, initial 2^32 / 20).
+        name="hif8-als", source="Luo et al., arXiv:2409.16626, sec. 3 and 5.1",
+        body=Precision("hif8", "hif8", "hif8", "fp32-fma", act_rounding="rna",
+                       weight_rounding="rna", grad_rounding="hybrid"),
+        loss_scaling="als", init_loss_scale=2.0**32,
+    ),
+    Recipe(
+        # HiF8 sec. 5.1 with per-tensor scaling (PTS): power-of-two scales from the amax every
+        # 10 iterations, descaled in high precision; ALS and hybrid backward as hif8-als.
+        name="hif8-pts", source="Luo et al., arXiv:2409.16626, sec. 5.1",
+        body=Precision("hif8", "hif8", "hif8", "fp32-fma", act_rounding="rna",
+                       weight_rounding="rna", grad_rounding="hybrid", scaling="pts"),
+        loss_scaling="als", init_loss_scale=2.0**32,
+    ),
+    _FP8LM,
+    dataclasses.replace(
+        # FP8-LM's ablation (sec. 2.3, Fig. 6): the Adam second moment in FP8 too
+        _FP8LM, name="fp8-lm-v8", source="Peng et al., arXiv:2310.18313, sec. 2.3 ablation",
+        update=dataclasses.replace(_FP8LM.update, second_moment="e4m3fn")),
+    dataclasses.replace(
+        # FP8-LM's ablation (sec. 2.3): FP8 master weights
+        _FP8LM, name="fp8-lm-w8", source="Peng et al., arXiv:2310.18313, sec. 2.3 ablation",
+        update=dataclasses.replace(_FP8LM.update, weight="e4m3fn")),
 )}
 PRESET_NAMES = tuple(PRESETS)
 

@@ -19,7 +19,8 @@ from .layers import Layer, SoftmaxCrossEntropy, parameters
 from .models import build_model
 from .optim import Optimizer
 from .recipes import Recipe, get_recipe
-from .scaling import AdaptiveLossScaler, DynamicLossScaler, StaticLossScaler
+from .allreduce import fp8_allreduce
+from .scaling import AdaptiveLossScaler, AutoScaleMu, DynamicLossScaler, StaticLossScaler
 
 DEFAULT_LR = {"sgd": 0.05, "adamw": 3e-3}
 EVAL_BATCH = 512
@@ -86,19 +87,31 @@ class Trainer:
         self.scaler = make_loss_scaler(recipe)
         self.ce = SoftmaxCrossEntropy()
         self.skipped = 0
+        self._mu: dict[int, AutoScaleMu] = {}  # FP8-LM auto-scaling factor per weight tensor
 
     @property
     def loss_scale(self) -> float | None:
         return None if self.scaler is None else float(self.scaler.scale)
 
     def step(self, xb: np.ndarray, yb: np.ndarray) -> float:
-        """Forward, backward, update; returns the minibatch loss (unscaled)."""
+        """Forward, backward, update; returns the minibatch loss (unscaled).
+
+        With ``recipe.workers = N > 1`` the minibatch is split into N shards, each emulated
+        worker runs forward and backward on its shard, and the weight gradients are averaged by
+        the recipe's all-reduce (FP8-LM auto-scaling through ``allreduce.fp8_allreduce``)."""
         scale = 1.0 if self.scaler is None else float(self.scaler.scale)
+        params = parameters(self.model)
+        shards = np.array_split(np.arange(len(yb)), self.recipe.workers)
+        per_worker, loss = [], 0.0
         with np.errstate(over="ignore", invalid="ignore"):
-            z = self.model.forward(xb, self.dp, train=True)
-            loss = self.ce.forward(z, yb)
-            self.model.backward(self.ce.backward(scale), self.dp)
-        found_inf = not all(np.isfinite(layer.grads[name]).all() for layer, name in parameters(self.model))
+            for sh in shards:
+                z = self.model.forward(xb[sh], self.dp, train=True)
+                loss += self.ce.forward(z, yb[sh]) * len(sh) / len(yb)
+                self.model.backward(self.ce.backward(scale), self.dp)
+                per_worker.append([layer.grads[name] for layer, name in params])
+        found_inf = not all(np.isfinite(g).all() for grads in per_worker for g in grads)
+        if not found_inf and len(shards) > 1:
+            self._allreduce(params, per_worker)
         apply = (not found_inf) if self.scaler is None else self.scaler.update(found_inf)
         if apply and not found_inf:
             self.opt.step(1.0 / scale)
@@ -106,6 +119,18 @@ class Trainer:
             self.skipped += 1
         return loss
 
+    def _allreduce(self, params, per_worker) -> None:
+        method = self.recipe.allreduce
+        for i, (layer, name) in enumerate(params):
+            g = np.stack([grads[i] for grads in per_worker])
+            if method == "fp32" or name != "W":
+                layer.grads[name] = g.mean(axis=0)
+                continue
+            mu = self._mu.setdefault(i, AutoScaleMu())
+            res = fp8_allreduce(g, method, fmt=self.recipe.update.grad, mu=mu.mu)
+            if method == "auto":
+                mu.update(res.saturated_fraction)
+            layer.grads[name] = res.mean
 
 def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | None = None,
           progress: bool = False, data: Dataset | None = None) -> TrainResult:
@@ -140,7 +165,9 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
                 bar.set_postfix(loss=f"{rows[-1]['train_loss']:.3f}", acc=f"{acc:.3f}")
     if bar is not None:
         bar.close()
-    train_loss, _ = evaluate(model, data.x_train, data.y_train, tr.dp)
+    # final training loss: mean minibatch loss over the last tenth of the steps (a full pass
+    # over the training split under an emulated datapath would cost more than the training)
+    train_loss = float(np.mean(losses[-max(1, config.steps // 10):]))
     summary = {
         "recipe": recipe.name, "model": config.model, "dataset": config.dataset,
         "steps": config.steps, "seed": config.seed, "batch_size": config.batch_size, "lr": lr,
