@@ -43,7 +43,8 @@ def test_every_gemm_operand_is_in_the_recipes_format_and_engine(recipe_name, mod
         else:
             want_a, want_b = prec.format(r.a_role), prec.format(r.b_role)
         assert (r.a_format, r.b_format) == (want_a, want_b), r
-        assert r.engine == get_engine(prec.engine, a_format=want_a, b_format=want_b), r
+        assert r.engine == get_engine(prec.engine, **dict(prec.engine_overrides), a_format=want_a,
+                                      b_format=want_b), r
 
 
 def test_roles_of_the_three_gemms(digits):

@@ -15,7 +15,7 @@ import numpy as np
 from accelsim.arith import EngineConfig, dot, get_engine, matmul
 from accelsim.numerics import decode, encode, get_format, quantize, s2fp8_quantize
 
-from .recipes import Recipe
+from .recipes import Precision, Recipe
 from .scaling import DelayedScaler, PerTensorScaler
 
 GEMM_KINDS = ("fwd", "bwd", "wgrad")
@@ -55,15 +55,17 @@ class Datapath:
         self.records: list[GemmRecord] = []
         self.inf_events = 0  # gradient values that overflowed to +-inf when quantized
         self.saturated = 0  # activation/weight values clipped at the format's max
-        self._engines: dict[tuple[str, str, str], EngineConfig] = {}
+        self._engines: dict[tuple, EngineConfig] = {}
         self._tensor_scalers: dict = {}  # (site, kind, operand) -> PerTensorScaler / DelayedScaler
 
     # ------------------------------------------------------------------ engines
-    def engine(self, name: str, a_format: str, b_format: str) -> EngineConfig:
-        key = (name, a_format, b_format)
+    def engine(self, prec: Precision, a_format: str, b_format: str) -> EngineConfig:
+        """The arith engine of ``prec`` with the GEMM's operand formats."""
+        key = (prec.engine, prec.engine_overrides, a_format, b_format)
         eng = self._engines.get(key)
         if eng is None:
-            eng = self._engines[key] = get_engine(name, a_format=a_format, b_format=b_format)
+            eng = self._engines[key] = get_engine(prec.engine, **dict(prec.engine_overrides),
+                                                  a_format=a_format, b_format=b_format)
         return eng
 
     # ------------------------------------------------------------------ operands
@@ -116,7 +118,7 @@ class Datapath:
         aq, fa, sa = self.quantize(a, a_role, tag, None if site is None else (site, kind, "a"))
         bq, fb, sb = self.quantize(b, b_role, tag, None if site is None else (site, kind, "b"))
         descale = 1.0 / (sa * sb)
-        eng = self.engine(self.recipe.precision(tag).engine, fa, fb)
+        eng = self.engine(self.recipe.precision(tag), fa, fb)
         if self.check:
             self.records.append(GemmRecord(kind, tag, a_role, b_role, eng, fa, fb, _representable(aq, fa),
                                            _representable(bq, fb)))

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from accelsim.arith import PRESET_NAMES as ENGINE_NAMES
+from accelsim.arith import get_engine
 from accelsim.numerics import FORMAT_NAMES, ROUNDING_MODES
 
 ROLES = ("act", "weight", "grad")
@@ -47,12 +48,16 @@ class Precision:
     saturate_forward: bool = False
     saturate_backward: bool = False
     scaling: str = "none"  # per-tensor scaling of every GEMM operand (see SCALINGS)
+    # engine fields replaced on top of the preset, e.g. (("chunk", None),) for an HFP8 datapath
+    # without chunk accumulation
+    engine_overrides: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self):
         for role in ROLES:
             _check(f"{role}", getattr(self, role), FORMAT_NAMES)
             _check(f"{role}_rounding", getattr(self, f"{role}_rounding"), ROUNDING_MODES)
         _check("engine", self.engine, ENGINE_NAMES)
+        get_engine(self.engine, **dict(self.engine_overrides))  # unknown or bad fields fail here
         _check("scaling", self.scaling, SCALINGS)
 
     def format(self, role: str) -> str:
