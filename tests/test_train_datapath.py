@@ -33,6 +33,10 @@ def _one_step(recipe_name, model_name, data):
 @pytest.mark.parametrize("model_name", ["mlp", "cnn", "transformer"])
 @pytest.mark.parametrize("recipe_name", RECIPE_NAMES)
 def test_every_gemm_operand_is_in_the_recipes_format_and_engine(recipe_name, model_name, digits):
+    if recipe_name == "int4-fp4" and model_name == "transformer":
+        with pytest.raises(ValueError, match="PACT quantizes non-negative"):
+            _one_step(recipe_name, model_name, digits)
+        return
     recipe, records = _one_step(recipe_name, model_name, digits)
     assert {r.kind for r in records} == {"fwd", "bwd", "wgrad"}
     for r in records:

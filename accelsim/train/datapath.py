@@ -15,6 +15,7 @@ import numpy as np
 from accelsim.arith import EngineConfig, dot, get_engine, matmul
 from accelsim.numerics import decode, encode, get_format, quantize, s2fp8_quantize
 
+from .lowbit import pact, pact_alpha_grad, radix4, sawb
 from .recipes import Precision, Recipe
 from .scaling import DelayedScaler, PerTensorScaler
 
@@ -56,7 +57,9 @@ class Datapath:
         self.inf_events = 0  # gradient values that overflowed to +-inf when quantized
         self.saturated = 0  # activation/weight values clipped at the format's max
         self._engines: dict[tuple, EngineConfig] = {}
-        self._tensor_scalers: dict = {}  # (site, kind, operand) -> PerTensorScaler / DelayedScaler
+        self._tensor_scalers: dict = {}  # (site, kind, role) -> PerTensorScaler / DelayedScaler
+        self.pact_alpha: dict = {}  # site -> PACT clip of the layer's input activations
+        self.pact_grad: dict = {}  # site -> dL/dalpha of the current step (loss-scaled)
 
     # ------------------------------------------------------------------ engines
     def engine(self, prec: Precision, a_format: str, b_format: str) -> EngineConfig:
@@ -69,7 +72,8 @@ class Datapath:
         return eng
 
     # ------------------------------------------------------------------ operands
-    def quantize(self, x: np.ndarray, role: str, tag: str, site=None) -> tuple[np.ndarray, str, float]:
+    def quantize(self, x: np.ndarray, role: str, tag: str, site=None,
+                 kind: str = "fwd") -> tuple[np.ndarray, str, float]:
         """(operand values, engine operand format, scale) of tensor ``x`` in ``role``: the GEMM
         sees ``x * scale`` in the format; its output is divided by the scales (float64)."""
         prec = self.recipe.precision(tag)
@@ -80,13 +84,16 @@ class Datapath:
             # sec. 4: the FP8 tensors are expanded for an FP32 GEMM)
             xq = s2fp8_quantize(x, mode, fmt=fmt, rng=rng).values
             return quantize(xq, "fp32", "rne"), "fp32", 1.0
+        if prec.scaling == "int4-fp4":
+            return self._quantize_4bit(x, role, fmt, site, kind)
         scale = 1.0
         if prec.scaling in ("pts", "delayed"):
             if site is None:
                 raise ValueError(f"per-tensor scaling {prec.scaling!r} needs a GEMM site key")
-            scaler = self._tensor_scalers.get(site)
+            key = (site, kind, role)
+            scaler = self._tensor_scalers.get(key)
             if scaler is None:
-                scaler = self._tensor_scalers[site] = (PerTensorScaler(fmt) if prec.scaling == "pts"
+                scaler = self._tensor_scalers[key] = (PerTensorScaler(fmt) if prec.scaling == "pts"
                                                        else DelayedScaler(fmt, history_len=16))
             with np.errstate(invalid="ignore"):
                 scale = scaler.scale_for(x)
@@ -102,6 +109,36 @@ class Datapath:
             self.saturated += int(np.count_nonzero(np.abs(xs) > get_format(fmt).max))
         return q, fmt, scale
 
+    def _quantize_4bit(self, x, role, fmt, site, kind):
+        if site is None:
+            raise ValueError("int4-fp4 needs a GEMM site key (PACT keeps a clip per layer)")
+        if role == "act":
+            alpha = self.pact_alpha.get(site)
+            if alpha is None:  # PACT clip starts at the first batch's amax
+                alpha = self.pact_alpha[site] = float(np.max(x)) or 1.0
+            q, d = pact(x, alpha)
+        elif role == "weight":
+            q, d = sawb(x)
+        else:
+            q, d = radix4(x, 0 if kind == "bwd" else 1)  # two-phase rounding
+        return q, fmt, 1.0 / d
+
+    def input_grad(self, site, tag: str, x: np.ndarray, dx: np.ndarray) -> np.ndarray:
+        """dL/d(layer input) through the recipe's activation quantizer (PACT's clip: zero
+        above alpha, whose gradient collects it); other recipes pass dx through."""
+        if self.reference or self.recipe.precision(tag).scaling != "int4-fp4" or site not in self.pact_alpha:
+            return dx
+        dx, g = pact_alpha_grad(x, dx, self.pact_alpha[site])
+        self.pact_grad[site] = self.pact_grad.get(site, 0.0) + g
+        return dx
+
+    def pact_step(self, lr: float, inv_scale: float, apply: bool) -> None:
+        """SGD step of the PACT clips (alpha kept >= 1e-3), then clear their gradients."""
+        if apply:
+            for site, g in self.pact_grad.items():
+                self.pact_alpha[site] = max(1e-3, self.pact_alpha[site] - lr * g * inv_scale)
+        self.pact_grad.clear()
+
     def gemm(self, kind: str, a: np.ndarray, a_role: str, b: np.ndarray, b_role: str,
              tag: str, site=None) -> np.ndarray:
         """``a @ b`` as the recipe's datapath computes it (float64 array of the output values).
@@ -115,8 +152,8 @@ class Datapath:
             raise ValueError(f"GEMM {kind}: shapes {a.shape} and {b.shape} do not multiply")
         if self.reference:
             return a @ b
-        aq, fa, sa = self.quantize(a, a_role, tag, None if site is None else (site, kind, "a"))
-        bq, fb, sb = self.quantize(b, b_role, tag, None if site is None else (site, kind, "b"))
+        aq, fa, sa = self.quantize(a, a_role, tag, site, kind)
+        bq, fb, sb = self.quantize(b, b_role, tag, site, kind)
         descale = 1.0 / (sa * sb)
         eng = self.engine(self.recipe.precision(tag), fa, fb)
         if self.check:

@@ -75,7 +75,7 @@ class Linear(Layer):
         if self.tag == "first":  # no layer below needs dL/dx (the input): skip the GEMM
             return None
         dx = dp.gemm("bwd", dy2, "grad", self.params["W"].T, "weight", self.tag, id(self))
-        return dx.reshape(self._shape)
+        return dp.input_grad(id(self), self.tag, self._x, dx).reshape(self._shape)
 
 
 def im2col(x: np.ndarray, k: int, pad: int) -> np.ndarray:
@@ -114,6 +114,7 @@ class Conv2d(Layer):
 
     def forward(self, x, dp, train):
         self._shape = x.shape
+        self._input = x
         B, _, H, W = x.shape
         cols = im2col(x, self.k, self.pad)
         self._cols = cols
@@ -132,7 +133,8 @@ class Conv2d(Layer):
         if self.tag == "first":
             return None
         dcols = dp.gemm("bwd", dy2, "grad", self.params["W"].T, "weight", self.tag, id(self))
-        return col2im(dcols, self._shape, self.k, self.pad)
+        dx = col2im(dcols, self._shape, self.k, self.pad)
+        return dp.input_grad(id(self), self.tag, self._input, dx)
 
 
 class BatchNorm(Layer):

@@ -18,7 +18,7 @@ from accelsim.arith import get_engine
 from accelsim.numerics import FORMAT_NAMES, ROUNDING_MODES
 
 ROLES = ("act", "weight", "grad")
-SCALINGS = ("none", "s2fp8", "pts", "delayed")
+SCALINGS = ("none", "s2fp8", "pts", "delayed", "int4-fp4")
 LOSS_SCALINGS = ("none", "static", "dynamic", "als")
 OPTIMIZERS = ("sgd", "adamw")
 UPDATE_RULES = ("master", "roundoff")
@@ -219,6 +219,18 @@ PRESETS: dict[str, Recipe] = {r.name: r for r in (
         body=Precision("hif8", "hif8", "hif8", "fp32-fma", act_rounding="rna",
                        weight_rounding="rna", grad_rounding="hybrid", scaling="pts"),
         loss_scaling="als", init_loss_scale=2.0**32,
+    ),
+    Recipe(
+        # Sun et al., "Ultra-Low Precision 4-bit Training of Deep Neural Networks", NeurIPS
+        # 2020 (sec. 3-4, appendix): INT4 activations (PACT) and weights (SAWB), radix-4 FP4
+        # activation gradients with GradScale and two-phase rounding (accelsim.train.lowbit);
+        # first and last layer and the 1x1 shortcut convolutions in 1-6-9. The formats below
+        # are the engine operand formats that hold the INT4 codes / FP4 powers of two exactly;
+        # accumulation on the DLFloat16 chunk-64 engine of HFP8 (an assumption: the appendix's
+        # FMA precision is not pinned here). FP32 master weights, no loss scaling.
+        name="int4-fp4", source="Sun et al., NeurIPS 2020, sec. 3-4 and appendix",
+        body=Precision("e4m3fn", "e4m3fn", "e5m2", "hfp8", scaling="int4-fp4"),
+        edge=_DLF,
     ),
     _FP8LM,
     dataclasses.replace(

@@ -117,6 +117,7 @@ class Trainer:
             self.opt.step(1.0 / scale)
         else:
             self.skipped += 1
+        self.dp.pact_step(self.opt.lr, 1.0 / scale, apply and not found_inf)
         return loss
 
     def _allreduce(self, params, per_worker) -> None:
