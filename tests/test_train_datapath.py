@@ -128,3 +128,39 @@ def test_batched_attention_gemm_has_the_bits_of_per_sample_matmuls(recipe_name):
     out = dp.gemm("bwd", a, "grad", b, "act", "body")
     ref = np.stack([dp.gemm("bwd", a[i], "grad", b[i], "act", "body") for i in range(5)])
     np.testing.assert_array_equal(out, ref)
+
+
+def test_hfp8_gradient_overflow_is_an_inf_event_that_skips_and_halves(digits):
+    # 1-5-2 tops out at 57344: a 2^30 loss scale overflows the activation gradients
+    recipe = get_recipe("hfp8", init_loss_scale=2.0**30)
+    model = build_model("mlp", digits, np.random.default_rng(1))
+    tr = Trainer(model, recipe, 0.05, np.random.default_rng(2))
+    from accelsim.train.layers import parameters
+
+    before = [layer.params[k].copy() for layer, k in parameters(model)]
+    tr.step(digits.x_train[:16], digits.y_train[:16])
+    assert tr.dp.inf_events > 0 and tr.skipped == 1 and tr.loss_scale == 2.0**29
+    for (layer, k), b in zip(parameters(model), before):  # a skipped step leaves the weights
+        np.testing.assert_array_equal(layer.params[k], b)
+    for i in range(1, 40):
+        tr.step(digits.x_train[16 * i:16 * i + 16], digits.y_train[16 * i:16 * i + 16])
+        if tr.skipped < i + 1:
+            break
+    assert tr.skipped < 40 and tr.loss_scale < 2.0**29  # it backs off until a step is clean
+
+
+def test_stochastic_rounding_draws_from_the_passed_generator(digits):
+    import dataclasses
+
+    base = get_recipe("hfp8")
+    recipe = dataclasses.replace(base, name="hfp8-sr", body=dataclasses.replace(base.body, grad_rounding="sr"))
+
+    def run(seed):
+        model = build_model("mlp", digits, np.random.default_rng(1))
+        tr = Trainer(model, recipe, 0.05, np.random.default_rng(seed))
+        for i in range(3):
+            tr.step(digits.x_train[16 * i:16 * i + 16], digits.y_train[16 * i:16 * i + 16])
+        return model.layers[3].params["W"].copy()  # the body (FP8) layer
+
+    np.testing.assert_array_equal(run(5), run(5))
+    assert not np.array_equal(run(5), run(6))
