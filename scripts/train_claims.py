@@ -83,7 +83,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--out", type=Path, default=Path("reports/train_claims.csv"))
-    ap.add_argument("--only-gemm", action="store_true", help="claim 4 only (seconds)")
+    ap.add_argument("--parts", default="hfp8,chunk,fp8lm,gemm",
+                    help="claims to run: hfp8 (1), chunk (2), fp8lm (3), gemm (4)")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     hfp8 = get_recipe("hfp8")
@@ -92,18 +93,20 @@ def main(argv=None) -> int:
         body=dataclasses.replace(hfp8.body, engine_overrides=(("chunk", None),)),
         edge=dataclasses.replace(hfp8.edge, engine_overrides=(("chunk", None),)))
     rows = []
-    for seed in (seeds if not args.only_gemm else []):
-        for r in (get_recipe("fp32"), hfp8):
+    parts = set(args.parts.split(","))
+    for seed in seeds:
+        for r in (get_recipe("fp32"), hfp8) if "hfp8" in parts else ():
             rows.append({"claim": "hfp8_vs_fp32", **run(r, "mlp", "digits", args.steps, seed, 32)})
             print(rows[-1], flush=True)
-        for r in (hfp8, nochunk):
+        for r in (hfp8, nochunk) if "chunk" in parts else ():
             rows.append({"claim": "chunking_long_k", **run(r, "mlp", "digits", args.steps // 2, seed, 256)})
             print(rows[-1], flush=True)
-        for name in ("fp8-lm", "fp8-lm-v8", "fp8-lm-w8"):
+        for name in ("fp8-lm", "fp8-lm-v8", "fp8-lm-w8") if "fp8lm" in parts else ():
             rows.append({"claim": "fp8lm_optimizer_precision",
                          **run(get_recipe(name), "mlp", "digits", args.steps, seed, 32)})
             print(rows[-1], flush=True)
-    rows.extend(wgrad_error_rows())
+    if "gemm" in parts:
+        rows.extend(wgrad_error_rows())
     df = pd.DataFrame(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(args.out, index=False)

@@ -93,8 +93,9 @@ class Datapath:
             key = (site, kind, role)
             scaler = self._tensor_scalers.get(key)
             if scaler is None:
+                # delayed: one amax of history, as MS-AMP's ScalingMeta (FP8-LM's implementation)
                 scaler = self._tensor_scalers[key] = (PerTensorScaler(fmt) if prec.scaling == "pts"
-                                                       else DelayedScaler(fmt, history_len=16))
+                                                       else DelayedScaler(fmt, history_len=1))
             with np.errstate(invalid="ignore"):
                 scale = scaler.scale_for(x)
         # forward tensors (activations, weights) saturate as the recipe says in every GEMM they
