@@ -164,3 +164,13 @@ def test_stochastic_rounding_draws_from_the_passed_generator(digits):
 
     np.testing.assert_array_equal(run(5), run(5))
     assert not np.array_equal(run(5), run(6))
+
+
+def test_amp_loss_scale_doubles_after_a_clean_window(digits):
+    recipe = get_recipe("fp16-amp", scale_window=3, init_loss_scale=2.0**4)
+    tr = Trainer(build_model("mlp", digits, np.random.default_rng(1)), recipe, 0.05, np.random.default_rng(2))
+    scales = []
+    for i in range(7):
+        tr.step(digits.x_train[8 * i:8 * i + 8], digits.y_train[8 * i:8 * i + 8])
+        scales.append(tr.loss_scale)
+    assert scales == [16, 16, 32, 32, 32, 64, 64] and tr.skipped == 0
