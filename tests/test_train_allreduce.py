@@ -11,6 +11,7 @@ import pytest
 from accelsim.numerics import get_format, quantize
 from accelsim.train.allreduce import (
     METHODS,
+    FP8AllReducer,
     GradientModel,
     allreduce_rates,
     fp8_allreduce,
@@ -66,6 +67,20 @@ def test_auto_scaling_beats_pre_and_post_on_underflow_plus_overflow(n_workers):
     assert 1.0 / n_workers <= r["auto"]["mu_final"] <= 1.0
 
 
+def test_reducer_carries_mu_across_steps():
+    # N = 4 copies of a tensor at e5m2's max after scaling: the sum saturates -> mu halves each
+    # step until 4 * mu * fp_max fits (mu = 1/4), then stays
+    g = np.tile(np.array([3.0, 1.0, -2.0, 0.5]), (4, 1))
+    red = FP8AllReducer("auto", fmt="e5m2")
+    mus = []
+    for _ in range(4):
+        r = red.reduce(g)
+        mus.append(red.mu)
+    assert mus == [0.5, 0.25, 0.25, 0.25]
+    np.testing.assert_array_equal(r.mean, g[0])
+    assert FP8AllReducer("post").mu == 1.0
+
+
 def test_gradient_model_is_deterministic_float32_and_checked():
     m = GradientModel(size=16)
     a = m.sample(np.random.default_rng(5), 3)
@@ -92,3 +107,27 @@ def test_gradient_model_is_deterministic_float32_and_checked():
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+def _slow_tree(values, fmt):
+    """Scalar reference of the documented reduction (recursive halving): partial i adds partial
+    i + n//2, each sum rounded to fmt (saturating); an odd last partial is carried."""
+    while len(values) > 1:
+        half = len(values) // 2
+        nxt = [float(quantize(values[i] + values[i + half], fmt, "rne", saturate=True)) for i in range(half)]
+        if len(values) % 2:
+            nxt.append(values[-1])
+        values = nxt
+    return values[0]
+
+
+@pytest.mark.parametrize("n_workers", [2, 3, 5, 8])
+@pytest.mark.parametrize("fmt", ["e5m2", "e4m3fn"])
+def test_vectorized_reduction_matches_scalar_reference(n_workers, fmt):
+    rng = np.random.default_rng(n_workers)
+    g = (rng.standard_normal((n_workers, 40)) * np.exp2(rng.integers(-12, 4, size=40))).astype(np.float32)
+    r = fp8_allreduce(g, "post", fmt=fmt)
+    sg = r.shared_scale
+    for j in range(g.shape[1]):
+        wire = [float(quantize(float(g[i, j]) * sg, fmt, "rne", saturate=True)) for i in range(n_workers)]
+        assert r.mean[j] == _slow_tree(wire, fmt) / (sg * n_workers)

@@ -13,9 +13,12 @@ from accelsim.train.scaling import (
     AdaptiveLossScaler,
     AutoScaleMu,
     DelayedScaler,
+    HIF8_PTS_TARGET,
     DynamicLossScaler,
     PerTensorScaler,
     StaticLossScaler,
+    amax,
+    default_target,
     has_inf_or_nan,
     hif8_bls,
     pow2_scale,
@@ -163,6 +166,7 @@ def test_pow2_scale_is_largest_power_of_two_inside_target(fmt):
     assert pow2_scale(fmax / 4, fmax, margin=1) == 2.0
     assert pow2_scale(0.0, fmax, fallback=8.0) == 8.0
     assert pow2_scale(float("inf"), fmax, fallback=0.25) == 0.25
+    assert pow2_scale(5e-324, fmax) == 2.0**1023  # clamped to the largest float64 power of two
 
 
 def test_pow2_scale_exact_at_a_rounding_edge():
@@ -180,10 +184,22 @@ def test_pts_updates_every_ten_iterations_with_power_of_two():
     small = np.full(4, 0.01)
     scales = [p.scale_for(big if i < 10 else small) for i in range(25)]
     assert scales[:9] == [1.0] * 9  # initial factor 1 until the 10th iteration
-    assert scales[9] == 2.0**5  # 1000 * 32 = 32000 <= 2^15 < 64000
-    assert scales[10:19] == [2.0**5] * 9
-    assert scales[19] == 2.0**21  # 0.01 * 2^21 = 20971 <= 32768
+    assert scales[9] == 2.0**-6  # 1000 / 64 = 15.6 <= 2^4 (HiF8 default target) < 31.25
+    assert scales[10:19] == [2.0**-6] * 9
+    assert scales[19] == 2.0**10  # 0.01 * 2^10 = 10.24 <= 16 < 20.48
     assert p.state()["iteration"] == 25
+
+
+def test_hif8_default_target_keeps_the_bulk_in_the_3_bit_band():
+    # amax at 2^4 instead of HiF8's max 2^15: a Gaussian tensor quantizes ~4x more accurately
+    x = np.random.default_rng(4).standard_normal(4096) * 3e-3
+    def rel_rmse(target):
+        s = pow2_scale(amax(x), target)
+        q = scaled_quantize(x, "hif8", s) / s
+        return float(np.sqrt(np.mean((q - x) ** 2) / np.mean(x**2)))
+    assert default_target("hif8") == HIF8_PTS_TARGET == 16.0
+    assert default_target("e4m3fn") == 448.0
+    assert rel_rmse(HIF8_PTS_TARGET) < 0.5 * rel_rmse(get_format("hif8").max)
 
 
 def test_scaled_quantize_descaled_is_representable_operand():

@@ -14,8 +14,9 @@ this is MS-AMP's all-reduce of amax with MAX). Then the wire tensor of worker i 
 * ``sqrt`` : FP8(s'_g * g_i / sqrt(N)) - MS-AMP's fixed pre-scale 1/sqrt(N) (msamp/nn/
   distributed.py), for reference.
 
-The sum is a pairwise (binary-tree) reduction in the wire format, every partial sum rounded to
-FP8 (saturating, so one overflow does not poison the tensor; it is counted instead). The result is
+The sum is a recursive-halving reduction in the wire format (partial i adds partial i + n//2, an
+odd last partial is carried; log2 N levels as in a halving/doubling all-reduce), every partial
+sum rounded to FP8 (saturating, so one overflow does not poison the tensor; it is counted). The result is
 descaled in float64. Rates reported per reduction:
 
 * underflow rate: fraction of non-zero g_i elements (over all workers) whose wire cast is 0;
@@ -84,7 +85,7 @@ def _quantize_fast(x64: np.ndarray, fmt, rounding: str) -> np.ndarray:
 
 
 def _tree_sum(wire: np.ndarray, fmt, rounding: str) -> tuple[np.ndarray, np.ndarray]:
-    """Pairwise reduction over axis 0 with every partial sum rounded (saturating) to ``fmt``.
+    """Recursive-halving reduction over axis 0, every partial sum rounded (saturating) to ``fmt``.
 
     Returns the sum and a per-element flag: some partial sum exceeded the format's max.
     """
@@ -143,6 +144,32 @@ def fp8_allreduce(
         saturated_fraction=float(np.count_nonzero(sat)) / sat.size,
         snr_db=snr,
     )
+
+
+class FP8AllReducer:
+    """Stateful all-reduce for a training loop: one per gradient tensor (or one shared), holding
+    FP8-LM's auto-scaling factor across steps. ``reduce(grads)`` returns the
+    :class:`AllReduceResult` and, for ``auto``, feeds its saturation to ``AutoScaleMu.update``
+    so the next step uses the new mu."""
+
+    def __init__(self, method: str = "auto", *, fmt: str = "e5m2", rounding: str = "rne",
+                 mu: AutoScaleMu | None = None) -> None:
+        if method not in METHODS:
+            raise ValueError(f"unknown all-reduce method {method!r}; valid: {', '.join(METHODS)}")
+        self.method = method
+        self.fmt = get_format(fmt).name
+        self.rounding = rounding
+        self.auto = mu if mu is not None else AutoScaleMu()
+
+    @property
+    def mu(self) -> float:
+        return self.auto.mu if self.method == "auto" else 1.0
+
+    def reduce(self, grads) -> AllReduceResult:
+        r = fp8_allreduce(grads, self.method, fmt=self.fmt, mu=self.mu, rounding=self.rounding)
+        if self.method == "auto":
+            self.auto.update(r.saturated_fraction)
+        return r
 
 
 # ---------------------------------------------------------------- synthetic experiment
@@ -204,14 +231,12 @@ def allreduce_rates(
         warmup = math.ceil(math.log2(n_workers)) + 2
     if not (0 <= warmup < steps):
         raise ValueError(f"need 0 <= warmup < steps, got warmup={warmup}, steps={steps}")
-    auto = AutoScaleMu(window=mu_window)
+    reducers = {m: FP8AllReducer(m, fmt=fmt, mu=AutoScaleMu(window=mu_window)) for m in methods}
     acc = {m: {"underflow": [], "overflow": [], "snr_db": []} for m in methods}
     for step in range(steps):
         g = model.sample(rng, n_workers)
         for m in methods:
-            r = fp8_allreduce(g, m, fmt=fmt, mu=auto.mu)
-            if m == "auto":
-                auto.update(r.saturated_fraction)
+            r = reducers[m].reduce(g)
             if step >= warmup:
                 acc[m]["underflow"].append(r.underflow_rate)
                 acc[m]["overflow"].append(r.overflow_rate)
@@ -220,7 +245,7 @@ def allreduce_rates(
     for m, d in acc.items():
         u, o = float(np.mean(d["underflow"])), float(np.mean(d["overflow"]))
         out[m] = {"underflow": u, "overflow": o, "sum": u + o, "snr_db": float(np.mean(d["snr_db"]))}
-        out[m]["mu_final"] = auto.mu if m == "auto" else float("nan")
+        out[m]["mu_final"] = reducers[m].mu if m == "auto" else float("nan")
     return out
 
 

@@ -41,10 +41,12 @@ __all__ = [
     "AutoScaleMu",
     "DelayedScaler",
     "DynamicLossScaler",
+    "HIF8_PTS_TARGET",
     "LossScaler",
     "PerTensorScaler",
     "StaticLossScaler",
     "amax",
+    "default_target",
     "has_inf_or_nan",
     "hif8_bls",
     "pow2_scale",
@@ -84,7 +86,7 @@ def pow2_scale(amax_value: float, target: float, *, margin: int = 0, fallback: f
         k -= 1
     while math.ldexp(amax_value, k + 1) <= target:
         k += 1
-    return math.ldexp(1.0, k - int(margin))
+    return math.ldexp(1.0, min(max(k - int(margin), -1074), 1023))  # stay a finite float64
 
 
 def scaled_quantize(x, fmt, scale: float, rounding: str | None = None, *, saturate: bool = False, rng=None):
@@ -348,10 +350,21 @@ class AdaptiveLossScaler:
 
 
 # ---------------------------------------------------------------- tensor scalers
-def _target(fmt, target: float | None) -> float:
+HIF8_PTS_TARGET = 2.0**4  # top of HiF8's 3-mantissa-bit band |E| <= 3 (arXiv 2409.16626, Table 1)
+
+
+def default_target(fmt) -> float:
+    """Where a tensor scaler puts amax by default: the format's largest finite value, except for
+    tapered HiF8, whose precision falls from 3 to 1 mantissa bits above 2^4: there amax goes to
+    2^4 so the bulk of the tensor sits in the 3-bit band (a choice made here; the HiFloat8 paper
+    leaves PTS's update rule open)."""
     f = get_format(fmt)
+    return HIF8_PTS_TARGET if f.layout == "hif8" else f.max
+
+
+def _target(fmt, target: float | None) -> float:
     if target is None:
-        return f.max
+        return default_target(fmt)
     _check_pos("target", target)
     return float(target)
 
@@ -364,7 +377,7 @@ class PerTensorScaler:
     factors are restricted to integer powers of 2 ... scale and descale operations are all carried
     out in high-precision formats." The paper leaves the update rule open; this uses the
     Transformer-Engine / MS-AMP rule :func:`pow2_scale` (amax lands at or below ``target``,
-    default the format's largest finite value, minus ``margin`` binades).
+    default :func:`default_target`, minus ``margin`` binades).
 
     Call :meth:`scale_for` once per iteration with the tensor about to be cast: iterations
     ``interval, 2*interval, ...`` (1-based) recompute the scale from that tensor's amax before it
