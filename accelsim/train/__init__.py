@@ -10,7 +10,7 @@ from accelsim.train import TrainConfig, train, get_recipe, RECIPE_NAMES
 """
 
 from .allreduce import METHODS as ALLREDUCE_METHODS
-from .allreduce import AllReduceResult, GradientModel, allreduce_rates, allreduce_sweep, fp8_allreduce, shared_scale
+from .allreduce import AllReduceResult, FP8AllReducer, GradientModel, allreduce_rates, allreduce_sweep, fp8_allreduce, shared_scale
 from .bnstats import MCResult, bn_error_table, monte_carlo, preserved_error, retuned_error
 from .data import DATASET_NAMES, Dataset, load_dataset
 from .datapath import GEMM_KINDS, Datapath, GemmRecord
@@ -25,7 +25,7 @@ from .scaling import (ALS_WINDOWS, AdaptiveLossScaler, AutoScaleMu, DelayedScale
 from .trainer import TrainConfig, Trainer, TrainResult, evaluate, train
 
 __all__ = [
-    "ALLREDUCE_METHODS", "AllReduceResult", "GradientModel", "LinearPTQ", "MCResult", "allreduce_rates",
+    "ALLREDUCE_METHODS", "AllReduceResult", "FP8AllReducer", "GradientModel", "LinearPTQ", "MCResult", "allreduce_rates",
     "allreduce_sweep", "bn_error_table", "calibrate_linear", "calibrate_sequential", "direct_cast_linear",
     "fp8_allreduce", "monte_carlo", "preserved_error", "quantized_linear", "retuned_error", "shared_scale",
     "ALS_WINDOWS", "AdaptiveLossScaler", "AutoScaleMu", "DATASET_NAMES", "Dataset", "Datapath",

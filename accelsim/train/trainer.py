@@ -19,8 +19,8 @@ from .layers import Layer, SoftmaxCrossEntropy, parameters
 from .models import build_model
 from .optim import Optimizer
 from .recipes import Recipe, get_recipe
-from .allreduce import fp8_allreduce
-from .scaling import AdaptiveLossScaler, AutoScaleMu, DynamicLossScaler, StaticLossScaler
+from .allreduce import FP8AllReducer
+from .scaling import AdaptiveLossScaler, DynamicLossScaler, StaticLossScaler
 
 DEFAULT_LR = {"sgd": 0.05, "adamw": 3e-3}
 EVAL_BATCH = 512
@@ -87,7 +87,7 @@ class Trainer:
         self.scaler = make_loss_scaler(recipe)
         self.ce = SoftmaxCrossEntropy()
         self.skipped = 0
-        self._mu: dict[int, AutoScaleMu] = {}  # FP8-LM auto-scaling factor per weight tensor
+        self._reducers: dict[int, FP8AllReducer] = {}  # FP8-LM all-reduce per weight tensor
 
     @property
     def loss_scale(self) -> float | None:
@@ -127,11 +127,11 @@ class Trainer:
             if method == "fp32" or name != "W":
                 layer.grads[name] = g.mean(axis=0)
                 continue
-            mu = self._mu.setdefault(i, AutoScaleMu())
-            res = fp8_allreduce(g, method, fmt=self.recipe.update.grad, mu=mu.mu)
-            if method == "auto":
-                mu.update(res.saturated_fraction)
-            layer.grads[name] = res.mean
+            reducer = self._reducers.get(i)
+            if reducer is None:  # one per weight tensor: it holds that tensor's mu across steps
+                reducer = self._reducers[i] = FP8AllReducer(method, fmt=self.recipe.update.grad)
+            layer.grads[name] = reducer.reduce(g).mean
+
 
 def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | None = None,
           progress: bool = False, data: Dataset | None = None) -> TrainResult:
