@@ -174,3 +174,36 @@ def test_amp_loss_scale_doubles_after_a_clean_window(digits):
         tr.step(digits.x_train[8 * i:8 * i + 8], digits.y_train[8 * i:8 * i + 8])
         scales.append(tr.loss_scale)
     assert scales == [16, 16, 32, 32, 32, 64, 64] and tr.skipped == 0
+
+
+def test_data_parallel_workers_reduce_to_the_full_batch_gradient(digits):
+    # equal shards: the mean of the workers' shard-mean gradients is the full-batch gradient
+    from accelsim.train.layers import parameters
+
+    grads = {}
+    for workers in (1, 4):
+        recipe = get_recipe("fp32", workers=workers)
+        model = build_model("mlp", digits, np.random.default_rng(1))
+        tr = Trainer(model, recipe, 0.05, np.random.default_rng(2), reference=True)
+        tr.step(digits.x_train[:32], digits.y_train[:32])
+        grads[workers] = [layer.grads[k] for layer, k in parameters(model)]
+    for g1, g4 in zip(grads[1], grads[4]):
+        np.testing.assert_allclose(g4, g1, rtol=1e-12, atol=1e-15)
+
+
+def test_fp8lm_all_reduce_quantizes_the_weight_gradients(digits):
+    # same workers, same per-worker gradients; only the all-reduce differs (FP32 mean vs E4M3
+    # auto-scaled tree): different bits, within 3 E4M3 roundings (cast + 2 tree levels for N=4,
+    # each <= 2^-4 relative) normwise
+    from accelsim.train.layers import parameters
+
+    out = {}
+    for allreduce in ("fp32", "auto"):
+        recipe = get_recipe("fp8-lm", allreduce=allreduce)
+        model = build_model("mlp", digits, np.random.default_rng(1))
+        tr = Trainer(model, recipe, 3e-3, np.random.default_rng(2))
+        tr.step(digits.x_train[:32], digits.y_train[:32])
+        out[allreduce] = [layer.grads[k] for layer, k in parameters(model) if k == "W"]
+    for g32, g8 in zip(out["fp32"], out["auto"]):
+        assert not np.array_equal(g8, g32)
+        assert np.linalg.norm(g8 - g32) <= 3 * 2.0**-4 * np.linalg.norm(g32)
