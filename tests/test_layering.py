@@ -21,6 +21,7 @@ FORBIDDEN = {
     "dse": {"report", "cli", "commands"},
     "llm": {"report", "cli", "commands"},
     "report": {"cli", "commands"},
+    "train": {"arch", "workload", "perf", "netsim", "dse", "report", "cli", "commands"},
 }
 #: top-level single-job modules every room may use (no accelsim imports of their own)
 SHARED_MODULES = {"ring", "paths"}

@@ -147,6 +147,25 @@ PRESETS: dict[str, EngineConfig] = {
         chunk=H100_PROMOTION_INTERVAL, outer_format="fp32", outer_rounding="rne",
         out_format="fp32", out_rounding="rne", zero_result="positive", nan_bits=0x7FFFFFFF,
     ),
+    # Hopper 16-bit tensor cores (H100, cuBLAS HGEMM/BF16 GEMM with FP32 output, no promotion:
+    # the FP32 accumulator register is the C of the next MMA). 16 products per step = the K of
+    # one Hopper FP16/BF16 MMA (PTX ISA: wgmma/mma .f16/.bf16 K=16); the step's terms are
+    # aligned to 25 bits with truncation and the sum written back as FP32 by truncation:
+    # huweim/emulation_sys README ("H100 (sm_90a) FP16 -> FP32 wmma: 25 bits, RZ"), the same
+    # multi-term-sum / truncated-alignment model as Khattak & Mikaitis, arXiv:2512.07004 and
+    # Fasi et al., PeerJ CS 2021 (V100/A100). NaN pattern and +0 results as h100-fp8.
+    "h100-fp16": EngineConfig(
+        name="h100-fp16", a_format="fp16", b_format="fp16",
+        block_width=16, align_bits=25, align_rounding="rz", align_exponent="field",
+        step_format="fp32", step_rounding="rz", chunk=None,
+        out_format="fp32", out_rounding="rne", zero_result="positive", nan_bits=0x7FFFFFFF,
+    ),
+    "h100-bf16": EngineConfig(
+        name="h100-bf16", a_format="bf16", b_format="bf16",
+        block_width=16, align_bits=25, align_rounding="rz", align_exponent="field",
+        step_format="fp32", step_rounding="rz", chunk=None,
+        out_format="fp32", out_rounding="rne", zero_result="positive", nan_bits=0x7FFFFFFF,
+    ),
     "exact": EngineConfig(
         name="exact", a_format="e4m3fn", b_format="e4m3fn",
         block_width=None, step_format=None, out_format="fp32", out_rounding="rne",

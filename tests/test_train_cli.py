@@ -1,0 +1,52 @@
+"""``accelsim train``: the JSON keys external scripts rely on, --compare's files, clean errors."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from accelsim.cli import main
+
+KEYS = {"recipe", "model", "dataset", "steps", "final_train_loss", "test_accuracy", "skipped_steps",
+        "loss_scale_final"}
+
+
+def test_json_summary(capsys):
+    assert main(["train", "--recipe", "bf16-amp", "--model", "mlp", "--dataset", "digits",
+                 "--steps", "5", "--seed", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert KEYS <= set(out)
+    assert (out["recipe"], out["model"], out["dataset"], out["steps"]) == ("bf16-amp", "mlp", "digits", 5)
+    assert out["loss_scale_final"] == 2.0**16
+    assert 0.0 <= out["test_accuracy"] <= 1.0 and out["final_train_loss"] > 0
+
+
+def test_json_null_loss_scale_for_fp32(capsys):
+    assert main(["train", "--recipe", "fp32", "--model", "transformer", "--dataset", "seq",
+                 "--steps", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["loss_scale_final"] is None and out["model"] == "transformer"
+
+
+def test_compare_writes_png_and_tidy_csv(tmp_path, capsys):
+    assert main(["train", "--compare", "fp32,bf16-amp", "--steps", "4", "--eval-every", "2",
+                 "--out", str(tmp_path), "--no-progress"]) == 0
+    df = pd.read_csv(tmp_path / "train_mlp_digits.csv")
+    assert list(df.columns[:5]) == ["recipe", "model", "dataset", "seed", "step"]
+    assert set(df["recipe"]) == {"fp32", "bf16-amp"}
+    assert list(df[df.recipe == "fp32"]["step"]) == [2, 4]
+    png = (tmp_path / "train_mlp_digits.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--compare", "fp32,fp9"], "unknown recipe 'fp9'"),
+    (["--recipe", "fp32", "--steps", "0"], "--steps must be >= 1"),
+    (["--recipe", "fp32", "--model", "cnn", "--dataset", "seq", "--steps", "1"], "needs an image dataset"),
+])
+def test_errors_are_one_line(argv, msg, capsys):
+    assert main(["train", *argv]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1
