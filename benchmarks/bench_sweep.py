@@ -29,24 +29,26 @@ from pathlib import Path
 from _machine import cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 REPO = Path(__file__).resolve().parents[1]
-GROUP = ("system", "workload", "scheme", "minibatch")
 
 CHILD = """
 import json, os, sys, time
 from accelsim.dse import sweep as sw
-from accelsim.dse.training import evaluate_point, sweep_defaults
+from accelsim.dse import scenario
+from accelsim.dse.scenario import evaluate_point
 
 def timed(p):  # the real evaluator, plus which process ran the point and its CPU time so far
-    row = evaluate_point(p)
+    row = evaluate_point(p, drop=spec.param_names)
     row.update(cpu_s=time.process_time(), pid=os.getpid())
     return row
 
-timed.columns = (*evaluate_point.columns, "cpu_s", "pid")
+timed.columns = (*scenario.output_columns(spec), "cpu_s", "pid")
 cfg = json.loads(sys.argv[1])
-spec = sw.spec_from_assignments(axes=cfg["axes"], defaults=sweep_defaults())
+spec = sw.spec_from_assignments(axes=cfg["axes"], defaults=scenario.defaults())
 group = cfg["group"]
 if group == "point":
     group = lambda p: sw.point_id(p)  # one point per task: the pool before grouping
+elif group == "scenario":
+    group = scenario.group_by()  # what accelsim sweep uses
 kw = dict(executor=cfg["executor"], workers=cfg["workers"], progress=False, group_by=group)
 c0, t0 = time.process_time(), time.perf_counter()
 table = sw.run_sweep(spec, timed, None, **kw)
@@ -55,12 +57,12 @@ assert (table.status == "ok").all(), table[table.status != "ok"].reason.tolist()
 me = os.getpid()
 workers = [] if cfg["executor"] == "serial" else table.groupby("pid").cpu_s.max().tolist()
 print(json.dumps({"s": wall, "own_cpu": own, "worker_cpu": workers, "n": len(table),
-                  "ips": table.images_per_s.round(6).tolist()}))
+                  "ips": table.samples_per_s.round(6).tolist()}))
 """
 
-REALISTIC = ["scheme=fp16,fp8,hfp8", "minibatch=256,384,512,768", "link_GBps=32,64,128",
+REALISTIC = ["scheme=fp16,fp8,hfp8", "minibatch=256,384,512,768", "chip_GBps=32,64,128",
              "compression=1,4,16"]
-ONE_PROFILE = ["link_GBps=16,32,64,128,256,512,1024", "compression=1,2,4,8,16,32,64"]
+ONE_PROFILE = ["chip_GBps=16,32,64,128,256,512,1024", "compression=1,2,4,8,16,32,64"]
 
 
 def run_once(axes, executor, workers, group, cores):
@@ -96,9 +98,9 @@ def main() -> int:
         ("108 points, 12 profiles", REALISTIC,
          [("serial", "serial", 1, None), (f"pool x{w}, point tasks", "process", w, "point"),
           (f"pool x{w}, contiguous", "process", w, None),
-          (f"pool x{w}, group_by", "process", w, list(GROUP))]),
+          (f"pool x{w}, group_by", "process", w, "scenario")]),
         ("49 points, 1 profile", ONE_PROFILE,
-         [("serial", "serial", 1, None), (f"pool x{w}, group_by", "process", w, list(GROUP)),
+         [("serial", "serial", 1, None), (f"pool x{w}, group_by", "process", w, "scenario"),
           (f"pool x{w}, contiguous", "process", w, None)]),
     ):
         runs = {label: [] for label, *_ in configs}

@@ -234,8 +234,16 @@ def _run_pool(fn, tasks, record, salvage, *, workers: int, close_fds: Sequence[i
     ok = False
     receiving = False  # an interrupt inside recv() leaves a half-read message: read no more
     try:
-        for p in procs:
-            p.start()
+        # Workers are born ignoring Ctrl-C (it is the parent's to handle): set before the fork,
+        # so no window exists in which a worker could print a KeyboardInterrupt traceback.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
         writer.close()  # only the workers write; EOF once they are all gone
         alive = {p.sentinel: p for p in procs}
         n_done = 0
