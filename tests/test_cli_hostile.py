@@ -57,3 +57,26 @@ def test_hostile_command_line(argv, code, fragment, afile, tmp_path, capsys):
     assert fragment in err, err
     assert "Traceback" not in err
     assert len([ln for ln in err.splitlines() if "error" in ln]) == 1, err
+
+
+def test_collective_help_states_the_netsim_limits(capsys):
+    from accelsim.netsim import limits
+
+    with pytest.raises(SystemExit):
+        main(["collective", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for n in (limits.MAX_TRANSFERS, limits.MAX_PACKETS, limits.MAX_GRAPH_LINKS):
+        assert f"{n:,}" in text
+
+
+def test_light_commands_build_without_heavy_imports():
+    """Building the parser (every command's flags) imports no pandas, networkx, simpy or
+    matplotlib: light commands start fast."""
+    import subprocess
+    import sys
+
+    code = ("import sys, accelsim.cli as c; c.build_parser(); "
+            "print(sorted(m for m in ('pandas', 'networkx', 'simpy', 'matplotlib') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 
-from accelsim.netsim.limits import MAX_GRAPH_LINKS, MAX_PACKETS, MAX_TRANSFERS
 
 NAME = "collective"
 HELP = ("Time one reduce-scatter / all-gather / all-reduce on a topology (ring, dgx1, hfp8-64, "
@@ -51,15 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="symmetric: closed form (analytic) / one representative rank (DES), "
                         "any size; explicit: build every transfer of the schedule (the "
                         "reference, O(chips^2))")
-    parser.add_argument("--max-transfers", type=int, default=MAX_TRANSFERS,
-                        help="refuse explicit schedules of more transfers (default "
-                        f"{MAX_TRANSFERS:,})")
-    parser.add_argument("--max-packets", type=int, default=MAX_PACKETS,
-                        help=f"refuse DES runs of more packets (default {MAX_PACKETS:,})")
-    parser.add_argument("--max-links", type=int, default=MAX_GRAPH_LINKS,
-                        help="refuse topology graphs of more links (default "
-                        f"{MAX_GRAPH_LINKS:,}; ring, switch and multi-board need no graph in "
-                        "symmetric mode)")
+    # defaults: accelsim.netsim.limits (resolved in run(), so that building the parser does not
+    # import the network simulator)
+    parser.add_argument("--max-transfers", type=int, default=None,
+                        help="refuse explicit schedules of more transfers (default 4,000,000)")
+    parser.add_argument("--max-packets", type=int, default=None,
+                        help="refuse DES runs of more packets (default 1,000,000)")
+    parser.add_argument("--max-links", type=int, default=None,
+                        help="refuse topology graphs of more links (default 2,000,000; ring, "
+                        "switch and multi-board need no graph in symmetric mode)")
     parser.add_argument("--no-pad", action="store_true",
                         help="error out instead of zero-padding when the elements do not split "
                         "evenly over rings x chips")
@@ -77,6 +76,13 @@ def _number(name: str, x, *, minimum: float = 0.0, strict: bool = True, optional
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelsim.netsim import limits
+
+    for flag, default in (("max_transfers", limits.MAX_TRANSFERS),
+                          ("max_packets", limits.MAX_PACKETS),
+                          ("max_links", limits.MAX_GRAPH_LINKS)):
+        if getattr(args, flag) is None:
+            setattr(args, flag, default)
     from accelsim.netsim import symmetric
     from accelsim.netsim import topology as topo
     from accelsim.netsim.limits import SizeLimitError

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from accelsim.arch import System
 from accelsim.llm.plan import LlmParams, Plan
 from accelsim.llm.schemes import LlmScheme
-from accelsim.netsim import symmetric
-from accelsim.netsim.analytic import ring_collective_time
-from accelsim.netsim.phases import collective_time
+from accelsim.ring import ring_collective_time
+from accelsim.workload.gpt import GptConfig
 
 ENGINES = ("analytic", "des")
 #: DES packet size: collectives move in pipelined chunks of this many bytes (assumption: the
@@ -41,10 +40,13 @@ DES_PACKET_BYTES = 4 * 2 ** 20
 def _des_ring(kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
               latency_s: float) -> float:
     """One ring collective on a ``ranks``-port switch, timed by netsim's DES (symmetric mode)."""
+    # the DES only on request: importing it (simpy, networkx) is not free for every prediction
+    from accelsim.netsim import symmetric
+    from accelsim.netsim.phases import collective_time
+
     pl = symmetric.plan("switch", ranks, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s)
     return collective_time(pl, kind, math.ceil(size_bytes), 1.0, engine="des",
                            packet_bytes=DES_PACKET_BYTES).time_s
-from accelsim.workload.gpt import GptConfig
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from .data import Dataset, load_dataset
 from .datapath import Datapath
@@ -51,7 +50,7 @@ class TrainConfig:
 @dataclass(frozen=True)
 class TrainResult:
     summary: dict
-    history: pd.DataFrame  # step, train_loss (minibatch, unscaled), test_accuracy, loss_scale, skipped_steps
+    history: "pandas.DataFrame"  # step, train_loss (minibatch, unscaled), test_accuracy, loss_scale, skipped_steps
 
 
 def make_loss_scaler(recipe: Recipe):
@@ -176,6 +175,8 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
         "skipped_steps": tr.skipped, "loss_scale_final": tr.loss_scale,
         "inf_events": tr.dp.inf_events,
     }
+    import pandas as pd  # only when a run finishes: light commands never pay for pandas
+
     return TrainResult(summary, pd.DataFrame(rows))
 
 
