@@ -41,9 +41,9 @@ def timed(p):  # the real evaluator, plus which process ran the point and its CP
     row.update(cpu_s=time.process_time(), pid=os.getpid())
     return row
 
-timed.columns = (*scenario.output_columns(spec), "cpu_s", "pid")
 cfg = json.loads(sys.argv[1])
 spec = sw.spec_from_assignments(axes=cfg["axes"], defaults=scenario.defaults())
+timed.columns = (*scenario.output_columns(spec), "cpu_s", "pid")
 group = cfg["group"]
 if group == "point":
     group = lambda p: sw.point_id(p)  # one point per task: the pool before grouping
