@@ -30,6 +30,26 @@ def nonnegative_float(text: str) -> float:
     return v
 
 
+def _integer(text: str, minimum: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text!r}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _integer(text, 1)
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _integer(text, 0)
+
+
 def add_bandwidth_arguments(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
     """--chip-GBps / --link-GBps (mutually exclusive) and --inter-board-GBps."""
     nargs = "+" if many else None

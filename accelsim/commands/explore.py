@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import add_bandwidth_arguments
+from accelsim.commands._common import add_bandwidth_arguments, nonnegative_int
 
 NAME = "explore"
 HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
@@ -40,18 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "pool pays off for large networks on many cores)")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parallel workers (default: all CPUs)")
-    parser.add_argument("--top", type=_nonnegative_int, default=0, metavar="K",
+    parser.add_argument("--top", type=nonnegative_int, default=0, metavar="K",
                         help="print only the K slowest layers of the breakdown (default: all)")
-
-
-def _nonnegative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,19 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from accelsim.commands._common import positive_int
+
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT run on nodes like "
         "--system (time, samples/s, TFLOPS, MFU, memory and comm per GPU), or --search plans.")
-
-
-def _int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return v
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,17 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m = parser.add_argument_group("model")
     for flag, meta in (("--layers", "L"), ("--hidden", "H"), ("--heads", "A"), ("--seq", "S"),
                        ("--vocab", "V")):
-        m.add_argument(flag, type=_int, required=True, metavar=meta)
-    m.add_argument("--ffn", type=_int, default=None, metavar="F", help="FFN size (default 4 x H)")
+        m.add_argument(flag, type=positive_int, required=True, metavar=meta)
+    m.add_argument("--ffn", type=positive_int, default=None, metavar="F", help="FFN size (default 4 x H)")
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
     m.add_argument("--flash-attention", action="store_true",
                    help="attention kernel that keeps no score matrix (causal half skipped)")
     p = parser.add_argument_group("plan")
     for flag, meta in (("--tp", "T"), ("--pp", "P"), ("--dp", "D"), ("--micro-batch", "b")):
-        p.add_argument(flag, type=_int, default=None, metavar=meta)
-    p.add_argument("--global-batch", type=_int, required=True, metavar="B")
-    p.add_argument("--interleave", type=_int, default=1, metavar="v",
+        p.add_argument(flag, type=positive_int, default=None, metavar=meta)
+    p.add_argument("--global-batch", type=positive_int, required=True, metavar="B")
+    p.add_argument("--interleave", type=positive_int, default=1, metavar="v",
                    help="model chunks per pipeline stage (default 1: plain 1F1B)")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none")
     p.add_argument("--sequence-parallel", action="store_true")
@@ -54,10 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = parser.add_argument_group("search")
     s.add_argument("--search", action="store_true",
                    help="rank every plan for --gpus GPUs (or T x P x D) instead of one plan")
-    s.add_argument("--gpus", type=_int, default=None, metavar="N")
-    s.add_argument("--top", type=_int, default=10, metavar="K", help="plans shown (default 10)")
+    s.add_argument("--gpus", type=positive_int, default=None, metavar="N")
+    s.add_argument("--top", type=positive_int, default=10, metavar="K", help="plans shown (default 10)")
     s.add_argument("--executor", choices=("serial", "process"), default="serial")
-    s.add_argument("--workers", type=_int, default=None, metavar="W")
+    s.add_argument("--workers", type=positive_int, default=None, metavar="W")
     s.add_argument("--out", default=None, metavar="OUT.csv", help="write the whole search table")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from accelsim.commands._common import positive_int
+
 NAME = "swamping"
 HELP = ("Relative error of long dot products (K = 64..65536, positive and zero-mean data) for "
         "sequential dlfloat16, HFP8 chunked, fp32 and H100 FP8 with/without promotion, plus the "
@@ -15,26 +17,16 @@ HELP = ("Relative error of long dot products (K = 64..65536, positive and zero-m
 MAX_OPERAND_BYTES = 2 * 2**30
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", default="reports",
                         help="output directory (default: reports)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the numpy Generator that draws the operands (default: 0)")
-    parser.add_argument("--reps", type=_positive_int, default=64,
+    parser.add_argument("--reps", type=positive_int, default=64,
                         help="dot products per K and distribution (default: 64)")
-    parser.add_argument("--max-k", type=_positive_int, default=65536,
+    parser.add_argument("--max-k", type=positive_int, default=65536,
                         help="largest K of the study, a power of two >= 64 (default: 65536)")
-    parser.add_argument("--sweep-k", type=_positive_int, default=16384,
+    parser.add_argument("--sweep-k", type=positive_int, default=16384,
                         help="K of the chunk-size sweep; a multiple of 1024 (default: 16384)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from accelsim.commands._common import positive_int
+
 NAME = "workload"
 HELP = ("Generate workloads: 'workload gpt --layers L --hidden H --heads A --seq S --vocab V "
         "--out FILE' writes a GPT decoder (exact parameter count) as an explicit layer list.")
-
-
-def _int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return v
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="start from a published model; explicit flags override its numbers")
     for flag, meta in (("--layers", "L"), ("--hidden", "H"), ("--heads", "A"), ("--seq", "S"),
                        ("--vocab", "V"), ("--ffn", "F"), ("--positions", "P")):
-        g.add_argument(flag, type=_int, default=None, metavar=meta)
+        g.add_argument(flag, type=positive_int, default=None, metavar=meta)
     g.add_argument("--untied-embeddings", action="store_true")
     g.add_argument("--no-causal", action="store_true", help="bidirectional attention")
     g.add_argument("--flash-attention", action="store_true")

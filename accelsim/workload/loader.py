@@ -66,14 +66,6 @@ class _LayerTable(Table):
             return default
         return self.integer(key, minimum=minimum)
 
-    def boolean(self, key: str, default: bool) -> bool:
-        v = self.raw(key, optional=True)
-        if v is _ABSENT:
-            return default
-        if not isinstance(v, bool):
-            raise ConfigError(self.file, self._key(key), v, "must be true or false")
-        return v
-
 
 def _layer(file: str, index: int, data: Any) -> Layer:
     label = f"layer[{index}]"
@@ -93,7 +85,7 @@ def _layer(file: str, index: int, data: Any) -> Layer:
             f["out_channels"] = t.integer("out_channels")
             f["in_h"], f["in_w"] = t.ints("in_hw", 2)
             f["groups"] = t.int_opt("groups", 1)
-            f["bias"] = t.boolean("bias", False)
+            f["bias"] = t.boolean("bias", default=False)
             for key in ("in_channels", "out_channels"):
                 if f[key] % f["groups"]:
                     raise ConfigError(file, t._key(key), f[key],
@@ -119,7 +111,7 @@ def _layer(file: str, index: int, data: Any) -> Layer:
         f["in_features"] = t.integer("in_features")
         f["out_features"] = t.integer("out_features")
         f["tokens"] = t.int_opt("tokens", 1)
-        f["bias"] = t.boolean("bias", True)
+        f["bias"] = t.boolean("bias", default=True)
     elif kind == "matmul":
         f["m"], f["n"], f["k"] = t.integer("m"), t.integer("n"), t.integer("k")
         f["count"] = t.int_opt("count", 1)
