@@ -10,7 +10,7 @@ import pytest
 
 from accelsim.arch import load_system
 from accelsim.cli import main
-from accelsim.perf.layer_model import layer_precisions
+from accelsim.perf.precision import layer_precisions
 from accelsim.perf.step import phase_sums
 from accelsim.workload import load_workload
 

@@ -8,19 +8,21 @@ import numpy as np
 import pytest
 
 from accelsim.numerics import get_format
-from accelsim.train.scaling import (
+from accelsim.train.loss_scaling import (
     ALS_WINDOWS,
     AdaptiveLossScaler,
+    DynamicLossScaler,
+    StaticLossScaler,
+    hif8_bls,
+)
+from accelsim.train.scaling import (
     AutoScaleMu,
     DelayedScaler,
     HIF8_PTS_TARGET,
-    DynamicLossScaler,
     PerTensorScaler,
-    StaticLossScaler,
     amax,
     default_target,
     has_inf_or_nan,
-    hif8_bls,
     pow2_scale,
     saturation_fraction,
     scaled_quantize,

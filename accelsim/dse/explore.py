@@ -54,8 +54,8 @@ from accelsim.perf.layer_model import (
     OPERAND_BYTES,
     Mapping,
     evaluate_layer,
-    layer_precisions,
 )
+from accelsim.perf.precision import layer_precisions
 from accelsim.perf.systolic import DATAFLOWS
 
 STRATEGIES = ("data", "data-chips", "hybrid")

@@ -6,16 +6,15 @@ memory hierarchy in the config, GEMMs tiled over all cores of a chip through sha
 
 from accelsim.perf.gemm import FITTED, Efficiency, GemmTime, chip_gemm_time, gemm_time
 
+from accelsim.perf.core_gemm import core_gemm_time
 from accelsim.perf.layer_model import (
     BOUNDS,
     Mapping,
-    core_gemm_time,
     data_parallel,
     evaluate_layer,
-    layer_precision,
-    layer_precisions,
     layer_table,
 )
+from accelsim.perf.precision import layer_precision, layer_precisions
 from accelsim.perf.step import PhaseSums, phase_sums
 from accelsim.perf.systolic import (
     DATAFLOWS,

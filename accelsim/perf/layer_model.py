@@ -45,18 +45,18 @@ arrive quantized from the previous GEMM), and FP16 only ahead of an FP16 layer (
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency, chip_gemm_time, mac_rate
-from accelsim.perf.systolic import DATAFLOWS, MAPPINGS, gemm_cycles_array
+from accelsim.perf.core_gemm import ACCUMULATOR_BYTES, ceil_div, core_gemm_time, hierarchy_gemms
+from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
+from accelsim.perf.precision import as_scheme, layer_precisions
+from accelsim.perf.systolic import DATAFLOWS
 from accelsim.ring import ring_collective_time
 
 GEMM_PHASES = ("fwd", "bwd_data", "wgrad")
 ELEMENTWISE_PHASES = ("fwd", "bwd")
-ACCUMULATOR_BYTES = 2  # FP16 partial sums and weight gradients
 NORM_PARAM_BYTES = 2  # FP16 scale / shift of normalisation layers (kept at full precision)
 
 
@@ -69,7 +69,6 @@ def _output_bytes(phase: str, precision: str) -> float:
     return OPERAND_BYTES[precision]
 
 
-TILE_LADDER = (1, 4, 16, 64)  # tile = min(dim, array granule x factor), plus the whole dim
 #: "cache": a level of chip.levels; "latency": the per-kernel launch cost (hierarchy model).
 BOUNDS = ("compute", "scratchpad", "memory", "sfu", "comm", "cache", "latency")
 
@@ -122,179 +121,6 @@ class Mapping:
 def data_parallel(system, dataflow: str = "ws") -> Mapping:
     """The paper's mapping: every chip and every core takes a slice of the minibatch."""
     return Mapping(system.chips, 1, system.chip.cores, 1, dataflow)
-
-
-def layer_precision(workload, layer, scheme) -> str:
-    """Precision of one layer under a scheme (see :func:`layer_precisions`)."""
-    return layer_precisions(workload, scheme)[layer.name]
-
-
-def layer_precisions(workload, scheme) -> dict[str, str]:
-    """Precision of every layer under a scheme, by layer name (one pass over the workload).
-
-    GEMM layers: their compute precision (first/last GEMM layer FP16 if the scheme asks).
-    Element-wise layers: the storage precision of the tensors they move, that of the next GEMM
-    layer in forward order, which consumes their output (FP16 if none follows); their SFU
-    arithmetic is FP16 either way."""
-    scheme = _as_scheme(scheme)
-    first_last = _first_last(workload)
-    overrides = dict(scheme.layer_overrides)
-    names = {layer.name for layer in workload.layers}
-    for name in overrides:
-        if name not in names:
-            where = scheme.policy_source or "precision policy"
-            raise ValueError(f"{where}: layer {name!r} is not in workload {workload.name!r}")
-    out: dict[str, str] = {}
-    consumer = scheme.high_precision  # walking backwards: precision of the next GEMM layer
-    for layer in reversed(workload.layers):
-        if layer.is_gemm:
-            high = scheme.first_last_fp16 and layer.name in first_last
-            prec = scheme.high_precision if high else scheme.compute_precision
-            consumer = out[layer.name] = overrides.get(layer.name, prec)
-        else:
-            out[layer.name] = overrides.get(layer.name, consumer)
-    return out
-
-
-def _first_last(workload) -> tuple[str, str]:
-    gemm = [layer.name for layer in workload.layers if layer.is_gemm]
-    return (gemm[0], gemm[-1]) if gemm else ("", "")
-
-
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
-                   memory_Bps_per_core, *, out_bytes=ACCUMULATOR_BYTES,
-                   a_unique=1.0, c_unique=1.0) -> dict[str, np.ndarray]:
-    """Best-tile time of ``count`` GEMMs (M, N, K) on one core, vectorized over candidates.
-
-    ``M, N, K, count``, ``dataflow`` (a name or an array of names), ``memory_Bps_per_core``,
-    ``out_bytes`` (bytes per output element written to memory) and ``a_unique`` / ``c_unique``
-    (fraction of the A / C matrix that exists in memory: an im2col operand of a k x k conv is
-    expanded on chip from the input tensor, col2im likewise) broadcast to one shape ``(n,)``.
-    Returns arrays: compute_s, scratchpad_s, memory_s, time_s, cycles, tile_m/n/k, feasible
-    (a tile fits the scratchpad), bound index into ("compute", "scratchpad", "memory").
-    """
-    M, N, K, count = (np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (M, N, K, count))
-    M, N, K, count, mem_bw, out_b, a_u, c_u, dfl = np.broadcast_arrays(
-        M, N, K, count, np.asarray(memory_Bps_per_core, dtype=np.float64),
-        np.asarray(out_bytes, dtype=np.float64), np.asarray(a_unique, dtype=np.float64),
-        np.asarray(c_unique, dtype=np.float64), np.asarray(dataflow))
-    for name in np.unique(dfl):
-        if name not in MAPPINGS:
-            raise ValueError(f"unknown dataflow {name!r}; expected one of {DATAFLOWS}")
-    R, C = core.rows, core.cols
-    mpe, slow = mac_rate(core, precision)
-    b_in = OPERAND_BYTES[precision]
-    b_acc = max(ACCUMULATOR_BYTES, b_in)  # partial sums: FP16, FP32 under fp32/tf32
-    g = min(R, C)
-    lad = np.array(TILE_LADDER, dtype=np.int64) * g
-
-    def ladder(d):  # (n, L+1): array-sized multiples capped at d, and d itself
-        return np.concatenate([np.minimum(d[:, None], lad[None, :]), d[:, None]], axis=1)
-
-    lm, ln, lk = ladder(M), ladder(N), ladder(K)
-    L = lm.shape[1]
-    idx = np.array(list(itertools.product(range(L), repeat=3)))  # (T, 3)
-    tm, tn, tk = lm[:, idx[:, 0]], ln[:, idx[:, 1]], lk[:, idx[:, 2]]  # (n, T)
-    Mx, Nx, Kx = M[:, None], N[:, None], K[:, None]
-    # per-row dataflow as one-hot weights: which GEMM dimension sits on the array rows /
-    # columns / in time (from accelsim.perf.systolic.MAPPINGS), so one call mixes dataflows
-    onehot = {role: {dim: np.zeros((len(M), 1), dtype=np.int64) for dim in "MNK"}
-              for role in ("rows", "cols", "time")}
-    for name, m in MAPPINGS.items():
-        sel = dfl == name
-        onehot["rows"][m.spatial_rows][sel] = 1
-        onehot["cols"][m.spatial_cols][sel] = 1
-        onehot["time"][m.streamed][sel] = 1
-
-    def role(r, d):
-        return sum(onehot[r][x] * d[x] for x in "MNK")
-
-    def rereads(fr, fc, operand_dims):
-        """Re-read once per fold of each spatial dimension the operand lacks."""
-        rows_out = 1 - sum(onehot["rows"][x] for x in operand_dims)
-        cols_out = 1 - sum(onehot["cols"][x] for x in operand_dims)
-        return (1 + rows_out * (fr - 1)) * (1 + cols_out * (fc - 1))
-
-    fits = 2 * (tm * tk + tk * tn) * b_in + tm * tn * b_acc <= core.scratchpad_bytes
-    flow_rows = [(name, np.flatnonzero(dfl == name)) for name in MAPPINGS]
-    flow_rows = [(name, rows) for name, rows in flow_rows if rows.size]
-    nm, nn, nk = _cdiv(Mx, tm), _cdiv(Nx, tn), _cdiv(Kx, tk)
-    cycles = np.zeros(tm.shape, dtype=np.int64)
-    sp_bytes = np.zeros(tm.shape, dtype=np.float64)
-    # Sum over full tiles and the remainder tile of each dimension (2 x 2 x 2 cases).
-    for (a, ca), (b, cb), (c, cc) in itertools.product(
-            ((tm, nm - 1), (Mx - (nm - 1) * tm, 1)),
-            ((tn, nn - 1), (Nx - (nn - 1) * tn, 1)),
-            ((tk, nk - 1), (Kx - (nk - 1) * tk, 1))):
-        n_tiles = ca * cb * cc
-        ce = _cdiv(c, mpe)  # reduction steps per PE at this precision
-        d = {"M": a, "N": b, "K": ce}
-        fr, fc = _cdiv(role("rows", d), R), _cdiv(role("cols", d), C)
-        # the fold-cycle formula has one owner: accelsim.perf.systolic
-        a_, b_, c_, nt = np.broadcast_arrays(a, b, c, n_tiles)
-        for name, rows in flow_rows:
-            cycles[rows] += nt[rows] * gemm_cycles_array(a_[rows], b_[rows], c_[rows], R, C,
-                                                         name, macs_per_pe=mpe)
-        # the output is read-modify-written once per fold of K when K is spatial (ws, is)
-        re_a, re_b, re_o = (rereads(fr, fc, x) for x in ("MK", "KN", "MN"))
-        sp_bytes += n_tiles * ((a * c * re_a + c * b * re_b) * b_in
-                               + a * b * (2 * re_o - 1) * b_acc)
-    mem_bytes = ((Mx * Kx * a_u[:, None] * nn + Kx * Nx * nm) * b_in
-                 + Mx * Nx * (c_u * out_b)[:, None])
-    cnt = count[:, None]
-    compute_s = cycles * cnt * slow / core.frequency_Hz
-    scratch_s = sp_bytes * cnt / core.scratchpad_bandwidth_Bps
-    memory_s = mem_bytes * cnt / mem_bw[:, None]
-    time_s = np.maximum(np.maximum(compute_s, scratch_s), memory_s)
-    masked = np.where(fits, time_s, np.inf)
-    best = np.argmin(masked, axis=1)
-    rows = np.arange(len(M))
-    pick = lambda x: x[rows, best]  # noqa: E731
-    comp, scr, mem = pick(compute_s), pick(scratch_s), pick(memory_s)
-    return {
-        "compute_s": comp, "scratchpad_s": scr, "memory_s": mem, "time_s": pick(time_s),
-        "cycles": pick(cycles) * count, "tile_m": pick(tm), "tile_n": pick(tn),
-        "tile_k": pick(tk), "feasible": fits.any(axis=1),
-        "bound": np.argmax(np.stack([comp, scr, mem]), axis=0),
-        "min_tile_bytes": (2 * (lm[:, 0] * lk[:, 0] + lk[:, 0] * ln[:, 0]) * b_in
-                           + lm[:, 0] * ln[:, 0] * b_acc),
-    }
-
-
-def _hierarchy_gemms(chip, uniq, precision: str, efficiency: Efficiency) -> dict[str, np.ndarray]:
-    """:func:`accelsim.perf.gemm.chip_gemm_time` over the unique GEMM keys of
-    :func:`evaluate_layer` (rows M, N, K, count, -, dataflow code, out bytes, a_u, c_u), in the
-    column layout of :func:`core_gemm_time`'s results."""
-    m = uniq.shape[1]
-    out = {k: np.zeros(m) for k in ("compute_s", "scratchpad_s", "memory_s", "time_s",
-                                      "cache_s", "latency_s", "min_tile_bytes")}
-    out.update({k: np.zeros(m, dtype=np.int64) for k in ("tile_m", "tile_n", "tile_k")})
-    out["feasible"] = np.zeros(m, dtype=bool)
-    out["bound"] = np.full(m, "", dtype=object)
-    for code in np.unique(uniq[5]).astype(int):
-        sel = uniq[5] == code
-        u = uniq[:, sel]
-        r = chip_gemm_time(chip, u[0].astype(np.int64), u[1].astype(np.int64),
-                           u[2].astype(np.int64), u[3].astype(np.int64), precision,
-                           DATAFLOWS[code], out_bytes=u[6], a_unique=u[7], c_unique=u[8],
-                           efficiency=efficiency)
-        levels = [r[f"level_{lv.name}_s"] for lv in chip.levels]
-        out["compute_s"][sel] = r["compute_s"]
-        out["memory_s"][sel] = r["memory_s"]
-        out["cache_s"][sel] = np.max(levels, axis=0)
-        out["latency_s"][sel] = r["launch_s"]
-        out["time_s"][sel] = r["time_s"]
-        out["tile_m"][sel], out["tile_n"][sel] = r["tile_m"], r["tile_n"]
-        out["tile_k"][sel] = u[2].astype(np.int64)
-        out["feasible"][sel] = r["feasible"]
-        names = {lv.name for lv in chip.levels}
-        out["bound"][sel] = np.array(["cache" if b in names else b for b in r["bound"]],
-                                     dtype=object)
-    return out
 
 
 def _layout_transpose_s(system, layer, b_local, chip_mp, precision: str,
@@ -376,20 +202,20 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
     cdp = np.ones(n, dtype=np.int64) if hier else core_dp
     cmp_ = np.ones(n, dtype=np.int64) if hier else core_mp
     if layer.is_gemm:
-        b_local = _cdiv(batch, chip_dp)
+        b_local = ceil_div(batch, chip_dp)
         gemms = layer.gemms(batch)
         shares = {}  # phase -> (dims, count, a_u, c_u): one core's share under each mapping
         for phase, g in gemms.items():
             dims = {"M": np.full(n, g.M), "N": np.full(n, g.N), "K": np.full(n, g.K)}
             count = np.full(n, g.count)
             if layer.kind == "matmul":  # activation x activation: split the (batch x heads)
-                count = _cdiv(count, chip_dp * chip_mp * (1 if hier else cores_used))
+                count = ceil_div(count, chip_dp * chip_mp * (1 if hier else cores_used))
             else:
                 # the minibatch part of the dp dimension shrinks to the chip's local batch;
                 # finer splits than the work leave ranks idle (ceil), they are not infeasible
                 dd, md = _DP_DIM[phase], _MP_DIM[phase]
-                dims[dd] = _cdiv(dims[dd] // batch * b_local, cdp)
-                dims[md] = _cdiv(dims[md], chip_mp * cmp_)
+                dims[dd] = ceil_div(dims[dd] // batch * b_local, cdp)
+                dims[md] = ceil_div(dims[md], chip_mp * cmp_)
             # implicit GEMM: the k x k-expanded operand is built on chip from the input tensor
             a_u = c_u = 1.0
             if layer.kind == "conv":
@@ -412,7 +238,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
             key[4] = 0.0  # the chip's memory bandwidth is not split per core
         uniq, inv = np.unique(key, axis=1, return_inverse=True)
         if hier:
-            res = _hierarchy_gemms(chip, uniq, precision, efficiency)
+            res = hierarchy_gemms(chip, uniq, precision, efficiency)
         else:
             res = core_gemm_time(core, uniq[0].astype(np.int64), uniq[1].astype(np.int64),
                                  uniq[2].astype(np.int64), uniq[3].astype(np.int64), precision,
@@ -436,7 +262,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
             chip_out = g.count * g.M // batch * b_local  # chip's share, before the mp split
             if phase == "fwd":
                 b_act = _output_bytes(phase, precision)
-                y = chip_out * _cdiv(g.N, chip_mp) * b_act  # outputs a chip computes
+                y = chip_out * ceil_div(g.N, chip_mp) * b_act  # outputs a chip computes
                 comm = (_ring_collective_s("all_gather", cmp_, y, chip.ring_bandwidth_Bps)
                         + _ring_collective_s("all_gather", chip_mp, chip_out * g.N * b_act,
                                              _chip_link_Bps(system, chip_mp)))
@@ -446,7 +272,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
                         + _ring_collective_s("all_reduce", chip_mp, dx,
                                              _chip_link_Bps(system, chip_mp)))
             else:  # wgrad: cores of a chip reduce-scatter their partial weight gradients
-                dw = g.count * g.M * _cdiv(g.N, chip_mp) * ACCUMULATOR_BYTES
+                dw = g.count * g.M * ceil_div(g.N, chip_mp) * ACCUMULATOR_BYTES
                 comm = _ring_collective_s("reduce_scatter", cdp, dw, chip.ring_bandwidth_Bps)
             if layer.kind == "matmul":
                 comm = np.zeros(n)
@@ -502,7 +328,7 @@ def layer_table(system, workload, batch: int, scheme, *, mapping: Mapping | None
     """
     import pandas as pd
 
-    scheme = _as_scheme(scheme)
+    scheme = as_scheme(scheme)
     m = mapping or data_parallel(system, dataflow)
     prec = layer_precisions(workload, scheme)
     parts = []
@@ -515,11 +341,3 @@ def layer_table(system, workload, batch: int, scheme, *, mapping: Mapping | None
     df["achieved_flops"] = df["flops"] / df["time_s"]
     front = ["layer", "index", "kind", "phase", "precision", "time_s", "bound"]
     return df[front + [c for c in df.columns if c not in front]]
-
-
-def _as_scheme(scheme):
-    if isinstance(scheme, str):
-        from accelsim.arch.schemes import get_scheme
-
-        return get_scheme(scheme)
-    return scheme

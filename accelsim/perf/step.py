@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
-from accelsim.perf.layer_model import Mapping, evaluate_layer, layer_precisions
+from accelsim.perf.layer_model import Mapping, evaluate_layer
+from accelsim.perf.precision import layer_precisions
 from accelsim.perf.systolic import DATAFLOWS
 
 

@@ -19,9 +19,10 @@ from .ptq import LinearPTQ, calibrate_linear, calibrate_sequential, direct_cast_
 from .recipes import PRESET_NAMES as RECIPE_NAMES
 from .recipes import PRESETS as RECIPES
 from .recipes import Precision, Recipe, UpdatePrecision, get_recipe
-from .scaling import (ALS_WINDOWS, AdaptiveLossScaler, AutoScaleMu, DelayedScaler, DynamicLossScaler,
-                      LossScaler, PerTensorScaler, StaticLossScaler, amax, has_inf_or_nan, hif8_bls,
-                      pow2_scale, saturation_fraction, scaled_quantize)
+from .loss_scaling import (ALS_WINDOWS, AdaptiveLossScaler, DynamicLossScaler, LossScaler,
+                           StaticLossScaler, hif8_bls)
+from .scaling import (AutoScaleMu, DelayedScaler, PerTensorScaler, amax, has_inf_or_nan, pow2_scale,
+                      saturation_fraction, scaled_quantize)
 from .trainer import TrainConfig, Trainer, TrainResult, evaluate, train
 
 __all__ = [

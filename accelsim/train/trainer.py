@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
 
 from .data import Dataset, load_dataset
 from .datapath import Datapath
@@ -19,7 +23,7 @@ from .models import build_model
 from .optim import Optimizer
 from .recipes import Recipe, get_recipe
 from .allreduce import FP8AllReducer
-from .scaling import AdaptiveLossScaler, DynamicLossScaler, StaticLossScaler
+from .loss_scaling import AdaptiveLossScaler, DynamicLossScaler, StaticLossScaler
 
 DEFAULT_LR = {"sgd": 0.05, "adamw": 3e-3}
 EVAL_BATCH = 512
