@@ -255,8 +255,9 @@ def _run_pool(fn, tasks, record, salvage, *, workers: int, close_fds: Sequence[i
                     kind, _, payload = reader.recv()
                     receiving = False
                 except EOFError:
-                    raise RuntimeError("sweep: every worker process exited before the sweep "
-                                       "finished") from None
+                    # all write ends closed: say which worker died, if one did (its sentinel may
+                    # not have been seen yet)
+                    raise _exit_error(procs) from None
                 if kind == "row":
                     record(payload)
                 elif kind == "done":
@@ -270,11 +271,9 @@ def _run_pool(fn, tasks, record, salvage, *, workers: int, close_fds: Sequence[i
                 p = alive.pop(s)
                 p.join()
                 if p.exitcode != 0:
-                    raise RuntimeError(f"sweep: worker process {p.pid} died "
-                                       f"({_exit_text(p.exitcode)}); finished rows are saved, "
-                                       "rerun to resume")
+                    raise _exit_error([p])
             if not alive and not reader.poll():
-                raise RuntimeError("sweep: every worker process exited before the sweep finished")
+                raise _exit_error(procs)
         ok = True
     finally:
         with counter.lock:
@@ -290,6 +289,16 @@ def _run_pool(fn, tasks, record, salvage, *, workers: int, close_fds: Sequence[i
                 p.kill()
                 p.join()
         reader.close()
+
+
+def _exit_error(procs) -> RuntimeError:
+    """Why the workers stopped early: the first that died, else that they all exited."""
+    for p in procs:
+        p.join(timeout=5)
+        if p.exitcode not in (0, None):
+            return RuntimeError(f"sweep: worker process {p.pid} died ({_exit_text(p.exitcode)}); "
+                                "finished rows are saved, rerun to resume")
+    return RuntimeError("sweep: every worker process exited before the sweep finished")
 
 
 def _salvage(reader, salvage) -> None:
