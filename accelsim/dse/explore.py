@@ -42,7 +42,6 @@ evaluations out to ``concurrent.futures`` (processes by default) or Dask (option
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -95,8 +94,19 @@ def _evaluate_task(task):
     return cols
 
 
+def _evaluate_numbered(item):
+    """``(position, task) -> (position, columns)``: results keep their place in any executor."""
+    return item[0], _evaluate_task(item[1])
+
+
 def _run_tasks(tasks, executor, max_workers, progress):
+    """Per-layer evaluations in layer order. Process pools and Dask go through the sweeps'
+    executor layer (:func:`accelsim.dse.sweep_executors.run_tasks`: workers that die with the
+    caller, ignore Ctrl-C and stream results back); threads and a caller's own
+    ``concurrent.futures.Executor`` map directly."""
     from tqdm import tqdm
+
+    from accelsim.dse.sweep_executors import default_workers, make_tasks, run_tasks
 
     bar = dict(total=len(tasks), desc="explore: layers", unit="layer", disable=not progress,
                leave=False)
@@ -105,22 +115,23 @@ def _run_tasks(tasks, executor, max_workers, progress):
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; expected one of {EXECUTORS} or a "
                          "concurrent.futures.Executor")
-    workers = max_workers or os.cpu_count() or 1
+    workers = max_workers or default_workers()
     if executor == "serial" or workers == 1:
         return [_evaluate_task(t) for t in tqdm(tasks, **bar)]
-    if executor == "dask":
-        try:
-            import dask
-        except ImportError:
-            raise ValueError("executor 'dask' needs the optional extra: "
-                             "pip install 'accelsim[dask]'") from None
-        return list(dask.compute(*[dask.delayed(_evaluate_task)(t) for t in tasks]))
-    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+    if executor == "thread":
+        from concurrent.futures import ThreadPoolExecutor
 
-    pool = ProcessPoolExecutor if executor == "process" else ThreadPoolExecutor
-    chunk = max(1, len(tasks) // (4 * workers))
-    with pool(max_workers=workers) as ex:
-        return list(tqdm(ex.map(_evaluate_task, tasks, chunksize=chunk), **bar))
+        with ThreadPoolExecutor(max_workers=workers) as ex:
+            return list(tqdm(ex.map(_evaluate_task, tasks), **bar))
+    results: dict[int, dict] = {}
+    with tqdm(**bar) as pbar:
+        def record(numbered):
+            results[numbered[0]] = numbered[1]
+            pbar.update(1)
+
+        run_tasks(_evaluate_numbered, make_tasks(list(enumerate(tasks)), workers), record,
+                  executor=executor, workers=workers)
+    return [results[i] for i in range(len(tasks))]  # task order, whatever order they finished in
 
 
 # ------------------------------------------------------------------------------- results
