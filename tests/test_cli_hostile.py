@@ -80,3 +80,26 @@ def test_light_commands_build_without_heavy_imports():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_check_config_refuses_devices_and_fifos_at_once(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)  # reading it would block forever
+    for path in ("/dev/zero", str(fifo), str(tmp_path)):
+        assert main(["check-config", path]) == 2
+        err = capsys.readouterr().err
+        assert "not a regular file" in err and "Traceback" not in err
+
+
+def test_workload_dimension_beyond_int32_is_refused(tmp_path, capsys):
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "workloads" / "tiny-cnn.toml"
+    big = tmp_path / "big.toml"
+    big.write_text(src.read_text().replace("in_channels = 3\n",
+                                           "in_channels = 9223372036854775807\n", 1))
+    assert main(["layers", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert "layer[0](conv1).in_channels: must be <= 2,147,483,647" in err

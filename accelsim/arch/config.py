@@ -30,6 +30,7 @@ before they existed. :class:`Table` is the strict reader other rooms (workloads)
 from __future__ import annotations
 
 import math
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,6 +63,45 @@ class ConfigError(ValueError):
 _ABSENT = object()
 #: Marker returned by :meth:`Table.raw` for an absent optional key (public alias).
 ABSENT = _ABSENT
+
+
+#: Plausible ranges of config values, in the file's units, by key name (the last part of the
+#: dotted key): a value outside is a typo or a unit slip (1e300 GHz, 10^12 cores), refused with
+#: the key and the range before it can overflow or stall a model. Documented in docs/configs.md.
+PLAUSIBLE = {
+    "frequency_GHz": (1e-3, 100.0),                 # 1 MHz .. 100 GHz
+    "bandwidth_GBps": (1e-6, 1e7),                  # a link or a memory level
+    "memory_bandwidth_GBps": (1e-3, 1e7),
+    "ring_bandwidth_GBps": (1e-3, 1e7),
+    "scratchpad_bandwidth_GBps": (1e-3, 1e7),
+    "latency_ns": (1e-3, 1e9),                      # 1 ps .. 1 s
+    "kernel_launch_us": (0.0, 1e6),
+    "memory_capacity_GiB": (1e-6, 1e6),
+    "memory_capacity_MiB": (1e-3, 1e9),
+    "scratchpad_MiB": (1e-6, 1e6),
+    "scratchpad_KiB": (1e-3, 1e9),
+    "capacity_MiB": (1e-6, 1e9),
+    "capacity_KiB": (1e-3, 1e12),
+    "sfu_ops_per_cycle": (1e-6, 1e7),
+    "chips": (1, 10_000_000),
+    "boards": (1, 10_000_000),
+    "chips_per_board": (1, 1_000_000),
+    "links_per_chip": (1, 1024),
+    "cores": (1, 1_000_000),
+    "rows": (1, 65_536),
+    "cols": (1, 65_536),
+    "shared_by": (1, 1_000_000),
+}
+#: per-PE MAC rates of any precision (``core.macs_per_pe_per_cycle.*``)
+PLAUSIBLE_MAC_RATE = (1e-6, 1e4)
+
+
+def _check_plausible(file, dotted: str, value, bounds=None) -> None:
+    lo, hi = bounds if bounds is not None else PLAUSIBLE.get(dotted.rsplit(".", 1)[-1],
+                                                             (None, None))
+    if lo is not None and not lo <= value <= hi:
+        raise ConfigError(file, dotted, value,
+                          f"outside the plausible range [{lo:g}, {hi:g}] (docs/configs.md)")
 
 
 class Table:
@@ -102,6 +142,7 @@ class Table:
             raise ConfigError(self.file, self._key(key), v, "must be an integer")
         if v < minimum:
             raise ConfigError(self.file, self._key(key), v, f"must be >= {minimum}")
+        _check_plausible(self.file, self._key(key), v)
         return v
 
     def positive(self, key: str, *, optional: bool = False) -> Any:
@@ -112,6 +153,8 @@ class Table:
             raise ConfigError(self.file, self._key(key), v, "must be a number")
         if not math.isfinite(v) or v <= 0:
             raise ConfigError(self.file, self._key(key), v, "must be a positive finite number")
+        bounds = PLAUSIBLE_MAC_RATE if ".macs_per_pe_per_cycle" in f".{self.path}" else None
+        _check_plausible(self.file, self._key(key), v, bounds)
         return float(v)
 
     def capacity(self, stem: str, units: tuple[str, ...]) -> int:
@@ -298,10 +341,21 @@ def _deepcopy(d: Any) -> Any:
     return d
 
 
+#: largest config/workload file read (a generated 1T-parameter GPT layer list is ~1 MB)
+MAX_CONFIG_BYTES = 64 * 2**20
+
+
 def read_text(path: str | Path) -> str:
     """The text of a config-like file; a missing or unreadable file is a :class:`ConfigError`."""
     path = Path(path)
     try:
+        st = path.stat()  # follows symlinks; a loop is an OSError below
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(path, "<file>", str(path), "not a regular file (a directory, FIFO "
+                              "or device is refused: reading it could block or never end)")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(path, "<file>", str(path), f"{st.st_size:,} bytes is more than "
+                              f"the {MAX_CONFIG_BYTES:,} a config or workload may have")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(path, "<file>", str(path), "file not found") from None

@@ -47,18 +47,29 @@ _KEYS = {
 }
 
 
+#: largest layer dimension accepted (channels, features, sizes, tokens, counts): beyond it a
+#: value is a typo, and the GEMM dimensions it feeds would overflow 64-bit arithmetic
+MAX_DIM = 2**31 - 1
+
+
 class _LayerTable(Table):
+    def integer(self, key: str, *, minimum: int = 1) -> int:
+        v = super().integer(key, minimum=minimum)
+        if v > MAX_DIM:
+            raise ConfigError(self.file, self._key(key), v, f"must be <= {MAX_DIM:,}")
+        return v
+
     def ints(self, key: str, length: int | None = None, *, minimum: int = 1,
              default: Any = _ABSENT) -> tuple[int, ...]:
         v = self.raw(key, optional=default is not _ABSENT)
         if v is _ABSENT:
             return tuple(default)
         ok = isinstance(v, list) and v and all(
-            isinstance(x, int) and not isinstance(x, bool) and x >= minimum for x in v)
+            isinstance(x, int) and not isinstance(x, bool) and minimum <= x <= MAX_DIM for x in v)
         if not ok or (length is not None and len(v) != length):
             n = f"{length} " if length else ""
             raise ConfigError(self.file, self._key(key), v,
-                              f"must be a list of {n}integers >= {minimum}")
+                              f"must be a list of {n}integers in [{minimum}, {MAX_DIM:,}]")
         return tuple(v)
 
     def int_opt(self, key: str, default: int, minimum: int = 1) -> int:
