@@ -61,6 +61,15 @@ def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -
     return p
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (the command, the flag, the problem, where to look)
+    instead of the whole usage text."""
+
+    def error(self, message: str):  # noqa: D102 - argparse API
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {_one_line(message)} "
+                              f"(see {self.prog} --help)\n")
+
+
 def _command_modules():
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
@@ -68,13 +77,13 @@ def _command_modules():
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="accelsim",
         description="Low-precision training accelerator simulator: number formats, "
         "arithmetic golden models, systolic timing, network simulation and throughput reports.",
     )
     parser.add_argument("--version", action="version", version=f"accelsim {accelsim.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for mod in _command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
@@ -94,7 +103,12 @@ def _os_error(exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # a misspelt flag after a command: report it as that command's error
+        prog = f"accelsim {args.command}" if getattr(args, "command", None) else "accelsim"
+        print(f"{prog}: error: unrecognized arguments: {' '.join(extra)} (see {prog} --help)",
+              file=sys.stderr)
+        return EXIT_USAGE
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE

@@ -41,6 +41,12 @@ CASES = [
     ("sweep --out {tmp}/x.csv --set workload=nosuch", 2, "workload not found"),
     ("sweep --out {tmp}/x.csv --set chip_GBps=32 --set inter_board_GBps=4", 2, "chip_GBps splits"),
     ("plot {tmp}/none.csv --x a --y b --out {tmp}/p.png", 2, "no such file"),
+    ("comm --chip-GBps -1", 2, "accelsim comm: error: argument --chip-GBps"),
+    ("sweep --axsi chip_GBps=32 --out {tmp}/e.csv", 2, "accelsim sweep: error: unrecognized"),
+    ("train --recipe fp32 --model mlp --dataset digits --steps 2 --batch-size 100000", 2,
+     "larger than the 1438 training samples"),
+    ("llm --system dgx-h100 --layers 2 --hidden 64 --heads 2 --seq 16 --vocab 128 --search "
+     "--gpus 7 --global-batch 16 --scheme bf16", 2, "none of"),
 ]
 
 
@@ -103,3 +109,11 @@ def test_workload_dimension_beyond_int32_is_refused(tmp_path, capsys):
     assert main(["layers", str(big)]) == 2
     err = capsys.readouterr().err
     assert "layer[0](conv1).in_channels: must be <= 2,147,483,647" in err
+
+
+def test_plot_refuses_a_non_numeric_y(tmp_path, capsys):
+    t = tmp_path / "t.csv"
+    t.write_text("x,y,s\n1,2,a\n2,3,b\n")
+    assert main(["plot", str(t), "--x", "x", "--y", "s", "--out", str(tmp_path / "p.png")]) == 2
+    err = capsys.readouterr().err
+    assert "--y s: not a numeric column" in err and "Traceback" not in err

@@ -169,3 +169,14 @@ def test_closed_pipe_exits_quietly():
     proc.stdout.close()  # the reader goes away at once, like `| head -0`
     _, stderr = proc.communicate(timeout=60)
     assert b"Traceback" not in stderr and b"BrokenPipe" not in stderr
+
+
+def test_the_same_sweep_with_axes_in_another_order_resumes(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    a = ("--axis", "chip_GBps=32,64", "--axis", "scheme=fp8,hfp8")
+    b = ("--axis", "scheme=fp8,hfp8", "--axis", "chip_GBps=32,64")
+    assert sweep(*a, "--set", f"workload={TINY}", "--out", str(out)) == 0
+    before = pd.read_csv(out)
+    assert sweep(*b, "--set", f"workload={TINY}", "--out", str(out)) == 0
+    after = pd.read_csv(out)
+    assert len(after) == 4 and set(after.point_id) == set(before.point_id)

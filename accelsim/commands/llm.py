@@ -110,6 +110,11 @@ def _search(args, model, path) -> int:
     table = search(model, str(path), gpus, args.global_batch, args.scheme,
                    executor=args.executor, workers=args.workers, out=args.out)
     ok = table[table["status"] == "ok"]
+    bad = table[table["status"] != "ok"]["reason"]
+    if ok.empty:
+        first = bad.value_counts().index[0] if len(bad) else "no plan could be formed"
+        raise UserError(f"none of {len(table)} plans for {gpus} GPUs fits or can be formed "
+                        f"(most common reason: {first})")
     if args.json:
         print(ok.head(args.top).to_json(orient="records"))
         return 0
@@ -118,7 +123,10 @@ def _search(args, model, path) -> int:
             "zero", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu"]
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(ok[cols].head(args.top).to_string(index=False))
-    bad = table[table["status"] != "ok"]["reason"].str.replace(r"[\d.]+", "#", regex=True)
     if len(bad):
-        print("not run:", "; ".join(f"{n} x {r}" for r, n in bad.value_counts().head(5).items()))
+        # grouped by the shape of the reason, each shown with one real example
+        shape = bad.str.replace(r"[\d.]+", "#", regex=True)
+        groups = bad.groupby(shape).agg(["size", "first"]).sort_values("size", ascending=False)
+        print("not run:", "; ".join(f"{n} like '{r}'" for n, r in
+                                     groups.head(5).itertuples(index=False)))
     return 0

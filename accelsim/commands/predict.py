@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 NAME = "predict"
 HELP = ("Predict one data-parallel training iteration (batch B per chip): samples/s, step time, "
@@ -121,4 +122,7 @@ def run(args: argparse.Namespace) -> int:
               f"fusion {out['fusion']}): {out['samples_per_s']:.0f} samples/s, step "
               f"{out['step_time_s'] * 1e3:.2f} ms, {out['tflops']:.1f} TFLOP/s, "
               f"{out['memory_GiB']:.1f} GiB per chip")
+        if not out["fits_memory"]:
+            print(f"warning: needs {out['memory_GiB']:.1f} GiB per chip > "
+                  f"{out['memory_capacity_GiB']:g} GiB of memory (lower --batch)", file=sys.stderr)
     return 0

@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate (default: 0.05 for SGD recipes, 3e-3 for AdamW)")
     parser.add_argument("--eval-every", type=int, default=None, metavar="N",
-                        help="test accuracy every N steps (default: steps/20 with --compare, else only at the end)")
+                        help="test accuracy every N steps; 0: only at the end (default: steps/20 with "
+                             "--compare, else only at the end)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--out", type=Path, default=Path("reports/train"),
                         help="--compare output folder (default: reports/train)")

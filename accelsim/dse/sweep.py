@@ -162,7 +162,9 @@ def run_sweep(
                                 or workers < 1):
         raise ValueError(f"sweep: workers must be an integer >= 1, got {workers!r}")
     out_cols = _columns_of(evaluate, columns)
-    params_cols = spec.param_names
+    # columns in a canonical order: the same sweep with its axes given in another order is the
+    # same table (and resumes into it)
+    params_cols = tuple(sorted(spec.param_names))
     clash = sorted(set(out_cols) & ({ID_COLUMN, CRC_COLUMN, *STATUS_COLUMNS} | set(params_cols)))
     if clash:
         raise ValueError(f"sweep: evaluator output column(s) {clash} clash with parameters/bookkeeping")

@@ -399,6 +399,11 @@ def summary_markdown(result, *, formats_table=None, date: str = "", elapsed_s=No
               f"own value is {sysm['configured_chip_GBps']:g} GB/s.", ""]
     if calibration is not None:
         lines += _calibration_lines(calibration, prm)
+    else:
+        lines += ["## Calibration", "", "The identifiability tables are not in this folder: run "
+                  "`python scripts/calibrate.py --out DIR` (from a source checkout) and then "
+                  "`accelsim figures --out DIR` to include them (reports/ in the repository has "
+                  "them).", ""]
     if formats_table is not None:  # Markdown from accelsim.report.formats (`accelsim formats`)
         lines += ["## Number formats", "", "As printed by `accelsim formats`:", "",
                   formats_table.rstrip(), ""]

@@ -38,6 +38,11 @@ def plot_table(table, path: str | Path, *, x: str, y: str, hue: str | None = Non
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     _check_columns(table, (x, y, hue, facet))
+    import pandas as pd
+
+    if not pd.api.types.is_numeric_dtype(table[y]):
+        raise ValueError(f"--y {y}: not a numeric column (numeric columns: "
+                         f"{', '.join(c for c in table.columns if pd.api.types.is_numeric_dtype(table[c]))})")
     t = table
     dropped = 0
     if "status" in t.columns:

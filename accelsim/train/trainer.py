@@ -149,6 +149,9 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
     lr = DEFAULT_LR[recipe.optimizer] if config.lr is None else config.lr
     tr = Trainer(model, recipe, lr, r_round)
     n = len(data.y_train)
+    if config.batch_size > n:
+        raise ValueError(f"batch_size {config.batch_size} is larger than the {n} training "
+                         f"samples of {config.dataset!r}")
     order, pos = r_batch.permutation(n), 0
     rows = []
     bar = _progress(config, progress)
