@@ -117,3 +117,21 @@ def test_plot_refuses_a_non_numeric_y(tmp_path, capsys):
     assert main(["plot", str(t), "--x", "x", "--y", "s", "--out", str(tmp_path / "p.png")]) == 2
     err = capsys.readouterr().err
     assert "--y s: not a numeric column" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("old,new,fragment", [
+    ("in_channels = 8\n", "in_channels = 5\n", "layer[4](conv2).in_channels/in_hw: input"),
+    ("shape = [8, 8, 8]\n", "shape = [9, 8, 8]\n", "layer[1](bn1).shape: input"),
+    ('name = "tiny-cnn"\n', 'name = "tiny\\u001b[31mcnn"\n', "must not contain control"),
+])
+def test_workload_layers_must_fit_together(tmp_path, capsys, old, new, fragment):
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "workloads" / "tiny-cnn.toml"
+    text = src.read_text()
+    assert old in text
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace(old, new, 1))
+    assert main(["layers", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err and "\x1b" not in err

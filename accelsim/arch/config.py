@@ -132,6 +132,10 @@ class Table:
             return None
         if not isinstance(v, str) or not v.strip():
             raise ConfigError(self.file, self._key(key), v, "must be a non-empty string")
+        if any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in v):
+            # printed to terminals later: control characters (escape sequences) are refused
+            raise ConfigError(self.file, self._key(key), v.encode("unicode_escape").decode(),
+                              "must not contain control characters")
         if choices and v not in choices:
             raise ConfigError(self.file, self._key(key), v, f"must be one of {', '.join(choices)}")
         return v

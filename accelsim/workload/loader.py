@@ -157,9 +157,50 @@ def workload_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -
         if layer.name in seen:
             raise ConfigError(file, f"layer[{i}].name", layer.name, "duplicate layer name")
         seen.add(layer.name)
+    _check_shapes_fit(file, layers)
     layers[0] = replace(layers[0], input_grad=False)
     return Workload(name=name, layers=tuple(layers), description=description, source=src,
                     published_params=published)
+
+
+#: layers whose input is a (C, H, W) feature map, and the kinds whose output is one
+_MAP_IN = ("conv", "maxpool", "avgpool", "batchnorm", "relu", "add")
+_MAP_OUT = ("conv", "maxpool", "avgpool", "batchnorm", "relu", "add")
+
+
+def _map_in(layer) -> tuple[int, ...]:
+    if layer.kind == "conv":
+        return (layer.in_channels, layer.in_h, layer.in_w)
+    return tuple(layer.shape)
+
+
+def _map_out(layer) -> tuple[int, ...]:
+    if layer.kind == "conv":
+        return (layer.out_channels, layer.out_h, layer.out_w)
+    if layer.kind in ("maxpool", "avgpool"):
+        return (layer.shape[0], layer.out_h, layer.out_w)
+    return tuple(layer.shape)
+
+
+def _check_shapes_fit(file: str, layers) -> None:
+    """Layers must fit together: a feature-map layer (conv, pool, batchnorm, relu, add) reads a
+    (C, H, W) map that the network input or an earlier feature-map layer produced (residual
+    branches may read any earlier one, so not only the previous). Catches a conv whose
+    in_channels or input size matches nothing before it, or a mis-shaped BatchNorm."""
+    produced: list[tuple[int, ...]] = []
+    for i, layer in enumerate(layers):
+        if layer.kind in _MAP_IN and len(_map_in(layer)) == 3:
+            want = _map_in(layer)
+            if produced and want not in produced:
+                key = "in_channels/in_hw" if layer.kind == "conv" else "shape"
+                near = ", ".join(str(list(p)) for p in produced[-3:])
+                raise ConfigError(file, f"layer[{i}]({layer.name}).{key}", list(want),
+                                  f"input [C, H, W] matches no earlier layer's output (the last "
+                                  f"ones: {near})")
+            if not produced:
+                produced.append(want)  # the network input
+        if layer.kind in _MAP_OUT and len(_map_in(layer)) == 3:
+            produced.append(_map_out(layer))
 
 
 def load_workload(path: str | Path) -> Workload:
