@@ -135,3 +135,11 @@ def test_workload_layers_must_fit_together(tmp_path, capsys, old, new, fragment)
     assert main(["layers", str(bad)]) == 2
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err and "\x1b" not in err
+
+
+def test_scalesim_depthwise_row_cannot_explode(tmp_path, capsys):
+    csv = tmp_path / "dp.csv"
+    csv.write_text("Layer name,IFMAP Height,IFMAP Width,Filter Height,Filter Width,Channels,"
+                   "Num Filter,Strides,\nConv1DP,8,8,3,3,100000000,1,1,\n")
+    assert main(["systolic", "--topology-csv", str(csv), "--rows", "8", "--cols", "8"]) == 2
+    assert "100,000,000 layers is over the 1,000,000 limit" in capsys.readouterr().err

@@ -23,10 +23,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from accelsim.arch.config import ConfigError, read_text
+from accelsim.workload.loader import MAX_DIM
 from accelsim.workload.model import Layer, Workload
 
 COLUMNS = ("Layer name", "IFMAP Height", "IFMAP Width", "Filter Height", "Filter Width",
            "Channels", "Num Filter", "Strides")
+
+
+#: most layers a topology may expand to (depthwise rows become one layer per channel)
+MAX_LAYERS = 1_000_000
 
 
 def read_scalesim_topology(path: str | Path) -> Workload:
@@ -63,6 +68,9 @@ def read_scalesim_topology(path: str | Path) -> Workload:
                                   "must be an integer") from None
             if v < 1:
                 raise ConfigError(path, f"row {line}, column '{col}'", cell, "must be >= 1")
+            if v > MAX_DIM:
+                raise ConfigError(path, f"row {line}, column '{col}'", cell,
+                                  f"must be <= {MAX_DIM:,}")
             vals.append(v)
         ih, iw, fh, fw, ch, nf, st = vals
         if fh > ih:
@@ -74,6 +82,12 @@ def read_scalesim_topology(path: str | Path) -> Workload:
         common = dict(kind="conv", in_h=ih, in_w=iw, kernel_h=fh, kernel_w=fw, stride_h=st,
                       stride_w=st, out_channels=nf, shape_mode="scalesim")
         if "DP" in name:
+            # SCALE-Sim runs a depthwise row as one layer per channel: refuse before building
+            # more layers than any network has
+            if len(layers) + ch > MAX_LAYERS:
+                raise ConfigError(path, f"row {line}, column 'Channels'", ch,
+                                  f"a depthwise row becomes one layer per channel: "
+                                  f"{len(layers) + ch:,} layers is over the {MAX_LAYERS:,} limit")
             layers.extend(Layer(name=f"{name}Channel_{c}", in_channels=1, **common)
                           for c in range(ch))
         else:
