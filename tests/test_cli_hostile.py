@@ -143,3 +143,17 @@ def test_scalesim_depthwise_row_cannot_explode(tmp_path, capsys):
                    "Num Filter,Strides,\nConv1DP,8,8,3,3,100000000,1,1,\n")
     assert main(["systolic", "--topology-csv", str(csv), "--rows", "8", "--cols", "8"]) == 2
     assert "100,000,000 layers is over the 1,000,000 limit" in capsys.readouterr().err
+
+
+def test_cycle_counts_never_wrap(tmp_path, capsys):
+    """A GEMM whose cycle count does not fit int64 is refused, not wrapped to nonsense."""
+    csv = tmp_path / "big.csv"
+    csv.write_text("Layer name,IFMAP Height,IFMAP Width,Filter Height,Filter Width,Channels,"
+                   "Num Filter,Strides,\nBig,1000000000,1000000000,3,3,1000000000,1000000000,1,\n")
+    assert main(["systolic", "--topology-csv", str(csv), "--rows", "8", "--cols", "8"]) == 2
+    assert "does not fit 64-bit integers" in capsys.readouterr().err
+    # a huge batch that does fit stays exact and sane
+    assert main(["systolic", "--workload", "tiny-cnn", "--rows", "8", "--cols", "8",
+                 "--batch", "1000000000000"]) == 0
+    out = capsys.readouterr().out
+    assert "548,000,000,000,572 cycles" in out and "utilization 0.924" in out

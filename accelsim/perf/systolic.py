@@ -144,8 +144,16 @@ def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: str = "ws", *,
         raise ValueError("GEMM dimensions M, N, K must all be >= 1")
     k_eff = -(-K // macs_per_pe)
     s_r, s_c, t = mp.dims(M, N, k_eff)
-    folds = (-(-s_r // rows)) * (-(-s_c // cols))
     preload = rows if mp.preload_rows else 0
+    # the same product in float64 first: an int64 overflow would wrap to a wrong (even negative)
+    # cycle count without a word
+    estimate = (np.ceil(np.asarray(s_r, dtype=np.float64) / rows)
+                * np.ceil(np.asarray(s_c, dtype=np.float64) / cols)
+                * (preload + np.asarray(t, dtype=np.float64) + rows + cols - 2))
+    if np.any(estimate >= 2.0**62):
+        raise OverflowError(f"cycle count {float(np.max(estimate)):.3g} does not fit 64-bit "
+                            "integers: the GEMM is too large for this array")
+    folds = (-(-s_r // rows)) * (-(-s_c // cols))
     cycles = folds * (preload + t + rows + cols - 2)
     return cycles - 1 if scalesim_compat else cycles
 
@@ -221,6 +229,7 @@ def workload_cycles(workload, rows: int, cols: int, dataflow: str = "ws", *, bat
     df["compute_cycles"] = cyc * df["count"] - (1 if scalesim_compat else 0)
     df["folds"] = folds * df["count"]
     df["mapping_efficiency"] = s_r * s_c / (folds * rows * cols)
-    df["utilization"] = df.M * df.N * df.K * df["count"] / (
-        rows * cols * macs_per_pe * (cyc * df["count"]))
+    df["utilization"] = (df.M.astype(np.float64) * df.N * df.K * df["count"]
+                         / (float(rows * cols * macs_per_pe) * cyc.astype(np.float64)
+                            * df["count"]))
     return df
