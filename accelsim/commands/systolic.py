@@ -44,6 +44,13 @@ def run(args: argparse.Namespace) -> int:
     for name in ("rows", "cols", "batch", "macs_per_pe"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    from accelsim.arch.config import PLAUSIBLE
+
+    for name in ("rows", "cols"):
+        hi = PLAUSIBLE[name][1]
+        if getattr(args, name) > hi:
+            raise UserError(f"--{name} {getattr(args, name)}: more than the plausible {hi:,} "
+                            "(docs/configs.md)")
     if args.out is not None:
         check_output_path(args.out, "--out")
     if args.topology_csv is not None:
