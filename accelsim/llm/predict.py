@@ -147,7 +147,9 @@ class Prediction:
             "optimizer_GiB": self.memory.optimizer_bytes / GIB,
             "activations_GiB": self.memory.activations_bytes / GIB,
             "weight_comm_GB": self.comm.weight_bytes / 1e9,
-            "activation_comm_GB": self.comm.activation_bytes / 1e9,
+            "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
+            "activation_comm_GB_per_microbatch":
+                self.comm.activation_bytes / self.plan.n_micro / 1e9,
             "tp_comm_GB": self.comm.tp_bytes / 1e9,
             "pp_comm_GB": self.comm.pp_bytes / 1e9,
             "pipeline_s": self.pipeline_s,
