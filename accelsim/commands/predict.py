@@ -114,6 +114,13 @@ def run(args: argparse.Namespace) -> int:
         if not system.chip.core.supports(prec):
             raise UserError(f"{spath}: core.macs_per_pe_per_cycle has no {prec} rate "
                             f"(needed by --scheme {args.scheme})")
+    core = system.chip.core
+    cp = scheme.compute_precision
+    if cp != scheme.high_precision and core.supports(scheme.high_precision) and \
+            core.macs_per_cycle_per_pe(cp) <= core.macs_per_cycle_per_pe(scheme.high_precision):
+        print(f"note: {system.name} computes {cp} no faster than {scheme.high_precision} (its "
+              f"config has no faster {cp} datapath); any gain over {scheme.high_precision} comes "
+              f"from {cp}'s smaller tensors in memory", file=sys.stderr)
     out = predict_step(system, workload, args.batch, scheme, fusion=fusion, layout=args.layout)
     if args.json:
         print(json.dumps(out))
