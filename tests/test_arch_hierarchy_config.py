@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from accelsim.arch import ConfigError, Table, load_system, read_toml, system_from_dict
-from accelsim.arch.config import _Table
 from accelsim.arch.schemes import SCHEME_NAMES, get_scheme, with_policy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,8 +49,7 @@ def test_bad_hierarchy_keys_name_file_and_key(mutate, key):
     assert str(err.value).startswith("bad.toml: ") and key in str(err.value)
 
 
-def test_table_reader_is_public_and_the_old_name_still_works():
-    assert _Table is Table
+def test_table_reader_is_public():
     t = Table("f.toml", "x", {"a": 1, "b": True})
     assert t.integer("a") == 1 and t.boolean("b", default=False) is True
     t.finish()

@@ -199,10 +199,6 @@ class Table:
                 raise ConfigError(self.file, self._key(key), self.data[key], "unknown key")
 
 
-#: Deprecated private alias (kept for old imports); use :class:`Table`.
-_Table = Table
-
-
 def _link(t: Table) -> Link:
     link = Link(bandwidth_Bps=t.positive("bandwidth_GBps") * _GB,
                 latency_s=t.positive("latency_ns") * 1e-9,
