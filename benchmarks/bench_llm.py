@@ -63,7 +63,7 @@ def main() -> int:
     tab = search(g175, str(h100_path), 512, 1536, "bf16")
     ser = time.perf_counter() - t0
     ok = int((tab.status == "ok").sum())
-    rows.append((f"plan search GPT-175B, 512 GPUs, serial", ser,
+    rows.append(("plan search GPT-175B, 512 GPUs, serial", ser,
                  f"{n:,} plans ({ok:,} fit), {n / ser:,.0f} plans/s"))
     t0 = time.perf_counter()
     search(g175, str(h100_path), 512, 1536, "bf16", executor="process", workers=args.workers)

@@ -46,7 +46,6 @@ def check_semantics(s, chips_of_board=None):
     for t in order:
         deps = s.deps[s.dep_ptr[t]:s.dep_ptr[t + 1]]
         assert (deps < t).all()
-    p = s.p
     have: dict = {}
     owners_rs = {}
     for t in order:

@@ -5,7 +5,6 @@ memory. Oracles: exact integer / Fraction arithmetic and the scalar reference.""
 from __future__ import annotations
 
 import tracemalloc
-from fractions import Fraction
 
 import numpy as np
 import pytest

@@ -190,7 +190,7 @@ def _torus_snake(g: nx.Graph, nodes: list):
     if odd:  # row rr-1 runs c-1 .. 2, 1: detour through row r-1 between columns 2 and 1
         k = cells.index((rr - 1, 1))
         cells = cells[:k] + [(r - 1, (2 + t) % c) for t in range(c)] + cells[k:]
-    rows, cols = g.graph["rows"], g.graph["cols"]
+    cols = g.graph["cols"]
     order = tuple((j * cols + i) if transpose else (i * cols + j) for i, j in cells)
     if len(set(order)) != len(nodes):  # pragma: no cover - construction bug guard
         return None
