@@ -39,15 +39,22 @@ def _work_dtype(cfg: EngineConfig):
     return np.float32 if ok else np.float64
 
 
-def fma_step(inner, p, cfg: EngineConfig):
-    """inner + p rounded once to the step format (float64 arrays; two_sum + round-to-odd)."""
-    s, e = two_sum(inner, p)
-    if cfg.step_format is None:
+def _add_rounded_once(a, b, fmt, rounding, inexact: str):
+    """a + b rounded once to ``fmt`` (float64 arrays; two_sum + round-to-odd); with ``fmt`` None
+    the float64 sum must be exact, else ValueError(``inexact``)."""
+    s, e = two_sum(a, b)
+    if fmt is None:
         if np.any(e != 0):
-            raise ValueError("step_format=None with an unaligned FMA step: the float64 running "
-                             "sum became inexact for these operands; give a step_format")
+            raise ValueError(inexact)
         return s
-    return round_fast(round_to_odd(s, e), get_format(cfg.step_format), cfg.step_rounding)
+    return round_fast(round_to_odd(s, e), get_format(fmt), rounding)
+
+
+def fma_step(inner, p, cfg: EngineConfig):
+    """inner + p rounded once to the step format."""
+    return _add_rounded_once(inner, p, cfg.step_format, cfg.step_rounding,
+                             "step_format=None with an unaligned FMA step: the float64 running "
+                             "sum became inexact for these operands; give a step_format")
 
 
 def aligned_step(inner, p, e, cfg: EngineConfig):
@@ -74,14 +81,10 @@ def aligned_step(inner, p, e, cfg: EngineConfig):
 
 
 def promote_step(outer, inner, cfg: EngineConfig):
-    """outer + inner rounded once to the outer format (float64 arrays)."""
-    s, e = two_sum(outer, inner)
-    if cfg.outer_format is None:
-        if np.any(e != 0):
-            raise ValueError("outer_format=None: the float64 outer sum became inexact for these "
+    """outer + inner rounded once to the outer format."""
+    return _add_rounded_once(outer, inner, cfg.outer_format, cfg.outer_rounding,
+                             "outer_format=None: the float64 outer sum became inexact for these "
                              "operands; give an outer_format")
-        return s
-    return round_fast(round_to_odd(s, e), get_format(cfg.outer_format), cfg.outer_rounding)
 
 
 class GeneralPath:

@@ -66,6 +66,23 @@ def add_bandwidth_arguments(parser: argparse.ArgumentParser, *, many: bool = Fal
                              "--link-GBps (default: as configured)")
 
 
+def scheme_choices() -> tuple[str, ...]:
+    """The preset training schemes (:mod:`accelsim.arch.schemes`), for ``--scheme`` flags."""
+    from accelsim.arch.schemes import SCHEME_NAMES
+
+    return SCHEME_NAMES
+
+
+def require_precisions(system, path, precisions, flag: str) -> None:
+    """UserError unless the system's cores have a MAC rate for every one of ``precisions``."""
+    from accelsim.cli import UserError
+
+    for prec in dict.fromkeys(precisions):
+        if not system.chip.core.supports(prec):
+            raise UserError(f"{path}: core.macs_per_pe_per_cycle has no {prec} rate "
+                            f"(needed by {flag})")
+
+
 def system_path(spec: str | Path) -> Path:
     from accelsim.paths import resolve_input
 

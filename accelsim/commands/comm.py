@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from accelsim.commands._common import add_bandwidth_arguments, nonnegative_float, positive_float
+from accelsim.commands._common import (
+    add_bandwidth_arguments,
+    nonnegative_float,
+    positive_float,
+    scheme_choices,
+)
 
 NAME = "comm"
 HELP = ("Reduce-scatter, all-gather and weight-update time per training step for the fp16, fp8 "
@@ -26,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tensors", type=int, default=None,
                         help="number of parameter tensors for the per-tensor update overhead "
                         "(default: the workload's; 0 with --params)")
-    parser.add_argument("--scheme", nargs="+", default=["fp16", "fp8", "hfp8"],
+    parser.add_argument("--scheme", nargs="+", choices=scheme_choices(),
+                        default=["fp16", "fp8", "hfp8"],
                         help="schemes to report (default: fp16 fp8 hfp8)")
     add_bandwidth_arguments(parser, many=True)
     parser.add_argument("--compression", type=float, nargs="+", default=[1.0],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import add_bandwidth_arguments, nonnegative_int
+from accelsim.commands._common import add_bandwidth_arguments, nonnegative_int, scheme_choices
 
 NAME = "explore"
 HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="workload TOML, SCALE-Sim topology CSV, or shipped name (resnet50)")
     parser.add_argument("--batch", type=int, required=True, metavar="N",
                         help="global minibatch (samples per iteration over the whole system)")
-    parser.add_argument("--scheme", choices=["fp16", "fp8", "hfp8"], default="hfp8",
+    parser.add_argument("--scheme", choices=scheme_choices(), default="hfp8",
                         help="training precision scheme (default: hfp8)")
     parser.add_argument("--out", type=Path, default=None, metavar="POINTS.csv",
                         help="write every evaluated point (layer x mapping x phase) to this CSV; "

@@ -5,19 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 
+from accelsim.commands._common import positive_int, scheme_choices
+
 NAME = "gemm"
 HELP = ("Time and TFLOP/s of one GEMM [M,K] @ [K,N] on one chip of a system config "
         "(tiles over cores, shared cache levels, waves, launch cost; accelsim.perf.gemm).")
-SCHEMES = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="arch_configs/*.toml file or shipped name (e.g. h100-sxm)")
-    parser.add_argument("--m", type=int, required=True, help="rows of A and C")
-    parser.add_argument("--n", type=int, required=True, help="columns of B and C")
-    parser.add_argument("--k", type=int, required=True, help="reduction dimension")
-    parser.add_argument("--scheme", choices=SCHEMES, default="fp16",
+    parser.add_argument("--m", type=positive_int, required=True, help="rows of A and C")
+    parser.add_argument("--n", type=positive_int, required=True, help="columns of B and C")
+    parser.add_argument("--k", type=positive_int, required=True, help="reduction dimension")
+    parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
                         help="precision of the GEMM (a scheme's compute precision; default fp16)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -25,19 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
-    from accelsim.cli import UserError
+    from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
     from accelsim.perf.gemm import gemm_time
 
-    for name in ("m", "n", "k"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name} must be >= 1, got {getattr(args, name)}")
     spath = resolve_input(args.system, "system")
     system = load_system(spath)
     precision = get_scheme(args.scheme).compute_precision
-    if not system.chip.core.supports(precision):
-        raise UserError(f"{spath}: core.macs_per_pe_per_cycle has no {precision} rate "
-                        f"(this chip cannot run --scheme {args.scheme})")
+    require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
     g = gemm_time(system, args.m, args.n, args.k, precision)
     d = g.as_dict()
     d.update(system=system.name, scheme=args.scheme,

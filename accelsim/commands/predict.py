@@ -7,10 +7,11 @@ import argparse
 import json
 import sys
 
+from accelsim.commands._common import scheme_choices
+
 NAME = "predict"
 HELP = ("Predict one data-parallel training iteration (batch B per chip): samples/s, step time, "
         "achieved TFLOP/s and memory per chip, with or without kernel fusion.")
-SCHEMES = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="workload TOML file or shipped name (e.g. resnet50)")
     parser.add_argument("--batch", type=int, required=True, metavar="B",
                         help="samples per chip per iteration")
-    parser.add_argument("--scheme", choices=SCHEMES, default="fp16", help="training scheme")
+    parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
+                        help="training scheme")
     parser.add_argument("--fusion", choices=("on", "off"), default=None,
                         help="fuse element-wise layers into GEMMs (default: on for a chip with "
                              "a memory hierarchy, as cuDNN/XLA/torch.compile do; else the "
@@ -86,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_policy, load_system
     from accelsim.arch.schemes import with_policy
     from accelsim.cli import UserError
+    from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
     from accelsim.workload import load_workload
 
@@ -110,10 +113,8 @@ def run(args: argparse.Namespace) -> int:
     scheme = with_policy(scheme, first_last_high=first_last,
                          overrides={**dict(getattr(scheme, "layer_overrides", ())), **overrides},
                          source=src)
-    for prec in {scheme.compute_precision, scheme.high_precision, *overrides.values()}:
-        if not system.chip.core.supports(prec):
-            raise UserError(f"{spath}: core.macs_per_pe_per_cycle has no {prec} rate "
-                            f"(needed by --scheme {args.scheme})")
+    require_precisions(system, spath, [scheme.compute_precision, scheme.high_precision,
+                                       *overrides.values()], f"--scheme {args.scheme}")
     core = system.chip.core
     cp = scheme.compute_precision
     if cp != scheme.high_precision and core.supports(scheme.high_precision) and \

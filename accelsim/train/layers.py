@@ -188,19 +188,28 @@ class ReLU(Layer):
         return np.where(self._mask, dy, 0.0)
 
 
-class MaxPool2d(Layer):
-    """Non-overlapping k x k max pooling (H and W divisible by k); ties send the gradient to
-    the first maximum in row-major order."""
+class _Pool2d(Layer):
+    """Non-overlapping k x k pooling windows (H and W divisible by k)."""
 
     def __init__(self, k: int = 2):
         super().__init__()
         self.k = k
 
+    def _check(self, x) -> None:
+        H, W = x.shape[2:]
+        if H % self.k or W % self.k:
+            raise ValueError(f"{type(self).__name__}({self.k}) needs H and W divisible by "
+                             f"{self.k}, got {H}x{W}")
+
+
+class MaxPool2d(_Pool2d):
+    """Non-overlapping k x k max pooling; ties send the gradient to the first maximum in
+    row-major order."""
+
     def forward(self, x, dp, train):
+        self._check(x)
         B, C, H, W = x.shape
         k = self.k
-        if H % k or W % k:
-            raise ValueError(f"MaxPool2d({k}) needs H and W divisible by {k}, got {H}x{W}")
         w = x.reshape(B, C, H // k, k, W // k, k).transpose(0, 1, 2, 4, 3, 5).reshape(B, C, H // k, W // k, k * k)
         self._arg = w.argmax(axis=-1)
         self._shape = x.shape
@@ -214,18 +223,13 @@ class MaxPool2d(Layer):
         return g.reshape(B, C, H // k, W // k, k, k).transpose(0, 1, 2, 4, 3, 5).reshape(B, C, H, W)
 
 
-class AvgPool2d(Layer):
+class AvgPool2d(_Pool2d):
     """Non-overlapping k x k average pooling."""
 
-    def __init__(self, k: int = 2):
-        super().__init__()
-        self.k = k
-
     def forward(self, x, dp, train):
+        self._check(x)
         B, C, H, W = x.shape
         k = self.k
-        if H % k or W % k:
-            raise ValueError(f"AvgPool2d({k}) needs H and W divisible by {k}, got {H}x{W}")
         self._shape = x.shape
         return x.reshape(B, C, H // k, k, W // k, k).mean(axis=(3, 5))
 
