@@ -50,3 +50,25 @@ def test_errors_are_one_line(argv, msg, capsys):
     assert main(["train", *argv]) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
+
+
+def test_compare_saves_each_recipe_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
+    import accelsim.train as train_pkg
+    from accelsim.cli import main as cli_main
+
+    argv = ["train", "--compare", "fp32,bf16-amp", "--model", "mlp", "--dataset", "digits",
+            "--steps", "3", "--seed", "1", "--out", str(tmp_path), "--no-progress", "--json"]
+    assert cli_main(argv) == 0
+    first = capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == [
+        "train_mlp_digits.bf16-amp.json", "train_mlp_digits.fp32.json"]
+
+    def no_training(*a, **k):
+        raise AssertionError("a saved recipe was trained again")
+
+    monkeypatch.setattr(train_pkg, "train", no_training)
+    assert cli_main(argv) == 0  # everything comes from the saved parts
+    assert capsys.readouterr().out == first
+    # other settings are another run: that part is recomputed, not reused
+    with pytest.raises(AssertionError, match="trained again"):
+        cli_main(argv[:8] + ["4"] + argv[9:])

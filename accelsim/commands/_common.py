@@ -96,3 +96,15 @@ def load_workload_arg(spec: str):
 
     path = resolve_input(spec, "workload")
     return read_scalesim_topology(path) if path.suffix.lower() == ".csv" else load_workload(path)
+
+
+def journal_rows(out) -> int:
+    """Finished points in the sweep journal of ``out`` (a .csv, or a .parquet's journal; 0 if
+    none)."""
+    out = Path(out)
+    journal = out if out.suffix == ".csv" else out.with_name(out.name + ".journal.csv")
+    try:
+        with journal.open("rb") as f:
+            return max(0, sum(1 for line in f if line.endswith(b"\n")) - 1)
+    except OSError:
+        return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from accelsim.commands._common import positive_int
 
@@ -107,8 +108,17 @@ def _search(args, model, path) -> int:
         gpus = args.tp * args.pp * args.dp
     if args.out is not None:
         check_output_path(args.out, "--out")
-    table = search(model, str(path), gpus, args.global_batch, args.scheme,
-                   executor=args.executor, workers=args.workers, out=args.out)
+    try:
+        table = search(model, str(path), gpus, args.global_batch, args.scheme,
+                       executor=args.executor, workers=args.workers, out=args.out)
+    except KeyboardInterrupt:
+        if args.out is None:
+            raise
+        from accelsim.commands._common import journal_rows
+
+        print(f"accelsim llm: interrupted; {journal_rows(args.out)} plans are saved in "
+              f"{args.out}; rerun the same command to resume", file=sys.stderr)
+        raise SystemExit(130) from None
     ok = table[table["status"] == "ok"]
     bad = table[table["status"] != "ok"]["reason"]
     if ok.empty:

@@ -99,6 +99,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import journal_rows
     from accelsim.dse import scenario
     from accelsim.dse import sweep as sw
 
@@ -134,7 +135,7 @@ def run(args) -> int:
                              progress=not args.no_progress, dask_address=args.dask_address,
                              group_by=scenario.group_by(), max_points=max_points(args))
     except KeyboardInterrupt:
-        saved = _rows_saved(out)
+        saved = journal_rows(out)
         print(f"accelsim sweep: interrupted; {saved} of {spec.n_points} points are saved in "
               f"{out}; rerun the same command to resume", flush=True)
         raise SystemExit(130) from None
@@ -142,13 +143,3 @@ def run(args) -> int:
     print(f"{len(table)} points in {out} (manifest {manifest_path}): {n_ok} ok, "
           f"{len(table) - n_ok} infeasible")
     return 0
-
-
-def _rows_saved(out) -> int:
-    """Finished points in the journal of ``out`` (0 if none)."""
-    journal = out if out.suffix == ".csv" else out.with_name(out.name + ".journal.csv")
-    try:
-        with journal.open("rb") as f:
-            return max(0, sum(1 for line in f if line.endswith(b"\n")) - 1)
-    except OSError:
-        return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 NAME = "train"
@@ -64,23 +65,50 @@ def run(args: argparse.Namespace) -> int:
         recipes = [args.recipe]
         eval_every = args.eval_every or 0
     summaries, tables = [], []
-    for r in recipes:
-        cfg = TrainConfig(recipe=r, model=args.model, dataset=args.dataset, steps=args.steps,
-                          seed=args.seed, batch_size=args.batch_size, lr=args.lr, eval_every=eval_every)
-        res = train(cfg, np.random.default_rng(args.seed), progress=not (args.no_progress or args.json))
-        summaries.append(res.summary)
-        h = res.history.copy()
-        h.insert(0, "recipe", r)
-        h.insert(1, "model", args.model)
-        h.insert(2, "dataset", args.dataset)
-        h.insert(3, "seed", args.seed)
-        tables.append(h)
+    settings = {"model": args.model, "dataset": args.dataset, "steps": args.steps,
+                "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr,
+                "eval_every": eval_every}
+    stem = f"train_{args.model}_{args.dataset}"
+    if args.compare is not None:
+        from accelsim.cli import check_output_path
+
+        check_output_path(args.out, "--out", directory=True)
+    done = 0
+    try:
+        for r in recipes:
+            # --compare: each recipe's run is saved as it finishes and reused by a rerun with the
+            # same settings (a long comparison survives Ctrl-C)
+            part = args.out / f"{stem}.{r}.json" if args.compare is not None else None
+            saved = _load_part(part, settings)
+            if saved is None:
+                cfg = TrainConfig(recipe=r, seed=args.seed, eval_every=eval_every,
+                                  **{k: settings[k] for k in ("model", "dataset", "steps",
+                                                              "batch_size", "lr")})
+                res = train(cfg, np.random.default_rng(args.seed),
+                            progress=not (args.no_progress or args.json))
+                summary, history = res.summary, res.history
+                if part is not None:
+                    _save_part(part, settings, summary, history)
+            else:
+                summary, history = saved
+            done += 1
+            summaries.append(summary)
+            h = history.copy()
+            h.insert(0, "recipe", r)
+            h.insert(1, "model", args.model)
+            h.insert(2, "dataset", args.dataset)
+            h.insert(3, "seed", args.seed)
+            tables.append(h)
+    except KeyboardInterrupt:
+        if args.compare is None:
+            raise
+        print(f"accelsim train: interrupted; {done} of {len(recipes)} recipes are saved in "
+              f"{args.out}; rerun the same command to resume", file=sys.stderr)
+        raise SystemExit(130) from None
     if args.compare is not None:
         from accelsim.report.train import plot_convergence
 
         history = pd.concat(tables, ignore_index=True)
-        args.out.mkdir(parents=True, exist_ok=True)
-        stem = f"train_{args.model}_{args.dataset}"
         csv = args.out / f"{stem}.csv"
         history.to_csv(csv, index=False)
         png = plot_convergence(history, args.out / f"{stem}.png")
@@ -93,3 +121,33 @@ def run(args: argparse.Namespace) -> int:
         for k, v in summaries[0].items():
             print(f"{k:18s} {v}")
     return 0
+
+
+def _load_part(path, settings):
+    """(summary, history) of a recipe saved by an earlier run with the same settings, or None."""
+    import pandas as pd
+
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        if data.get("settings") != settings:
+            return None
+        return data["summary"], pd.DataFrame(data["history"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return None  # a damaged part is recomputed
+
+
+def _save_part(path, settings, summary, history) -> None:
+    """Write one recipe's result atomically (a rename: never a half-written file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"settings": settings, "summary": summary,
+                               "history": history.to_dict("records")}, default=_plain))
+    tmp.replace(path)
+
+
+def _plain(value):
+    """numpy scalars as Python numbers in the saved JSON (ints stay ints)."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"cannot save {type(value).__name__} in a training result")
