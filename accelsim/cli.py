@@ -101,6 +101,14 @@ def _os_error(exc: OSError) -> str:
     return f"{exc.filename}: {exc.strerror}"
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush to a closed pipe is quiet."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -125,11 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``accelsim ... | head``): stop quietly, as Unix tools do.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+        _silence_stdout()
         return EXIT_BROKEN_PIPE
     except MemoryError:
         msg = "out of memory: the requested size is too large for this machine"
@@ -147,10 +151,7 @@ def entry() -> None:  # pragma: no cover - the console script
         sys.stdout.flush()
     except BrokenPipeError:
         code = EXIT_BROKEN_PIPE
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except OSError:
-            pass
+        _silence_stdout()
     except KeyboardInterrupt:
         print("accelsim: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED

@@ -123,23 +123,29 @@ def run(args) -> int:
         print(f"{spec.n_points} points; keys and values checked")
         return 0
     check_output_path(out, "--out")
-    # the journal's warnings (quarantined lines) as one line each, without a source location
-    warnings.showwarning = lambda msg, cat, *a, **k: print(f"accelsim sweep: warning: {msg}",
-                                                           file=sys.stderr)
     manifest_path = out.with_name(out.name + ".manifest.json")
     manifest_path.write_text(json.dumps(scenario.manifest(spec), indent=2, default=str) + "\n")
     evaluate = functools.partial(scenario.evaluate_point, drop=tuple(spec.param_names))
     try:
-        table = sw.run_sweep(spec, evaluate, out, columns=scenario.output_columns(spec),
-                             executor=args.executor, workers=args.workers,
-                             progress=not args.no_progress, dask_address=args.dask_address,
-                             group_by=scenario.group_by(), max_points=max_points(args))
+        with warnings.catch_warnings():
+            # the journal's warnings (quarantined lines) as one line each, no source location
+            warnings.showwarning = _one_line_warning
+            table = sw.run_sweep(spec, evaluate, out, columns=scenario.output_columns(spec),
+                                 executor=args.executor, workers=args.workers,
+                                 progress=not args.no_progress, dask_address=args.dask_address,
+                                 group_by=scenario.group_by(), max_points=max_points(args))
     except KeyboardInterrupt:
         saved = journal_rows(out)
         print(f"accelsim sweep: interrupted; {saved} of {spec.n_points} points are saved in "
-              f"{out}; rerun the same command to resume", flush=True)
+              f"{out}; rerun the same command to resume", file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     n_ok = int((table["status"] == "ok").sum())
     print(f"{len(table)} points in {out} (manifest {manifest_path}): {n_ok} ok, "
           f"{len(table) - n_ok} infeasible")
     return 0
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    import sys
+
+    print(f"accelsim sweep: warning: {message}", file=sys.stderr)

@@ -41,7 +41,9 @@ evaluations out to ``concurrent.futures`` (processes by default) or Dask (option
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -203,8 +205,9 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
         comm = gradient_reduction_times(system, workload.n_params, scheme,
                                         compression=compression, engine=engine,
                                         n_tensors=workload.n_param_tensors)
-    comm_d = comm if isinstance(comm, dict) else (
-        comm.as_dict() if hasattr(comm, "as_dict") else vars(comm))
+    # a mapping of the three phase times, or a dataclass holding them (netsim's PhaseTimes,
+    # the step model's CommPhases)
+    comm_d = dict(comm) if isinstance(comm, abc.Mapping) else dataclasses.asdict(comm)
     for k in ("reduce_scatter_s", "all_gather_s", "weight_update_s"):
         v = comm_d.get(k)
         if v is None or not (math.isfinite(v) and v >= 0):

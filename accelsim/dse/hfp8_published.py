@@ -79,7 +79,7 @@ COMPRESSED_FACTORS = (32.0, 64.0, 128.0, 256.0, 512.0)
 
 def _index(table) -> dict:
     """{(scheme, chip_GBps, compression): row} from a DataFrame or a list of row dicts."""
-    rows = table.to_dict("records") if hasattr(table, "to_dict") else table
+    rows = table if isinstance(table, list) else table.to_dict("records")
     out: dict = {}
     for r in rows:
         key = (r["scheme"], float(r["chip_GBps"]), float(r["compression"]))
