@@ -21,6 +21,10 @@ class Plan:
     ``interleave`` is the number of model chunks per pipeline stage (1: plain 1F1B).
     ``overlap_grad_reduce``: the gradient reduction runs during the last micro-batch's backward
     pass (PyTorch DDP buckets) instead of after the pipeline flush (Megatron's local DDP).
+    ``grad_accumulation_fusion``: the weight-gradient GEMM accumulates into the main-gradient
+    buffer in its epilogue (Megatron's default); off (``--no-gradient-accumulation-fusion``, as
+    FP8-LM's public scripts run), every micro-batch writes its 16-bit weight gradient and a
+    separate kernel adds it into the buffer.
     """
 
     tp: int
@@ -33,6 +37,7 @@ class Plan:
     sequence_parallel: bool = False
     zero: int = 0
     overlap_grad_reduce: bool = False
+    grad_accumulation_fusion: bool = True
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):

@@ -9,6 +9,9 @@ Megatron-LM 2021). The last pipeline stage also runs the LM head. The 1F1B pipel
 ``(m + p - 1)`` micro-batch slots of forward + backward, interleaved ``(m + (p-1)/v)``
 (Narayanan et al. SC'21, section 2.2); point-to-point transfers sit on the critical path once
 per chunk; the data-parallel collectives and the optimizer step follow the pipeline flush.
+Without gradient-accumulation fusion each micro-batch's backward pass also streams its weight
+gradients through HBM: the 16-bit gradient written and read (4 bytes per parameter) and the
+main-gradient buffer read and written (2 x the scheme's gradient bytes).
 """
 
 from __future__ import annotations
@@ -129,6 +132,11 @@ class Prediction:
         return self.hardware_flops / self.iteration_time_s / self.plan.gpus / 1e12
 
     @property
+    def model_tflops_per_gpu(self) -> float:
+        """Model FLOPs (no recomputation) per GPU per second / 1e12 (FP8-LM Table 5's TFLOPS)."""
+        return self.model_flops / self.iteration_time_s / self.plan.gpus / 1e12
+
+    @property
     def mfu(self) -> float:
         """Model FLOPs utilization against the peak of the scheme's GEMM precision."""
         return self.model_flops / self.iteration_time_s / self.plan.gpus / self.peak_flops_per_gpu
@@ -150,6 +158,8 @@ class Prediction:
             "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
             "activation_comm_GB_per_microbatch":
                 self.comm.activation_bytes / self.plan.n_micro / 1e9,
+            "tp_input_comm_GiB_per_microbatch":
+                self.comm.tp_input_bytes / self.plan.n_micro / GIB,  # FP8-LM Table 7
             "tp_comm_GB": self.comm.tp_bytes / 1e9,
             "pp_comm_GB": self.comm.pp_bytes / 1e9,
             "pipeline_s": self.pipeline_s,
@@ -161,8 +171,20 @@ class Prediction:
             "micro_batch": p.micro_batch, "global_batch": p.global_batch,
             "interleave": p.interleave, "recompute": p.recompute,
             "sequence_parallel": p.sequence_parallel, "zero": p.zero,
-            "overlap_grad_reduce": p.overlap_grad_reduce, "scheme": self.scheme,
+            "overlap_grad_reduce": p.overlap_grad_reduce,
+            "grad_accumulation_fusion": p.grad_accumulation_fusion, "scheme": self.scheme,
         }
+
+
+def grad_accumulation_s(mem: Memory, plan: Plan, scheme: LlmScheme, hbm_Bps: float) -> float:
+    """Seconds per micro-batch that an unfused gradient accumulation adds to the backward pass:
+    the 16-bit weight gradient written and read back, the main gradient read and written."""
+    if plan.grad_accumulation_fusion:
+        return 0.0
+    lin, rest = mem.linear_params, mem.params - mem.linear_params
+    nbytes = (lin * (4 + 2 * scheme.grad_bytes)
+              + rest * (4 + 2 * scheme.other.grad_bytes))
+    return nbytes / hbm_Bps
 
 
 def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: System,
@@ -176,19 +198,19 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
                          f"(scheme {sc.name})")
     fabric = Fabric.of(system, params, engine)
     mem = memory(model, plan, sc)
-    cm = comm(model, plan, sc, fabric, mem.params)
+    cm = comm(model, plan, sc, fabric, mem)
     lt, head_f, head_b = layer_times(model, plan, sc, system, params)
     layers = model.layers // plan.pp
-    tp_s = cm.tp_layer_pass_s
-    f_layer = lt.linear_fwd_s + lt.attention_fwd_s + lt.elementwise_fwd_s + tp_s
-    b_layer = lt.linear_bwd_s + lt.attention_bwd_s + lt.elementwise_bwd_s + tp_s
+    f_layer = lt.linear_fwd_s + lt.attention_fwd_s + lt.elementwise_fwd_s + cm.tp_layer_pass_s
+    b_layer = lt.linear_bwd_s + lt.attention_bwd_s + lt.elementwise_bwd_s + cm.tp_layer_bwd_s
     if plan.recompute == "full":
         b_layer += f_layer
     elif plan.recompute == "selective":
         b_layer += lt.attention_fwd_s + lt.scores_fwd_s
     v = plan.interleave
+    hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     fwd = layers * f_layer + head_f + v * cm.pp_p2p_s
-    bwd = layers * b_layer + head_b + v * cm.pp_p2p_s
+    bwd = layers * b_layer + head_b + v * cm.pp_p2p_s + grad_accumulation_s(mem, plan, sc, hbm)
     m, p = plan.n_micro, plan.pp
     slot = fwd + bwd
     bubble = (p - 1) / v * slot
@@ -196,7 +218,7 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
     # optimizer: read weights, grads, master, moments; write weights, master, moments
     local = mem.params / (plan.dp if plan.zero >= 1 else 1)
     opt_bytes = local * (sc.bytes_per_param + sc.weight_bytes + sc.optimizer_bytes)
-    opt_s = opt_bytes / (system.chip.memory_bandwidth_Bps * params.memory_efficiency)
+    opt_s = opt_bytes / hbm
     dp_exposed = max(0.0, cm.dp_s - bwd) if plan.overlap_grad_reduce else cm.dp_s
     total = pipeline + dp_exposed + opt_s
     B = plan.global_batch
