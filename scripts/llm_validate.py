@@ -23,13 +23,11 @@ import pandas as pd
 from accelsim.arch import build_system
 from accelsim.llm import Plan, predict
 from accelsim.llm.memory import GIB
-from accelsim.llm.published import (FP8LM_SEQ, FP8LM_TABLE1, FP8LM_TABLE5, FP8LM_TABLE7,
-                                    FP8LM_VOCAB)
+from accelsim.llm.published import FP8LM_TABLE1, FP8LM_TABLE5, FP8LM_TABLE7
 from accelsim.paths import REPO_ROOT
-from accelsim.workload.gpt import GptConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from llm_fit import megatron_cases  # noqa: E402
+from llm_fit import fp8lm_model, fp8lm_plan, megatron_cases  # noqa: E402
 
 MEGATRON = "Narayanan et al. SC'21 Table 1; configs: NVIDIA/Megatron-LM examples/sc21/run_table_1.sh"
 FP8LM = ("Peng et al. 2023 FP8-LM arXiv:2310.18313 Table {t} "
@@ -42,20 +40,6 @@ def _row(case, quantity, unit, pred, pub, target, source, note=""):
     return dict(case=case, quantity=quantity, unit=unit, predicted=round(pred, 4),
                 published=pub, rel_error=round(err, 4), target=target,
                 within_target=abs(err) <= target, source=source, note=note)
-
-
-def fp8lm_model(name: str) -> GptConfig:
-    layers, hidden, heads, *_ = FP8LM_TABLE1[name]
-    return GptConfig(layers=layers, hidden=hidden, heads=heads, seq=FP8LM_SEQ, vocab=FP8LM_VOCAB,
-                     flash_attention=True, name=name)
-
-
-def fp8lm_plan(name: str, tp: int, pp: int, dp: int, micro_batch: int) -> Plan:
-    """FP8-LM's plan: Table 5's split, Table 1's batch, the public scripts' arguments."""
-    batch_tokens = FP8LM_TABLE1[name][5]
-    return Plan(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch,
-                global_batch=batch_tokens // FP8LM_SEQ, sequence_parallel=True,
-                recompute="none", zero=1, grad_accumulation_fusion=False)
 
 
 def fp8lm_predictions(system) -> dict:

@@ -27,6 +27,19 @@ def test_defaults_are_the_fit_optimum_on_the_grid():
         assert llm_fit.rms(llm_fit.errors(A100, p)) >= best
 
 
+H100 = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
+
+
+def test_memory_reserve_is_the_fit_optimum_on_the_grid():
+    d = LlmParams()
+    best = llm_fit.rms(llm_fit.memory_errors(H100, d))
+    for step in (0.1, -0.1):
+        p = LlmParams(memory_reserve_GiB=round(d.memory_reserve_GiB + step, 1))
+        assert llm_fit.rms(llm_fit.memory_errors(H100, p)) >= best
+    assert best < 0.05
+    assert len(llm_fit.memory_errors(H100, d)) == 6
+
+
 @pytest.mark.parametrize("case", range(10))
 def test_megatron_table1_within_target(case):
     name, pred, pub = llm_fit.errors(A100, LlmParams())[case]

@@ -38,6 +38,7 @@ class Memory:
     grads_bytes: float
     optimizer_bytes: float
     activations_bytes: float
+    reserve_bytes: float = 0.0  # outside the tensors: contexts, communicator buffers, allocator
 
     @property
     def model_states_bytes(self) -> float:
@@ -45,7 +46,7 @@ class Memory:
 
     @property
     def total_bytes(self) -> float:
-        return self.model_states_bytes + self.activations_bytes
+        return self.model_states_bytes + self.activations_bytes + self.reserve_bytes
 
     @property
     def total_GiB(self) -> float:
@@ -114,12 +115,15 @@ def model_state_bytes(n_params: float, scheme: LlmScheme, zero: int, dp: int
     return w, g, o
 
 
-def memory(model: GptConfig, plan: Plan, scheme: LlmScheme) -> Memory:
-    """Memory per GPU: model states after ZeRO sharding and activations of the first stage."""
+def memory(model: GptConfig, plan: Plan, scheme: LlmScheme, reserve_bytes: float = 0.0
+           ) -> Memory:
+    """Memory per GPU: model states after ZeRO sharding and activations of the first stage,
+    plus ``reserve_bytes`` outside the tensors (``LlmParams.memory_reserve_GiB``)."""
     plan.check_model(model)
     n = stage_params(model, plan)
     lin = stage_linear_params(model, plan)
     w, g, o = model_state_bytes(lin, scheme, plan.zero, plan.dp)
+    w += lin * scheme.fp8_weight_cache_bytes / (plan.dp if plan.zero >= 3 else 1)
     w2, g2, o2 = model_state_bytes(n - lin, scheme.other, plan.zero, plan.dp)
     act = activation_bytes_per_layer(model, plan, scheme) * in_flight_layers(model, plan)
     if plan.recompute == "full":
@@ -131,4 +135,4 @@ def memory(model: GptConfig, plan: Plan, scheme: LlmScheme) -> Memory:
     if plan.pp == 1:  # the loss on the same stage
         act += model.seq * plan.micro_batch * model.vocab / plan.tp * LOGIT_BYTES
     return Memory(params=n, linear_params=lin, weights_bytes=w + w2, grads_bytes=g + g2,
-                  optimizer_bytes=o + o2, activations_bytes=act)
+                  optimizer_bytes=o + o2, activations_bytes=act, reserve_bytes=reserve_bytes)

@@ -88,13 +88,21 @@ class LlmParams:
     network_efficiency: fraction of a link's bandwidth a collective reaches (NCCL bus bandwidth
         over the wire rate).
     memory_efficiency: fraction of HBM bandwidth that the non-GEMM (element-wise) kernels reach.
+    memory_reserve_GiB: GPU memory per GPU outside the training tensors: the CUDA context,
+        NCCL communicator buffers (one set per process group; several GB per GPU on H100 with
+        NVLink SHARP in 2023: NVIDIA/nccl#864, NVIDIA/NeMo-Framework-Launcher#127), library
+        workspaces and the caching allocator's fragmentation.
     """
 
     network_efficiency: float = 0.5  # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1)
     memory_efficiency: float = 0.45  # fitted: scripts/llm_fit.py
+    memory_reserve_GiB: float = 11.3  # fitted: scripts/llm_fit.py (FP8-LM Table 5)
 
     def __post_init__(self) -> None:
         for f in ("network_efficiency", "memory_efficiency"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise ValueError(f"LlmParams.{f} must be in (0, 1], got {v!r}")
+        v = self.memory_reserve_GiB
+        if not isinstance(v, (int, float)) or not 0 <= v < 1024:
+            raise ValueError(f"LlmParams.memory_reserve_GiB must be in [0, 1024), got {v!r}")

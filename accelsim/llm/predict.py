@@ -154,6 +154,7 @@ class Prediction:
             "grads_GiB": self.memory.grads_bytes / GIB,
             "optimizer_GiB": self.memory.optimizer_bytes / GIB,
             "activations_GiB": self.memory.activations_bytes / GIB,
+            "reserve_GiB": self.memory.reserve_bytes / GIB,
             "weight_comm_GB": self.comm.weight_bytes / 1e9,
             "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
             "activation_comm_GB_per_microbatch":
@@ -197,7 +198,7 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
         raise ValueError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")
     fabric = Fabric.of(system, params, engine)
-    mem = memory(model, plan, sc)
+    mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
     cm = comm(model, plan, sc, fabric, mem)
     lt, head_f, head_b = layer_times(model, plan, sc, system, params)
     layers = model.layers // plan.pp

@@ -8,7 +8,11 @@ Sources:
   reduced in fp32), fp32 master weights (4) and Adam moments (8). FP8-LM's eq. 7 counts the
   optimizer path as 4 + 4 + 8 = 16 bytes per parameter (``bytes_per_param``); the working copy
   comes on top. The distributed optimizer all-gathers bf16 weights.
-* ``te-fp8``: NVIDIA Transformer Engine: FP8 GEMMs, everything else as ``bf16``.
+* ``te-fp8``: NVIDIA Transformer Engine (0.x, 2023, as FP8-LM ran it): FP8 GEMMs, states and
+  communication as ``bf16``; each linear module keeps FP8 copies of its weight and of the
+  weight's transpose between micro-batches (``set_fp8_weights``: ``weight_fp8``,
+  ``weight_t_fp8``, 1 byte each) and saves the FP8 (transposed) input for the weight gradient
+  instead of the 16-bit one.
 * ``fp8-lm``: Peng et al. 2023, FP8-LM (arXiv:2310.18313), section 2: FP8 gradients and FP8
   gradient all-reduce with one scale per tensor, precision-decoupled AdamW (FP16 master weights
   with tensor scaling, FP8 first moment, FP16 second moment) -- 1 + 2 + 1 + 2 = 6 bytes per
@@ -24,7 +28,7 @@ Sources:
 * ``hfp8``: Sun et al. NeurIPS 2019 (HFP8): 8-bit GEMMs (1-4-3 forward, 1-5-2 backward), FP16
   weights and gradients, FP32 master weights and moments, FP16 gradient communication.
 * ``hif8``: HiFloat8 (Luo et al. 2024) GEMMs at the 8-bit rate; states and communication as
-  ``te-fp8`` (assumption: the paper changes the number format, not the optimizer).
+  ``bf16`` (assumption: the paper changes the number format, not the optimizer).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ class LlmScheme:
         act_reduce_bytes: of every other tensor-parallel collective (the 16-bit partial sums
         and activation gradients: reduce-scatters, the gradient all-gathers, all-reduces).
     saved_linear_input_bytes: element size of the saved inputs of the four linear layers.
+    fp8_weight_cache_bytes: cached low-precision copies per linear weight parameter, on top of
+        ``weight_bytes`` (Transformer Engine's FP8 weight and its transpose).
     other_scheme: when set, the scheme whose bytes the parameters outside the linear layers'
         weight matrices (embeddings, LayerNorms, biases) keep; empty: the same scheme for all.
     """
@@ -64,11 +70,12 @@ class LlmScheme:
     saved_linear_input_bytes: float
     description: str = ""
     other_scheme: str = ""
+    fp8_weight_cache_bytes: float = 0
 
     def __post_init__(self) -> None:
         for f in ("weight_bytes", "grad_bytes", "master_bytes", "moment_bytes",
                   "grad_comm_bytes", "weight_comm_bytes", "act_gather_bytes",
-                  "act_reduce_bytes", "saved_linear_input_bytes"):
+                  "act_reduce_bytes", "saved_linear_input_bytes", "fp8_weight_cache_bytes"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or v < 0:
                 raise ValueError(f"LlmScheme {self.name}: {f} must be >= 0, got {v!r}")
@@ -93,8 +100,9 @@ class LlmScheme:
 SCHEMES: dict[str, LlmScheme] = {
     "bf16": LlmScheme("bf16", "bf16", 2, 4, 4, 8, 4, 2, 2, 2, 2,
                       "Megatron-LM bf16 mixed precision, fp32 gradient buffer and reduction"),
-    "te-fp8": LlmScheme("te-fp8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
-                        "Transformer Engine: FP8 GEMMs, the rest as bf16"),
+    "te-fp8": LlmScheme("te-fp8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 1,
+                        "Transformer Engine: FP8 GEMMs, cached FP8 weights, the rest as bf16",
+                        fp8_weight_cache_bytes=2),
     # FP8-LM: FP8 gradient (1), FP16 master (2), FP8 m (1) + FP16 v (2) = eq. 8's 6 bytes, 16-bit
     # working weights (see the module docstring); the SP all-gather in FP8, reduce-scatters 16-bit
     "fp8-lm": LlmScheme("fp8-lm", "fp8", 2, 1, 2, 3, 1, 1, 1, 2, 2,
@@ -103,7 +111,7 @@ SCHEMES: dict[str, LlmScheme] = {
     "hfp8": LlmScheme("hfp8", "hfp8", 2, 2, 4, 8, 2, 2, 2, 2, 2,
                       "HFP8 (Sun et al. 2019): hybrid FP8 GEMMs, FP16 weights/gradients/comm"),
     "hif8": LlmScheme("hif8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
-                      "HiFloat8 GEMMs at the 8-bit rate, the rest as te-fp8"),
+                      "HiFloat8 GEMMs at the 8-bit rate, states and communication as bf16"),
 }
 
 
