@@ -10,8 +10,8 @@ Megatron-LM 2021). The last pipeline stage also runs the LM head. The 1F1B pipel
 (Narayanan et al. SC'21, section 2.2); point-to-point transfers sit on the critical path once
 per chunk; the data-parallel collectives and the optimizer step follow the pipeline flush.
 Without gradient-accumulation fusion each micro-batch's backward pass also streams its weight
-gradients through HBM: the 16-bit gradient written and read (4 bytes per parameter) and the
-main-gradient buffer read and written (2 x the scheme's gradient bytes).
+gradients through HBM: the scheme's ``grad_accumulation_bytes`` per parameter (bf16: the
+16-bit gradient written and read, the fp32 main gradient read and written).
 """
 
 from __future__ import annotations
@@ -178,13 +178,12 @@ class Prediction:
 
 
 def grad_accumulation_s(mem: Memory, plan: Plan, scheme: LlmScheme, hbm_Bps: float) -> float:
-    """Seconds per micro-batch that an unfused gradient accumulation adds to the backward pass:
-    the 16-bit weight gradient written and read back, the main gradient read and written."""
+    """Seconds per micro-batch that an unfused gradient accumulation adds to the backward pass
+    (the linear weight matrices at the scheme's bytes, the rest at its other scheme's)."""
     if plan.grad_accumulation_fusion:
         return 0.0
     lin, rest = mem.linear_params, mem.params - mem.linear_params
-    nbytes = (lin * (4 + 2 * scheme.grad_bytes)
-              + rest * (4 + 2 * scheme.other.grad_bytes))
+    nbytes = lin * scheme.grad_accumulation_bytes + rest * scheme.other.grad_accumulation_bytes
     return nbytes / hbm_Bps
 
 

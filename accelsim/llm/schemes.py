@@ -24,7 +24,12 @@ Sources:
   (20.2, 19.3, 25.8 GiB for GPT-7B/13B/175B) equal the gradient (4 -> 1 B) and sharded
   optimizer (12 -> 5 B) savings alone within 7 %, leaving no 2 -> 1 B working-weight saving;
   the same differences leave no room for FP8 saved activations either, so the linear inputs
-  are saved 16-bit (``saved_linear_input_bytes`` 2; docs/llm.md).
+  are saved 16-bit (``saved_linear_input_bytes`` 2; docs/llm.md). Its per-micro-batch
+  gradient accumulation (MS-AMP ``msamp/megatron/distributed.py``, ``_fp8_make_param_hook``:
+  ``main_grad.copy_((main_grad.to(grad.dtype) + grad).cast(fp8))``) moves 18 bytes per
+  FP8 parameter: the GEMM's 16-bit gradient written (2), the FP8 main gradient dequantized
+  (read 1, write 2), the sum (read 2 + 2, write 2), its amax and FP8 cast (read 2 + 2,
+  write 1) and the copy back (read 1, write 1).
 * ``hfp8``: Sun et al. NeurIPS 2019 (HFP8): 8-bit GEMMs (1-4-3 forward, 1-5-2 backward), FP16
   weights and gradients, FP32 master weights and moments, FP16 gradient communication.
 * ``hif8``: HiFloat8 (Luo et al. 2024) GEMMs at the 8-bit rate; states and communication as
@@ -51,6 +56,9 @@ class LlmScheme:
         act_reduce_bytes: of every other tensor-parallel collective (the 16-bit partial sums
         and activation gradients: reduce-scatters, the gradient all-gathers, all-reduces).
     saved_linear_input_bytes: element size of the saved inputs of the four linear layers.
+    grad_accumulation_bytes: HBM bytes per parameter and micro-batch of an unfused gradient
+        accumulation (the weight-gradient GEMM's 16-bit output written, then the kernels that
+        add it into the main gradient); bf16: 2 + (2 + 4 read, 4 written) = 12.
     fp8_weight_cache_bytes: cached low-precision copies per linear weight parameter, on top of
         ``weight_bytes`` (Transformer Engine's FP8 weight and its transpose).
     other_scheme: when set, the scheme whose bytes the parameters outside the linear layers'
@@ -71,11 +79,13 @@ class LlmScheme:
     description: str = ""
     other_scheme: str = ""
     fp8_weight_cache_bytes: float = 0
+    grad_accumulation_bytes: float = 12
 
     def __post_init__(self) -> None:
         for f in ("weight_bytes", "grad_bytes", "master_bytes", "moment_bytes",
                   "grad_comm_bytes", "weight_comm_bytes", "act_gather_bytes",
-                  "act_reduce_bytes", "saved_linear_input_bytes", "fp8_weight_cache_bytes"):
+                  "act_reduce_bytes", "saved_linear_input_bytes", "fp8_weight_cache_bytes",
+                  "grad_accumulation_bytes"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or v < 0:
                 raise ValueError(f"LlmScheme {self.name}: {f} must be >= 0, got {v!r}")
@@ -107,9 +117,11 @@ SCHEMES: dict[str, LlmScheme] = {
     # working weights (see the module docstring); the SP all-gather in FP8, reduce-scatters 16-bit
     "fp8-lm": LlmScheme("fp8-lm", "fp8", 2, 1, 2, 3, 1, 1, 1, 2, 2,
                         "FP8-LM O3: FP8 GEMMs, gradients, all-reduce, decoupled AdamW, "
-                        "FP8 ZeRO and sequence-parallel all-gather", other_scheme="bf16"),
+                        "FP8 ZeRO and sequence-parallel all-gather", other_scheme="bf16",
+                        grad_accumulation_bytes=18),
     "hfp8": LlmScheme("hfp8", "hfp8", 2, 2, 4, 8, 2, 2, 2, 2, 2,
-                      "HFP8 (Sun et al. 2019): hybrid FP8 GEMMs, FP16 weights/gradients/comm"),
+                      "HFP8 (Sun et al. 2019): hybrid FP8 GEMMs, FP16 weights/gradients/comm",
+                      grad_accumulation_bytes=8),
     "hif8": LlmScheme("hif8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
                       "HiFloat8 GEMMs at the 8-bit rate, states and communication as bf16"),
 }
