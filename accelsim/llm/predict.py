@@ -132,11 +132,6 @@ class Prediction:
         return self.hardware_flops / self.iteration_time_s / self.plan.gpus / 1e12
 
     @property
-    def model_tflops_per_gpu(self) -> float:
-        """Model FLOPs (no recomputation) per GPU per second / 1e12 (FP8-LM Table 5's TFLOPS)."""
-        return self.model_flops / self.iteration_time_s / self.plan.gpus / 1e12
-
-    @property
     def mfu(self) -> float:
         """Model FLOPs utilization against the peak of the scheme's GEMM precision."""
         return self.model_flops / self.iteration_time_s / self.plan.gpus / self.peak_flops_per_gpu
