@@ -212,7 +212,8 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
     pipeline = m * slot + bubble
     # optimizer: read weights, grads, master, moments; write weights, master, moments
     local = mem.params / (plan.dp if plan.zero >= 1 else 1)
-    opt_bytes = local * (sc.bytes_per_param + sc.weight_bytes + sc.optimizer_bytes)
+    opt_bytes = local * ((sc.weight_bytes + sc.grad_bytes + sc.optimizer_bytes)
+                         + (sc.weight_bytes + sc.optimizer_bytes))
     opt_s = opt_bytes / hbm
     dp_exposed = max(0.0, cm.dp_s - bwd) if plan.overlap_grad_reduce else cm.dp_s
     total = pipeline + dp_exposed + opt_s
