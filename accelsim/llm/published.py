@@ -45,7 +45,9 @@ MEGATRON_TABLE1 = (
 MEGATRON_SEQ, MEGATRON_VOCAB = 2048, 51200
 
 #: FP8-LM Table 1: model shapes, their TP / PP (sequence parallelism on for all), and the
-#: training batch in tokens: name -> (layers, hidden, heads, tp, pp, batch_tokens)
+#: training batch in tokens ("4M", "1M", read as 2^22 and 2^20: 2048 and 512 sequences of 2048;
+#: the authors' GPT-7B script sets --global-batch-size 2048):
+#: name -> (layers, hidden, heads, tp, pp, batch_tokens)
 FP8LM_TABLE1 = {
     "gpt-7b": (32, 4096, 32, 1, 1, 4 * 2 ** 20),
     "gpt-13b": (40, 5120, 40, 2, 1, 4 * 2 ** 20),
