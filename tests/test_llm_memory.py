@@ -4,6 +4,8 @@ Figure 1) and FP8-LM (16 -> 6 bytes per parameter)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from accelsim.llm import Plan, get_scheme, memory
@@ -58,13 +60,30 @@ def test_bytes_per_parameter_fp8_lm():
     assert get_scheme("bf16").bytes_per_param == 16
     assert get_scheme("te-fp8").bytes_per_param == 16
     assert get_scheme("fp8-lm").bytes_per_param == 6
+    # Megatron bf16 keeps the working copy (2 B) and an fp32 gradient buffer on top of fp32
+    # master + moments
+    assert get_scheme("bf16").weight_bytes + get_scheme("bf16").bytes_per_param == 18
+
+
+def test_fp8_lm_states_only_for_linear_weights():
+    # MS-AMP makes the linear layers' weight matrices FP8 tensors; embeddings, LayerNorms and
+    # biases keep bf16's 2 + 4 + 12 bytes (ZeRO-1 over dp shards the 12)
+    m = GptConfig(layers=24, hidden=2048, heads=16, seq=2048, vocab=51200)
+    plan = Plan(tp=2, pp=2, dp=4, micro_batch=1, global_batch=8, zero=1)
+    mem = memory(m, plan, get_scheme("fp8-lm"))
+    lin, rest = mem.linear_params, mem.params - mem.linear_params
+    assert lin == 12 * (4 * 2048 ** 2 + 2 * 2048 * 8192) / 2
+    assert mem.grads_bytes == pytest.approx(lin * 1 + rest * 4)
+    assert mem.weights_bytes == pytest.approx(mem.params * 2)
+    assert mem.optimizer_bytes == pytest.approx(lin * 5 / 4 + rest * 12 / 4)
 
 
 def test_zero_figure1():
-    # Rajbhandari et al. SC'20 Figure 1: 7.5B parameters, 64-way DP, K = 12:
-    # baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB
+    # Rajbhandari et al. SC'20 Figure 1: 7.5B parameters, 64-way DP, K = 12, fp16 weights and
+    # gradients (2 + 2 B): baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB
     psi = 7.5e9
-    got = [sum(model_state_bytes(psi, BF16, z, 64)) / 1e9 for z in (0, 1, 2, 3)]
+    zero_paper = dataclasses.replace(BF16, name="zero-fp16", grad_bytes=2)
+    got = [sum(model_state_bytes(psi, zero_paper, z, 64)) / 1e9 for z in (0, 1, 2, 3)]
     assert [round(x, 1) for x in got] == [120.0, 31.4, 16.6, 1.9]
 
 

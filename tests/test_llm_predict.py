@@ -3,13 +3,14 @@ search."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from accelsim.arch import build_system
 from accelsim.cli import main
-from accelsim.llm import Plan, predict
+from accelsim.llm import LlmParams, Plan, predict
 from accelsim.llm.search import search
 from accelsim.paths import REPO_ROOT
 from accelsim.workload.gpt import GptConfig, narayanan_flops
@@ -68,6 +69,24 @@ def test_llm_command_json_contract(capsys):
     d = json.loads(capsys.readouterr().out)
     assert all(isinstance(d[k], float) and d[k] > 0 for k in KEYS)
     assert d["samples_per_s"] == pytest.approx(256 / d["iteration_time_s"])
+    assert d["grad_accumulation_fusion"] is True and d["tp_input_comm_GiB_per_microbatch"] > 0
+    assert main([*argv, "--no-grad-accumulation-fusion"]) == 0
+    unfused = json.loads(capsys.readouterr().out)
+    assert unfused["grad_accumulation_fusion"] is False
+    assert unfused["iteration_time_s"] > d["iteration_time_s"]
+
+
+def test_unfused_gradient_accumulation_costs_the_schemes_bytes():
+    # per micro-batch: bf16 12 B per parameter (16-bit gradient written, read with the fp32
+    # main gradient, which is written back); FP8-LM's FP8 hook 18 B on the linear weights
+    plan = Plan(**PLAN)
+    slow = dataclasses.replace(plan, grad_accumulation_fusion=False)
+    hbm = H100.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
+    for scheme, lin_bytes in (("bf16", 12), ("fp8-lm", 18)):
+        fused, unfused = predict(M, plan, scheme, H100), predict(M, slow, scheme, H100)
+        mem = fused.memory
+        extra = (mem.linear_params * lin_bytes + (mem.params - mem.linear_params) * 12) / hbm
+        assert unfused.backward_s - fused.backward_s == pytest.approx(extra, rel=1e-9)
 
 
 @pytest.mark.parametrize("extra,msg", [
@@ -117,6 +136,8 @@ def test_8bit_paper_schemes_run_the_same_plans(scheme):
     bf = predict(M, Plan(**PLAN), "bf16", H100)
     r = predict(M, Plan(**PLAN), scheme, H100)
     assert r.forward_s < bf.forward_s  # 8-bit GEMMs at twice the bf16 rate on H100
-    assert r.memory.model_states_bytes == bf.memory.model_states_bytes  # 16 bytes per parameter
+    # the same states as bf16, but HFP8 (Sun et al. 2019) keeps FP16 gradients (2 B, not fp32)
+    grad_saving = (4 - 2) * r.memory.params if scheme == "hfp8" else 0.0
+    assert r.memory.model_states_bytes == pytest.approx(bf.memory.model_states_bytes - grad_saving)
     with pytest.raises(ValueError, match="unknown LLM scheme"):
         predict(M, Plan(**PLAN), "fp4-lm", H100)

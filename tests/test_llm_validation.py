@@ -27,6 +27,19 @@ def test_defaults_are_the_fit_optimum_on_the_grid():
         assert llm_fit.rms(llm_fit.errors(A100, p)) >= best
 
 
+H100 = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
+
+
+def test_memory_reserve_is_the_fit_optimum_on_the_grid():
+    d = LlmParams()
+    best = llm_fit.rms(llm_fit.memory_errors(H100, d))
+    for step in (0.1, -0.1):
+        p = LlmParams(memory_reserve_GiB=round(d.memory_reserve_GiB + step, 1))
+        assert llm_fit.rms(llm_fit.memory_errors(H100, p)) >= best
+    assert best < 0.05
+    assert len(llm_fit.memory_errors(H100, d)) == 6
+
+
 @pytest.mark.parametrize("case", range(10))
 def test_megatron_table1_within_target(case):
     name, pred, pub = llm_fit.errors(A100, LlmParams())[case]
@@ -44,3 +57,26 @@ def test_committed_validation_report_is_current():
     assert list(committed.quantity) == list(fresh.quantity)
     assert committed.predicted.to_numpy() == pytest.approx(fresh.predicted.to_numpy(), rel=1e-3)
     assert (committed.source.str.len() > 0).all()
+
+
+def test_fp8lm_transcription_is_self_consistent():
+    # Table 8's maximum is Table 5's memory column (rounded), Table 5's printed percentages
+    # follow from its own columns, and Table 7's plans are Table 5's
+    from accelsim.llm.published import FP8LM_TABLE5, FP8LM_TABLE7, FP8LM_TABLE8
+
+    t5 = {(r[0], r[5], r[4]): r for r in FP8LM_TABLE5}
+    for name, tp, pp, dp, b, scheme, lo, hi in FP8LM_TABLE8:
+        row = t5[name, scheme, b]
+        assert row[1:4] == (tp, pp, dp) and lo <= hi
+        assert hi == pytest.approx(row[6], abs=0.05)
+    for name, tp, pp, dp, b, scheme, _rate, _vol in FP8LM_TABLE7:
+        assert t5[name, scheme, b][1:4] == (tp, pp, dp)
+    # "49.4 (-29%)", "40.3 (-39%)", "27.1 (+21%)", "39.3 (+75%)", "8.2 (-65%)"
+    def change(model, col, scheme, b, base_b):
+        return t5[model, scheme, b][col] / t5[model, "bf16", base_b][col] - 1
+
+    assert change("gpt-7b", 6, "fp8-lm", 2, 2) == pytest.approx(-0.29, abs=0.005)
+    assert change("gpt-175b", 6, "fp8-lm", 1, 1) == pytest.approx(-0.39, abs=0.005)
+    assert change("gpt-175b", 7, "fp8-lm", 1, 1) == pytest.approx(0.21, abs=0.005)
+    assert change("gpt-175b", 7, "fp8-lm", 4, 1) == pytest.approx(0.75, abs=0.005)
+    assert change("gpt-175b", 11, "fp8-lm", 1, 1) == pytest.approx(-0.65, abs=0.005)

@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
     p.add_argument("--overlap-grad-reduce", action="store_true",
                    help="reduce gradients during the last backward pass (PyTorch DDP buckets)")
+    p.add_argument("--no-grad-accumulation-fusion", action="store_true",
+                   help="accumulate weight gradients in a separate kernel per micro-batch "
+                        "(Megatron's --no-gradient-accumulation-fusion, as FP8-LM ran)")
     parser.add_argument("--scheme", choices=tuple(SCHEMES), required=True)
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
@@ -77,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     plan = Plan(tp=args.tp, pp=args.pp, dp=args.dp, micro_batch=args.micro_batch,
                 global_batch=args.global_batch, interleave=args.interleave,
                 recompute=args.recompute, sequence_parallel=args.sequence_parallel,
-                zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce)
+                zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce,
+                grad_accumulation_fusion=not args.no_grad_accumulation_fusion)
     system = build_system(path)
     r = predict(model, plan, args.scheme, system, engine=args.engine)
     d = r.as_dict()

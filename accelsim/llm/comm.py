@@ -5,8 +5,14 @@ Volumes are the bytes one GPU sends (ring algorithms: (n-1)/n of the buffer per 
 or all-gather, twice that per all-reduce). Per layer and micro-batch, Megatron's tensor
 parallelism does two all-reduces of the s x b x h activation in the forward pass and two in
 the backward pass (Shoeybi et al. 2019, Fig. 4); with sequence parallelism each becomes a
-reduce-scatter plus an all-gather of the same volume (Korthikanti et al. 2022, section 4.2.2);
-full recomputation repeats the forward ones. Pipeline stages exchange the s x b x h activation
+reduce-scatter plus an all-gather of the same volume (Korthikanti et al. 2022, section 4.2.2),
+and the backward pass all-gathers the sequence-sharded inputs of the QKV and FC1 GEMMs once
+more for their weight gradients (Megatron-LM saves the sharded input and re-gathers it,
+``_LinearWithGradAccumulationAndAsyncCommunication.backward``; the re-gather overlaps the
+data-gradient GEMM there, so it adds bytes, not time); full recomputation repeats the forward
+ones. FP8-LM's "activation-related communication" (its Table 7) is the traffic of the
+tensor-parallel region's input conversion (its Fig. 2 ``g``): the forward all-gathers, the
+backward re-gathers and the reduce-scatters of the input gradients -- ``Comm.tp_input_bytes``. Pipeline stages exchange the s x b x h activation
 (its 1/t slice with Megatron's scatter/gather) forward and its gradient backward, once per model
 chunk. Data parallelism all-reduces the stage's gradients (ZeRO 0) or reduce-scatters them and
 all-gathers the updated weights (ZeRO 1, 2; the distributed optimizer), ZeRO 3 gathers weights in
@@ -24,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from accelsim.arch import System
+from accelsim.llm.memory import Memory
 from accelsim.llm.plan import LlmParams, Plan
 from accelsim.llm.schemes import LlmScheme
 from accelsim.ring import ring_collective_time
@@ -134,9 +141,11 @@ class Comm:
     """Per-iteration communication of one GPU: bytes sent and seconds on the critical path."""
 
     tp_bytes: float  # tensor/sequence-parallel activation collectives
+    tp_input_bytes: float  # of which the input conversion (FP8-LM Table 7's convention)
     pp_bytes: float  # pipeline point-to-point
     dp_bytes: float  # gradient reduction and ZeRO weight gathers
-    tp_layer_pass_s: float  # one layer, one micro-batch, one forward or backward pass
+    tp_layer_pass_s: float  # one layer, one micro-batch, one forward pass
+    tp_layer_bwd_s: float  # one layer, one micro-batch, one backward pass (exposed part)
     pp_p2p_s: float  # one activation (or gradient) transfer between stages
     dp_s: float  # gradient / weight collectives after the pipeline flush
 
@@ -154,26 +163,42 @@ def tp_passes(plan: Plan) -> int:
     return 3 if plan.recompute == "full" else 2
 
 
-def comm(model: GptConfig, plan: Plan, scheme: LlmScheme, fabric: Fabric,
-         stage_params: float) -> Comm:
-    """Volumes and times of the tensor-, pipeline- and data-parallel traffic of one GPU."""
+def comm(model: GptConfig, plan: Plan, scheme: LlmScheme, fabric: Fabric, mem: Memory) -> Comm:
+    """Volumes and times of the tensor-, pipeline- and data-parallel traffic of one GPU;
+    ``mem`` gives the stage's parameters (all, and the linear weight matrices)."""
     t, p, d, v = plan.tp, plan.pp, plan.dp, plan.interleave
     act = model.seq * plan.micro_batch * model.hidden  # elements of one s x b x h tensor
     layers = model.layers // p
-    # each Megatron all-reduce = reduce-scatter (reduce bytes) + all-gather (gather bytes)
-    rs, ag = act * scheme.act_reduce_bytes, act * scheme.act_gather_bytes
-    per_pass_bytes = 2 * (ring_sent("reduce-scatter", t, rs) + ring_sent("all-gather", t, ag))
-    tp_layer_pass_s = 2 * (fabric.collective_s("reduce-scatter", rs, t, 1)
-                           + fabric.collective_s("all-gather", ag, t, 1))
-    tp_bytes = per_pass_bytes * layers * tp_passes(plan) * plan.n_micro
+    # two of each per layer: input conversion (g) and output reduction (g-bar) of the
+    # attention block and of the MLP block
+    ag_in, red = act * scheme.act_gather_bytes, act * scheme.act_reduce_bytes
+    if plan.sequence_parallel:
+        fwd_in = ring_sent("all-gather", t, ag_in)  # g: all-gather the sharded input
+        fwd_out = ring_sent("reduce-scatter", t, red)  # g-bar: reduce-scatter the partial sums
+        bwd_in = ring_sent("reduce-scatter", t, red) + fwd_in  # input grads; input re-gather
+        bwd_out = ring_sent("all-gather", t, red)  # gather the output gradient
+        fwd_s = (fabric.collective_s("all-gather", ag_in, t, 1)
+                 + fabric.collective_s("reduce-scatter", red, t, 1))
+        bwd_s = (fabric.collective_s("reduce-scatter", red, t, 1)
+                 + fabric.collective_s("all-gather", red, t, 1))
+    else:
+        fwd_in, bwd_out = 0.0, 0.0
+        fwd_out = bwd_in = ring_sent("all-reduce", t, red)
+        fwd_s = bwd_s = fabric.collective_s("all-reduce", red, t, 1)
+    recomputed = tp_passes(plan) - 2  # full recomputation repeats the forward collectives
+    per_micro_layer = 2 * ((1 + recomputed) * (fwd_in + fwd_out) + bwd_in + bwd_out)
+    tp_bytes = per_micro_layer * layers * plan.n_micro
+    tp_input_bytes = 2 * ((1 + recomputed) * fwd_in + bwd_in) * layers * plan.n_micro
     # pipeline: a 16-bit activation forward and its gradient backward, per chunk boundary
     p2p_bytes = 2 * act / t if p > 1 else 0.0
     pp_bytes = 2 * p2p_bytes * v * plan.n_micro if p > 1 else 0.0
     pp_across = t * d >= fabric.gpus_per_node
     pp_p2p_s = fabric.p2p_s(p2p_bytes, pp_across)
-    # data parallel, over ranks tp apart
-    gb = stage_params * scheme.grad_comm_bytes
-    wb = stage_params * scheme.weight_comm_bytes
+    # data parallel, over ranks tp apart; the linear weight matrices in the scheme's bytes, the
+    # other parameters in its other scheme's
+    lin, rest, other = mem.linear_params, mem.params - mem.linear_params, scheme.other
+    gb = lin * scheme.grad_comm_bytes + rest * other.grad_comm_bytes
+    wb = lin * scheme.weight_comm_bytes + rest * other.weight_comm_bytes
     if plan.zero == 0:
         dp_bytes = ring_sent("all-reduce", d, gb)
         dp_s = fabric.collective_s("all-reduce", gb, d, t)
@@ -182,5 +207,6 @@ def comm(model: GptConfig, plan: Plan, scheme: LlmScheme, fabric: Fabric,
         dp_bytes = ring_sent("reduce-scatter", d, gb) + gathers * ring_sent("all-gather", d, wb)
         dp_s = (fabric.collective_s("reduce-scatter", gb, d, t)
                 + gathers * fabric.collective_s("all-gather", wb, d, t))
-    return Comm(tp_bytes=tp_bytes, pp_bytes=pp_bytes, dp_bytes=dp_bytes,
-                tp_layer_pass_s=tp_layer_pass_s, pp_p2p_s=pp_p2p_s, dp_s=dp_s)
+    return Comm(tp_bytes=tp_bytes, tp_input_bytes=tp_input_bytes, pp_bytes=pp_bytes,
+                dp_bytes=dp_bytes, tp_layer_pass_s=2 * fwd_s, tp_layer_bwd_s=2 * bwd_s,
+                pp_p2p_s=pp_p2p_s, dp_s=dp_s)

@@ -11,6 +11,10 @@ tensor-parallel ranks (Q and K 4, V 2, projection input 2, GeLU input 8, FC2 inp
 that saves linear-layer inputs in FP8 halves the 2 + 2 + 2 + 8 of those inputs. The first
 pipeline stage holds ``pp`` micro-batches in flight under 1F1B, so it stores L layers' worth
 (times 1 + (p-1)/(p v) interleaved; Korthikanti section 4.2.3); that stage is the one reported.
+Without pipeline parallelism that stage also holds the loss: the 16-bit logits and their fp32
+copy for Megatron's vocabulary-parallel cross entropy (kept for its backward), 6 bytes per
+logit. A scheme with ``other_scheme`` (fp8-lm) keeps its own bytes for the linear layers'
+weight matrices only and the other scheme's for the rest.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ class Memory:
     """Bytes per GPU on the most loaded (first) pipeline stage."""
 
     params: float  # parameters held by the stage (before ZeRO sharding)
+    linear_params: float  # of which the linear layers' weight matrices
     weights_bytes: float
     grads_bytes: float
     optimizer_bytes: float
     activations_bytes: float
+    reserve_bytes: float = 0.0  # outside the tensors: contexts, communicator buffers, allocator
 
     @property
     def model_states_bytes(self) -> float:
@@ -40,7 +46,7 @@ class Memory:
 
     @property
     def total_bytes(self) -> float:
-        return self.model_states_bytes + self.activations_bytes
+        return self.model_states_bytes + self.activations_bytes + self.reserve_bytes
 
     @property
     def total_GiB(self) -> float:
@@ -59,6 +65,18 @@ def stage_params(model: GptConfig, plan: Plan) -> float:
     if plan.pp == 1:
         emb += 2 * h + model.head_params / t  # final LayerNorm and an untied head, same stage
     return n_layers * layer + emb
+
+
+def stage_linear_params(model: GptConfig, plan: Plan) -> float:
+    """Weight-matrix parameters of the first stage's linear layers on one GPU (QKV, projection,
+    FC1, FC2; no biases): the tensors FP8 schemes store as FP8."""
+    h, f = model.hidden, model.ffn_size
+    return model.layers // plan.pp * (4 * h * h + 2 * h * f) / plan.tp
+
+
+#: bytes per logit the loss holds: the 16-bit logits and their fp32 copy that Megatron's
+#: vocabulary-parallel cross entropy turns into the softmax in place and saves for backward
+LOGIT_BYTES = 2 + 4
 
 
 def activation_bytes_per_layer(model: GptConfig, plan: Plan, scheme: LlmScheme) -> float:
@@ -97,11 +115,16 @@ def model_state_bytes(n_params: float, scheme: LlmScheme, zero: int, dp: int
     return w, g, o
 
 
-def memory(model: GptConfig, plan: Plan, scheme: LlmScheme) -> Memory:
-    """Memory per GPU: model states after ZeRO sharding and activations of the first stage."""
+def memory(model: GptConfig, plan: Plan, scheme: LlmScheme, reserve_bytes: float = 0.0
+           ) -> Memory:
+    """Memory per GPU: model states after ZeRO sharding and activations of the first stage,
+    plus ``reserve_bytes`` outside the tensors (``LlmParams.memory_reserve_GiB``)."""
     plan.check_model(model)
     n = stage_params(model, plan)
-    w, g, o = model_state_bytes(n, scheme, plan.zero, plan.dp)
+    lin = stage_linear_params(model, plan)
+    w, g, o = model_state_bytes(lin, scheme, plan.zero, plan.dp)
+    w += lin * scheme.fp8_weight_cache_bytes / (plan.dp if plan.zero >= 3 else 1)
+    w2, g2, o2 = model_state_bytes(n - lin, scheme.other, plan.zero, plan.dp)
     act = activation_bytes_per_layer(model, plan, scheme) * in_flight_layers(model, plan)
     if plan.recompute == "full":
         # the layer being recomputed holds its full activations once, during its backward
@@ -109,5 +132,7 @@ def memory(model: GptConfig, plan: Plan, scheme: LlmScheme) -> Memory:
     # embedding dropout mask (1 byte per element) of each in-flight micro-batch
     act += model.seq * plan.micro_batch * model.hidden * min(plan.pp, plan.n_micro) / (
         plan.tp if plan.sequence_parallel else 1)
-    return Memory(params=n, weights_bytes=w, grads_bytes=g, optimizer_bytes=o,
-                  activations_bytes=act)
+    if plan.pp == 1:  # the loss on the same stage
+        act += model.seq * plan.micro_batch * model.vocab / plan.tp * LOGIT_BYTES
+    return Memory(params=n, linear_params=lin, weights_bytes=w + w2, grads_bytes=g + g2,
+                  optimizer_bytes=o + o2, activations_bytes=act, reserve_bytes=reserve_bytes)

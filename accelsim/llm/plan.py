@@ -21,6 +21,10 @@ class Plan:
     ``interleave`` is the number of model chunks per pipeline stage (1: plain 1F1B).
     ``overlap_grad_reduce``: the gradient reduction runs during the last micro-batch's backward
     pass (PyTorch DDP buckets) instead of after the pipeline flush (Megatron's local DDP).
+    ``grad_accumulation_fusion``: the weight-gradient GEMM accumulates into the main-gradient
+    buffer in its epilogue (Megatron's default); off (``--no-gradient-accumulation-fusion``, as
+    FP8-LM's public scripts run), every micro-batch writes its 16-bit weight gradient and a
+    separate kernel adds it into the buffer.
     """
 
     tp: int
@@ -33,6 +37,7 @@ class Plan:
     sequence_parallel: bool = False
     zero: int = 0
     overlap_grad_reduce: bool = False
+    grad_accumulation_fusion: bool = True
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):
@@ -83,13 +88,21 @@ class LlmParams:
     network_efficiency: fraction of a link's bandwidth a collective reaches (NCCL bus bandwidth
         over the wire rate).
     memory_efficiency: fraction of HBM bandwidth that the non-GEMM (element-wise) kernels reach.
+    memory_reserve_GiB: GPU memory per GPU outside the training tensors: the CUDA context,
+        NCCL communicator buffers (one set per process group; several GB per GPU on H100 with
+        NVLink SHARP in 2023: NVIDIA/nccl#864, NVIDIA/NeMo-Framework-Launcher#127), library
+        workspaces and the caching allocator's fragmentation.
     """
 
     network_efficiency: float = 0.5  # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1)
     memory_efficiency: float = 0.45  # fitted: scripts/llm_fit.py
+    memory_reserve_GiB: float = 11.3  # fitted: scripts/llm_fit.py (FP8-LM Table 5)
 
     def __post_init__(self) -> None:
         for f in ("network_efficiency", "memory_efficiency"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise ValueError(f"LlmParams.{f} must be in (0, 1], got {v!r}")
+        v = self.memory_reserve_GiB
+        if not isinstance(v, (int, float)) or not 0 <= v < 1024:
+            raise ValueError(f"LlmParams.memory_reserve_GiB must be in [0, 1024), got {v!r}")

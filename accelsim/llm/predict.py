@@ -9,6 +9,9 @@ Megatron-LM 2021). The last pipeline stage also runs the LM head. The 1F1B pipel
 ``(m + p - 1)`` micro-batch slots of forward + backward, interleaved ``(m + (p-1)/v)``
 (Narayanan et al. SC'21, section 2.2); point-to-point transfers sit on the critical path once
 per chunk; the data-parallel collectives and the optimizer step follow the pipeline flush.
+Without gradient-accumulation fusion each micro-batch's backward pass also streams its weight
+gradients through HBM: the scheme's ``grad_accumulation_bytes`` per parameter (bf16: the
+16-bit gradient written and read, the fp32 main gradient read and written).
 """
 
 from __future__ import annotations
@@ -146,10 +149,13 @@ class Prediction:
             "grads_GiB": self.memory.grads_bytes / GIB,
             "optimizer_GiB": self.memory.optimizer_bytes / GIB,
             "activations_GiB": self.memory.activations_bytes / GIB,
+            "reserve_GiB": self.memory.reserve_bytes / GIB,
             "weight_comm_GB": self.comm.weight_bytes / 1e9,
             "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
             "activation_comm_GB_per_microbatch":
                 self.comm.activation_bytes / self.plan.n_micro / 1e9,
+            "tp_input_comm_GiB_per_microbatch":
+                self.comm.tp_input_bytes / self.plan.n_micro / GIB,  # FP8-LM Table 7
             "tp_comm_GB": self.comm.tp_bytes / 1e9,
             "pp_comm_GB": self.comm.pp_bytes / 1e9,
             "pipeline_s": self.pipeline_s,
@@ -161,8 +167,19 @@ class Prediction:
             "micro_batch": p.micro_batch, "global_batch": p.global_batch,
             "interleave": p.interleave, "recompute": p.recompute,
             "sequence_parallel": p.sequence_parallel, "zero": p.zero,
-            "overlap_grad_reduce": p.overlap_grad_reduce, "scheme": self.scheme,
+            "overlap_grad_reduce": p.overlap_grad_reduce,
+            "grad_accumulation_fusion": p.grad_accumulation_fusion, "scheme": self.scheme,
         }
+
+
+def grad_accumulation_s(mem: Memory, plan: Plan, scheme: LlmScheme, hbm_Bps: float) -> float:
+    """Seconds per micro-batch that an unfused gradient accumulation adds to the backward pass
+    (the linear weight matrices at the scheme's bytes, the rest at its other scheme's)."""
+    if plan.grad_accumulation_fusion:
+        return 0.0
+    lin, rest = mem.linear_params, mem.params - mem.linear_params
+    nbytes = lin * scheme.grad_accumulation_bytes + rest * scheme.other.grad_accumulation_bytes
+    return nbytes / hbm_Bps
 
 
 def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: System,
@@ -175,28 +192,29 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
         raise ValueError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")
     fabric = Fabric.of(system, params, engine)
-    mem = memory(model, plan, sc)
-    cm = comm(model, plan, sc, fabric, mem.params)
+    mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
+    cm = comm(model, plan, sc, fabric, mem)
     lt, head_f, head_b = layer_times(model, plan, sc, system, params)
     layers = model.layers // plan.pp
-    tp_s = cm.tp_layer_pass_s
-    f_layer = lt.linear_fwd_s + lt.attention_fwd_s + lt.elementwise_fwd_s + tp_s
-    b_layer = lt.linear_bwd_s + lt.attention_bwd_s + lt.elementwise_bwd_s + tp_s
+    f_layer = lt.linear_fwd_s + lt.attention_fwd_s + lt.elementwise_fwd_s + cm.tp_layer_pass_s
+    b_layer = lt.linear_bwd_s + lt.attention_bwd_s + lt.elementwise_bwd_s + cm.tp_layer_bwd_s
     if plan.recompute == "full":
         b_layer += f_layer
     elif plan.recompute == "selective":
         b_layer += lt.attention_fwd_s + lt.scores_fwd_s
     v = plan.interleave
+    hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     fwd = layers * f_layer + head_f + v * cm.pp_p2p_s
-    bwd = layers * b_layer + head_b + v * cm.pp_p2p_s
+    bwd = layers * b_layer + head_b + v * cm.pp_p2p_s + grad_accumulation_s(mem, plan, sc, hbm)
     m, p = plan.n_micro, plan.pp
     slot = fwd + bwd
     bubble = (p - 1) / v * slot
     pipeline = m * slot + bubble
     # optimizer: read weights, grads, master, moments; write weights, master, moments
     local = mem.params / (plan.dp if plan.zero >= 1 else 1)
-    opt_bytes = local * (sc.bytes_per_param + sc.weight_bytes + sc.optimizer_bytes)
-    opt_s = opt_bytes / (system.chip.memory_bandwidth_Bps * params.memory_efficiency)
+    opt_bytes = local * ((sc.weight_bytes + sc.grad_bytes + sc.optimizer_bytes)
+                         + (sc.weight_bytes + sc.optimizer_bytes))
+    opt_s = opt_bytes / hbm
     dp_exposed = max(0.0, cm.dp_s - bwd) if plan.overlap_grad_reduce else cm.dp_s
     total = pipeline + dp_exposed + opt_s
     B = plan.global_batch

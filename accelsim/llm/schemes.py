@@ -2,21 +2,38 @@
 bytes per element of every communicated tensor, and the GEMM precision.
 
 Sources:
-* ``bf16``: Megatron-LM mixed precision (Narayanan et al. SC'21; Rajbhandari et al. ZeRO, SC'20,
-  section 3.1: 2 + 2 + 12 = 16 bytes per parameter -- bf16 weights and gradients, fp32 master
-  weights and Adam moments). Megatron all-reduces bf16 gradients in fp32
-  (``--accumulate-allreduce-grads-in-fp32``, the default with bf16), so gradients travel in
-  4 bytes; the distributed optimizer all-gathers bf16 weights.
-* ``te-fp8``: NVIDIA Transformer Engine: FP8 GEMMs, everything else as ``bf16``.
+* ``bf16``: Megatron-LM mixed precision (Narayanan et al. SC'21): bf16 working weights (2), an
+  fp32 main-gradient buffer (4: Megatron's ``arguments.py`` forces
+  ``accumulate_allreduce_grads_in_fp32`` with ``--bf16``, so gradients are accumulated and
+  reduced in fp32), fp32 master weights (4) and Adam moments (8). FP8-LM's eq. 7 counts the
+  optimizer path as 4 + 4 + 8 = 16 bytes per parameter (``bytes_per_param``); the working copy
+  comes on top. The distributed optimizer all-gathers bf16 weights.
+* ``te-fp8``: NVIDIA Transformer Engine (0.x, 2023, as FP8-LM ran it): FP8 GEMMs, states and
+  communication as ``bf16``; each linear module keeps FP8 copies of its weight and of the
+  weight's transpose between micro-batches (``set_fp8_weights``: ``weight_fp8``,
+  ``weight_t_fp8``, 1 byte each) and saves the FP8 (transposed) input for the weight gradient
+  instead of the 16-bit one.
 * ``fp8-lm``: Peng et al. 2023, FP8-LM (arXiv:2310.18313), section 2: FP8 gradients and FP8
   gradient all-reduce with one scale per tensor, precision-decoupled AdamW (FP16 master weights
-  with tensor scaling, FP8 first moment, FP16 second moment) -- 2 + 1 + 1 + 2 = 6 bytes per
-  parameter against 16 -- FP8 weights gathered by the whole-tensor ZeRO sharding and FP8
-  activations at the tensor/sequence-parallel all-gather.
+  with tensor scaling, FP8 first moment, FP16 second moment) -- 1 + 2 + 1 + 2 = 6 bytes per
+  parameter (eq. 8) against 16 -- FP8 weights gathered by the whole-tensor ZeRO sharding and
+  FP8 activations at the sequence-parallel all-gather (its Fig. 2 ``g``). Only the linear
+  layers' weight matrices are FP8 tensors (MS-AMP replaces ``Linear`` weights by scaling
+  tensors); embeddings, LayerNorms and biases keep the ``bf16`` states (``other_scheme``). The
+  working weights stay 16-bit (2 bytes): FP8-LM Table 5's BF16 - FP8-LM memory differences
+  (20.2, 19.3, 25.8 GiB for GPT-7B/13B/175B) equal the gradient (4 -> 1 B) and sharded
+  optimizer (12 -> 5 B) savings alone within 7 %, leaving no 2 -> 1 B working-weight saving;
+  the same differences leave no room for FP8 saved activations either, so the linear inputs
+  are saved 16-bit (``saved_linear_input_bytes`` 2; docs/llm.md). Its per-micro-batch
+  gradient accumulation (MS-AMP ``msamp/megatron/distributed.py``, ``_fp8_make_param_hook``:
+  ``main_grad.copy_((main_grad.to(grad.dtype) + grad).cast(fp8))``) moves 18 bytes per
+  FP8 parameter: the GEMM's 16-bit gradient written (2), the FP8 main gradient dequantized
+  (read 1, write 2), the sum (read 2 + 2, write 2), its amax and FP8 cast (read 2 + 2,
+  write 1) and the copy back (read 1, write 1).
 * ``hfp8``: Sun et al. NeurIPS 2019 (HFP8): 8-bit GEMMs (1-4-3 forward, 1-5-2 backward), FP16
   weights and gradients, FP32 master weights and moments, FP16 gradient communication.
 * ``hif8``: HiFloat8 (Luo et al. 2024) GEMMs at the 8-bit rate; states and communication as
-  ``te-fp8`` (assumption: the paper changes the number format, not the optimizer).
+  ``bf16`` (assumption: the paper changes the number format, not the optimizer).
 """
 
 from __future__ import annotations
@@ -34,9 +51,18 @@ class LlmScheme:
     master_bytes, moment_bytes: the optimizer's master weights and both Adam moments (sum).
     grad_comm_bytes: gradient all-reduce / reduce-scatter element size.
     weight_comm_bytes: ZeRO / distributed-optimizer weight all-gather element size.
-    act_gather_bytes: element size of the tensor/sequence-parallel activation all-gathers
-        (and all-reduces without sequence parallelism); act_reduce_bytes: of the reduce-scatters.
+    act_gather_bytes: element size of the sequence-parallel all-gather of a layer's input
+        (FP8-LM Fig. 2's ``g``, forward and its re-gather in the backward pass);
+        act_reduce_bytes: of every other tensor-parallel collective (the 16-bit partial sums
+        and activation gradients: reduce-scatters, the gradient all-gathers, all-reduces).
     saved_linear_input_bytes: element size of the saved inputs of the four linear layers.
+    grad_accumulation_bytes: HBM bytes per parameter and micro-batch of an unfused gradient
+        accumulation (the weight-gradient GEMM's 16-bit output written, then the kernels that
+        add it into the main gradient); bf16: 2 + (2 + 4 read, 4 written) = 12.
+    fp8_weight_cache_bytes: cached low-precision copies per linear weight parameter, on top of
+        ``weight_bytes`` (Transformer Engine's FP8 weight and its transpose).
+    other_scheme: when set, the scheme whose bytes the parameters outside the linear layers'
+        weight matrices (embeddings, LayerNorms, biases) keep; empty: the same scheme for all.
     """
 
     name: str
@@ -51,11 +77,15 @@ class LlmScheme:
     act_reduce_bytes: float
     saved_linear_input_bytes: float
     description: str = ""
+    other_scheme: str = ""
+    fp8_weight_cache_bytes: float = 0
+    grad_accumulation_bytes: float = 12
 
     def __post_init__(self) -> None:
         for f in ("weight_bytes", "grad_bytes", "master_bytes", "moment_bytes",
                   "grad_comm_bytes", "weight_comm_bytes", "act_gather_bytes",
-                  "act_reduce_bytes", "saved_linear_input_bytes"):
+                  "act_reduce_bytes", "saved_linear_input_bytes", "fp8_weight_cache_bytes",
+                  "grad_accumulation_bytes"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or v < 0:
                 raise ValueError(f"LlmScheme {self.name}: {f} must be >= 0, got {v!r}")
@@ -67,24 +97,33 @@ class LlmScheme:
 
     @property
     def bytes_per_param(self) -> float:
-        """Model states per parameter without sharding (16 for bf16, 6 for fp8-lm)."""
-        return self.weight_bytes + self.grad_bytes + self.optimizer_bytes
+        """FP8-LM's accounting (its eqs. 7 and 8): gradient + master weights + moments per
+        parameter, without the working weight copy (16 for bf16, 6 for fp8-lm)."""
+        return self.grad_bytes + self.optimizer_bytes
+
+    @property
+    def other(self) -> LlmScheme:
+        """The scheme of the parameters outside the linear layers' weight matrices."""
+        return get_scheme(self.other_scheme) if self.other_scheme else self
 
 
 SCHEMES: dict[str, LlmScheme] = {
-    "bf16": LlmScheme("bf16", "bf16", 2, 2, 4, 8, 4, 2, 2, 2, 2,
-                      "Megatron-LM bf16 mixed precision, fp32 gradient all-reduce"),
-    "te-fp8": LlmScheme("te-fp8", "fp8", 2, 2, 4, 8, 4, 2, 2, 2, 2,
-                        "Transformer Engine: FP8 GEMMs, the rest as bf16"),
-    # FP8-LM counts 6 bytes: FP16 master (2), FP8 gradient (1), FP8 m (1), FP16 v (2); the FP8
-    # working weights are cast from the master copy and counted there (weight_bytes 0).
-    "fp8-lm": LlmScheme("fp8-lm", "fp8", 0, 1, 2, 3, 1, 1, 1, 2, 1,
+    "bf16": LlmScheme("bf16", "bf16", 2, 4, 4, 8, 4, 2, 2, 2, 2,
+                      "Megatron-LM bf16 mixed precision, fp32 gradient buffer and reduction"),
+    "te-fp8": LlmScheme("te-fp8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 1,
+                        "Transformer Engine: FP8 GEMMs, cached FP8 weights, the rest as bf16",
+                        fp8_weight_cache_bytes=2),
+    # FP8-LM: FP8 gradient (1), FP16 master (2), FP8 m (1) + FP16 v (2) = eq. 8's 6 bytes, 16-bit
+    # working weights (see the module docstring); the SP all-gather in FP8, reduce-scatters 16-bit
+    "fp8-lm": LlmScheme("fp8-lm", "fp8", 2, 1, 2, 3, 1, 1, 1, 2, 2,
                         "FP8-LM O3: FP8 GEMMs, gradients, all-reduce, decoupled AdamW, "
-                        "FP8 ZeRO and tensor-parallel all-gather"),
+                        "FP8 ZeRO and sequence-parallel all-gather", other_scheme="bf16",
+                        grad_accumulation_bytes=18),
     "hfp8": LlmScheme("hfp8", "hfp8", 2, 2, 4, 8, 2, 2, 2, 2, 2,
-                      "HFP8 (Sun et al. 2019): hybrid FP8 GEMMs, FP16 weights/gradients/comm"),
-    "hif8": LlmScheme("hif8", "fp8", 2, 2, 4, 8, 4, 2, 2, 2, 2,
-                      "HiFloat8 GEMMs at the 8-bit rate, the rest as te-fp8"),
+                      "HFP8 (Sun et al. 2019): hybrid FP8 GEMMs, FP16 weights/gradients/comm",
+                      grad_accumulation_bytes=8),
+    "hif8": LlmScheme("hif8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
+                      "HiFloat8 GEMMs at the 8-bit rate, states and communication as bf16"),
 }
 
 

@@ -55,7 +55,8 @@ def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
     if tp > system.chips:
         raise Infeasible(f"tp {tp} spans more than one {system.chips}-GPU node")
     params = LlmParams(network_efficiency=point["network_efficiency"],
-                       memory_efficiency=point["memory_efficiency"])
+                       memory_efficiency=point["memory_efficiency"],
+                       memory_reserve_GiB=point["memory_reserve_GiB"])
     r = predict(model, plan, point["scheme"], system, params)
     cap = system.chip.memory_capacity_bytes
     if r.memory.total_bytes > cap:
@@ -79,6 +80,7 @@ def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int
     base = dict(system=str(system_path), gpus=gpus, global_batch=global_batch, scheme=scheme,
                 network_efficiency=params.network_efficiency,
                 memory_efficiency=params.memory_efficiency,
+                memory_reserve_GiB=params.memory_reserve_GiB,
                 layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                 vocab=model.vocab, ffn=model.ffn, flash_attention=model.flash_attention)
     axes = (("tp", _pow2_upto(min(max_tp, gpus))), ("pp", tuple(pps)),

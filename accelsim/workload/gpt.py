@@ -182,6 +182,15 @@ def narayanan_flops(batch: int, layers: int, hidden: int, seq: int, vocab: int) 
     return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
 
 
+def narayanan_model_flops(batch: int, layers: int, hidden: int, seq: int, vocab: int) -> float:
+    """The same count without recomputation (three passes of the layers, the head's 6 B s h V
+    unchanged): F = 72 B s l h^2 (1 + s/(6 h) + V/(12 l h)), full (non-causal) attention --
+    the FLOPs behind FP8-LM Table 5's TFLOPS and MFU (its BF16 rows imply 8.94e13, 1.69e14 and
+    2.206e15 FLOPs per sample for GPT-7B/13B/175B; this gives 8.83e13, 1.68e14, 2.204e15)."""
+    B, s, l, h, V = batch, seq, layers, hidden, vocab
+    return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+
+
 def _fmt(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
