@@ -5,7 +5,8 @@
 Every case of :mod:`accelsim.perf.published` (sources there) is predicted with the fitted
 global parameters (:data:`accelsim.perf.gemm.FITTED`, from ``scripts/fit_compute.py``) and
 compared: error per case, target within 15 % for every single-chip case. ResNet-50 is predicted
-as measured (PyTorch eager: fusion off) and also with fusion on. A GEMM-size sweep (squares
+as measured (PyTorch eager: fusion off; cuDNN benchmark mode: Winograd where the model finds it
+faster) and also with fusion on, and with Winograd off. A GEMM-size sweep (squares
 256..16384) shows the size trend and what bounds each size.
 """
 
@@ -18,42 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TARGET = 0.15
-WINOGRAD_GAIN = 2.25  # F(2x2, 3x3): 36 multiplies instead of 16 x 9 / 4 = 81 per 2x2 outputs
-
-
-def what_if(system, wl, batch: int, scheme: str, cause: str, layout: str) -> float:
-    """Images/s if the likely cause of a miss were modelled (evidence, NOT part of the model):
-    ``winograd``: forward and backward-data compute of 3x3 stride-1 convolutions / 2.25.
-    Fusion off and the run's layout, as measured."""
-    import numpy as np
-
-    from accelsim.perf.layer_model import Mapping, layer_table
-
-    system = system.with_fusion(False).with_layout(layout)
-    best = None
-    for df in ("ws", "os", "is"):
-        t = layer_table(system, wl, batch, scheme,
-                        mapping=Mapping(1, 1, system.chip.cores, 1, df))
-        if best is None or t.time_s.sum() < best.time_s.sum():
-            best = t
-    t = best.copy()
-    layers = {ly.name: ly for ly in wl.layers}
-    if cause == "winograd":
-        three = t.layer.map(lambda n: layers[n].kind == "conv" and layers[n].kernel_h == 3
-                            and layers[n].stride_h == 1).to_numpy(bool)
-        sel = three & t.phase.isin(["fwd", "bwd_data"]).to_numpy()
-        comp = np.where(sel, t.compute_s / WINOGRAD_GAIN, t.compute_s)
-        roof = np.maximum.reduce([comp, t.cache_s, t.memory_s])
-        t.loc[sel, "time_s"] = (roof + t.latency_s)[sel]
-    return batch / float(t.time_s.sum())
-
-
-WHAT_IF = {"V100 ResNet-50 FP32 b112": "winograd"}
 #: Cases the model is known to get wrong, with the likely cause (reported, never tuned away).
 LIKELY_CAUSE = {
-    "V100 ResNet-50 FP32 b112": "model too slow: cuDNN (benchmark mode) likely runs the FP32 3x3 "
-    "convolutions with Winograd (2.25x fewer multiplies than the direct GEMM the model times); "
-    "not modelled",
     "DGX A100 ResNet-50 AMP 8x256": "8 GPUs: measured strong scaling is 6.73x one GPU, the "
     "model's about 8x (its NVSwitch all-reduce of the FP16 gradients takes under 1 ms); the loss "
     "is likely the input pipeline (DALI decoding 16,600 images/s) and per-step synchronisation "
@@ -98,18 +65,19 @@ def main() -> int:
         if c.kind == "gemm":
             g = gemm_time(system, c.m, c.n, c.k, get_scheme(c.scheme).compute_precision)
             row.update(shape=f"{c.m}x{c.n}x{c.k}", predicted=g.tflops, bound=g.bound,
-                       predicted_fusion_on=float("nan"))
+                       predicted_fusion_on=float("nan"), predicted_winograd_off=float("nan"))
         else:
             off = predict_step(system, wl, c.batch, c.scheme, fusion=False, layout=c.layout)
             on = predict_step(system, wl, c.batch, c.scheme, fusion=True, layout=c.layout)
+            now = predict_step(system, wl, c.batch, c.scheme, fusion=False, layout=c.layout,
+                               winograd=False)
             row.update(shape=f"batch {c.batch}/GPU, {c.layout.upper()}",
                        predicted=off["samples_per_s"],
-                       bound="", predicted_fusion_on=on["samples_per_s"])
+                       bound="", predicted_fusion_on=on["samples_per_s"],
+                       predicted_winograd_off=now["samples_per_s"])
         row["error_pct"] = 100 * (row["predicted"] / c.value - 1)
         row["within_target"] = abs(row["error_pct"]) <= 100 * TARGET
         row["likely_cause"] = LIKELY_CAUSE.get(c.case, "")
-        row["what_if"] = (what_if(system, wl, c.batch, c.scheme, WHAT_IF[c.case], c.layout)
-                          if c.case in WHAT_IF else float("nan"))
         row["source"] = c.source
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -148,14 +116,18 @@ def main() -> int:
         "(fitted by `scripts/fit_compute.py`). Target: every single-chip case within 15 %.",
         f"Single-chip cases within target: {int(single.within_target.sum())} of {len(single)}.",
         "",
-        "| case | system | scheme | shape | published | predicted | error | fusion on | within 15 % |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| case | system | scheme | shape | published | predicted | error | fusion on "
+        "| Winograd off | within 15 % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in df.itertuples():
         fon = "" if r.predicted_fusion_on != r.predicted_fusion_on else f"{r.predicted_fusion_on:.0f}"
+        woff = ("" if r.predicted_winograd_off != r.predicted_winograd_off
+                else f"{r.predicted_winograd_off:.0f}")
         mark = "yes" if r.within_target else ("**no**" if r.single_chip else "no (8 GPUs)")
         lines.append(f"| {r.case} | {r.system} | {r.scheme} | {r.shape} | {r.published:g} "
-                     f"{r.unit} | {r.predicted:.1f} | {r.error_pct:+.1f} % | {fon} | {mark} |")
+                     f"{r.unit} | {r.predicted:.1f} | {r.error_pct:+.1f} % | {fon} | {woff} "
+                     f"| {mark} |")
     lines += ["", "## Published GEMM sweeps, small to large squares (M = N = K = n)", "",
               f"Points within 15 %: {int(pub.within_target.sum())} of {len(pub)} "
               "(reported, not fitted: the fit uses the large GEMMs above).", "",
@@ -185,10 +157,6 @@ def main() -> int:
         cause = r.likely_cause or ("8-GPU run: the single-GPU error carries over, plus data-"
                                    "loading/synchronisation costs the model does not have")
         lines.append(f"- **{r.case}** ({r.error_pct:+.1f} %): {cause}")
-        if r.what_if == r.what_if:
-            lines.append(f"  - what-if (evidence only, not in the model): with the "
-                         f"{WHAT_IF[r.case]} effect the prediction would be {r.what_if:.0f} "
-                         f"{r.unit} ({100 * (r.what_if / r.published - 1):+.1f} %)")
     lines += ["", "## Sources", ""]
     for src in dict.fromkeys([*df.source, *pub.source]):
         lines.append(f"- {src}")
