@@ -35,13 +35,15 @@ SWEEP_CAUSE = {
     "use 128x128-class CTA tiles (a 1024^3 GEMM is then 64 tiles on 80 SMs, 2048^3 is 3.2 "
     "waves, rounded up to 4) or small sliced-K tiles that run each SM below peak. Per-warp "
     "operand reuse and the library's tile menu are not modelled. Tried and not adopted: a "
-    "global minimum tile of 64 fixes FP32 1024 (-3 %) and changes no other point; 128 fixes "
+    "global minimum tile of 64 fixes FP32 1024 (-3 %) and changes no other point, but cuBLAS "
+    "ships 32x32 sliced-K SGEMM kernels for small problems, so it would be a fit to one point, "
+    "not the library's tile menu; 128 fixes "
     "FP16 2048 (+7 %) but breaks FP32 2048 (-15 %) and H100 512 (-27 %). The fixed per-kernel "
     "time (6 us, fitted to all sweep points) already accounts for H100 512^3, 6.6 us measured",
     "V100 FP16 large sizes (+12 %, 10240: +23 %)": "the global array_efficiency (0.88, fitted on "
     "SGEMM and the A100/H100 BF16/FP8 maxima) is above what V100 tensor cores sustain in this "
-    "run (97 of 125 TFLOPS, 78 %): V100 HGEMM is limited by the 300 W power cap, which lowers "
-    "the clock below the 1530 MHz boost the preset uses; 10240^3 drops to 89 TFLOPS in the same "
+    "run (97 of 125 TFLOPS, 78 %): V100 HGEMM is likely held by the 300 W power cap, which "
+    "lowers the clock below the 1530 MHz boost the preset uses; 10240^3 drops to 89 TFLOPS in the same "
     "run, which no size effect explains (40 whole waves of 256x128 tiles), a thermal/power "
     "effect the model does not have",
 }

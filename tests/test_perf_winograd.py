@@ -114,3 +114,29 @@ def test_winograd_is_off_by_default_and_for_the_hfp8_study():
     # the per-core model never picks it, even when asked
     r = _phases(hfp8.with_winograd(True), "layer3.1.conv2", "fp16", 64)
     assert {a for a, _ in r.values()} == {"implicit_gemm"}
+
+
+def test_winograd_setting_in_config_and_on_the_command_line(capsys):
+    import json
+
+    from accelsim.arch import ConfigError, read_toml, system_from_dict
+    from accelsim.cli import main
+
+    data = read_toml(ROOT / "arch_configs" / "v100-sxm2.toml")
+    data["chip"]["winograd"] = "yes"
+    with pytest.raises(ConfigError, match="bad.toml: chip.winograd"):
+        system_from_dict(data, "bad.toml")
+    del data["chip"]["winograd"]
+    assert not system_from_dict(data, "ok.toml").chip.winograd  # opt-in
+    out = {}
+    for mode in ("on", "off"):
+        argv = ["predict", "--system", str(ROOT / "arch_configs" / "v100-sxm2.toml"),
+                "--workload", "resnet50", "--batch", "32", "--scheme", "fp32",
+                "--winograd", mode, "--json"]
+        assert main(argv) == 0
+        out[mode] = json.loads(capsys.readouterr().out)
+        assert out[mode]["winograd"] == mode
+    # Winograd shortens the convolution phases; element-wise work is untouched
+    assert out["on"]["fwd_s"] < out["off"]["fwd_s"]
+    assert out["on"]["wgrad_s"] < out["off"]["wgrad_s"]
+    assert out["on"]["elementwise_s"] == pytest.approx(out["off"]["elementwise_s"])
