@@ -22,7 +22,9 @@ Algorithms (cuDNN's ``*_ALGO_WINOGRAD`` and ``*_ALGO_WINOGRAD_NONFUSED``):
   share those units.
 
 Backward-data of a 3x3 stride-1 convolution is a 3x3 stride-1 convolution of the output
-gradient (flipped filter); the weight gradient is F(3 x 3, m x m) with the same ``m + 2`` tile.
+gradient (flipped filter); the weight gradient is F(3 x 3, m x m) with the same ``m + 2`` tile
+(its transform counts reuse F(m x m, 3 x 3)'s matrices: an estimate, the transforms are a small
+part of the time). Not modelled: the nonfused algorithms' workspace in chip memory.
 """
 
 from __future__ import annotations
