@@ -19,7 +19,8 @@ Algorithms (cuDNN's ``*_ALGO_WINOGRAD`` and ``*_ALGO_WINOGRAD_NONFUSED``):
   variant): one kernel on the vector units transforms on chip, so chip memory sees only the
   convolution's own tensors; allowed only for precisions the core runs on its vector units
   (``core.simt_precisions``, e.g. FP32 on V100/A100 CUDA cores), its multiplies and transforms
-  share those units.
+  share those units. (On tensor cores cuDNN's forward convolutions are IMPLICIT_PRECOMP_GEMM or
+  WINOGRAD_NONFUSED only: cuDNN 7 Developer Guide, "Tensor Core operations".)
 
 Backward-data of a 3x3 stride-1 convolution is a 3x3 stride-1 convolution of the output
 gradient (flipped filter); the weight gradient is F(3 x 3, m x m) with the same ``m + 2`` tile
