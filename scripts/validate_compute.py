@@ -43,8 +43,8 @@ SWEEP_CAUSE = {
     "V100 FP16 large sizes (+12 %, 10240: +23 %)": "the global array_efficiency (0.88, fitted on "
     "SGEMM and the A100/H100 BF16/FP8 maxima) is above what V100 tensor cores sustain in this "
     "run (97 of 125 TFLOPS, 78 %): V100 HGEMM is likely held by the 300 W power cap, which "
-    "lowers the clock below the 1530 MHz boost the preset uses; 10240^3 drops to 89 TFLOPS in the same "
-    "run, which no size effect explains (40 whole waves of 256x128 tiles), a thermal/power "
+    "lowers the clock below the 1530 MHz boost the preset uses; 10240^3 drops to 89 TFLOPS in "
+    "the same run, which no size effect explains (40 whole waves of 256x128 tiles), a thermal/power "
     "effect the model does not have",
 }
 
