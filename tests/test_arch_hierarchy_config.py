@@ -28,7 +28,7 @@ def test_levels_are_read_innermost_first_in_SI():
     assert (smem.name, smem.capacity_bytes, smem.shared_by) == ("smem", 164 * 1024, 1)
     assert (l2.name, l2.capacity_bytes, l2.shared_by) == ("L2", 40 * 1024**2, 108)
     assert l2.bandwidth_Bps == pytest.approx(7219.2e9)
-    assert s.chip.kernel_launch_s == pytest.approx(2e-6)
+    assert s.chip.kernel_launch_s == pytest.approx(6e-6)  # fitted: scripts/fit_compute.py
 
 
 @pytest.mark.parametrize("mutate,key", [

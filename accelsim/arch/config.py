@@ -14,7 +14,9 @@ Schema (every key required unless marked optional)::
     [chip]    cores, ring_bandwidth_GBps, memory_capacity_GiB | memory_capacity_MiB,
               memory_bandwidth_GBps, kernel_launch_us (optional, default 0),
               fusion (optional bool, default false: element-wise layers fused into GEMMs),
-              layout (optional, "nhwc" default | "nchw": activation layout of the framework)
+              layout (optional, "nhwc" default | "nchw": activation layout of the framework),
+              winograd (optional bool, default false: 3x3 stride-1 convolutions may use
+              Winograd where faster, as cuDNN's benchmark mode)
     [[chip.level]]  (optional, any number, innermost first) name, capacity_KiB | capacity_MiB,
               bandwidth_GBps (per instance), shared_by (cores per instance; must divide cores)
     [core]    rows, cols, frequency_GHz, scratchpad_KiB | scratchpad_MiB,
@@ -270,6 +272,7 @@ def _chip(t: Table, core: Core) -> Chip:
         kernel_launch_s=0.0 if launch is _ABSENT else float(launch) * 1e-6,
         fusion=t.boolean("fusion", default=False),
         layout=t.string("layout", optional=True, choices=LAYOUTS) or "nhwc",
+        winograd=t.boolean("winograd", default=False),
     )
     t.finish()
     return chip

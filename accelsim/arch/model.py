@@ -123,7 +123,9 @@ class Chip:
     (GEMM or element-wise pass); ``fusion``, whether element-wise layers fuse into the
     neighbouring GEMMs; ``layout``, the activation layout the framework keeps: ``"nchw"`` makes
     every array (tensor-core) convolution transpose its input and output to the array's
-    ``"nhwc"`` and back (see :mod:`accelsim.perf.layer_model`)."""
+    ``"nhwc"`` and back (see :mod:`accelsim.perf.layer_model`); ``winograd``, whether 3x3
+    stride-1 convolutions may use Winograd algorithms where the model finds them faster, as
+    cuDNN's benchmark mode does (:mod:`accelsim.perf.winograd`)."""
 
     cores: int
     core: Core
@@ -134,6 +136,7 @@ class Chip:
     kernel_launch_s: float = 0.0
     fusion: bool = False
     layout: str = "nhwc"
+    winograd: bool = False
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -154,6 +157,9 @@ class Chip:
 
     def with_layout(self, layout: str) -> Chip:
         return replace(self, layout=layout)
+
+    def with_winograd(self, winograd: bool) -> Chip:
+        return replace(self, winograd=bool(winograd))
 
     def peak_flops(self, precision: str) -> float:
         return self.cores * self.core.peak_flops(precision)
@@ -211,6 +217,10 @@ class System:
     def with_layout(self, layout: str) -> System:
         """The same system with the framework's activation layout ("nhwc" or "nchw")."""
         return replace(self, chip=self.chip.with_layout(layout))
+
+    def with_winograd(self, winograd: bool) -> System:
+        """The same system with Winograd convolution algorithms allowed (True) or not."""
+        return replace(self, chip=self.chip.with_winograd(winograd))
 
     def with_link_bandwidth(self, bandwidth_Bps: float) -> System:
         """The same system with a different intra-board link bandwidth (per link per direction)."""

@@ -30,6 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layout", choices=("nhwc", "nchw"), default=None,
                         help="activation layout the framework keeps (default: the config's "
                              "chip.layout, nhwc); nchw makes tensor-core convolutions transpose")
+    parser.add_argument("--winograd", choices=("on", "off"), default=None,
+                        help="let 3x3 stride-1 convolutions use Winograd where the model finds "
+                             "it faster, as cuDNN's benchmark mode (default: the config's "
+                             "chip.winograd; on in the GPU presets)")
     parser.add_argument("--first-last-high", choices=("on", "off"), default=None,
                         help="first/last GEMM layer in high precision (default: the scheme's)")
     parser.add_argument("--policy", default=None, metavar="FILE",
@@ -41,9 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
-                 layout: str | None = None, efficiency=None) -> dict:
+                 layout: str | None = None, efficiency=None,
+                 winograd: bool | None = None) -> dict:
     """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
-    on/off; activation ``layout`` None = the config's): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
+    on/off; activation ``layout`` and ``winograd`` None = the config's): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
     reduction and weight update of :mod:`accelsim.dse.step`. Returns the JSON fields."""
     from accelsim.arch.schemes import get_scheme
     from accelsim.dse.step import CommPhases, ComputeProfile, TrainingParams, combine
@@ -55,6 +60,8 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
     system = system.with_fusion(fusion)
     if layout is not None:
         system = system.with_layout(layout)
+    if winograd is not None:
+        system = system.with_winograd(winograd)
     scheme = get_scheme(scheme)
     ps = phase_sums(system, workload, batch, scheme, efficiency=eff)
     minibatch = batch * system.chips
@@ -71,7 +78,7 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
     return {
         "system": system.name, "workload": workload.name, "scheme": scheme.name,
         "batch": batch, "chips": system.chips, "fusion": "on" if fusion else "off",
-        "layout": system.chip.layout,
+        "layout": system.chip.layout, "winograd": "on" if system.chip.winograd else "off",
         "samples_per_s": st.samples_per_s, "step_time_s": st.step_s,
         "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
         "memory_GiB": ps.memory_bytes / 2**30,
@@ -122,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {system.name} computes {cp} no faster than {scheme.high_precision} (its "
               f"config has no faster {cp} datapath); any gain over {scheme.high_precision} comes "
               f"from {cp}'s smaller tensors in memory", file=sys.stderr)
-    out = predict_step(system, workload, args.batch, scheme, fusion=fusion, layout=args.layout)
+    winograd = None if args.winograd is None else args.winograd == "on"
+    out = predict_step(system, workload, args.batch, scheme, fusion=fusion, layout=args.layout,
+                       winograd=winograd)
     if args.json:
         print(json.dumps(out))
     else:

@@ -4,32 +4,33 @@ for a mapping of the layer onto a system's chips and cores (HFP8 paper, appendix
 memory hierarchy in the config, GEMMs tiled over all cores of a chip through shared levels
 (:mod:`accelsim.perf.gemm`, public :func:`gemm_time`), kernel fusion and launch costs."""
 
-from accelsim.perf.gemm import FITTED, Efficiency, GemmTime, chip_gemm_time, gemm_time
+from __future__ import annotations
 
-from accelsim.perf.core_gemm import core_gemm_time
-from accelsim.perf.layer_model import (
-    BOUNDS,
-    Mapping,
-    data_parallel,
-    evaluate_layer,
-    layer_table,
-)
-from accelsim.perf.precision import layer_precision, layer_precisions
-from accelsim.perf.step import PhaseSums, phase_sums
-from accelsim.perf.systolic import (
-    DATAFLOWS,
-    SystolicResult,
-    conv_gemm_dims,
-    conv_output_size,
-    gemm_cycles,
-    gemm_cycles_array,
-    systolic_gemm,
-    workload_cycles,
-)
+import importlib
 
-__all__ = [
-    "FITTED", "Efficiency", "GemmTime", "PhaseSums", "chip_gemm_time", "gemm_time", "phase_sums",
-    "BOUNDS", "DATAFLOWS", "Mapping", "SystolicResult", "conv_gemm_dims", "conv_output_size",
-    "core_gemm_time", "data_parallel", "evaluate_layer", "gemm_cycles", "gemm_cycles_array",
-    "layer_precision", "layer_precisions", "layer_table", "systolic_gemm", "workload_cycles",
-]
+#: public name -> submodule; imported on first use (PEP 562), so ``accelsim gemm`` loads only
+#: the GEMM model, not the layer model and its dependencies.
+_EXPORTS = {
+    **dict.fromkeys(("FITTED", "Efficiency", "GemmTime", "chip_gemm_time", "gemm_time"), "gemm"),
+    "core_gemm_time": "core_gemm",
+    **dict.fromkeys(("BOUNDS", "Mapping", "data_parallel", "evaluate_layer", "layer_table"),
+                    "layer_model"),
+    **dict.fromkeys(("layer_precision", "layer_precisions"), "precision"),
+    **dict.fromkeys(("PhaseSums", "phase_sums"), "step"),
+    **dict.fromkeys(("DATAFLOWS", "SystolicResult", "conv_gemm_dims", "conv_output_size",
+                     "gemm_cycles", "gemm_cycles_array", "systolic_gemm", "workload_cycles"),
+                    "systolic"),
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])

@@ -66,9 +66,12 @@ class Efficiency:
 #: the residual per case and the sources in :mod:`accelsim.perf.published`): array efficiency
 #: from four large-GEMM measurements (V100 SGEMM, A100/H100 BF16 MAMF, H100 FP8), memory
 #: efficiency from the four single-GPU ResNet-50 runs of NVIDIA DeepLearningExamples (as run:
-#: unfused, NCHW for FP32/TF32). 0.80 of peak HBM bandwidth is what framework element-wise
-#: kernels (BatchNorm, ReLU, add, layout transposes) reach, a little below a STREAM copy.
-FITTED = Efficiency(array_efficiency=0.88, memory_efficiency=0.80)
+#: unfused, NCHW for FP32/TF32, cuDNN benchmark mode, so Winograd where the model finds it
+#: faster), after the per-kernel time (chip.kernel_launch_us = 6 us in the GPU presets) is fitted
+#: to the published GEMM sweeps. 0.78 of peak HBM bandwidth is what framework element-wise
+#: kernels (BatchNorm, ReLU, add, layout transposes) reach, below a STREAM copy. Before Winograd
+#: and the launch fit the fit gave 0.80: the slower V100 FP32 convolutions pulled it up.
+FITTED = Efficiency(array_efficiency=0.88, memory_efficiency=0.78)
 
 
 @dataclass(frozen=True)

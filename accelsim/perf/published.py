@@ -54,6 +54,31 @@ GEMM_CASES = (
              m=4096, n=7168, k=16384),
 )
 
+#: Published GEMM sweeps, small to large squares (M = N = K = n), for the size trend. Reported
+#: per point by ``scripts/validate_compute.py``; not used by the fit (the fit takes the large,
+#: compute-bound GEMMs above).
+TORCH_PERF_V100 = ("zzc0721/torch-performance-test-data issue #140 'Tesla V100-SXM2-16GB' "
+                   "(torch 2.7.0+cu128; test.py: torch.mm of n x n matrices, 6 warm-up and 30 "
+                   "timed back-to-back calls, wall clock around a synchronize)")
+XLA_H100 = ("openxla (tensorflow/tensorflow third_party/xla) xla/service/gpu/model/"
+            "matmul_interpolator_data.h @372d578, kDefaultMatmulPTable key sm_90 (H100), "
+            "entry b=1 m=n=k, 'bf16xbf16->bf16' flops")
+
+
+def _sweep(label, system, scheme, source, points, unit="TFLOPS"):
+    return tuple(Measured(f"{label} {n}^3", "gemm", system, scheme, v, unit, source,
+                          m=n, n=n, k=n) for n, v in points)
+
+
+GEMM_SWEEPS = (
+    *_sweep("V100 FP32 torch.mm", "v100-sxm2", "fp32", TORCH_PERF_V100,
+            ((1024, 10.56), (2048, 12.71), (4096, 13.85), (8192, 14.38), (10240, 14.51))),
+    *_sweep("V100 FP16 torch.mm", "v100-sxm2", "fp16", TORCH_PERF_V100,
+            ((1024, 57.30), (2048, 78.23), (4096, 95.73), (8192, 97.36), (10240, 89.37))),
+    *_sweep("H100 BF16 XLA", "h100-sxm", "bf16", XLA_H100,
+            ((512, 40.721398058252), (2048, 631.984593290170), (4096, 783.328793548203))),
+)
+
 RESNET50_CASES = (
     Measured("V100 ResNet-50 FP32 b112", "resnet50", "v100-sxm2", "fp32", 367.0, "img/s",
              DLE_RN50 + "; DGX-1 16GB table, 1 GPU, FP32", batch=112, layout="nchw"),
