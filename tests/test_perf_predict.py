@@ -173,3 +173,13 @@ def test_policy_file_is_strict_and_applies(tmp_path, capsys):
                  "--policy", str(unknown)]) == 2
     err = capsys.readouterr().err
     assert str(unknown) in err and "'fc1000'" in err and str(wl_path) in err
+
+
+@pytest.mark.parametrize("scheme, noted", [("fp32", False), ("fp16", False), ("fp8", True)])
+def test_slow_datapath_note_only_for_a_narrower_scheme(capsys, scheme, noted):
+    # V100 has no FP8 rate above FP16: fp8 earns the note; fp32 (wider than the fp16 default
+    # high precision) must not be told about "smaller tensors"
+    assert main(["predict", "--system", V100, "--workload", "resnet50", "--batch", "8",
+                 "--scheme", scheme, "--json"]) == 0
+    err = capsys.readouterr().err
+    assert ("no faster than" in err) is noted

@@ -93,6 +93,7 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
 
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_policy, load_system
+    from accelsim.arch.model import PRECISIONS
     from accelsim.arch.schemes import with_policy
     from accelsim.cli import UserError
     from accelsim.commands._common import require_precisions
@@ -124,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
                                        *overrides.values()], f"--scheme {args.scheme}")
     core = system.chip.core
     cp = scheme.compute_precision
-    if cp != scheme.high_precision and core.supports(scheme.high_precision) and \
+    # PRECISIONS runs from wide to narrow: the note is for a narrower scheme (fp8 beside fp16)
+    # that the chip computes no faster, never for fp32/tf32/bf16 beside the fp16 default
+    narrower = PRECISIONS.index(cp) > PRECISIONS.index(scheme.high_precision)
+    if narrower and core.supports(scheme.high_precision) and \
             core.macs_per_cycle_per_pe(cp) <= core.macs_per_cycle_per_pe(scheme.high_precision):
         print(f"note: {system.name} computes {cp} no faster than {scheme.high_precision} (its "
               f"config has no faster {cp} datapath); any gain over {scheme.high_precision} comes "
