@@ -17,8 +17,9 @@ the reference, step by step:
 * an FMA step (``block_width = 1``, no alignment) and every promotion add two float64s:
   ``two_sum`` gives the exact sum as s + e and ``round_to_odd`` makes one float64 from which the
   rounding to the (<= 24-bit) step/outer format is a single correct rounding;
-* ``block_width=None`` (the ``exact`` preset) sums products in one or two float64 limbs whose
-  widths are chosen from the formats' ranges and K so that every limb sum is exact.
+* ``block_width=None`` (the ``exact`` preset) sums products in float64 limbs split at exponents
+  chosen from the data's range and K so that every limb sum is exact, and combines the limb
+  sums in int64 digits into one round-to-odd float64 (any operand formats, fp32 included).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 
 from accelsim.numerics import get_format, quantize
 
-from ._fast import field_exponents, floor_log2, round_fast, round_to_odd, two_sum
+from ._fast import digits_round_to_odd, field_exponents, floor_log2, round_fast, round_to_odd, two_sum
 from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
 from .kloop import Operands, k_loop, run_tiles
@@ -67,51 +68,120 @@ def _spacing_exp(f) -> int:
     return min(f.emin - f.mbits, math.frexp(f.min_subnormal)[1] - 1)
 
 
-def _exact_limbs(cfg: EngineConfig, K: int):
-    """Split exponents so that every limb's sum over K products is exact in float64."""
-    fa, fb = _fmt(cfg.a_format), _fmt(cfg.b_format)
-    q = _spacing_exp(fa) + _spacing_exp(fb)
-    top = (math.floor(math.log2(fa.max)) + 1) + (math.floor(math.log2(fb.max)) + 1)
-    if cfg.product_format is not None:
-        fp = _fmt(cfg.product_format)
-        q = min(q, _spacing_exp(fp))
-        top = max(top, math.floor(math.log2(fp.max)) + 1)
-    width = 53 - math.ceil(math.log2(K + 1))
-    if top - q <= width:
+def _value_span(X: np.ndarray, f):
+    """(top, low) with every nonzero |x| < 2^top and a multiple of 2^low (the format's spacing
+    at the smallest nonzero value); None when X has no nonzero value."""
+    ax = np.abs(X)
+    big = ax.max(initial=0.0)
+    if big == 0:
         return None
-    if top - q <= 2 * width:
-        return q + width
-    raise ValueError(f"exact sum of {cfg.a_format} x {cfg.b_format} products over K={K} needs "
-                     f"{top - q} bits, more than two float64 limbs of {width} bits")
+    small = float(ax.min(where=ax > 0, initial=np.inf))
+    return math.frexp(big)[1], max(math.frexp(small)[1] - 1 - f.mbits, _spacing_exp(f))
+
+
+def _product_span(A, B, cfg: EngineConfig):
+    """(top, low) bounding the bits of every product from the DATA: |a b| < 2^top, and each
+    product a multiple of 2^low (a product of two multiples; after ``product_format`` rounding
+    a multiple of that format's spacing, possibly rounded up to 2^top); None: all products 0."""
+    sa, sb = _value_span(A, _fmt(cfg.a_format)), _value_span(B, _fmt(cfg.b_format))
+    if sa is None or sb is None:
+        return None
+    top, low = sa[0] + sb[0], sa[1] + sb[1]
+    if cfg.product_format is not None:
+        top, low = top + 1, min(low, _spacing_exp(_fmt(cfg.product_format)))
+    return top, low
+
+
+def _product_tiles(A, B, cfg: EngineConfig, paired: bool, special: np.ndarray):
+    """(row slice, (rows, k, N) block of products) over tiles of rows x K-slices, at most
+    ``_TILE_ELEMS`` products each. Products that ``product_format`` rounds to +-inf/NaN are
+    summed into ``special`` (their IEEE class) and zeroed in the block."""
+    M, K = A.shape
+    N = special.shape[1]
+    ops = Operands(A, B, paired, np.float64)
+    rows = max(1, min(M, _TILE_ELEMS // max(1, N)))
+    kt = max(1, _TILE_ELEMS // (rows * max(1, N)))
+    for r0 in range(0, M, rows):
+        rs = slice(r0, min(M, r0 + rows))
+        for k0 in range(0, K, kt):
+            p = ops.block(rs, slice(0, N), k0, min(K, k0 + kt))
+            if cfg.product_format is not None:
+                p = round_fast(p, _fmt(cfg.product_format), cfg.product_rounding)
+                bad = ~np.isfinite(p)
+                if bad.any():
+                    special[rs] += np.where(bad, p, 0.0).sum(axis=1)
+                    p[bad] = 0.0
+            yield rs, p
+
+
+def _limb_digits(A, B, cfg: EngineConfig, paired: bool, s0: int, n: int, w: int, special):
+    """Limb i (split exponent s_i = s0 + i w) of every product, summed over K, as exact
+    float64 integers in units of 2^s_i: (n, M, N).
+
+    Each product is cut from the top limb down by truncation at s_i, so limb i holds an integer
+    multiple of 2^s_i below 2^(s_i + w) in magnitude (the top limb: |p| < 2^(s0 + n w); the
+    bottom one: every product is a multiple of 2^low >= 2^s0); K of them sum to below
+    K 2^w < 2^52 units, exactly, in any order, across tiles too.
+    """
+    M = A.shape[0]
+    D = np.zeros((n, M, special.shape[1]))
+    for rs, p in _product_tiles(A, B, cfg, paired, special):
+        t = np.empty_like(p)
+        for i in range(n - 1, -1, -1):
+            np.multiply(p, 2.0 ** -(s0 + i * w), out=t)  # powers of two: exact
+            if i:
+                np.trunc(t, out=t)
+            D[i, rs] += t.sum(axis=1)
+            if i:
+                t *= 2.0 ** (s0 + i * w)
+                p -= t  # the bits below s_i: exact
+    return D
 
 
 def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True):
-    """The one-step exact engine before output rounding: float64 round-to-odd of each exact sum
-    (``fast=False``: always the limb loop, the reference for the BLAS shortcut)."""
+    """The one-step exact engine before output rounding: float64 round-to-odd of each exact sum.
+
+    Any operand formats (every product of two <= 24-bit significands is exact in float64). The
+    limbs are chosen from the data: products span ``top - low`` bits (``_product_span``). If
+    that fits one float64 limb (with K), every partial sum is exact and a BLAS product is the
+    sum; within two limbs, a hi/lo float64 pair and TwoSum; otherwise (and always with
+    ``fast=False``, the reference) n limbs of w = 52 - ceil(log2(K+1)) bits, each summed exactly
+    as integers and combined in int64 (``digits_round_to_odd``).
+    """
     M, K = A.shape
     N = 1 if paired else B.shape[1]
-    split = _exact_limbs(cfg, K)
-    if fast and split is None and cfg.product_format is None:
+    span = _product_span(A, B, cfg)
+    if span is None or K == 0:
+        return np.zeros((M, N))
+    top, low = span
+    one = 53 - math.ceil(math.log2(K + 1))  # bits of a limb whose K-sum float64 holds exactly
+    special = np.zeros((M, N))
+    if fast and top - low <= one and cfg.product_format is None:
         # one limb: every product and every partial sum, in any order and with or without FMA,
         # is exactly representable, so a BLAS product is the exact sum
         return np.einsum("ij,ij->i", A, B)[:, None] if paired else A @ B
-    hi = np.zeros((M, N))
-    lo = np.zeros((M, N))
-    ops = Operands(A, B, paired, np.float64)
-    kt = max(1, _TILE_ELEMS // max(1, M * N))
-    everything = (slice(0, M), slice(0, N))
-    for k0 in range(0, K, kt):
-        p = ops.block(*everything, k0, min(K, k0 + kt))
-        if cfg.product_format is not None:
-            p = round_fast(p, _fmt(cfg.product_format), cfg.product_rounding)
-        if split is None:
-            hi += p.sum(axis=1)
-        else:
-            h = np.trunc(np.ldexp(p, -split)) * 2.0**split
-            hi += h.sum(axis=1)
-            lo += (p - h).sum(axis=1)
-    s, e = two_sum(hi, lo)
-    return round_to_odd(s, e)
+    if fast and top - low <= 2 * one:
+        split = low + one
+        hi = np.zeros((M, N))
+        lo = np.zeros((M, N))
+        for rs, p in _product_tiles(A, B, cfg, paired, special):
+            h = np.trunc(p * 2.0**-split) * 2.0**split
+            hi[rs] += h.sum(axis=1)
+            lo[rs] += (p - h).sum(axis=1)
+        s, e = two_sum(hi, lo)
+        r = round_to_odd(s, e)
+    else:
+        w = 52 - math.ceil(math.log2(K + 1))
+        if w < 21:
+            raise ValueError(f"exact engine: K={K} is too long for exact float64 limb sums")
+        n = -(-(top - low) // w)
+        s0 = top - n * w
+        D = _limb_digits(A, B, cfg, paired, s0, n, w, special)
+        r = digits_round_to_odd(D.astype(np.int64), w, s0)
+    if cfg.product_format is not None:
+        hit = special != 0  # NaN != 0 too
+        r[hit] = special[hit]
+    return r
 
 
 def _specials(A, B):
