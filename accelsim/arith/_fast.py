@@ -168,14 +168,14 @@ def carry_digits(D: np.ndarray, w: int) -> np.ndarray:
 def digits_round_to_odd(D: np.ndarray, w: int, s0) -> np.ndarray:
     """Round-to-odd float64 of X = sum_i D[i] 2^(s0 + i w), from signed int64 digits.
 
-    D has shape (n, ...) with |D[i]| < 2^52 (``s0``: int, or ints broadcastable to D.shape[1:]).
+    D has shape (n, ...) with |D[i]| < 2^60 (``s0``: int, or ints broadcastable to D.shape[1:]).
     The digits are carry-normalized (every digit but the top in [0, 2^w)), so the top nonzero
     digit gives the sign; a negative sum is negated and normalized again. From the top nonzero
     digit down, the next digits fill a 63-bit integer window whose leading bit is bit 62 and the
     rest of X goes into a sticky flag; the top 53 window bits, with the lowest set when anything
     below them is nonzero, are X rounded to odd -- one float64 from which rounding to any format
     of <= 51 significant bits is a single correct rounding (Boldo & Melquiond, IEEE TC 2008).
-    Exact zeros come back as +0. Needs 21 <= w <= 52 and a result in float64's normal range.
+    Exact zeros come back as +0. Needs 1 <= w <= 52 and a result in float64's normal range.
     """
     D = carry_digits(np.array(D, dtype=np.int64, copy=True), w)
     n = D.shape[0]
@@ -186,7 +186,7 @@ def digits_round_to_odd(D: np.ndarray, w: int, s0) -> np.ndarray:
     nz = D != 0
     j = n - 1 - np.argmax(nz[::-1], axis=0)  # top nonzero digit (0 where X == 0)
     top = np.take_along_axis(D, j[None], axis=0)[0]
-    bits = np.frexp(top.astype(np.float64))[1].astype(np.int64)  # bit length of top (< 2^54)
+    bits = np.frexp(top.astype(np.float64))[1].astype(np.int64)  # bit length of top (<= 61)
     bits -= (top >> np.clip(bits - 1, 0, 63)) == 0  # the float conversion may have rounded up
     win = top << np.clip(63 - bits, 0, 63)  # leading bit at bit 62
     sticky = np.zeros(top.shape, dtype=bool)
@@ -196,7 +196,7 @@ def digits_round_to_odd(D: np.ndarray, w: int, s0) -> np.ndarray:
         d = np.where(idx >= 0, np.take_along_axis(D, np.maximum(idx, 0)[None], axis=0)[0], 0)
         sh = 63 - bits - k * w  # where digit j-k's lowest bit lands in the window
         left = np.clip(sh, 0, 62)
-        right = np.clip(-sh, 0, 62)  # digits are < 2^52: a shift by 62 already clears them
+        right = np.clip(-sh, 0, 62)  # lower digits are < 2^w: a shift by 62 clears them
         win |= (d << left) >> right
         sticky |= (d & ((np.int64(1) << right) - 1)) != 0
     if n - 1 > reach:  # whole digits below the window: only whether one is nonzero matters
@@ -209,3 +209,18 @@ def digits_round_to_odd(D: np.ndarray, w: int, s0) -> np.ndarray:
     out = np.ldexp(r, e.astype(np.int32))
     out[~nz.any(axis=0)] = 0.0
     return np.where(neg, -out, out)
+
+
+def split_slices(X: np.ndarray, top: np.ndarray, beta: int, n: int) -> list[np.ndarray]:
+    """X cut by truncation into n slices with X = sum of them exactly: slice s holds the bits of
+    each value between 2^(top - (s+1) beta) and 2^(top - s beta), an integer multiple of the
+    lower bound below 2^beta of them (``top``: int exponents broadcastable to X, |X| < 2^top).
+    Exact while X has no bits below 2^(top - n beta) (the caller's choice of n)."""
+    R = np.array(X, dtype=np.float64, copy=True)
+    out = []
+    for s in range(n):
+        unit = np.ldexp(1.0, (top - (s + 1) * beta).astype(np.int32))  # powers of two: exact
+        S = np.trunc(R / unit) * unit
+        R -= S
+        out.append(S)
+    return out

@@ -30,7 +30,8 @@ import numpy as np
 
 from accelsim.numerics import get_format, quantize
 
-from ._fast import digits_round_to_odd, field_exponents, floor_log2, round_fast, round_to_odd, two_sum
+from ._fast import (digits_round_to_odd, field_exponents, floor_log2, round_fast, round_to_odd,
+                    split_slices, two_sum)
 from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
 from .kloop import Operands, k_loop, run_tiles
@@ -138,16 +139,67 @@ def _limb_digits(A, B, cfg: EngineConfig, paired: bool, s0: int, n: int, w: int,
     return D
 
 
-def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True):
+EXACT_METHODS = ("auto", "blas", "slices", "two-limb", "limbs")
+
+
+def _line_spans(X: np.ndarray, f, axis: int):
+    """Per row (axis=1) or column (axis=0) of X: (top, low) int arrays as ``_value_span``
+    (keepdims); all-zero lines get top = low."""
+    ax = np.abs(X)
+    big = ax.max(axis=axis, keepdims=True, initial=0.0)
+    small = ax.min(axis=axis, keepdims=True, where=ax > 0, initial=np.inf)
+    top = np.frexp(big)[1].astype(np.int64)
+    low = np.maximum(np.frexp(np.where(np.isfinite(small), small, 1.0))[1] - 1 - f.mbits,
+                     _spacing_exp(f)).astype(np.int64)
+    return top, np.where(big > 0, low, top)
+
+
+def _exact_by_slices(A, B, cfg: EngineConfig, paired: bool):
+    """Exact sums by BLAS (an error-free matrix product in the manner of Ozaki et al., Numer.
+    Algorithms 59, 2012): each row of A (column of B) is cut into slices of beta bits below its
+    own top (``split_slices``), beta = floor((53 - ceil(log2(K+1))) / 2), so every product of a
+    slice pair is an integer multiple of a per-output unit below 2^(2 beta) of them and any K-sum
+    -- BLAS's, in any order, with or without FMA -- is exact. The slice-pair products are
+    integer digits at levels s + t, beta bits apart; ``digits_round_to_odd`` combines them."""
+    K = A.shape[1]
+    beta = (53 - math.ceil(math.log2(K + 1))) // 2
+    ta, la = _line_spans(A, _fmt(cfg.a_format), 1)
+    tb, lb = _line_spans(B, _fmt(cfg.b_format), 1 if paired else 0)
+    na = max(1, int(-(-(ta - la).max() // beta)))
+    nb = max(1, int(-(-(tb - lb).max() // beta)))
+    As = split_slices(A, ta, beta, na)
+    Bs = split_slices(B, tb, beta, nb)
+    top = ta + (tb if paired else tb.reshape(1, -1))  # (M, 1) or (M, N) exponent sums
+    levels = na + nb - 1
+    D = np.zeros((levels,) + np.broadcast_shapes(top.shape, (A.shape[0], 1 if paired else B.shape[1])),
+                 dtype=np.int64)
+    for s, a in enumerate(As):
+        for t, b in enumerate(Bs):
+            c = np.einsum("ij,ij->i", a, b)[:, None] if paired else a @ b
+            # c / 2^(top - (s + t + 2) beta): an integer below 2^53, exactly
+            D[levels - 1 - s - t] += np.ldexp(c, ((s + t + 2) * beta - top).astype(np.int32)).astype(np.int64)
+    return digits_round_to_odd(D, beta, top - (levels + 1) * beta)
+
+
+def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
+               method: str = "auto"):
     """The one-step exact engine before output rounding: float64 round-to-odd of each exact sum.
 
     Any operand formats (every product of two <= 24-bit significands is exact in float64). The
-    limbs are chosen from the data: products span ``top - low`` bits (``_product_span``). If
-    that fits one float64 limb (with K), every partial sum is exact and a BLAS product is the
-    sum; within two limbs, a hi/lo float64 pair and TwoSum; otherwise (and always with
-    ``fast=False``, the reference) n limbs of w = 52 - ceil(log2(K+1)) bits, each summed exactly
-    as integers and combined in int64 (``digits_round_to_odd``).
+    bits every product can occupy are bounded from the data (``_product_span``). ``method``
+    (``fast=False`` means "limbs", the reference):
+
+    * "blas": the products span one float64 limb with K, so every partial sum is exact and a
+      BLAS product is the sum (the "auto" choice where it applies);
+    * "slices": BLAS over beta-bit operand slices (``_exact_by_slices``; "auto" without a
+      ``product_format``);
+    * "two-limb": each product cut into a hi/lo float64 pair summed separately, then TwoSum
+      ("auto" with a ``product_format`` within two limbs);
+    * "limbs": each product cut into n limbs of w = 52 - ceil(log2(K+1)) bits, each limb summed
+      exactly as an integer, the limb sums combined in int64 (``digits_round_to_odd``).
     """
+    if method not in EXACT_METHODS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(EXACT_METHODS)}")
     M, K = A.shape
     N = 1 if paired else B.shape[1]
     span = _product_span(A, B, cfg)
@@ -155,12 +207,27 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True)
         return np.zeros((M, N))
     top, low = span
     one = 53 - math.ceil(math.log2(K + 1))  # bits of a limb whose K-sum float64 holds exactly
-    special = np.zeros((M, N))
-    if fast and top - low <= one and cfg.product_format is None:
-        # one limb: every product and every partial sum, in any order and with or without FMA,
-        # is exactly representable, so a BLAS product is the exact sum
+    fits_one = top - low <= one and cfg.product_format is None
+    if not fast:
+        method = "limbs"
+    elif method == "auto":
+        method = ("blas" if fits_one else "slices" if cfg.product_format is None
+                  else "two-limb" if top - low <= 2 * one else "limbs")
+    if method == "blas":
+        if not fits_one:
+            raise ValueError(f"exact sums by one BLAS product need products within {one} bits "
+                             f"and no product_format; these span {top - low}")
+        # every product and every partial sum, in any order and with or without FMA, is
+        # exactly representable, so a BLAS product is the exact sum
         return np.einsum("ij,ij->i", A, B)[:, None] if paired else A @ B
-    if fast and top - low <= 2 * one:
+    if method == "slices":
+        if cfg.product_format is not None:
+            raise ValueError("exact sums by operand slices need exact products (product_format=None)")
+        return _exact_by_slices(A, B, cfg, paired)
+    special = np.zeros((M, N))
+    if method == "two-limb":
+        if top - low > 2 * one:
+            raise ValueError(f"two float64 limbs hold {2 * one} bits; these products span {top - low}")
         split = low + one
         hi = np.zeros((M, N))
         lo = np.zeros((M, N))
