@@ -212,15 +212,14 @@ def digits_round_to_odd(D: np.ndarray, w: int, s0) -> np.ndarray:
 
 
 def split_slices(X: np.ndarray, top: np.ndarray, beta: int, n: int) -> list[np.ndarray]:
-    """X cut by truncation into n slices with X = sum of them exactly: slice s holds the bits of
-    each value between 2^(top - (s+1) beta) and 2^(top - s beta), an integer multiple of the
-    lower bound below 2^beta of them (``top``: int exponents broadcastable to X, |X| < 2^top).
-    Exact while X has no bits below 2^(top - n beta) (the caller's choice of n)."""
+    """X cut by truncation into n integer-valued slices: X = sum_s S_s 2^(top - (s+1) beta)
+    exactly, each S_s an integer below 2^beta in magnitude (``top``: int exponents broadcastable
+    to X, |X| < 2^top). Exact while X has no bits below 2^(top - n beta) (the caller's n)."""
     R = np.array(X, dtype=np.float64, copy=True)
     out = []
     for s in range(n):
         unit = np.ldexp(1.0, (top - (s + 1) * beta).astype(np.int32))  # powers of two: exact
-        S = np.trunc(R / unit) * unit
-        R -= S
+        S = np.trunc(R / unit)
+        R -= S * unit
         out.append(S)
     return out

@@ -154,31 +154,34 @@ def _line_spans(X: np.ndarray, f, axis: int):
     return top, np.where(big > 0, low, top)
 
 
-def _exact_by_slices(A, B, cfg: EngineConfig, paired: bool):
+def _slice_plan(A, B, cfg: EngineConfig, paired: bool):
+    """beta and, for A's rows and B's columns (B's rows when paired), (tops, slice count)."""
+    beta = (53 - math.ceil(math.log2(A.shape[1] + 1))) // 2
+    plan = []
+    for X, f, axis in ((A, cfg.a_format, 1), (B, cfg.b_format, 1 if paired else 0)):
+        top, low = _line_spans(X, _fmt(f), axis)
+        plan.append((top, max(1, int(-(-(top - low).max() // beta)))))
+    return beta, plan[0], plan[1]
+
+
+def _exact_by_slices(A, B, paired: bool, plan):
     """Exact sums by BLAS (an error-free matrix product in the manner of Ozaki et al., Numer.
-    Algorithms 59, 2012): each row of A (column of B) is cut into slices of beta bits below its
-    own top (``split_slices``), beta = floor((53 - ceil(log2(K+1))) / 2), so every product of a
-    slice pair is an integer multiple of a per-output unit below 2^(2 beta) of them and any K-sum
-    -- BLAS's, in any order, with or without FMA -- is exact. The slice-pair products are
-    integer digits at levels s + t, beta bits apart; ``digits_round_to_odd`` combines them."""
-    K = A.shape[1]
-    beta = (53 - math.ceil(math.log2(K + 1))) // 2
-    ta, la = _line_spans(A, _fmt(cfg.a_format), 1)
-    tb, lb = _line_spans(B, _fmt(cfg.b_format), 1 if paired else 0)
-    na = max(1, int(-(-(ta - la).max() // beta)))
-    nb = max(1, int(-(-(tb - lb).max() // beta)))
+    Algorithms 59, 2012): each row of A (column of B) is cut into integer slices of beta bits
+    below its own top (``split_slices``), beta = floor((53 - ceil(log2(K+1))) / 2), so every
+    product of two slices is an integer below 2^(2 beta) and any K-sum -- BLAS's, in any order,
+    with or without FMA -- is an exact integer below 2^53. Slice pair (s, t) is the digit at
+    level s + t, beta bits apart; ``digits_round_to_odd`` combines the digits."""
+    beta, (ta, na), (tb, nb) = plan
     As = split_slices(A, ta, beta, na)
     Bs = split_slices(B, tb, beta, nb)
     top = ta + (tb if paired else tb.reshape(1, -1))  # (M, 1) or (M, N) exponent sums
     levels = na + nb - 1
-    D = np.zeros((levels,) + np.broadcast_shapes(top.shape, (A.shape[0], 1 if paired else B.shape[1])),
-                 dtype=np.int64)
+    D = np.zeros((levels, A.shape[0], 1 if paired else B.shape[1]), dtype=np.int64)
     for s, a in enumerate(As):
         for t, b in enumerate(Bs):
             c = np.einsum("ij,ij->i", a, b)[:, None] if paired else a @ b
-            # c / 2^(top - (s + t + 2) beta): an integer below 2^53, exactly
-            D[levels - 1 - s - t] += np.ldexp(c, ((s + t + 2) * beta - top).astype(np.int32)).astype(np.int64)
-    return digits_round_to_odd(D, beta, top - (levels + 1) * beta)
+            D[levels - 1 - s - t] += c.astype(np.int64)  # in units of 2^(top - (s + t + 2) beta)
+    return digits_round_to_odd(D, beta, np.broadcast_to(top - (levels + 1) * beta, D.shape[1:]))
 
 
 def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
@@ -192,7 +195,9 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
     * "blas": the products span one float64 limb with K, so every partial sum is exact and a
       BLAS product is the sum (the "auto" choice where it applies);
     * "slices": BLAS over beta-bit operand slices (``_exact_by_slices``; "auto" without a
-      ``product_format``);
+      ``product_format`` unless the slice pairs outnumber the limbs more than 8 to 1: a BLAS
+      product costs about a tenth of one limb's pass here, and pairs grow as the square of
+      the range);
     * "two-limb": each product cut into a hi/lo float64 pair summed separately, then TwoSum
       ("auto" with a ``product_format`` within two limbs);
     * "limbs": each product cut into n limbs of w = 52 - ceil(log2(K+1)) bits, each limb summed
@@ -210,9 +215,17 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
     fits_one = top - low <= one and cfg.product_format is None
     if not fast:
         method = "limbs"
-    elif method == "auto":
-        method = ("blas" if fits_one else "slices" if cfg.product_format is None
-                  else "two-limb" if top - low <= 2 * one else "limbs")
+    plan = None
+    if method in ("auto", "slices") and cfg.product_format is None and not fits_one:
+        plan = _slice_plan(A, B, cfg, paired)
+    if method == "auto":
+        limbs = -(-(top - low) // (one - 1))
+        if fits_one:
+            method = "blas"
+        elif plan is not None and plan[1][1] * plan[2][1] <= 8 * limbs:
+            method = "slices"
+        else:
+            method = "two-limb" if top - low <= 2 * one else "limbs"
     if method == "blas":
         if not fits_one:
             raise ValueError(f"exact sums by one BLAS product need products within {one} bits "
@@ -223,7 +236,7 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
     if method == "slices":
         if cfg.product_format is not None:
             raise ValueError("exact sums by operand slices need exact products (product_format=None)")
-        return _exact_by_slices(A, B, cfg, paired)
+        return _exact_by_slices(A, B, paired, plan or _slice_plan(A, B, cfg, paired))
     special = np.zeros((M, N))
     if method == "two-limb":
         if top - low > 2 * one:
