@@ -195,9 +195,9 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
     * "blas": the products span one float64 limb with K, so every partial sum is exact and a
       BLAS product is the sum (the "auto" choice where it applies);
     * "slices": BLAS over beta-bit operand slices (``_exact_by_slices``; "auto" without a
-      ``product_format`` unless the slice pairs outnumber the limbs more than 8 to 1: a BLAS
-      product costs about a tenth of one limb's pass here, and pairs grow as the square of
-      the range);
+      ``product_format`` unless the slice pairs outnumber the limbs more than 24 to 1: one
+      BLAS slice product cost 1/20 - 1/40 of one limb's passes on the 2-core container, and
+      pairs grow as the square of the range, limbs linearly);
     * "two-limb": each product cut into a hi/lo float64 pair summed separately, then TwoSum
       ("auto" with a ``product_format`` within two limbs);
     * "limbs": each product cut into n limbs of w = 52 - ceil(log2(K+1)) bits, each limb summed
@@ -222,7 +222,7 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
         limbs = -(-(top - low) // (one - 1))
         if fits_one:
             method = "blas"
-        elif plan is not None and plan[1][1] * plan[2][1] <= 8 * limbs:
+        elif plan is not None and plan[1][1] * plan[2][1] <= 24 * limbs:
             method = "slices"
         else:
             method = "two-limb" if top - low <= 2 * one else "limbs"
