@@ -274,3 +274,22 @@ def test_digits_round_to_odd_equals_fraction(data):
     X = sum((Fraction(int(d)) * Fraction(2) ** (s0 + i * w) for i, d in enumerate(D)), Fraction(0))
     got = float(digits_round_to_odd(D[:, None], w, s0)[0])
     assert got == round_odd53(X)
+
+
+def test_blocks_and_tiles_never_change_a_bit(monkeypatch):
+    """Output blocks of the slices path (512 x 512, each with its own slice counts) and row /
+    K tiles of the limb paths (forced small here) give the same bits as one block."""
+    import accelsim.arith.gemm as gemm
+
+    rng = np.random.default_rng(4)
+    A = (rng.standard_normal((600, 40)) * 2.0 ** rng.integers(-30, 30, (600, 40))).astype(np.float32).astype(np.float64)
+    B = (rng.standard_normal((40, 530)) * 2.0 ** rng.integers(-30, 30, (40, 530))).astype(np.float32).astype(np.float64)
+    A[:300] *= 2.0**-60  # the top-left blocks need fewer slices than the bottom ones
+    eng = get_engine("exact", a_format="fp32", b_format="fp32")
+    want = {m: exact_sums(A, B, eng, method=m) for m in ("slices", "limbs")}
+    assert np.array_equal(want["slices"], want["limbs"])
+    monkeypatch.setattr(gemm, "_TILE_ELEMS", 4096)
+    for m in ("slices", "limbs"):
+        assert np.array_equal(exact_sums(A, B, eng, method=m), want[m]), m
+    P = exact_sums(A, B[:, :1].T.repeat(600, 0), eng, paired=True, method="slices")
+    assert np.array_equal(P, want["limbs"][:, :1])

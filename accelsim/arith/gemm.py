@@ -164,13 +164,35 @@ def _slice_plan(A, B, cfg: EngineConfig, paired: bool):
     return beta, plan[0], plan[1]
 
 
-def _exact_by_slices(A, B, paired: bool, plan):
+def _slice_pairs(A, B, cfg: EngineConfig, paired: bool) -> int:
+    """How many slice products the whole GEMM would take in one block."""
+    _, (_, na), (_, nb) = _slice_plan(A, B, cfg, paired)
+    return na * nb
+
+
+def _exact_by_slices(A, B, cfg: EngineConfig, paired: bool) -> np.ndarray:
     """Exact sums by BLAS (an error-free matrix product in the manner of Ozaki et al., Numer.
     Algorithms 59, 2012): each row of A (column of B) is cut into integer slices of beta bits
     below its own top (``split_slices``), beta = floor((53 - ceil(log2(K+1))) / 2), so every
     product of two slices is an integer below 2^(2 beta) and any K-sum -- BLAS's, in any order,
     with or without FMA -- is an exact integer below 2^53. Slice pair (s, t) is the digit at
-    level s + t, beta bits apart; ``digits_round_to_odd`` combines the digits."""
+    level s + t, beta bits apart; ``digits_round_to_odd`` combines the digits. Blocks of outputs
+    (their own slice counts) bound the memory: slices and digit levels of one block at a time."""
+    M, K = A.shape
+    N = 1 if paired else B.shape[1]
+    out = np.empty((M, N))
+    cols = N if paired else min(N, 512)
+    rows = max(1, min(M, (_TILE_ELEMS // max(1, K)) if paired else 512))
+    for r0 in range(0, M, rows):
+        rs = slice(r0, min(M, r0 + rows))
+        for c0 in range(0, N, cols):
+            cs = slice(c0, min(N, c0 + cols))
+            a, b = A[rs], (B[rs] if paired else B[:, cs])
+            out[rs, cs] = _slices_block(a, b, paired, _slice_plan(a, b, cfg, paired))
+    return out
+
+
+def _slices_block(A, B, paired: bool, plan) -> np.ndarray:
     beta, (ta, na), (tb, nb) = plan
     As = split_slices(A, ta, beta, na)
     Bs = split_slices(B, tb, beta, nb)
@@ -215,14 +237,10 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
     fits_one = top - low <= one and cfg.product_format is None
     if not fast:
         method = "limbs"
-    plan = None
-    if method in ("auto", "slices") and cfg.product_format is None and not fits_one:
-        plan = _slice_plan(A, B, cfg, paired)
     if method == "auto":
-        limbs = -(-(top - low) // (one - 1))
         if fits_one:
             method = "blas"
-        elif plan is not None and plan[1][1] * plan[2][1] <= 24 * limbs:
+        elif cfg.product_format is None and _slice_pairs(A, B, cfg, paired) <= 24 * -(-(top - low) // (one - 1)):
             method = "slices"
         else:
             method = "two-limb" if top - low <= 2 * one else "limbs"
@@ -236,7 +254,7 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
     if method == "slices":
         if cfg.product_format is not None:
             raise ValueError("exact sums by operand slices need exact products (product_format=None)")
-        return _exact_by_slices(A, B, paired, plan or _slice_plan(A, B, cfg, paired))
+        return _exact_by_slices(A, B, cfg, paired)
     special = np.zeros((M, N))
     if method == "two-limb":
         if top - low > 2 * one:
@@ -256,8 +274,12 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
             raise ValueError(f"exact engine: K={K} is too long for exact float64 limb sums")
         n = -(-(top - low) // w)
         s0 = top - n * w
-        D = _limb_digits(A, B, cfg, paired, s0, n, w, special)
-        r = digits_round_to_odd(D.astype(np.int64), w, s0)
+        r = np.empty((M, N))
+        rows = max(1, _TILE_ELEMS // (n * N))  # n digit sums of these rows at a time
+        for r0 in range(0, M, rows):
+            rs = slice(r0, min(M, r0 + rows))
+            D = _limb_digits(A[rs], B[rs] if paired else B, cfg, paired, s0, n, w, special[rs])
+            r[rs] = digits_round_to_odd(D.astype(np.int64), w, s0)
     if cfg.product_format is not None:
         hit = special != 0  # NaN != 0 too
         r[hit] = special[hit]
