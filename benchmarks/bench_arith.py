@@ -139,7 +139,7 @@ def main() -> int:
 def wide_range(a64, b64, rng, repeat: int) -> None:
     """The exact engine on FP32 operands spread over 2^-100 .. 2^100: the products span ~450
     bits, so the slices path runs many BLAS products and the limb reference many limbs."""
-    from accelsim.arith.gemm import exact_sums
+    from accelsim.arith.exact import exact_sums
 
     n = a64.shape[0]
     eng = get_engine("exact", a_format="fp32", b_format="fp32")

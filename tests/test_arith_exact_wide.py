@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from accelsim.arith import dot, get_engine, matmul
 from accelsim.arith._fast import digits_round_to_odd
-from accelsim.arith.gemm import exact_sums
+from accelsim.arith.exact import exact_sums
 
 # precision p (with the hidden bit), emin, largest finite value: IEEE 754 / the bf16 definition
 IEEE = {"fp32": (24, -126, float(np.finfo(np.float32).max)),
@@ -279,7 +279,7 @@ def test_digits_round_to_odd_equals_fraction(data):
 def test_blocks_and_tiles_never_change_a_bit(monkeypatch):
     """Output blocks of the slices path (512 x 512, each with its own slice counts) and row /
     K tiles of the limb paths (forced small here) give the same bits as one block."""
-    import accelsim.arith.gemm as gemm
+    import accelsim.arith.exact as exact_mod
 
     rng = np.random.default_rng(4)
     A = (rng.standard_normal((600, 40)) * 2.0 ** rng.integers(-30, 30, (600, 40))).astype(np.float32).astype(np.float64)
@@ -288,7 +288,7 @@ def test_blocks_and_tiles_never_change_a_bit(monkeypatch):
     eng = get_engine("exact", a_format="fp32", b_format="fp32")
     want = {m: exact_sums(A, B, eng, method=m) for m in ("slices", "limbs")}
     assert np.array_equal(want["slices"], want["limbs"])
-    monkeypatch.setattr(gemm, "_TILE_ELEMS", 4096)
+    monkeypatch.setattr(exact_mod, "_TILE_ELEMS", 4096)
     for m in ("slices", "limbs"):
         assert np.array_equal(exact_sums(A, B, eng, method=m), want[m]), m
     P = exact_sums(A, B[:, :1].T.repeat(600, 0), eng, paired=True, method="slices")
