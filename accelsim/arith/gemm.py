@@ -35,6 +35,7 @@ from .engine import EngineConfig
 from .exact import exact_sums
 from .kloop import k_loop, run_tiles
 
+
 def _fmt(name):
     return get_format(name)
 
