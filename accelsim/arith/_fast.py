@@ -150,3 +150,76 @@ def field_exponents(x: np.ndarray, f: FloatFormat, zero=ZERO_EXP, dtype=np.int16
     """Exponent field value of each operand (subnormals at emin), ``zero`` for zeros."""
     e = np.maximum(floor_log2(x), f.emin)
     return np.where(x == 0, zero, e).astype(dtype)
+
+
+# ---- exact multi-limb sums: signed integer digits -> one round-to-odd float64 ----------------
+
+def carry_digits(D: np.ndarray, w: int) -> np.ndarray:
+    """Carry-normalize signed int64 digits in place: D[0] .. D[-2] into [0, 2^w), the carries
+    (floor shifts) moved up into the top digit, which keeps the sign. Same value
+    sum_i D[i] 2^(i w); the caller keeps |D| below 2^62."""
+    for i in range(D.shape[0] - 1):
+        c = D[i] >> w
+        D[i] -= c << w
+        D[i + 1] += c
+    return D
+
+
+def digits_round_to_odd(D: np.ndarray, w: int, s0) -> np.ndarray:
+    """Round-to-odd float64 of X = sum_i D[i] 2^(s0 + i w), from signed int64 digits.
+
+    D has shape (n, ...) with |D[i]| < 2^60 (``s0``: int, or ints broadcastable to D.shape[1:]).
+    The digits are carry-normalized (every digit but the top in [0, 2^w)), so the top nonzero
+    digit gives the sign; a negative sum is negated and normalized again. From the top nonzero
+    digit down, the next digits fill a 63-bit integer window whose leading bit is bit 62 and the
+    rest of X goes into a sticky flag; the top 53 window bits, with the lowest set when anything
+    below them is nonzero, are X rounded to odd -- one float64 from which rounding to any format
+    of <= 51 significant bits is a single correct rounding (Boldo & Melquiond, IEEE TC 2008).
+    Exact zeros come back as +0. Needs 1 <= w <= 52 and a result in float64's normal range.
+    """
+    D = carry_digits(np.array(D, dtype=np.int64, copy=True), w)
+    n = D.shape[0]
+    neg = D[-1] < 0  # the lower digits are non-negative and below 2^w: the top decides the sign
+    if neg.any():
+        D[:, neg] = -D[:, neg]
+        carry_digits(D, w)  # digits of -X; unchanged where already non-negative
+    nz = D != 0
+    j = n - 1 - np.argmax(nz[::-1], axis=0)  # top nonzero digit (0 where X == 0)
+    top = np.take_along_axis(D, j[None], axis=0)[0]
+    bits = np.frexp(top.astype(np.float64))[1].astype(np.int64)  # bit length of top (<= 61)
+    bits -= (top >> np.clip(bits - 1, 0, 63)) == 0  # the float conversion may have rounded up
+    win = top << np.clip(63 - bits, 0, 63)  # leading bit at bit 62
+    sticky = np.zeros(top.shape, dtype=bool)
+    reach = -(-62 // w)  # digits below the top that can touch the window
+    for k in range(1, min(reach, n - 1) + 1):
+        idx = j - k
+        d = np.where(idx >= 0, np.take_along_axis(D, np.maximum(idx, 0)[None], axis=0)[0], 0)
+        sh = 63 - bits - k * w  # where digit j-k's lowest bit lands in the window
+        left = np.clip(sh, 0, 62)
+        right = np.clip(-sh, 0, 62)  # lower digits are < 2^w: a shift by 62 clears them
+        win |= (d << left) >> right
+        sticky |= (d & ((np.int64(1) << right) - 1)) != 0
+    if n - 1 > reach:  # whole digits below the window: only whether one is nonzero matters
+        below = np.logical_or.accumulate(nz, axis=0)
+        lo = j - reach - 1
+        sticky |= (lo >= 0) & np.take_along_axis(below, np.maximum(lo, 0)[None], axis=0)[0]
+    odd = ((win & 1023) != 0) | sticky
+    r = ((win >> 10) | odd).astype(np.float64)  # < 2^53: exact
+    e = np.asarray(s0, dtype=np.int64) + j * w + bits - 53
+    out = np.ldexp(r, e.astype(np.int32))
+    out[~nz.any(axis=0)] = 0.0
+    return np.where(neg, -out, out)
+
+
+def split_slices(X: np.ndarray, top: np.ndarray, beta: int, n: int) -> list[np.ndarray]:
+    """X cut by truncation into n integer-valued slices: X = sum_s S_s 2^(top - (s+1) beta)
+    exactly, each S_s an integer below 2^beta in magnitude (``top``: int exponents broadcastable
+    to X, |X| < 2^top). Exact while X has no bits below 2^(top - n beta) (the caller's n)."""
+    R = np.array(X, dtype=np.float64, copy=True)
+    out = []
+    for s in range(n):
+        unit = np.ldexp(1.0, (top - (s + 1) * beta).astype(np.int32))  # powers of two: exact
+        S = np.trunc(R / unit)
+        R -= S * unit
+        out.append(S)
+    return out

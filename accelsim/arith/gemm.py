@@ -17,8 +17,8 @@ the reference, step by step:
 * an FMA step (``block_width = 1``, no alignment) and every promotion add two float64s:
   ``two_sum`` gives the exact sum as s + e and ``round_to_odd`` makes one float64 from which the
   rounding to the (<= 24-bit) step/outer format is a single correct rounding;
-* ``block_width=None`` (the ``exact`` preset) sums products in one or two float64 limbs whose
-  widths are chosen from the formats' ranges and K so that every limb sum is exact.
+* ``block_width=None`` (the ``exact`` preset): :mod:`accelsim.arith.exact` returns the float64
+  round-to-odd of each exact sum, for any operand formats (fp32 included).
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from accelsim.numerics import get_format, quantize
 from ._fast import field_exponents, floor_log2, round_fast, round_to_odd, two_sum
 from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
-from .kloop import Operands, k_loop, run_tiles
-
-_TILE_ELEMS = 1 << 20  # elements of the product block per pass of the exact engine
+from .exact import exact_sums
+from .kloop import k_loop, run_tiles
 
 
 def _fmt(name):
@@ -60,58 +59,6 @@ def _check_operand(x, fmt_name: str, what: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{what}[{', '.join(map(str, idx))}] = {arr[idx]!r} is not representable "
                          f"in {fmt_name} (quantize the operand first)")
     return arr
-
-
-def _spacing_exp(f) -> int:
-    """log2 of the format's smallest spacing: 2^(emin - mbits), or below it for HiF8's denormals."""
-    return min(f.emin - f.mbits, math.frexp(f.min_subnormal)[1] - 1)
-
-
-def _exact_limbs(cfg: EngineConfig, K: int):
-    """Split exponents so that every limb's sum over K products is exact in float64."""
-    fa, fb = _fmt(cfg.a_format), _fmt(cfg.b_format)
-    q = _spacing_exp(fa) + _spacing_exp(fb)
-    top = (math.floor(math.log2(fa.max)) + 1) + (math.floor(math.log2(fb.max)) + 1)
-    if cfg.product_format is not None:
-        fp = _fmt(cfg.product_format)
-        q = min(q, _spacing_exp(fp))
-        top = max(top, math.floor(math.log2(fp.max)) + 1)
-    width = 53 - math.ceil(math.log2(K + 1))
-    if top - q <= width:
-        return None
-    if top - q <= 2 * width:
-        return q + width
-    raise ValueError(f"exact sum of {cfg.a_format} x {cfg.b_format} products over K={K} needs "
-                     f"{top - q} bits, more than two float64 limbs of {width} bits")
-
-
-def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True):
-    """The one-step exact engine before output rounding: float64 round-to-odd of each exact sum
-    (``fast=False``: always the limb loop, the reference for the BLAS shortcut)."""
-    M, K = A.shape
-    N = 1 if paired else B.shape[1]
-    split = _exact_limbs(cfg, K)
-    if fast and split is None and cfg.product_format is None:
-        # one limb: every product and every partial sum, in any order and with or without FMA,
-        # is exactly representable, so a BLAS product is the exact sum
-        return np.einsum("ij,ij->i", A, B)[:, None] if paired else A @ B
-    hi = np.zeros((M, N))
-    lo = np.zeros((M, N))
-    ops = Operands(A, B, paired, np.float64)
-    kt = max(1, _TILE_ELEMS // max(1, M * N))
-    everything = (slice(0, M), slice(0, N))
-    for k0 in range(0, K, kt):
-        p = ops.block(*everything, k0, min(K, k0 + kt))
-        if cfg.product_format is not None:
-            p = round_fast(p, _fmt(cfg.product_format), cfg.product_rounding)
-        if split is None:
-            hi += p.sum(axis=1)
-        else:
-            h = np.trunc(np.ldexp(p, -split)) * 2.0**split
-            hi += h.sum(axis=1)
-            lo += (p - h).sum(axis=1)
-    s, e = two_sum(hi, lo)
-    return round_to_odd(s, e)
 
 
 def _specials(A, B):
