@@ -117,10 +117,16 @@ def ml_bfloat16():
         import ml_dtypes
     except ImportError:  # pragma: no cover - ml-dtypes is a runtime dependency
         return None
+    bf = np.dtype(ml_dtypes.bfloat16)
     u = _bf16_probe()
+    x32 = u.view(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
-        got = u.view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
-    return np.dtype(ml_dtypes.bfloat16) if np.array_equal(got, _bf16_rne_numpy(u)) else None
+        same = np.array_equal(x32.astype(bf).view(np.uint16), _bf16_rne_numpy(u))
+        # from float64 the tie scan in _encode_bf16_rne assumes the cast goes through float32(x)
+        x64 = x32.astype(np.float64)
+        x64 = np.concatenate([x64, x64 * (1 + 2.0**-30), x64 * (1 - 2.0**-30), x64 * (1 + 2.0**-52)])
+        same &= np.array_equal(x64.astype(bf).view(np.uint16), x64.astype(np.float32).astype(bf).view(np.uint16))
+    return bf if same else None
 
 
 def round_to_odd32(x: np.ndarray) -> np.ndarray:
@@ -167,18 +173,18 @@ def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers, draws=None)
         if p.mode == "sr":
             np.right_shift(u, s, out=t)
             np.add(t, _sr_up(u, s, draws, b), out=t)  # carries into the exponent (sign kept)
-            np.copyto(out, t, casting="unsafe")
         elif p.mode == "rz":
-            np.right_shift(u, s, out=out, casting="unsafe")
+            np.right_shift(u, s, out=t)
         elif p.mode == "rna":
             np.add(u, np.uint32(half), out=t)
-            np.right_shift(t, s, out=out, casting="unsafe")
+            np.right_shift(t, s, out=t)
         else:
             np.right_shift(u, s, out=t)
             np.bitwise_and(t, 1, out=t)
             np.add(t, u, out=t)
             np.add(t, np.uint32(half - 1), out=t)
-            np.right_shift(t, s, out=out, casting="unsafe")
+            np.right_shift(t, s, out=t)
+        np.copyto(out, t, casting="unsafe")
         xf = u.view(np.float32)
         mx = xf.max()  # NaN propagates
         if p.thr == np.inf:  # the trick itself carries overflow to the inf code; only NaN is left
@@ -203,11 +209,13 @@ def _bits16(u: np.ndarray, out: np.ndarray, p: _Plan16, b: _Buffers, draws=None)
         np.bitwise_and(t, 1, out=t)
         np.add(t, a, out=t)
         np.add(t, np.uint32((half - 1 - p.rebias) & _U32), out=t)
-    np.right_shift(t, s, out=out, casting="unsafe")
-    np.right_shift(u, 16, out=t)
-    np.bitwise_and(t, np.uint32(0x8000), out=t)
-    np.bitwise_or(out, t, out=out, casting="unsafe")
-    off = b.r[:k]  # a - lo wraps below lo, so one unsigned compare finds both ends of the range
+    np.right_shift(t, s, out=t)  # whole code in uint32, one narrowing copy (mixed-width ufuncs are slow)
+    off = b.r[:k]
+    np.right_shift(u, 16, out=off)
+    np.bitwise_and(off, np.uint32(0x8000), out=off)
+    np.bitwise_or(t, off, out=t)
+    np.copyto(out, t, casting="unsafe")
+    # a - lo wraps below lo, so one unsigned compare finds both ends of the range
     np.subtract(a, np.uint32(p.lo), out=off)
     span = np.uint32(p.hi - p.lo)
     if off.max() >= span:
@@ -322,7 +330,7 @@ def _patch_fp32(x: np.ndarray, o: np.ndarray, saturate: bool, nan_to_zero: bool)
                           np.where(np.isinf(xs), 0x7F800000, over)).astype(np.uint32) | sign
 
 
-def _encode_bf16_rne(flat: np.ndarray, f: FloatFormat, bf: np.dtype, values: bool) -> np.ndarray:
+def _encode_bf16_rne(flat: np.ndarray, bf: np.dtype, values: bool) -> np.ndarray:
     """bf16 RNE (no saturation, NaN to the canonical code) by ml_dtypes' compiled cast. From
     float64 it casts through float32 (RNE twice), which errs only where float32(x) lands exactly
     on a bf16 midpoint (dropped 16 bits 0x8000) from an x that is not: those few elements are
@@ -334,7 +342,7 @@ def _encode_bf16_rne(flat: np.ndarray, f: FloatFormat, bf: np.dtype, values: boo
     m = min(n, CHUNK)
     out = np.empty(n, np.float64 if values else np.uint16)
     codes16 = np.empty(m, np.uint16) if values else None
-    f32, half, scratch = np.empty(m, np.float32), np.empty(2 * m, np.bool_), np.empty(m, np.uint32)
+    f32, half = np.empty(m, np.float32), np.empty(2 * m, np.bool_)
     redo = []
     for start in range(0, n, CHUNK):
         xc = flat[start : start + CHUNK]
@@ -352,8 +360,8 @@ def _encode_bf16_rne(flat: np.ndarray, f: FloatFormat, bf: np.dtype, values: boo
                         oc[idx] = _bf16_from_odd(xc[idx], bf)
                     else:
                         redo.append(idx + start)
-        if values:
-            decode_into(oc, out[start : start + k], f, None, scratch)
+        if values:  # exact widening, NaN stays NaN
+            np.copyto(out[start : start + k], oc.view(bf), casting="unsafe")
     if redo:
         idx = np.concatenate(redo)
         out[idx] = _bf16_from_odd(flat[idx], bf)
@@ -374,7 +382,7 @@ def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to
     n = flat.size
     out_dtype = np.float64 if values else f.code_dtype
     if truncated_float32(f) and mode == "rne" and not saturate and not nan_to_zero and ml_bfloat16() is not None:
-        return _encode_bf16_rne(flat, f, ml_bfloat16(), values).reshape(arr.shape)
+        return _encode_bf16_rne(flat, ml_bfloat16(), values).reshape(arr.shape)
     out = np.empty(n, dtype=out_dtype)
     if _is_fp32(f):
         _encode_fp32(flat, out, saturate, nan_to_zero, values)
