@@ -8,6 +8,9 @@ lookup. float32 -> 16-bit (fp16, bf16, dlfloat16): integer rounding of the float
 float64 -> either: float32(x) is RNE, which can only mislead where it lands exactly on a grid
 point or midpoint of the target; there the float32 pattern is replaced by x rounded to odd
 (truncate, set the last bit if inexact), which with >= 2 spare bits gives one correct rounding.
+bf16 RNE (no saturate / nan_to_zero) runs ml_dtypes' compiled cast instead, where a probe of every
+rounding edge shows it bit-identical (``ml_bfloat16``); from float64 its double rounding through
+float32 is found (float32 on a bf16 midpoint) and redone from x rounded to odd.
 """
 
 from __future__ import annotations
