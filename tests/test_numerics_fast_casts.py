@@ -7,6 +7,8 @@ hypothesis."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -65,6 +67,19 @@ def _specials():
         return np.concatenate([np.array(vals), nans.astype(np.float64)])
 
 
+@contextmanager
+def _chunk(k):
+    """Run the fast paths with ``k`` elements per chunk: many chunk boundaries in a small array."""
+    old, fast.CHUNK = fast.CHUNK, k
+    try:
+        yield
+    finally:
+        fast.CHUNK = old
+
+
+CHUNKS = st.sampled_from([1 << 9, 1 << 12])
+
+
 def _array(seed, n, dtype, n_special):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(n) * np.exp2(rng.uniform(-140, 130, n))
@@ -87,22 +102,24 @@ def test_ml_dtypes_probe_is_checked_against_the_general_path():
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), extra=st.integers(-3, 3), chunks=st.integers(0, 2),
+@given(seed=st.integers(0, 2**32 - 1), extra=st.integers(-3, 3), chunks=st.integers(0, 3), chunk=CHUNKS,
        dtype=st.sampled_from([np.float32, np.float64]), n_special=st.integers(0, 40))
-def test_bf16_rne_ml_path_equals_general(seed, extra, chunks, dtype, n_special):
-    n = max(1, chunks * fast.CHUNK + 97 + extra)
+def test_bf16_rne_ml_path_equals_general(seed, extra, chunks, chunk, dtype, n_special):
+    n = max(1, chunks * chunk + 97 + extra)
     x = _array(seed, n, dtype, n_special)
-    _same(encode(x, "bf16"), _ref_codes(x, "bf16", "rne"), x, f"bf16 {np.dtype(dtype)} n={n}")
-    _same_values(quantize(x, "bf16"), _ref_values(x, "bf16", "rne"), f"bf16 values {np.dtype(dtype)} n={n}")
+    with _chunk(chunk):
+        codes, values = encode(x, "bf16"), quantize(x, "bf16")
+    _same(codes, _ref_codes(x, "bf16", "rne"), x, f"bf16 {np.dtype(dtype)} n={n}")
+    _same_values(values, _ref_values(x, "bf16", "rne"), f"bf16 values {np.dtype(dtype)} n={n}")
 
 
 def test_bf16_float64_ties_in_every_chunk():
     """float64 values just beside bf16 midpoints (float32(x) lands on the midpoint: the double
     rounding ml_dtypes makes) in every chunk, and exact midpoints (ties to even)."""
     rng = np.random.default_rng(3)
-    n = fast.ML_CHUNK + fast.CHUNK + 5  # the bf16 path's own chunk boundary too
+    n = fast.CHUNK + 5000  # one chunk boundary of the bf16 path
     x = _bf16_midpoints(rng, n)
-    x[[0, fast.ML_CHUNK - 1, fast.ML_CHUNK, n - 1]] = [np.nan, -np.inf, 3.5e38, -1e-42]
+    x[[0, fast.CHUNK - 1, fast.CHUNK, n - 1]] = [np.nan, -np.inf, 3.5e38, -1e-42]
     with np.errstate(over="ignore", invalid="ignore"):
         twice = x.astype(ml_dtypes.bfloat16).view(np.uint16)
     assert np.count_nonzero(twice != _ref_codes(x, "bf16", "rne")) > 1000  # the redo has work in every chunk
@@ -114,7 +131,7 @@ def test_bf16_float64_ties_in_every_chunk():
 def test_bf16_numpy_path_when_ml_dtypes_is_unusable(monkeypatch, dtype):
     """With the ml_dtypes path refused (not installed, or a build failing the probe) the numpy
     bit trick gives the same codes and values; every mode, saturate and nan_to_zero."""
-    x = _array(7, 2 * fast.CHUNK + 11, dtype, 40)
+    x = _array(7, fast.CHUNK + 11, dtype, 40)
     with_ml = encode(x, "bf16"), quantize(x, "bf16")
     monkeypatch.setattr(fast, "ml_bfloat16", lambda: None)
     assert np.array_equal(encode(x, "bf16"), with_ml[0])
@@ -127,33 +144,35 @@ def test_bf16_numpy_path_when_ml_dtypes_is_unusable(monkeypatch, dtype):
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), extra=st.integers(-3, 3), chunks=st.integers(0, 2),
+@given(seed=st.integers(0, 2**32 - 1), extra=st.integers(-3, 3), chunks=st.integers(0, 3), chunk=CHUNKS,
        dtype=st.sampled_from([np.float32, np.float64]), n_special=st.integers(0, 40),
        mode=st.sampled_from(MODES), saturate=st.booleans(), ntz=st.booleans())
-def test_16bit_every_mode_equals_general(seed, extra, chunks, dtype, n_special, mode, saturate, ntz):
-    n = max(1, chunks * fast.CHUNK + 97 + extra)
+def test_16bit_every_mode_equals_general(seed, extra, chunks, chunk, dtype, n_special, mode, saturate, ntz):
+    n = max(1, chunks * chunk + 97 + extra)
     x = _array(seed, n, dtype, n_special)
     if np.dtype(dtype) == np.float64:
         x = x * 2.0 ** np.random.default_rng(seed).integers(-30, 10)  # fp16 and bf16 ranges both
     for name in ("bf16", "fp16"):
-        _same(encode(x, name, mode, saturate=saturate, nan_to_zero=ntz), _ref_codes(x, name, mode, saturate, ntz),
-              x, f"{name}/{mode}/sat={saturate}/ntz={ntz}")
+        with _chunk(chunk):
+            ours = encode(x, name, mode, saturate=saturate, nan_to_zero=ntz)
+        _same(ours, _ref_codes(x, name, mode, saturate, ntz), x, f"{name}/{mode}/sat={saturate}/ntz={ntz}")
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), extra=st.integers(-3, 3), chunks=st.integers(0, 2),
+@given(seed=st.integers(0, 2**32 - 1), extra=st.integers(-3, 3), chunks=st.integers(0, 3), chunk=CHUNKS,
        dtype=st.sampled_from([np.float32, np.float64]), n_special=st.integers(0, 40),
        saturate=st.booleans(), ntz=st.booleans())
-def test_fp32_cast_path_equals_general(seed, extra, chunks, dtype, n_special, saturate, ntz):
+def test_fp32_cast_path_equals_general(seed, extra, chunks, chunk, dtype, n_special, saturate, ntz):
     """NaNs with payloads become the canonical code (or 0), infs stay, float64 overflow goes to
     inf or (saturate) to max: found by one max over the cast, anywhere in the array."""
-    n = max(1, chunks * fast.CHUNK + 97 + extra)
+    n = max(1, chunks * chunk + 97 + extra)
     x = _array(seed, n, dtype, n_special)
     x[-1] = 3.5e38 if np.dtype(dtype) == np.float64 else x[-1]  # overflow in the last chunk
-    _same(encode(x, "fp32", saturate=saturate, nan_to_zero=ntz), _ref_codes(x, "fp32", "rne", saturate, ntz), x,
-          f"fp32 sat={saturate} ntz={ntz}")
-    _same_values(quantize(x, "fp32", saturate=saturate, nan_to_zero=ntz), _ref_values(x, "fp32", "rne", saturate, ntz),
-                 "fp32 values")
+    with _chunk(chunk):
+        codes = encode(x, "fp32", saturate=saturate, nan_to_zero=ntz)
+        values = quantize(x, "fp32", saturate=saturate, nan_to_zero=ntz)
+    _same(codes, _ref_codes(x, "fp32", "rne", saturate, ntz), x, f"fp32 sat={saturate} ntz={ntz}")
+    _same_values(values, _ref_values(x, "fp32", "rne", saturate, ntz), "fp32 values")
 
 
 def test_empty_and_scalar_inputs():
