@@ -56,6 +56,7 @@ def main(argv=None) -> int:
     import ml_dtypes
 
     from accelsim.numerics import decode, encode, quantize
+    from accelsim.numerics.codec import _CHUNK as DECODE_CHUNK
     from accelsim.numerics.fast import CHUNK, ml_bfloat16
 
     try:
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
         out_bytes = 8 * n
         peak = _peak_bytes(lambda: decode(codes, name))
         print(f"decode {name}: peak {peak / 2**20:.1f} MiB = output {out_bytes / 2**20:.1f} MiB + "
-              f"{(peak - out_bytes) / 2**20:.2f} MiB (one chunk = {8 * CHUNK / 2**20:.2f} MiB of float64)")
+              f"{(peak - out_bytes) / 2**20:.2f} MiB (one decode chunk = {8 * DECODE_CHUNK / 2**20:.2f} MiB of float64)")
     for x in (x32, x64):
         peak_q = _peak_bytes(lambda: quantize(x, "bf16")) / (8 * n)
         print(f"quantize {x.dtype} -> bf16 values: peak {peak_q:.2f}x the float64 output")
