@@ -182,3 +182,13 @@ def test_empty_and_scalar_inputs():
             assert quantize(np.zeros((0, 3), dtype), name).shape == (0, 3)
             x = np.array(np.nan, dtype)
             assert encode(x, name).shape == () and int(encode(x, name)) == get_format(name).nan_code
+
+
+def test_sr_draws_do_not_depend_on_the_chunk_size():
+    """sr takes one draw per element in element order, so the chunk size never changes a code."""
+    x = _array(11, 3000, np.float32, 20)
+    for name in ("bf16", "fp16"):
+        whole = encode(x, name, "sr", rng=np.random.default_rng(2))
+        with _chunk(1 << 9):
+            small = encode(x, name, "sr", rng=np.random.default_rng(2))
+        assert np.array_equal(whole, small), name
