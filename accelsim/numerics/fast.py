@@ -149,6 +149,7 @@ def round_to_odd32(x: np.ndarray) -> np.ndarray:
 class _Buffers:
     def __init__(self, n: int, sr: bool = False):
         self.t = np.empty(n, np.uint32)
+        self.z = np.empty(n, np.bool_)
         self.a = np.empty(n, np.uint32)
         self.r = np.empty(n, np.uint32)
         self.f32 = np.empty(n, np.float32)
@@ -285,15 +286,13 @@ def decode_into(codes: np.ndarray, out: np.ndarray, f: FloatFormat, table: np.nd
 def _fix_float64_ties(x: np.ndarray, u: np.ndarray, amb_mask: int, b: _Buffers) -> None:
     """Where float32(x) sits exactly on a target grid point or midpoint (its low bits under
     ``amb_mask`` all zero) and x is not, replace the pattern by x rounded to odd."""
-    t = b.t[: u.size]
+    t, z = b.t[: u.size], b.z[: u.size]
     np.bitwise_and(u, np.uint32(amb_mask), out=t)
-    n_amb = t.size - np.count_nonzero(t)
-    if n_amb == 0:
-        return
-    if 4 * n_amb > t.size:
+    np.equal(t, 0, out=z)
+    idx = np.flatnonzero(z)  # (a count first would be one more pass: most chunks have a few)
+    if 4 * idx.size > t.size:
         u[:] = round_to_odd32(x)
-    else:
-        idx = np.flatnonzero(t == 0)
+    elif idx.size:
         u[idx] = round_to_odd32(x[idx])
 
 
@@ -360,8 +359,8 @@ def _encode_bf16_rne(flat: np.ndarray, bf: np.dtype, values: bool) -> np.ndarray
                 np.copyto(f32[:k], xc, casting="same_kind")
                 h = half[: 2 * k]  # both 16-bit halves of each pattern: a superset in any byte order
                 np.equal(f32[:k].view(np.uint16), np.uint16(0x8000), out=h)
-                if np.count_nonzero(h):
-                    idx = np.flatnonzero(h) >> 1
+                idx = np.flatnonzero(h) >> 1
+                if idx.size:
                     if values:  # fix now: the codes of this chunk are decoded below
                         oc[idx] = _bf16_from_odd(xc[idx], bf)
                     else:
