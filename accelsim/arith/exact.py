@@ -183,12 +183,16 @@ def exact_sums(A, B, cfg: EngineConfig, paired: bool = False, fast: bool = True,
       BLAS slice product cost 1/20 - 1/40 of one limb's passes on the 2-core container, and
       pairs grow as the square of the range, limbs linearly);
     * "two-limb": each product cut into a hi/lo float64 pair summed separately, then TwoSum
-      ("auto" with a ``product_format`` within two limbs);
+      ("auto" within two limbs when slices are not chosen: with a ``product_format``, or when
+      the slice pairs would outnumber the limbs);
     * "limbs": each product cut into n limbs of w = 52 - ceil(log2(K+1)) bits, each limb summed
       exactly as an integer, the limb sums combined in int64 (``digits_round_to_odd``).
     """
     if method not in EXACT_METHODS:
         raise ValueError(f"method={method!r} is not one of {', '.join(EXACT_METHODS)}")
+    if not (np.isfinite(A).all() and np.isfinite(B).all()):
+        raise ValueError("exact_sums takes finite operands (the engine classifies NaN/Inf "
+                         "outputs before it sums the finite ones)")
     M, K = A.shape
     N = 1 if paired else B.shape[1]
     span = _product_span(A, B, cfg)
