@@ -258,6 +258,9 @@ def test_method_errors():
         exact_sums(a, b, eng, method="blas")
     with pytest.raises(ValueError, match="two float64 limbs"):
         exact_sums(a, b, eng, method="two-limb")
+    for bad in (np.inf, -np.inf, np.nan):
+        with pytest.raises(ValueError, match="finite operands"):
+            exact_sums(np.array([[1.0, bad]]), b, eng)
 
 
 @given(st.data())
