@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from accelsim.commands._common import positive_int
+from accelsim.commands._common import nonnegative_float, positive_int
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT run on nodes like "
@@ -15,7 +15,7 @@ HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT r
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from accelsim.llm.plan import RECOMPUTE
+    from accelsim.llm.plan import RECOMPUTE, LlmParams
     from accelsim.llm.schemes import SCHEMES
 
     parser.add_argument("--system", required=True, metavar="FILE",
@@ -46,7 +46,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheme", choices=tuple(SCHEMES), required=True)
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--memory-reserve", type=nonnegative_float, default=None, metavar="GIB",
+                        help=f"GiB per GPU counted on top of the training tensors (weights, "
+                             "gradients, optimizer states, activations): the CUDA context, NCCL "
+                             "communicator buffers and the caching allocator's reserve of a "
+                             f"Megatron-LM / MS-AMP run. Default {LlmParams().memory_reserve_GiB:g}, fitted by "
+                             "scripts/llm_fit.py on FP8-LM's H100 runs and applied to every "
+                             "system and model as is (also in --search's fit check); 0 for a "
+                             "bare tensor count. Reported as reserve_GiB, included in "
+                             "memory_GiB_per_gpu")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object; every key names its unit (_s seconds, "
+                             "_GiB 2^30 bytes, _GB 1e9 bytes; docs/llm.md has the table)")
     s = parser.add_argument_group("search")
     s.add_argument("--search", action="store_true",
                    help="rank every plan for --gpus GPUs (or T x P x D) instead of one plan")
@@ -70,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                       tied_embeddings=not args.untied_embeddings,
                       flash_attention=args.flash_attention)
     if args.search:
-        return _search(args, model, path)
+        return _search(args, model, path, _params(args))
     missing = [f"--{n.replace('_', '-')}" for n in ("tp", "pp", "dp", "micro_batch")
                if getattr(args, n) is None]
     if missing:
@@ -83,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce,
                 grad_accumulation_fusion=not args.no_grad_accumulation_fusion)
     system = build_system(path)
-    r = predict(model, plan, args.scheme, system, engine=args.engine)
+    r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
     d = r.as_dict()
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))
@@ -91,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{model.n_params / 1e9:.2f} B parameters on {plan.gpus} GPUs "
           f"(tp {plan.tp} x pp {plan.pp} x dp {plan.dp}), {args.scheme}, {system.name}")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
-              "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
+              "reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
         print(f"  {k:<22} {d[k]:.4g}")
     cap = system.chip.memory_capacity_bytes / 2 ** 30
     if d["memory_GiB_per_gpu"] > cap:
@@ -99,7 +110,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _search(args, model, path) -> int:
+def _params(args: argparse.Namespace):
+    """The global parameters with the command line's overrides (the one place they are set)."""
+    from accelsim.llm import LlmParams
+
+    from accelsim.cli import UserError
+
+    if args.memory_reserve is None:
+        return LlmParams()
+    try:
+        return LlmParams(memory_reserve_GiB=args.memory_reserve)
+    except ValueError as exc:
+        raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
+
+
+def _search(args, model, path, params) -> int:
     import pandas as pd
 
     from accelsim.cli import UserError, check_output_path
@@ -113,7 +138,7 @@ def _search(args, model, path) -> int:
     if args.out is not None:
         check_output_path(args.out, "--out")
     try:
-        table = search(model, str(path), gpus, args.global_batch, args.scheme,
+        table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
                        executor=args.executor, workers=args.workers, out=args.out)
     except KeyboardInterrupt:
         if args.out is None:
@@ -132,7 +157,8 @@ def _search(args, model, path) -> int:
     if args.json:
         print(ok.head(args.top).to_json(orient="records"))
         return 0
-    print(f"{len(table)} plans, {len(ok)} fit; best {min(args.top, len(ok))}:")
+    print(f"{len(table)} plans, {len(ok)} fit (memory incl. a {params.memory_reserve_GiB:g} GiB "
+          f"reserve per GPU, --memory-reserve); best {min(args.top, len(ok))}:")
     cols = ["tp", "pp", "dp", "micro_batch", "interleave", "recompute", "sequence_parallel",
             "zero", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu"]
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from accelsim.arch import System
 from accelsim.llm.memory import Memory
 from accelsim.llm.plan import LlmParams, Plan
-from accelsim.llm.schemes import LlmScheme
+from accelsim.llm.schemes import LlmScheme, param_bytes
 from accelsim.ring import ring_collective_time
 from accelsim.workload.gpt import GptConfig
 
@@ -196,9 +196,8 @@ def comm(model: GptConfig, plan: Plan, scheme: LlmScheme, fabric: Fabric, mem: M
     pp_p2p_s = fabric.p2p_s(p2p_bytes, pp_across)
     # data parallel, over ranks tp apart; the linear weight matrices in the scheme's bytes, the
     # other parameters in its other scheme's
-    lin, rest, other = mem.linear_params, mem.params - mem.linear_params, scheme.other
-    gb = lin * scheme.grad_comm_bytes + rest * other.grad_comm_bytes
-    wb = lin * scheme.weight_comm_bytes + rest * other.weight_comm_bytes
+    gb = param_bytes(mem.counts, scheme, lambda x: x.grad_comm_bytes)
+    wb = param_bytes(mem.counts, scheme, lambda x: x.weight_comm_bytes)
     if plan.zero == 0:
         dp_bytes = ring_sent("all-reduce", d, gb)
         dp_s = fabric.collective_s("all-reduce", gb, d, t)
