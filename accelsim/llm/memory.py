@@ -43,7 +43,7 @@ class Memory:
     @property
     def counts(self) -> ParamCounts:
         """The stage's parameters split as the scheme prices them (linear weights / the rest)."""
-        return ParamCounts(linear=self.linear_params, other=self.params - self.linear_params)
+        return ParamCounts(linear=self.linear_params, rest=self.params - self.linear_params)
 
     @property
     def model_states_bytes(self) -> float:
@@ -129,7 +129,7 @@ def memory(model: GptConfig, plan: Plan, scheme: LlmScheme, reserve_bytes: float
     plan.check_model(model)
     n = stage_params(model, plan)
     lin = stage_linear_params(model, plan)
-    w, g, o = model_state_bytes(ParamCounts(linear=lin, other=n - lin), scheme, plan.zero,
+    w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin), scheme, plan.zero,
                                 plan.dp)
     act = activation_bytes_per_layer(model, plan, scheme) * in_flight_layers(model, plan)
     if plan.recompute == "full":

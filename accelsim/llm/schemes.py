@@ -134,30 +134,30 @@ class ParamCounts:
 
     linear: the linear layers' weight matrices (QKV, projection, FC1, FC2; no biases), the
         tensors FP8 schemes store as FP8 -- at the scheme's own bytes;
-    other: everything else (embeddings, LayerNorms, biases) -- at ``scheme.other``'s bytes.
+    rest: everything else (embeddings, LayerNorms, biases) -- at ``scheme.other``'s bytes.
     """
 
     linear: float
-    other: float
+    rest: float
 
     def __post_init__(self) -> None:
-        for f in ("linear", "other"):
+        for f in ("linear", "rest"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or v < 0:
                 raise ValueError(f"ParamCounts.{f} must be >= 0, got {v!r}")
 
     @property
     def total(self) -> float:
-        return self.linear + self.other
+        return self.linear + self.rest
 
 
 def param_bytes(counts: ParamCounts, scheme: LlmScheme,
                 per_param: Callable[[LlmScheme], float]) -> float:
     """Bytes of one per-parameter quantity over ``counts``: ``per_param(scheme)`` bytes for each
-    linear weight-matrix parameter, ``per_param(scheme.other)`` for each other parameter. The
+    linear weight-matrix parameter, ``per_param(scheme.other)`` for each of the rest. The
     one place the split is priced (memory states, DP communication, gradient accumulation,
     optimizer step), e.g. ``param_bytes(c, s, lambda x: x.grad_bytes)``."""
-    return counts.linear * per_param(scheme) + counts.other * per_param(scheme.other)
+    return counts.linear * per_param(scheme) + counts.rest * per_param(scheme.other)
 
 
 def get_scheme(name: str) -> LlmScheme:
