@@ -150,7 +150,8 @@ class Prediction:
             "optimizer_GiB": self.memory.optimizer_bytes / GIB,
             "activations_GiB": self.memory.activations_bytes / GIB,
             "reserve_GiB": self.memory.reserve_bytes / GIB,
-            "weight_comm_GB": self.comm.weight_bytes / 1e9,
+            # units as the names say (docs/llm.md's table): _GB 1e9 bytes, _GiB 2^30 bytes
+            "weight_comm_GB": self.comm.weight_bytes / 1e9,  # per iteration, per GPU
             "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
             "activation_comm_GB_per_microbatch":
                 self.comm.activation_bytes / self.plan.n_micro / 1e9,
