@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, meta in (("--layers", "L"), ("--hidden", "H"), ("--heads", "A"), ("--seq", "S"),
                        ("--vocab", "V")):
         m.add_argument(flag, type=positive_int, required=True, metavar=meta)
-    m.add_argument("--ffn", type=positive_int, default=None, metavar="F", help="FFN size (default 4 x H)")
+    m.add_argument("--ffn", type=positive_int, default=None, metavar="F",
+                   help="FFN size (default 4 x H)")
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
     m.add_argument("--flash-attention", action="store_true",
@@ -47,14 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--memory-reserve", type=nonnegative_float, default=None, metavar="GIB",
-                        help=f"GiB per GPU counted on top of the training tensors (weights, "
+                        help="GiB per GPU counted on top of the training tensors (weights, "
                              "gradients, optimizer states, activations): the CUDA context, NCCL "
                              "communicator buffers and the caching allocator's reserve of a "
-                             f"Megatron-LM / MS-AMP run. Default {LlmParams().memory_reserve_GiB:g}, fitted by "
-                             "scripts/llm_fit.py on FP8-LM's H100 runs and applied to every "
-                             "system and model as is (also in --search's fit check); 0 for a "
-                             "bare tensor count. Reported as reserve_GiB, included in "
-                             "memory_GiB_per_gpu")
+                             "Megatron-LM / MS-AMP run. Default "
+                             f"{LlmParams().memory_reserve_GiB:g}, fitted by scripts/llm_fit.py "
+                             "on FP8-LM's H100 runs and applied to every system and model as is "
+                             "(also in --search's fit check); 0 for a bare tensor count. "
+                             "Reported as reserve_GiB, included in memory_GiB_per_gpu")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
                              "_GiB 2^30 bytes, _GB 1e9 bytes; docs/llm.md has the table)")
@@ -62,7 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--search", action="store_true",
                    help="rank every plan for --gpus GPUs (or T x P x D) instead of one plan")
     s.add_argument("--gpus", type=positive_int, default=None, metavar="N")
-    s.add_argument("--top", type=positive_int, default=10, metavar="K", help="plans shown (default 10)")
+    s.add_argument("--top", type=positive_int, default=10, metavar="K",
+                   help="plans shown (default 10)")
     s.add_argument("--executor", choices=("serial", "process"), default="serial")
     s.add_argument("--workers", type=positive_int, default=None, metavar="W")
     s.add_argument("--out", default=None, metavar="OUT.csv", help="write the whole search table")
@@ -112,9 +114,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _params(args: argparse.Namespace):
     """The global parameters with the command line's overrides (the one place they are set)."""
-    from accelsim.llm import LlmParams
-
     from accelsim.cli import UserError
+    from accelsim.llm import LlmParams
 
     if args.memory_reserve is None:
         return LlmParams()

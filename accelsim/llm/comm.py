@@ -14,9 +14,10 @@ ones. FP8-LM's "activation-related communication" (its Table 7) is the traffic o
 tensor-parallel region's input conversion (its Fig. 2 ``g``): the forward all-gathers, the
 backward re-gathers and the reduce-scatters of the input gradients -- ``Comm.tp_input_bytes``.
 Pipeline stages exchange the s x b x h activation (its 1/t slice with Megatron's
-scatter/gather) forward and its gradient backward, once per model chunk. Data parallelism all-reduces the stage's gradients (ZeRO 0) or reduce-scatters them and
-all-gathers the updated weights (ZeRO 1, 2; the distributed optimizer), ZeRO 3 gathers weights in
-the forward and the backward pass.
+scatter/gather) forward and its gradient backward, once per model chunk. Data parallelism
+all-reduces the stage's gradients (ZeRO 0) or reduce-scatters them and all-gathers the updated
+weights (ZeRO 1, 2; the distributed optimizer), ZeRO 3 gathers weights in the forward and the
+backward pass.
 
 Times use :func:`accelsim.ring.ring_collective_time` (the ring term of accelsim), or
 on request netsim's discrete-event engine on a switch ring (``engine="des"``), per tier: inside

@@ -14,7 +14,8 @@ pipeline stage holds ``pp`` micro-batches in flight under 1F1B, so it stores L l
 Without pipeline parallelism that stage also holds the loss: the 16-bit logits and their fp32
 copy for Megatron's vocabulary-parallel cross entropy (kept for its backward), 6 bytes per
 logit. A scheme with ``other_scheme`` (fp8-lm) keeps its own bytes for the linear layers'
-weight matrices only and the other scheme's for the rest (:func:`accelsim.llm.schemes.param_bytes`).
+weight matrices only and the other scheme's for the rest
+(:func:`accelsim.llm.schemes.param_bytes`).
 """
 
 from __future__ import annotations
