@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from accelsim.llm import Plan, get_scheme, memory
+from accelsim.llm import ParamCounts, Plan, get_scheme, memory, param_bytes
 from accelsim.llm.memory import activation_bytes_per_layer, in_flight_layers, model_state_bytes
 from accelsim.workload.gpt import GptConfig
 
@@ -78,12 +78,49 @@ def test_fp8_lm_states_only_for_linear_weights():
     assert mem.optimizer_bytes == pytest.approx(lin * 5 / 4 + rest * 12 / 4)
 
 
+def test_param_bytes_prices_linear_weights_and_the_rest_apart():
+    c = ParamCounts(linear=1000, rest=10)
+    fp8, bf = get_scheme("fp8-lm"), BF16
+    # FP8-LM: FP8 gradients (1 B) on the linear weight matrices, bf16's fp32 buffer (4 B) on the
+    # rest; a scheme without other_scheme prices everything alike
+    assert param_bytes(c, fp8, lambda s: s.grad_bytes) == 1000 * 1 + 10 * 4
+    assert param_bytes(c, fp8, lambda s: s.optimizer_bytes) == 1000 * 5 + 10 * 12
+    assert param_bytes(c, bf, lambda s: s.grad_bytes) == 1010 * 4
+    te = get_scheme("te-fp8")
+    assert param_bytes(c, te, lambda s: s.weight_bytes) == 1010 * 2
+    # Transformer Engine's FP8 weight + transpose cache sits on the linear weights only
+    w, g, o = model_state_bytes(c, te, zero=0, dp=1)
+    assert (w, g, o) == (1000 * 4 + 10 * 2, 1010 * 4, 1010 * 12)
+    assert c.total == 1010
+    with pytest.raises(ValueError, match="ParamCounts.rest must be >= 0, got -1"):
+        ParamCounts(linear=1, rest=-1)
+
+
+def test_scheme_other_is_read_only_by_param_bytes():
+    # one owner for the linear / rest split: no other function of the room reads scheme.other
+    # (each copy of ``lin * X + rest * scheme.other.X`` was a place to drift)
+    import ast
+    from pathlib import Path
+
+    import accelsim.llm as llm
+
+    readers = set()
+    for f in sorted(Path(llm.__file__).parent.glob("*.py")):
+        tree = ast.parse(f.read_text())
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef):
+                if any(isinstance(n, ast.Attribute) and n.attr == "other" for n in ast.walk(fn)):
+                    readers.add(f"{f.name}:{fn.name}")
+    assert readers == {"schemes.py:param_bytes"}
+
+
 def test_zero_figure1():
     # Rajbhandari et al. SC'20 Figure 1: 7.5B parameters, 64-way DP, K = 12, fp16 weights and
     # gradients (2 + 2 B): baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB
     psi = 7.5e9
     zero_paper = dataclasses.replace(BF16, name="zero-fp16", grad_bytes=2)
-    got = [sum(model_state_bytes(psi, zero_paper, z, 64)) / 1e9 for z in (0, 1, 2, 3)]
+    got = [sum(model_state_bytes(ParamCounts(linear=psi, rest=0), zero_paper, z, 64)) / 1e9
+           for z in (0, 1, 2, 3)]
     assert [round(x, 1) for x in got] == [120.0, 31.4, 16.6, 1.9]
 
 

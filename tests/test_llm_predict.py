@@ -141,3 +141,133 @@ def test_8bit_paper_schemes_run_the_same_plans(scheme):
     assert r.memory.model_states_bytes == pytest.approx(bf.memory.model_states_bytes - grad_saving)
     with pytest.raises(ValueError, match="unknown LLM scheme"):
         predict(M, Plan(**PLAN), "fp4-lm", H100)
+
+
+def test_optimizer_step_prices_each_parameter_at_its_own_bytes():
+    # read weight, gradient, master, moments; write weight, master, moments -- bf16 2+4+12 and
+    # 2+12 = 32 B per parameter; FP8-LM's linear weight matrices 2+1+5 and 2+5 = 15 B, its
+    # embeddings, LayerNorms and biases bf16's 32 B (they are not FP8 tensors); ZeRO-1 shards it
+    hbm = H100.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
+    plan = Plan(**PLAN, zero=1)
+    for scheme, lin_bytes in (("bf16", 32), ("fp8-lm", 15)):
+        r = predict(M, plan, scheme, H100)
+        mem = r.memory
+        expect = (mem.linear_params * lin_bytes + (mem.params - mem.linear_params) * 32) / 4
+        assert r.optimizer_s == pytest.approx(expect / hbm, rel=1e-12)
+    # a model whose vocabulary dominates: the non-linear share is priced at bf16, not FP8-LM
+    wide = GptConfig(layers=2, hidden=1024, heads=16, seq=512, vocab=256000)
+    small = Plan(tp=1, pp=1, dp=2, micro_batch=1, global_batch=2, zero=1)
+    r = predict(wide, small, "fp8-lm", H100)
+    lin, n = r.memory.linear_params, r.memory.params
+    assert lin < 0.2 * n
+    assert r.optimizer_s == pytest.approx((lin * 15 + (n - lin) * 32) / 2 / hbm, rel=1e-12)
+    flat = n * 15 / 2 / hbm  # the old pricing: every parameter at FP8-LM's bytes
+    assert r.optimizer_s > 1.8 * flat
+
+
+def _json(capsys, *extra):
+    argv = ["llm", "--system", "dgx-h100", "--layers", "4", "--hidden", "512", "--heads", "8",
+            "--seq", "256", "--vocab", "1000", "--global-batch", "16", "--scheme", "bf16",
+            "--json", *extra]
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_memory_reserve_flag(capsys):
+    one = ["--tp", "1", "--pp", "1", "--dp", "4", "--micro-batch", "1"]
+    d = _json(capsys, *one)
+    assert d["reserve_GiB"] == LlmParams().memory_reserve_GiB
+    bare = _json(capsys, *one, "--memory-reserve", "0")
+    assert bare["reserve_GiB"] == 0
+    assert d["memory_GiB_per_gpu"] - bare["memory_GiB_per_gpu"] == pytest.approx(
+        LlmParams().memory_reserve_GiB, rel=1e-12)
+    # a bare count: the 13M-parameter model's 18 B per parameter (bf16, no ZeRO) and its
+    # activations, a quarter GiB, not the 11.3 GiB of the reserve
+    n = GptConfig(layers=4, hidden=512, heads=8, seq=256, vocab=1000).n_params
+    assert bare["memory_GiB_per_gpu"] == pytest.approx(
+        n * 18 / 2 ** 30 + bare["activations_GiB"], rel=1e-12)
+    assert bare["memory_GiB_per_gpu"] < 0.3
+    assert _json(capsys, *one, "--memory-reserve", "2.5")["reserve_GiB"] == 2.5
+    for bad, msg in (("-1", "must be a finite number >= 0"), ("inf", "must be a finite number"),
+                     ("2000", "--memory-reserve 2000: LlmParams.memory_reserve_GiB")):
+        argv = ["llm", "--system", "dgx-h100", "--layers", "4", "--hidden", "512", "--heads",
+                "8", "--seq", "256", "--vocab", "1000", "--global-batch", "16", "--scheme",
+                "bf16", *one, "--memory-reserve", bad]
+        try:  # argparse's own check exits, the range check in LlmParams returns 2
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+        assert rc == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1
+
+
+def test_search_takes_the_memory_reserve(capsys):
+    m = GptConfig(layers=8, hidden=1024, heads=16, seq=1024, vocab=32000)
+    h100 = str(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
+    kw = dict(micro_batches=(1,), interleaves=(1,))
+    base = search(m, h100, 8, 8, "bf16", LlmParams(memory_reserve_GiB=0), **kw)
+    assert (base.memory_reserve_GiB == 0).all() and (base.status == "ok").sum() > 0
+    # a reserve that leaves too little of the 80 GiB: every formable plan is out, and says why
+    full = search(m, h100, 8, 8, "bf16", LlmParams(memory_reserve_GiB=79.9), **kw)
+    assert (full.status != "ok").all()
+    assert full.reason.str.contains(r"GiB per GPU \(reserve 79.9 included\) > 80 GiB").any()
+    argv = ["llm", "--system", "dgx-h100", "--layers", "8", "--hidden", "1024", "--heads", "16",
+            "--seq", "1024", "--vocab", "32000", "--global-batch", "8", "--scheme", "bf16",
+            "--search", "--gpus", "8"]
+    assert main([*argv, "--memory-reserve", "0"]) == 0
+    assert "memory incl. a 0 GiB reserve per GPU" in capsys.readouterr().out
+    assert main([*argv, "--memory-reserve", "79.9"]) == 2
+    assert "none of 4608 plans for 8 GPUs fits" in capsys.readouterr().err
+
+
+def test_json_values_are_in_the_units_their_names_say(capsys):
+    # independent counts: tp 1, pp 1 -> the GPU holds the whole model (GptConfig.n_params)
+    N = GptConfig(layers=4, hidden=512, heads=8, seq=256, vocab=1000).n_params
+    d = _json(capsys, "--tp", "1", "--pp", "1", "--dp", "4", "--micro-batch", "1",
+              "--memory-reserve", "0")
+    assert d["params"] == N
+    # bf16 without ZeRO: 2 B working weights, 4 B gradients, 12 B optimizer states, in 2^30 B
+    assert d["weights_GiB"] == pytest.approx(N * 2 / 2 ** 30, rel=1e-12)
+    assert d["optimizer_GiB"] == pytest.approx(N * 12 / 2 ** 30, rel=1e-12)
+    parts = ("weights_GiB", "grads_GiB", "optimizer_GiB", "activations_GiB", "reserve_GiB")
+    assert d["memory_GiB_per_gpu"] == pytest.approx(sum(d[k] for k in parts), rel=1e-12)
+    # ring all-reduce of fp32 gradients over 4 ranks: 2 x 3/4 x 4 N bytes sent, in 1e9 B
+    assert d["weight_comm_GB"] == pytest.approx(2 * 3 / 4 * 4 * N / 1e9, rel=1e-12)
+    assert d["samples_per_s"] * d["iteration_time_s"] == pytest.approx(16)
+    assert d["tokens_per_s"] == pytest.approx(256 * d["samples_per_s"])
+    assert 0 < d["mfu"] < 1  # a fraction, not a percentage
+    # tp 2, pp 2: Megatron's 4 all-reduces of the 16-bit s x b x h activation per layer (each
+    # sends 2 x 1/2 x 2 sbh bytes), 2 layers per stage; p2p: the 1/t slice forward and its
+    # gradient backward; 8 micro-batches per iteration
+    d = _json(capsys, "--tp", "2", "--pp", "2", "--dp", "1", "--micro-batch", "2")
+    sbh, n_micro = 256 * 2 * 512, 16 // 2
+    tp = 4 * 2 * sbh * 2
+    pp = 2 * 2 * sbh / 2
+    assert d["tp_comm_GB"] == pytest.approx(tp * n_micro / 1e9, rel=1e-12)
+    assert d["pp_comm_GB"] == pytest.approx(pp * n_micro / 1e9, rel=1e-12)
+    assert d["activation_comm_GB"] == pytest.approx((tp + pp) * n_micro / 1e9, rel=1e-12)
+    assert d["activation_comm_GB_per_microbatch"] == pytest.approx((tp + pp) / 1e9, rel=1e-12)
+    # FP8-LM Table 7's input conversion (here the backward all-reduce of the input gradients,
+    # two per layer), per micro-batch in 2^30 B
+    assert d["tp_input_comm_GiB_per_microbatch"] == pytest.approx(2 * 2 * 2 * sbh / 2 ** 30,
+                                                                  rel=1e-12)
+
+
+def test_docs_unit_table_names_every_json_key():
+    # docs/llm.md's unit table: one row per key of `llm --json`, and a key's suffix is its unit
+    import re
+
+    r = predict(M, Plan(**PLAN), "bf16", H100)
+    text = (REPO_ROOT / "docs" / "llm.md").read_text()
+    table = text[text.index("| JSON key | unit |"):]
+    table = table[:table.index("\n\n")]
+    rows = dict(re.findall(r"^\| `([a-zA-Z_]+)` \| ([^|]+?) \|", table, flags=re.M))
+    assert set(rows) == set(r.as_dict())
+    for key, unit in rows.items():
+        if key.endswith("_GiB") or "_GiB_" in key:
+            assert unit.startswith("GiB"), key
+        elif key.endswith("_GB") or "_GB_" in key:
+            assert unit.startswith("GB"), key
+        elif key.endswith("_s") and not key.endswith("per_s"):
+            assert unit == "s", key

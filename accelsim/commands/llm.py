@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from accelsim.commands._common import positive_int
+from accelsim.commands._common import nonnegative_float, positive_int
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT run on nodes like "
@@ -15,7 +15,7 @@ HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT r
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from accelsim.llm.plan import RECOMPUTE
+    from accelsim.llm.plan import RECOMPUTE, LlmParams
     from accelsim.llm.schemes import SCHEMES
 
     parser.add_argument("--system", required=True, metavar="FILE",
@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, meta in (("--layers", "L"), ("--hidden", "H"), ("--heads", "A"), ("--seq", "S"),
                        ("--vocab", "V")):
         m.add_argument(flag, type=positive_int, required=True, metavar=meta)
-    m.add_argument("--ffn", type=positive_int, default=None, metavar="F", help="FFN size (default 4 x H)")
+    m.add_argument("--ffn", type=positive_int, default=None, metavar="F",
+                   help="FFN size (default 4 x H)")
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
     m.add_argument("--flash-attention", action="store_true",
@@ -46,12 +47,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheme", choices=tuple(SCHEMES), required=True)
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--memory-reserve", type=nonnegative_float, default=None, metavar="GIB",
+                        help="GiB per GPU counted on top of the training tensors (weights, "
+                             "gradients, optimizer states, activations): the CUDA context, NCCL "
+                             "communicator buffers and the caching allocator's reserve of a "
+                             "Megatron-LM / MS-AMP run. Default "
+                             f"{LlmParams().memory_reserve_GiB:g}, fitted by scripts/llm_fit.py "
+                             "on FP8-LM's H100 runs and applied to every system and model as is "
+                             "(also in --search's fit check); 0 for a bare tensor count. "
+                             "Reported as reserve_GiB, included in memory_GiB_per_gpu")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object; every key names its unit (_s seconds, "
+                             "_GiB 2^30 bytes, _GB 1e9 bytes; docs/llm.md has the table)")
     s = parser.add_argument_group("search")
     s.add_argument("--search", action="store_true",
                    help="rank every plan for --gpus GPUs (or T x P x D) instead of one plan")
     s.add_argument("--gpus", type=positive_int, default=None, metavar="N")
-    s.add_argument("--top", type=positive_int, default=10, metavar="K", help="plans shown (default 10)")
+    s.add_argument("--top", type=positive_int, default=10, metavar="K",
+                   help="plans shown (default 10)")
     s.add_argument("--executor", choices=("serial", "process"), default="serial")
     s.add_argument("--workers", type=positive_int, default=None, metavar="W")
     s.add_argument("--out", default=None, metavar="OUT.csv", help="write the whole search table")
@@ -70,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                       tied_embeddings=not args.untied_embeddings,
                       flash_attention=args.flash_attention)
     if args.search:
-        return _search(args, model, path)
+        return _search(args, model, path, _params(args))
     missing = [f"--{n.replace('_', '-')}" for n in ("tp", "pp", "dp", "micro_batch")
                if getattr(args, n) is None]
     if missing:
@@ -83,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                 zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce,
                 grad_accumulation_fusion=not args.no_grad_accumulation_fusion)
     system = build_system(path)
-    r = predict(model, plan, args.scheme, system, engine=args.engine)
+    r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
     d = r.as_dict()
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))
@@ -91,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{model.n_params / 1e9:.2f} B parameters on {plan.gpus} GPUs "
           f"(tp {plan.tp} x pp {plan.pp} x dp {plan.dp}), {args.scheme}, {system.name}")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
-              "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
+              "reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
         print(f"  {k:<22} {d[k]:.4g}")
     cap = system.chip.memory_capacity_bytes / 2 ** 30
     if d["memory_GiB_per_gpu"] > cap:
@@ -99,7 +112,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _search(args, model, path) -> int:
+def _params(args: argparse.Namespace):
+    """The global parameters with the command line's overrides (the one place they are set)."""
+    from accelsim.cli import UserError
+    from accelsim.llm import LlmParams
+
+    if args.memory_reserve is None:
+        return LlmParams()
+    try:
+        return LlmParams(memory_reserve_GiB=args.memory_reserve)
+    except ValueError as exc:
+        raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
+
+
+def _search(args, model, path, params) -> int:
     import pandas as pd
 
     from accelsim.cli import UserError, check_output_path
@@ -113,7 +139,7 @@ def _search(args, model, path) -> int:
     if args.out is not None:
         check_output_path(args.out, "--out")
     try:
-        table = search(model, str(path), gpus, args.global_batch, args.scheme,
+        table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
                        executor=args.executor, workers=args.workers, out=args.out)
     except KeyboardInterrupt:
         if args.out is None:
@@ -132,7 +158,8 @@ def _search(args, model, path) -> int:
     if args.json:
         print(ok.head(args.top).to_json(orient="records"))
         return 0
-    print(f"{len(table)} plans, {len(ok)} fit; best {min(args.top, len(ok))}:")
+    print(f"{len(table)} plans, {len(ok)} fit (memory incl. a {params.memory_reserve_GiB:g} GiB "
+          f"reserve per GPU, --memory-reserve); best {min(args.top, len(ok))}:")
     cols = ["tp", "pp", "dp", "micro_batch", "interleave", "recompute", "sequence_parallel",
             "zero", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu"]
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):

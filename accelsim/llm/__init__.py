@@ -7,7 +7,7 @@ from accelsim.llm.comm import Comm, Fabric, comm
 from accelsim.llm.memory import Memory, memory
 from accelsim.llm.plan import LlmParams, Plan
 from accelsim.llm.predict import Prediction, predict
-from accelsim.llm.schemes import SCHEMES, LlmScheme, get_scheme
+from accelsim.llm.schemes import SCHEMES, LlmScheme, ParamCounts, get_scheme, param_bytes
 
-__all__ = ["Comm", "Fabric", "LlmParams", "LlmScheme", "Memory", "Plan", "Prediction", "SCHEMES",
-           "comm", "get_scheme", "memory", "predict"]
+__all__ = ["Comm", "Fabric", "LlmParams", "LlmScheme", "Memory", "ParamCounts", "Plan",
+           "Prediction", "SCHEMES", "comm", "get_scheme", "memory", "param_bytes", "predict"]

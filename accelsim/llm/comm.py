@@ -12,15 +12,18 @@ more for their weight gradients (Megatron-LM saves the sharded input and re-gath
 data-gradient GEMM there, so it adds bytes, not time); full recomputation repeats the forward
 ones. FP8-LM's "activation-related communication" (its Table 7) is the traffic of the
 tensor-parallel region's input conversion (its Fig. 2 ``g``): the forward all-gathers, the
-backward re-gathers and the reduce-scatters of the input gradients -- ``Comm.tp_input_bytes``. Pipeline stages exchange the s x b x h activation
-(its 1/t slice with Megatron's scatter/gather) forward and its gradient backward, once per model
-chunk. Data parallelism all-reduces the stage's gradients (ZeRO 0) or reduce-scatters them and
-all-gathers the updated weights (ZeRO 1, 2; the distributed optimizer), ZeRO 3 gathers weights in
-the forward and the backward pass.
+backward re-gathers and the reduce-scatters of the input gradients -- ``Comm.tp_input_bytes``.
+Pipeline stages exchange the s x b x h activation (its 1/t slice with Megatron's
+scatter/gather) forward and its gradient backward, once per model chunk. Data parallelism
+all-reduces the stage's gradients (ZeRO 0) or reduce-scatters them and all-gathers the updated
+weights (ZeRO 1, 2; the distributed optimizer), ZeRO 3 gathers weights in the forward and the
+backward pass.
 
-Times use :func:`accelsim.netsim.analytic.ring_collective_time` (the ring term of accelsim), or
-on request netsim's discrete-event engine on a switch ring (``engine="des"``), per tier: inside a node at the NVSwitch port bandwidth, across nodes at the NIC bandwidth, a group
-spanning both as a hierarchical reduce-scatter / all-gather (node, then rail).
+Times use :func:`accelsim.ring.ring_collective_time` (the ring term of accelsim), or
+on request netsim's discrete-event engine on a switch ring (``engine="des"``), per tier: inside
+a node at the NVSwitch port bandwidth, across nodes at the NIC bandwidth, a group spanning both
+as a hierarchical reduce-scatter / all-gather (node, then rail). The data-parallel volumes price
+each parameter at its scheme's bytes through :func:`accelsim.llm.schemes.param_bytes`.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from accelsim.arch import System
 from accelsim.llm.memory import Memory
 from accelsim.llm.plan import LlmParams, Plan
-from accelsim.llm.schemes import LlmScheme
+from accelsim.llm.schemes import LlmScheme, param_bytes
 from accelsim.ring import ring_collective_time
 from accelsim.workload.gpt import GptConfig
 
@@ -196,9 +199,8 @@ def comm(model: GptConfig, plan: Plan, scheme: LlmScheme, fabric: Fabric, mem: M
     pp_p2p_s = fabric.p2p_s(p2p_bytes, pp_across)
     # data parallel, over ranks tp apart; the linear weight matrices in the scheme's bytes, the
     # other parameters in its other scheme's
-    lin, rest, other = mem.linear_params, mem.params - mem.linear_params, scheme.other
-    gb = lin * scheme.grad_comm_bytes + rest * other.grad_comm_bytes
-    wb = lin * scheme.weight_comm_bytes + rest * other.weight_comm_bytes
+    gb = param_bytes(mem.counts, scheme, lambda x: x.grad_comm_bytes)
+    wb = param_bytes(mem.counts, scheme, lambda x: x.weight_comm_bytes)
     if plan.zero == 0:
         dp_bytes = ring_sent("all-reduce", d, gb)
         dp_s = fabric.collective_s("all-reduce", gb, d, t)

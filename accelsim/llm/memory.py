@@ -14,7 +14,8 @@ pipeline stage holds ``pp`` micro-batches in flight under 1F1B, so it stores L l
 Without pipeline parallelism that stage also holds the loss: the 16-bit logits and their fp32
 copy for Megatron's vocabulary-parallel cross entropy (kept for its backward), 6 bytes per
 logit. A scheme with ``other_scheme`` (fp8-lm) keeps its own bytes for the linear layers'
-weight matrices only and the other scheme's for the rest.
+weight matrices only and the other scheme's for the rest
+(:func:`accelsim.llm.schemes.param_bytes`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from accelsim.llm.plan import Plan
-from accelsim.llm.schemes import LlmScheme
+from accelsim.llm.schemes import LlmScheme, ParamCounts, param_bytes
 from accelsim.workload.gpt import GptConfig
 
 GIB = 2 ** 30
@@ -39,6 +40,11 @@ class Memory:
     optimizer_bytes: float
     activations_bytes: float
     reserve_bytes: float = 0.0  # outside the tensors: contexts, communicator buffers, allocator
+
+    @property
+    def counts(self) -> ParamCounts:
+        """The stage's parameters split as the scheme prices them (linear weights / the rest)."""
+        return ParamCounts(linear=self.linear_params, rest=self.params - self.linear_params)
 
     @property
     def model_states_bytes(self) -> float:
@@ -104,14 +110,16 @@ def in_flight_layers(model: GptConfig, plan: Plan) -> float:
     return per_stage * in_flight * factor
 
 
-def model_state_bytes(n_params: float, scheme: LlmScheme, zero: int, dp: int
+def model_state_bytes(counts: ParamCounts, scheme: LlmScheme, zero: int, dp: int
                       ) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer states) bytes of ``n_params`` parameters on one GPU under
+    """(weights, gradients, optimizer states) bytes of ``counts`` parameters on one GPU under
     ZeRO stage ``zero`` over ``dp`` ranks (Rajbhandari et al. SC'20, section 5: stage 1 shards
-    the optimizer states, 2 also the gradients, 3 also the weights)."""
-    w = n_params * scheme.weight_bytes / (dp if zero >= 3 else 1)
-    g = n_params * scheme.grad_bytes / (dp if zero >= 2 else 1)
-    o = n_params * scheme.optimizer_bytes / (dp if zero >= 1 else 1)
+    the optimizer states, 2 also the gradients, 3 also the weights). The weights include the
+    scheme's cached low-precision copies of the linear weight matrices."""
+    w = (param_bytes(counts, scheme, lambda x: x.weight_bytes)
+         + counts.linear * scheme.fp8_weight_cache_bytes) / (dp if zero >= 3 else 1)
+    g = param_bytes(counts, scheme, lambda x: x.grad_bytes) / (dp if zero >= 2 else 1)
+    o = param_bytes(counts, scheme, lambda x: x.optimizer_bytes) / (dp if zero >= 1 else 1)
     return w, g, o
 
 
@@ -122,9 +130,8 @@ def memory(model: GptConfig, plan: Plan, scheme: LlmScheme, reserve_bytes: float
     plan.check_model(model)
     n = stage_params(model, plan)
     lin = stage_linear_params(model, plan)
-    w, g, o = model_state_bytes(lin, scheme, plan.zero, plan.dp)
-    w += lin * scheme.fp8_weight_cache_bytes / (plan.dp if plan.zero >= 3 else 1)
-    w2, g2, o2 = model_state_bytes(n - lin, scheme.other, plan.zero, plan.dp)
+    w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin), scheme, plan.zero,
+                                plan.dp)
     act = activation_bytes_per_layer(model, plan, scheme) * in_flight_layers(model, plan)
     if plan.recompute == "full":
         # the layer being recomputed holds its full activations once, during its backward
@@ -134,5 +141,5 @@ def memory(model: GptConfig, plan: Plan, scheme: LlmScheme, reserve_bytes: float
         plan.tp if plan.sequence_parallel else 1)
     if plan.pp == 1:  # the loss on the same stage
         act += model.seq * plan.micro_batch * model.vocab / plan.tp * LOGIT_BYTES
-    return Memory(params=n, linear_params=lin, weights_bytes=w + w2, grads_bytes=g + g2,
-                  optimizer_bytes=o + o2, activations_bytes=act, reserve_bytes=reserve_bytes)
+    return Memory(params=n, linear_params=lin, weights_bytes=w, grads_bytes=g,
+                  optimizer_bytes=o, activations_bytes=act, reserve_bytes=reserve_bytes)

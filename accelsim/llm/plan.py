@@ -91,7 +91,10 @@ class LlmParams:
     memory_reserve_GiB: GPU memory per GPU outside the training tensors: the CUDA context,
         NCCL communicator buffers (one set per process group; several GB per GPU on H100 with
         NVLink SHARP in 2023: NVIDIA/nccl#864, NVIDIA/NeMo-Framework-Launcher#127), library
-        workspaces and the caching allocator's fragmentation.
+        workspaces and the caching allocator's reserve, of a 2023 Megatron-LM / MS-AMP run on
+        DGX H100 (where it is fitted). One number for every system and model, not scaled by
+        either: a property of the software stack, so it lives here rather than in a node file
+        (docs/llm.md); ``accelsim llm --memory-reserve`` sets it, 0 for a bare tensor count.
     """
 
     # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1); 0.5 before perf's per-kernel time

@@ -23,7 +23,7 @@ from accelsim.arch import System
 from accelsim.llm.comm import Comm, Fabric, comm
 from accelsim.llm.memory import GIB, Memory, memory
 from accelsim.llm.plan import LlmParams, Plan
-from accelsim.llm.schemes import LlmScheme, get_scheme
+from accelsim.llm.schemes import LlmScheme, get_scheme, param_bytes
 from accelsim.perf.gemm import gemm_time
 from accelsim.workload.gpt import GptConfig
 
@@ -150,7 +150,8 @@ class Prediction:
             "optimizer_GiB": self.memory.optimizer_bytes / GIB,
             "activations_GiB": self.memory.activations_bytes / GIB,
             "reserve_GiB": self.memory.reserve_bytes / GIB,
-            "weight_comm_GB": self.comm.weight_bytes / 1e9,
+            # units as the names say (docs/llm.md's table): _GB 1e9 bytes, _GiB 2^30 bytes
+            "weight_comm_GB": self.comm.weight_bytes / 1e9,  # per iteration, per GPU
             "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
             "activation_comm_GB_per_microbatch":
                 self.comm.activation_bytes / self.plan.n_micro / 1e9,
@@ -177,9 +178,18 @@ def grad_accumulation_s(mem: Memory, plan: Plan, scheme: LlmScheme, hbm_Bps: flo
     (the linear weight matrices at the scheme's bytes, the rest at its other scheme's)."""
     if plan.grad_accumulation_fusion:
         return 0.0
-    lin, rest = mem.linear_params, mem.params - mem.linear_params
-    nbytes = lin * scheme.grad_accumulation_bytes + rest * scheme.other.grad_accumulation_bytes
-    return nbytes / hbm_Bps
+    return param_bytes(mem.counts, scheme, lambda x: x.grad_accumulation_bytes) / hbm_Bps
+
+
+def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: LlmScheme) -> float:
+    """HBM bytes of one GPU's optimizer step: for each parameter it updates (its ZeRO shard)
+    read the working weight, gradient, master weight and moments, write the working weight,
+    master weight and moments -- each parameter at its own scheme's bytes (FP8-LM: the linear
+    weight matrices at 2 + 1 + 5 read, 2 + 5 written; the rest at bf16's 2 + 4 + 12, 2 + 12)."""
+    shard = plan.dp if plan.zero >= 1 else 1
+    return param_bytes(mem.counts, scheme,
+                       lambda x: (x.weight_bytes + x.grad_bytes + x.optimizer_bytes)
+                       + (x.weight_bytes + x.optimizer_bytes)) / shard
 
 
 def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: System,
@@ -210,11 +220,7 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
     slot = fwd + bwd
     bubble = (p - 1) / v * slot
     pipeline = m * slot + bubble
-    # optimizer: read weights, grads, master, moments; write weights, master, moments
-    local = mem.params / (plan.dp if plan.zero >= 1 else 1)
-    opt_bytes = local * ((sc.weight_bytes + sc.grad_bytes + sc.optimizer_bytes)
-                         + (sc.weight_bytes + sc.optimizer_bytes))
-    opt_s = opt_bytes / hbm
+    opt_s = optimizer_step_bytes(mem, plan, sc) / hbm
     dp_exposed = max(0.0, cm.dp_s - bwd) if plan.overlap_grad_reduce else cm.dp_s
     total = pipeline + dp_exposed + opt_s
     B = plan.global_batch

@@ -38,6 +38,7 @@ Sources:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -125,6 +126,38 @@ SCHEMES: dict[str, LlmScheme] = {
     "hif8": LlmScheme("hif8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
                       "HiFloat8 GEMMs at the 8-bit rate, states and communication as bf16"),
 }
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameters of one GPU, split by the precision their states keep under a scheme.
+
+    linear: the linear layers' weight matrices (QKV, projection, FC1, FC2; no biases), the
+        tensors FP8 schemes store as FP8 -- at the scheme's own bytes;
+    rest: everything else (embeddings, LayerNorms, biases) -- at ``scheme.other``'s bytes.
+    """
+
+    linear: float
+    rest: float
+
+    def __post_init__(self) -> None:
+        for f in ("linear", "rest"):
+            v = getattr(self, f)
+            if not isinstance(v, (int, float)) or v < 0:
+                raise ValueError(f"ParamCounts.{f} must be >= 0, got {v!r}")
+
+    @property
+    def total(self) -> float:
+        return self.linear + self.rest
+
+
+def param_bytes(counts: ParamCounts, scheme: LlmScheme,
+                per_param: Callable[[LlmScheme], float]) -> float:
+    """Bytes of one per-parameter quantity over ``counts``: ``per_param(scheme)`` bytes for each
+    linear weight-matrix parameter, ``per_param(scheme.other)`` for each of the rest. The
+    one place the split is priced (memory states, DP communication, gradient accumulation,
+    optimizer step), e.g. ``param_bytes(c, s, lambda x: x.grad_bytes)``."""
+    return counts.linear * per_param(scheme) + counts.rest * per_param(scheme.other)
 
 
 def get_scheme(name: str) -> LlmScheme:

@@ -60,7 +60,8 @@ def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
     r = predict(model, plan, point["scheme"], system, params)
     cap = system.chip.memory_capacity_bytes
     if r.memory.total_bytes > cap:
-        raise Infeasible(f"needs {r.memory.total_GiB:.1f} GiB per GPU > {cap / 2**30:.0f} GiB")
+        raise Infeasible(f"needs {r.memory.total_GiB:.1f} GiB per GPU (reserve "
+                         f"{params.memory_reserve_GiB:g} included) > {cap / 2**30:.0f} GiB")
     d = r.as_dict()
     return {k: d[k] for k in OUTPUT_COLUMNS}
 
