@@ -176,9 +176,9 @@ def _json(capsys, *extra):
 def test_memory_reserve_flag(capsys):
     one = ["--tp", "1", "--pp", "1", "--dp", "4", "--micro-batch", "1"]
     d = _json(capsys, *one)
-    assert d["reserve_GiB"] == LlmParams().memory_reserve_GiB
+    assert d["memory_reserve_GiB"] == LlmParams().memory_reserve_GiB
     bare = _json(capsys, *one, "--memory-reserve", "0")
-    assert bare["reserve_GiB"] == 0
+    assert bare["memory_reserve_GiB"] == 0
     assert d["memory_GiB_per_gpu"] - bare["memory_GiB_per_gpu"] == pytest.approx(
         LlmParams().memory_reserve_GiB, rel=1e-12)
     # a bare count: the 13M-parameter model's 18 B per parameter (bf16, no ZeRO) and its
@@ -187,7 +187,7 @@ def test_memory_reserve_flag(capsys):
     assert bare["memory_GiB_per_gpu"] == pytest.approx(
         n * 18 / 2 ** 30 + bare["activations_GiB"], rel=1e-12)
     assert bare["memory_GiB_per_gpu"] < 0.3
-    assert _json(capsys, *one, "--memory-reserve", "2.5")["reserve_GiB"] == 2.5
+    assert _json(capsys, *one, "--memory-reserve", "2.5")["memory_reserve_GiB"] == 2.5
     for bad, msg in (("-1", "must be a finite number >= 0"), ("inf", "must be a finite number"),
                      ("2000", "--memory-reserve 2000: LlmParams.memory_reserve_GiB")):
         argv = ["llm", "--system", "dgx-h100", "--layers", "4", "--hidden", "512", "--heads",
@@ -230,7 +230,7 @@ def test_json_values_are_in_the_units_their_names_say(capsys):
     # bf16 without ZeRO: 2 B working weights, 4 B gradients, 12 B optimizer states, in 2^30 B
     assert d["weights_GiB"] == pytest.approx(N * 2 / 2 ** 30, rel=1e-12)
     assert d["optimizer_GiB"] == pytest.approx(N * 12 / 2 ** 30, rel=1e-12)
-    parts = ("weights_GiB", "grads_GiB", "optimizer_GiB", "activations_GiB", "reserve_GiB")
+    parts = ("weights_GiB", "grads_GiB", "optimizer_GiB", "activations_GiB", "memory_reserve_GiB")
     assert d["memory_GiB_per_gpu"] == pytest.approx(sum(d[k] for k in parts), rel=1e-12)
     # ring all-reduce of fp32 gradients over 4 ranks: 2 x 3/4 x 4 N bytes sent, in 1e9 B
     assert d["weight_comm_GB"] == pytest.approx(2 * 3 / 4 * 4 * N / 1e9, rel=1e-12)

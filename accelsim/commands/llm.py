@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{LlmParams().memory_reserve_GiB:g}, fitted by scripts/llm_fit.py "
                              "on FP8-LM's H100 runs and applied to every system and model as is "
                              "(also in --search's fit check); 0 for a bare tensor count. "
-                             "Reported as reserve_GiB, included in memory_GiB_per_gpu")
+                             "Reported as memory_reserve_GiB, included in memory_GiB_per_gpu")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
                              "_GiB 2^30 bytes, _GB 1e9 bytes; docs/llm.md has the table)")
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{model.n_params / 1e9:.2f} B parameters on {plan.gpus} GPUs "
           f"(tp {plan.tp} x pp {plan.pp} x dp {plan.dp}), {args.scheme}, {system.name}")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
-              "reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
+              "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
         print(f"  {k:<22} {d[k]:.4g}")
     cap = system.chip.memory_capacity_bytes / 2 ** 30
     if d["memory_GiB_per_gpu"] > cap:

@@ -149,7 +149,7 @@ class Prediction:
             "grads_GiB": self.memory.grads_bytes / GIB,
             "optimizer_GiB": self.memory.optimizer_bytes / GIB,
             "activations_GiB": self.memory.activations_bytes / GIB,
-            "reserve_GiB": self.memory.reserve_bytes / GIB,
+            "memory_reserve_GiB": self.memory.reserve_bytes / GIB,
             # units as the names say (docs/llm.md's table): _GB 1e9 bytes, _GiB 2^30 bytes
             "weight_comm_GB": self.comm.weight_bytes / 1e9,  # per iteration, per GPU
             "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
