@@ -8,7 +8,7 @@ parallelism splits the minibatch, model parallelism the output channels) and one
 takes
 
     time = max(compute, scratchpad, memory) + collective time of the split      (GEMM layers)
-    time = max(sfu, memory) (+ launch cost with a hierarchy)                    (element-wise)
+    time = max(sfu, memory) + chip.kernel_launch_s (0 unless set)              (element-wise)
 
 * compute: systolic-array cycles (:mod:`accelsim.perf.systolic`) at the precision's MAC rate
   per PE (an FP8 PE reduces ``macs_per_pe`` K-elements per cycle), summed over the scratchpad
