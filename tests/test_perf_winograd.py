@@ -4,6 +4,8 @@ The transform matrices are checked against direct correlation in exact Fraction 
 the multiply count against the direct count; the choice on real layers: one where Winograd wins
 (V100 FP32, as cuDNN benchmark mode picks it) and ones where it does not apply or loses."""
 
+import dataclasses
+import json
 from fractions import Fraction as Fr
 from pathlib import Path
 
@@ -11,8 +13,17 @@ import numpy as np
 import pytest
 
 from accelsim.arch.config import load_system
+from accelsim.perf.gemm import FITTED
 from accelsim.perf.layer_model import Mapping, evaluate_layer
-from accelsim.perf.winograd import MATRICES, TILES, applies, plan, transform_ops
+from accelsim.perf.winograd import (
+    MATRICES,
+    TILES,
+    WINOGRAD_PRECISIONS,
+    applies,
+    plan,
+    transform_ops,
+    winograd_time,
+)
 from accelsim.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,9 +78,9 @@ def test_multiplies_against_the_exact_direct_count(m, gain):
 
 
 def test_only_ungrouped_3x3_stride_1_convolutions_qualify():
-    assert applies(LAYERS["layer3.1.conv2"])
-    assert not applies(LAYERS["layer3.0.conv2"])  # stride 2
-    assert not applies(LAYERS["layer3.1.conv1"])  # 1x1
+    assert applies(LAYERS["layer3.1.conv2"], "fp16")
+    assert not applies(LAYERS["layer3.0.conv2"], "fp16")  # stride 2
+    assert not applies(LAYERS["layer3.1.conv1"], "fp16")  # 1x1
     with pytest.raises(ValueError, match="Winograd needs"):
         plan(LAYERS["layer3.0.conv2"], 8, "fwd", 2)
     with pytest.raises(ValueError, match="tile"):
@@ -111,14 +122,76 @@ def test_winograd_not_taken_where_it_does_not_apply_or_loses():
 def test_winograd_is_off_by_default_and_for_the_hfp8_study():
     hfp8 = load_system(ROOT / "arch_configs" / "hfp8-64chip.toml")
     assert not hfp8.chip.winograd
-    # the per-core model never picks it, even when asked
-    r = _phases(hfp8.with_winograd(True), "layer3.1.conv2", "fp16", 64)
-    assert {a for a, _ in r.values()} == {"implicit_gemm"}
+    assert {a for a, _ in _phases(hfp8, "layer3.1.conv2", "fp16", 64).values()} == {
+        "implicit_gemm"}
+    # the per-core model has no Winograd: asking for it is an error, never silently ignored
+    with pytest.raises(ValueError, match="hfp8-64chip.*chip.winograd needs a memory hierarchy"):
+        _phases(hfp8.with_winograd(True), "layer3.1.conv2", "fp16", 64)
+
+
+def test_winograd_on_without_a_hierarchy_is_rejected_in_config_and_cli(capsys):
+    from accelsim.arch import ConfigError, read_toml, system_from_dict
+    from accelsim.cli import main
+
+    data = read_toml(ROOT / "arch_configs" / "v100-sxm2.toml")
+    del data["chip"]["level"]
+    with pytest.raises(ConfigError, match=r"^nolevels.toml: chip.winograd: needs a memory "
+                                          r"hierarchy \(\[\[chip.level\]\]\)") as exc:
+        system_from_dict(data, "nolevels.toml")
+    assert exc.value.key == "chip.winograd" and "\n" not in str(exc.value)
+    data["chip"]["winograd"] = False
+    assert not system_from_dict(data, "ok.toml").chip.has_hierarchy  # off is fine
+    hfp8 = str(ROOT / "arch_configs" / "hfp8-64chip.toml")
+    argv = ["predict", "--system", hfp8, "--workload", "resnet50", "--batch", "8",
+            "--winograd", "on", "--json"]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert cap.out == "" and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "--winograd on" in err and hfp8 in err and "[[chip.level]]" in err
+    # off stays accepted (it is what the chip does anyway) and the JSON says so
+    assert main(argv[:-2] + ["off", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["winograd"] == "off"
+
+
+def _with_rate(system, precision, rate):
+    core = dataclasses.replace(system.chip.core,
+                               mac_rates=system.chip.core.mac_rates + ((precision, rate),))
+    return dataclasses.replace(system, chip=dataclasses.replace(system.chip, core=core))
+
+
+def test_winograd_only_in_the_precisions_cudnn_runs_it():
+    assert WINOGRAD_PRECISIONS == ("fp32", "tf32", "fp16")
+    h100 = load_system(ROOT / "arch_configs" / "h100-sxm.toml")
+    h100 = _with_rate(h100, "hif8", h100.chip.core.macs_per_cycle_per_pe("fp8"))
+    layer = LAYERS["layer1.0.conv2"]
+    # in FP16 the model picks Winograd for this layer's weight gradient, so its absence in the
+    # 8-bit precisions below is the precision rule, not the timing
+    fp16 = _phases(h100, "layer1.0.conv2", "fp16", 256)
+    assert fp16["wgrad"][0].startswith("winograd")
+    for prec in ("fp8", "hfp8", "hif8", "int8", "bf16"):
+        assert not applies(layer, prec)
+        r = _phases(h100, "layer1.0.conv2", prec, 256)
+        assert {a for a, _ in r.values()} == {"implicit_gemm"}, prec
+        assert r == _phases(h100.with_winograd(False), "layer1.0.conv2", prec, 256)
+        with pytest.raises(ValueError, match=f"Winograd does not run in '{prec}'"):
+            winograd_time(h100.chip, layer, 256, "wgrad", prec, "os", 2, FITTED)
+
+
+def test_fp8_resnet50_on_h100_stays_on_implicit_gemm():
+    from accelsim.perf.layer_model import layer_table
+
+    h100 = load_system(ROOT / "arch_configs" / "h100-sxm.toml")
+    for scheme in ("fp8", "hfp8"):
+        t = layer_table(h100, WL, 256, scheme)
+        gemm = t[t.algorithm != ""]
+        # under these schemes only the first and last layers run in FP16 (7x7 conv, fc): no
+        # layer is both 3x3 stride 1 and in a Winograd precision
+        assert set(gemm.algorithm) == {"implicit_gemm"}, scheme
+        assert set(gemm.precision) <= {"fp8", "hfp8", "fp16"}
 
 
 def test_winograd_setting_in_config_and_on_the_command_line(capsys):
-    import json
-
     from accelsim.arch import ConfigError, read_toml, system_from_dict
     from accelsim.cli import main
 

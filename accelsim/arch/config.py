@@ -16,7 +16,7 @@ Schema (every key required unless marked optional)::
               fusion (optional bool, default false: element-wise layers fused into GEMMs),
               layout (optional, "nhwc" default | "nchw": activation layout of the framework),
               winograd (optional bool, default false: 3x3 stride-1 convolutions may use
-              Winograd where faster, as cuDNN's benchmark mode)
+              Winograd where faster, as cuDNN's benchmark mode; true needs [[chip.level]])
     [[chip.level]]  (optional, any number, innermost first) name, capacity_KiB | capacity_MiB,
               bandwidth_GBps (per instance), shared_by (cores per instance; must divide cores)
     [core]    rows, cols, frequency_GHz, scratchpad_KiB | scratchpad_MiB,
@@ -274,6 +274,11 @@ def _chip(t: Table, core: Core) -> Chip:
         layout=t.string("layout", optional=True, choices=LAYOUTS) or "nhwc",
         winograd=t.boolean("winograd", default=False),
     )
+    if chip.winograd and not levels:
+        # only the hierarchy (GPU) model times Winograd; the per-core model would ignore it
+        raise ConfigError(t.file, t._key("winograd"), True,
+                          "needs a memory hierarchy ([[chip.level]]): Winograd convolutions "
+                          "are modelled only on hierarchy chips")
     t.finish()
     return chip
 

@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--winograd", choices=("on", "off"), default=None,
                         help="let 3x3 stride-1 convolutions use Winograd where the model finds "
                              "it faster, as cuDNN's benchmark mode (default: the config's "
-                             "chip.winograd; on in the GPU presets)")
+                             "chip.winograd; on in the GPU presets). FP32/TF32/FP16 "
+                             "convolutions only; needs a chip with [[chip.level]]")
     parser.add_argument("--first-last-high", choices=("on", "off"), default=None,
                         help="first/last GEMM layer in high precision (default: the scheme's)")
     parser.add_argument("--policy", default=None, metavar="FILE",
@@ -48,8 +49,10 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
                  layout: str | None = None, efficiency=None,
                  winograd: bool | None = None) -> dict:
     """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
-    on/off; activation ``layout`` and ``winograd`` None = the config's): the compute model (:func:`accelsim.perf.step.phase_sums`) plus the gradient
-    reduction and weight update of :mod:`accelsim.dse.step`. Returns the JSON fields."""
+    on/off; activation ``layout`` and ``winograd`` None = the config's; ``winograd=True`` needs
+    a chip with a memory hierarchy, else ValueError): the compute model
+    (:func:`accelsim.perf.step.phase_sums`) plus the gradient reduction and weight update of
+    :mod:`accelsim.dse.step`. Returns the JSON fields."""
     from accelsim.arch.schemes import get_scheme
     from accelsim.dse.step import CommPhases, ComputeProfile, TrainingParams, combine
     from accelsim.dse.step import comm_phases
@@ -106,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     system = load_system(spath)
     wpath = resolve_input(args.workload, "workload")
     workload = load_workload(wpath)
+    if args.winograd == "on" and not system.chip.has_hierarchy:
+        raise UserError(f"--winograd on: system {spath} has no memory hierarchy "
+                        "([[chip.level]]); Winograd convolutions are modelled only on "
+                        "hierarchy (GPU) chips")
     fusion = args.fusion == "on" if args.fusion else (system.chip.fusion
                                                       or system.chip.has_hierarchy)
     overrides = {}

@@ -8,7 +8,7 @@ parallelism splits the minibatch, model parallelism the output channels) and one
 takes
 
     time = max(compute, scratchpad, memory) + collective time of the split      (GEMM layers)
-    time = max(sfu, memory)                                                     (element-wise)
+    time = max(sfu, memory) + chip.kernel_launch_s (0 unless set)              (element-wise)
 
 * compute: systolic-array cycles (:mod:`accelsim.perf.systolic`) at the precision's MAC rate
   per PE (an FP8 PE reduces ``macs_per_pe`` K-elements per cycle), summed over the scratchpad
@@ -28,8 +28,11 @@ With a memory hierarchy in the config (``[[chip.level]]``: GPUs), each GEMM phas
 timed on the whole chip by :func:`accelsim.perf.gemm.chip_gemm_time` (tiles over all cores,
 operands shared under shared levels, waves, launch cost); the mapping's core split and its
 on-chip collectives do not apply. Element-wise layers pay ``chip.kernel_launch_s`` per kernel
-and, with ``chip.fusion``, keep only the traffic of :data:`FUSED`. A config without these keys
-gives the per-core numbers above unchanged.
+(:func:`accelsim.perf.kernel.kernel_time`) and, with ``chip.fusion``, keep only the traffic of
+:data:`FUSED`. With ``chip.winograd`` (hierarchy chips only) a 3x3 stride-1 convolution in a
+Winograd precision takes, per phase, the faster of implicit GEMM and the Winograd algorithms of
+:mod:`accelsim.perf.winograd` (column ``algorithm``). A config without these keys gives the
+per-core numbers above unchanged.
 
 Precision: GEMM operands take 2 bytes (fp16) or 1 byte (fp8/hfp8) (all precisions:
 :data:`accelsim.perf.gemm.OPERAND_BYTES`); partial sums in the
@@ -51,6 +54,7 @@ import numpy as np
 
 from accelsim.perf.core_gemm import ACCUMULATOR_BYTES, ceil_div, core_gemm_time, hierarchy_gemms
 from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
+from accelsim.perf.kernel import kernel_time
 from accelsim.perf.precision import as_scheme, layer_precisions
 from accelsim.perf.systolic import DATAFLOWS
 from accelsim.perf.winograd import applies as winograd_applies
@@ -199,6 +203,9 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
                   dataflow=dataflow.astype(object) if layer.is_gemm
                   else np.full(n, "", dtype=object))
     hier = chip.has_hierarchy
+    if chip.winograd and not hier:
+        raise ValueError(f"system {system.name!r}: chip.winograd needs a memory hierarchy "
+                         "([[chip.level]]); the per-core model has no Winograd convolutions")
     # with a memory hierarchy the cores of a chip share every GEMM through it (tiles over cores,
     # accelsim.perf.gemm): the core split of a mapping does not apply, nor its collectives
     cdp = np.ones(n, dtype=np.int64) if hier else core_dp
@@ -283,7 +290,8 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
             comp_s, mem_s, cache_s, lat_s = (out["compute_s"], out["memory_s"], out["cache_s"],
                                              out["latency_s"])
             gbound = out["bound"]
-            if hier and chip.winograd and winograd_applies(layer):
+            sfu_s = np.zeros(n)  # Winograd's transform kernels run on the vector units
+            if chip.winograd and winograd_applies(layer, precision):
                 # cuDNN benchmark mode: per layer and phase, the faster algorithm
                 roof = np.array(roof, dtype=float)
                 comp_s, mem_s, cache_s, lat_s = (np.array(x, dtype=float)
@@ -303,15 +311,13 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
                         roof[i], algo[i] = t_w, name
                         comp_s[i], mem_s[i] = terms["compute_s"], terms["memory_s"]
                         cache_s[i], lat_s[i] = terms["cache_s"], terms["latency_s"]
-                        gbound[i] = max(("compute", comp_s[i]), ("memory", mem_s[i]),
-                                        ("cache", cache_s[i]), ("latency", lat_s[i]),
-                                        key=lambda kv: kv[1])[0]
+                        sfu_s[i], gbound[i] = terms["sfu_s"], terms["bound"]
             bound = np.where(comm > roof, "comm", gbound)
             time_s = np.where(reason == "", roof + comm, np.inf)
             emit(phase, **common, M=dims["M"], N=dims["N"], K=dims["K"], count=count,
                  flops=np.full(n, float(g.flops)), compute_s=comp_s,
                  scratchpad_s=out["scratchpad_s"], memory_s=mem_s,
-                 sfu_s=np.zeros(n), comm_s=comm, cache_s=cache_s,
+                 sfu_s=sfu_s, comm_s=comm, cache_s=cache_s,
                  latency_s=lat_s, layout_s=np.where(algo == "implicit_gemm", transpose_s, 0.0),
                  algorithm=algo, time_s=time_s,
                  bound=bound.astype(object),
@@ -331,16 +337,14 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
                 moved = (r + w) * e.elements_written * b_el
             mem_s = moved / (chip_dp * chip_mp) / mem_Bps
             launch = chip.kernel_launch_s if own_kernel else 0.0
-            roof = np.maximum(sfu_s, mem_s)
-            bound = np.where(sfu_s >= mem_s, "sfu", "memory").astype(object)
-            bound = np.where(launch > roof, "latency", bound).astype(object)
+            t_kernel, bound = kernel_time({"sfu": sfu_s, "memory": mem_s}, launch)
             zero = np.zeros(n)
             emit(phase, **common, M=zero.astype(int), N=zero.astype(int), K=zero.astype(int),
                  count=zero.astype(int), flops=zero, compute_s=zero, scratchpad_s=zero,
                  memory_s=mem_s, sfu_s=sfu_s, comm_s=zero, cache_s=zero,
                  latency_s=np.full(n, launch), layout_s=zero,
                  algorithm=np.full(n, "", dtype=object),
-                 time_s=np.where(reason == "", roof + launch, np.inf), bound=bound,
+                 time_s=np.where(reason == "", t_kernel, np.inf), bound=bound,
                  tile_m=zero.astype(int), tile_n=zero.astype(int), tile_k=zero.astype(int),
                  feasible=reason == "", reason=reason)
     return {k: np.concatenate(v) for k, v in cols.items()}
@@ -352,10 +356,14 @@ def layer_table(system, workload, batch: int, scheme, *, mapping: Mapping | None
 
     ``mapping`` defaults to :func:`data_parallel` (all chips and cores split the minibatch).
     ``scheme`` is an :class:`accelsim.arch.schemes.Scheme` or its name. Columns: layer, index,
-    kind, phase, precision, the mapping, per-core GEMM shape M/N/K/count, flops (whole layer,
-    whole minibatch), compute_s, scratchpad_s, memory_s, sfu_s, comm_s, time_s, bound (the
-    limit: compute / scratchpad / memory / sfu / comm), tile_m/n/k, feasible, reason, and
-    achieved_flops (flops / time_s).
+    kind, phase, precision, the mapping (chip_dp, chip_mp, core_dp, core_mp, dataflow),
+    per-core GEMM shape M/N/K/count, flops (whole layer, whole minibatch), compute_s,
+    scratchpad_s, memory_s, sfu_s, comm_s, cache_s, latency_s (per-kernel launch cost),
+    layout_s (NCHW transposes), algorithm (GEMM layers: ``implicit_gemm`` or
+    ``winograd_f{2,4}_{fused,nonfused}``; empty for element-wise layers), time_s, bound (one of
+    :data:`BOUNDS`: the largest term; for ``winograd_*_nonfused``, a sequence of transform
+    kernels and a GEMM, the bound of the slower of the two, and its terms are their sums),
+    tile_m/n/k, feasible, reason, and achieved_flops (flops / time_s).
     """
     import pandas as pd
 

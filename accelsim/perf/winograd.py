@@ -22,6 +22,9 @@ Algorithms (cuDNN's ``*_ALGO_WINOGRAD`` and ``*_ALGO_WINOGRAD_NONFUSED``):
   share those units. (On tensor cores cuDNN's forward convolutions are IMPLICIT_PRECOMP_GEMM or
   WINOGRAD_NONFUSED only: cuDNN 7 Developer Guide, "Tensor Core operations".)
 
+Both run only in :data:`WINOGRAD_PRECISIONS` (FP32, TF32, FP16: cuDNN's support tables); 8-bit
+convolutions (FP8, HFP8, HiF8, INT8) and BF16 stay on implicit GEMM.
+
 Backward-data of a 3x3 stride-1 convolution is a 3x3 stride-1 convolution of the output
 gradient (flipped filter); the weight gradient is F(3 x 3, m x m) with the same ``m + 2`` tile
 (its transform counts reuse F(m x m, 3 x 3)'s matrices: an estimate, the transforms are a small
@@ -36,6 +39,7 @@ from fractions import Fraction as Fr
 import numpy as np
 
 from accelsim.perf.gemm import OPERAND_BYTES, Efficiency, chip_gemm_time
+from accelsim.perf.kernel import kernel_time
 
 #: Lavin & Gray (2016) transform matrices: ``Y = A^T [(G g G^T) * (B^T d B)] A``.
 MATRICES = {
@@ -63,10 +67,31 @@ def transform_ops(matrix) -> int:
     return one_d * (q + p)
 
 
-def applies(layer) -> bool:
-    """cuDNN's Winograd algorithms take 3x3 filters at stride 1 (ungrouped convolutions)."""
+#: Precisions the Winograd algorithms run in. Source: cuDNN API Reference (v7 and v8),
+#: cudnnConvolutionForward / BackwardData / BackwardFilter, "supported configurations" tables:
+#: *_ALGO_WINOGRAD and *_ALGO_WINOGRAD_NONFUSED are listed only for FLOAT_CONFIG (FP32 tensors)
+#: and the HALF configs (FP16 tensors); the INT8 configs are implicit (precomputed) GEMM only,
+#: and cuDNN has no FP8 Winograd. TF32 is not a cuDNN data type but a math mode of FP32
+#: tensors (FLOAT_CONFIG), so it keeps Winograd. BF16 (cuDNN 8's BFLOAT16 configs) is left out:
+#: no Winograd support for it is documented (an assumption). Numerically, the transforms need
+#: more precision and range than 8-bit operands hold (FP8, HFP8, HiF8, INT8): F(4x4, 3x3) has
+#: entries 1/6 and 1/24 in G, 4 and 5 in B^T, 8 in A^T; one transformed input element sums up
+#: to 16 terms with coefficients up to 25, one output up to 25 terms with coefficients up to
+#: 64 (F(2x2, 3x3): 1/2 in G, up to 9 terms). TVM disables Winograd for quantized tensors
+#: (apache/tvm PR #5363: top-5 accuracy collapses); Lavin notes the intermediate transforms
+#: overflow 8 bits (andravin/wincnn issue #16).
+WINOGRAD_PRECISIONS = ("fp32", "tf32", "fp16")
+
+
+def _shape_applies(layer) -> bool:
     return (layer.kind == "conv" and layer.kernel_h == R and layer.kernel_w == R
             and layer.stride_h == 1 and layer.stride_w == 1 and layer.groups == 1)
+
+
+def applies(layer, precision: str) -> bool:
+    """cuDNN's Winograd algorithms take 3x3 filters at stride 1 (ungrouped convolutions) in one
+    of :data:`WINOGRAD_PRECISIONS`."""
+    return precision in WINOGRAD_PRECISIONS and _shape_applies(layer)
 
 
 @dataclass(frozen=True)
@@ -90,7 +115,7 @@ def plan(layer, batch: int, phase: str, m: int) -> WinogradPlan:
     convolution at minibatch ``batch`` with output tiles ``m x m``."""
     if m not in MATRICES:
         raise ValueError(f"Winograd tile m={m!r} not one of {TILES}")
-    if not applies(layer):
+    if not _shape_applies(layer):
         raise ValueError(f"layer {layer.name!r}: Winograd needs an ungrouped 3x3 stride-1 conv")
     a = m + R - 1
     mats = MATRICES[m]
@@ -126,36 +151,67 @@ def winograd_time(chip, layer, batch: int, phase: str, precision: str, dataflow:
                   out_bytes: float, efficiency: Efficiency) -> tuple[float, str, dict]:
     """Fastest Winograd algorithm for one phase on a hierarchy chip: (time_s, name, terms).
 
-    ``name`` is ``winograd_f{m}_{fused|nonfused}``; ``terms`` has compute_s, memory_s,
-    cache_s, latency_s of the chosen algorithm (inf time when none applies)."""
+    ``name`` is ``winograd_f{m}_{fused|nonfused}``; ``terms`` has compute_s, sfu_s, memory_s,
+    cache_s, latency_s and bound of the chosen algorithm. The nonfused algorithm is a sequence
+    of kernels (the transforms, then the batched GEMM): its terms are their sums and its bound
+    is the bound of the slower of the two (:func:`nonfused_time`)."""
+    if precision not in WINOGRAD_PRECISIONS:
+        raise ValueError(f"Winograd does not run in {precision!r}; cuDNN's Winograd algorithms "
+                         f"take {', '.join(WINOGRAD_PRECISIONS)}")
     best = (np.inf, "", {})
     b = OPERAND_BYTES[precision]
-    mem_Bps = chip.memory_bandwidth_Bps * efficiency.memory_efficiency
-    sfu = chip.sfu_ops_per_s
     simt = precision in chip.core.simt_precisions
     for m in TILES:
         pl = plan(layer, batch, phase, m)
         g = chip_gemm_time(chip, pl.gemm_m, pl.gemm_n, pl.gemm_k, pl.count, precision, dataflow,
                            out_bytes=b, efficiency=efficiency)
-        levels = max((float(g[f"level_{lv.name}_s"][0]) for lv in chip.levels), default=0.0)
-        # nonfused: input/filter transforms, the GEMMs, the output transform (4 kernels)
-        trans_bytes = (sum(pl.in_elems) + sum(pl.in_transformed)) * b \
-            + pl.out_transformed * b + pl.out_elems * out_bytes
-        trans_s = max(pl.transform_ops / sfu, trans_bytes / mem_Bps) + 3 * chip.kernel_launch_s
-        t = trans_s + float(g["time_s"][0])
+        t, terms = nonfused_time(chip, pl, g, b, out_bytes, efficiency)
         if t < best[0]:
-            best = (t, f"winograd_f{m}_nonfused",
-                    {"compute_s": float(g["compute_s"][0]) + pl.transform_ops / sfu,
-                     "memory_s": float(g["memory_s"][0]) + trans_bytes / mem_Bps,
-                     "cache_s": levels, "latency_s": 4 * chip.kernel_launch_s})
+            best = (t, f"winograd_f{m}_nonfused", terms)
         if simt and phase != "wgrad":
-            # fused: multiplies and transforms share the vector units; memory sees the
-            # convolution's own tensors once
-            comp = float(g["compute_s"][0]) + pl.transform_ops / sfu
-            mem = (sum(pl.in_elems) * b + pl.out_elems * out_bytes) / mem_Bps
-            t = max(comp, mem, levels) + chip.kernel_launch_s
+            t, terms = fused_time(chip, pl, g, b, out_bytes, efficiency)
             if t < best[0]:
-                best = (t, f"winograd_f{m}_fused",
-                        {"compute_s": comp, "memory_s": mem, "cache_s": levels,
-                         "latency_s": chip.kernel_launch_s})
+                best = (t, f"winograd_f{m}_fused", terms)
     return best
+
+
+def _levels_s(chip, g) -> float:
+    return max((float(g[f"level_{lv.name}_s"][0]) for lv in chip.levels), default=0.0)
+
+
+def nonfused_time(chip, pl: WinogradPlan, g: dict, b: float, out_bytes: float,
+                  efficiency: Efficiency) -> tuple[float, dict]:
+    """The nonfused algorithm: input, filter and output transform kernels on the vector units
+    (timed as one stream of their summed work and traffic, three launches; they write and read
+    the transformed operands through chip memory), then the ``(m + 2)^2`` GEMMs ``g`` (one
+    :func:`accelsim.perf.gemm.chip_gemm_time` result) on the array. Returns (time_s, terms)."""
+    sfu_s = pl.transform_ops / chip.sfu_ops_per_s
+    trans_bytes = ((sum(pl.in_elems) + sum(pl.in_transformed)) * b
+                   + pl.out_transformed * b + pl.out_elems * out_bytes)
+    trans_mem_s = trans_bytes / (chip.memory_bandwidth_Bps * efficiency.memory_efficiency)
+    trans_s, trans_bound = kernel_time({"sfu": sfu_s, "memory": trans_mem_s},
+                                       3 * chip.kernel_launch_s)
+    gemm_s = float(g["time_s"][0])
+    gemm_bound = str(g["bound"][0])
+    if gemm_bound in {lv.name for lv in chip.levels}:
+        gemm_bound = "cache"
+    bound = str(trans_bound) if float(trans_s) > gemm_s else gemm_bound
+    return float(trans_s) + gemm_s, {
+        "compute_s": float(g["compute_s"][0]), "sfu_s": sfu_s,
+        "memory_s": float(g["memory_s"][0]) + trans_mem_s, "cache_s": _levels_s(chip, g),
+        "latency_s": 4 * chip.kernel_launch_s, "bound": bound}
+
+
+def fused_time(chip, pl: WinogradPlan, g: dict, b: float, out_bytes: float,
+               efficiency: Efficiency) -> tuple[float, dict]:
+    """The fused algorithm: one kernel on the vector units, where the multiplies (``g`` timed at
+    the vector-unit rate) and the transforms share the units; chip memory sees only the
+    convolution's own tensors, once. Returns (time_s, terms)."""
+    comp = float(g["compute_s"][0]) + pl.transform_ops / chip.sfu_ops_per_s
+    mem = ((sum(pl.in_elems) * b + pl.out_elems * out_bytes)
+           / (chip.memory_bandwidth_Bps * efficiency.memory_efficiency))
+    levels = _levels_s(chip, g)
+    t, bound = kernel_time({"compute": comp, "memory": mem, "cache": levels},
+                           chip.kernel_launch_s)
+    return float(t), {"compute_s": comp, "sfu_s": 0.0, "memory_s": mem, "cache_s": levels,
+                      "latency_s": chip.kernel_launch_s, "bound": str(bound)}
