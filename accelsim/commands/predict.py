@@ -97,7 +97,7 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_policy, load_system
     from accelsim.arch.model import PRECISIONS
-    from accelsim.arch.schemes import with_policy
+    from accelsim.arch.schemes import get_scheme, with_policy
     from accelsim.cli import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
@@ -122,11 +122,11 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--precision-override {item!r}: expected LAYER=PRECISION")
         overrides[name] = prec
     first_last = None if args.first_last_high is None else args.first_last_high == "on"
-    scheme = args.scheme if args.policy is None else load_policy(args.policy, args.scheme)
+    scheme = get_scheme(args.scheme) if args.policy is None else load_policy(args.policy, args.scheme)
     given = [x for x in (args.policy, "--precision-override" if overrides else None) if x]
     src = f"{' + '.join(given)} (workload {wpath})"
     scheme = with_policy(scheme, first_last_high=first_last,
-                         overrides={**dict(getattr(scheme, "layer_overrides", ())), **overrides},
+                         overrides={**dict(scheme.layer_overrides), **overrides},
                          source=src)
     require_precisions(system, spath, [scheme.compute_precision, scheme.high_precision,
                                        *overrides.values()], f"--scheme {args.scheme}")
