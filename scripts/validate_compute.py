@@ -49,6 +49,145 @@ SWEEP_CAUSE = {
 }
 
 
+#: Out-of-sample GPUs: why their misses happen (reported, never tuned away; nothing is refitted).
+OOS_CAUSE = {
+    "h100-pcie": "power: the H100 PCIe card runs the same GH100 SMs as the SXM5 part at half its "
+    "power (350 W vs 700 W; NVIDIA H100 PCIe product brief PB-11133-001). The same script on an "
+    "H100 SXM (control rows) is predicted within 11 % at n = 2048-8192 (19 of 20 points within "
+    "15 %), so the per-SM "
+    "model holds for this silicon; on the PCIe card the measured tensor-core throughput stops "
+    "rising at n = 2048-4096 and flattens (FP16 458, 457, 437, 450) while a fixed-clock "
+    "compute bound keeps rising to n = 8192: a 350 W cap lowers the SM clock below the 1.62 GHz "
+    "the datasheet peaks imply, and more so the longer and denser the GEMM. The model has one "
+    "clock per chip and no power limit. Two independent runs (H100 PCIe, H800 PCIe) agree within "
+    "8 % at n >= 2048, so it is the part, not one machine",
+    "a100-pcie-40gb": "power and a noisy shared run: the card is the A100 SXM silicon with the "
+    "same datasheet peaks at 250 W instead of 400 W; the in-sample A100 SXM MAMF case is "
+    "predicted within 1 %. Tensor-core throughput falls from n = 4096 to 8192 (FP16 241 -> 198), "
+    "a power/clock signature no size effect gives. The first points the script times (FP32 at "
+    "n = 1024, 2048, right after start-up) run at half the rate of n = 4096, as a GPU still at "
+    "idle clocks would, and BF16 2048 (138) sits between 95 and 234: run-to-run noise on a "
+    "shared cloud GPU that a deterministic model cannot follow",
+    "a40": "FP32: on GA10x half of an SM's 128 FP32 lanes are a datapath shared with INT32 "
+    "(NVIDIA GA102 whitepaper), so the integer address arithmetic of an SGEMM loop takes FP32 "
+    "throughput away, and the 37.4 TFLOPS peak counts both datapaths as FFMA-only; V100/A100/"
+    "H100, on which the global array_efficiency (0.88) was fitted, have separate INT32 units. "
+    "The model over-predicts A40 FP32 by about 40 % (measured 23.7 of 37.4 TFLOPS, 63 %, "
+    "against 77 % of the max-boost FP32 peak on the H100 SXM control). Tensor points: within "
+    "or near 15 % except n = 8192, which the run itself puts below both 4096 and 10240 "
+    "(FP16 113.5, 108.5, 119.2): a 300 W card's clock and run noise",
+}
+
+
+def out_of_sample(load_system, get_scheme, gemm_time):
+    """Predict every out-of-sample point with the fitted globals as they are (no refit)."""
+    import pandas as pd
+
+    from accelsim.perf.published import OOS_GEMM_SWEEPS
+
+    rows = []
+    for c in OOS_GEMM_SWEEPS:
+        system = load_system(ROOT / "arch_configs" / f"{c.system}.toml")
+        prec = get_scheme(c.scheme).compute_precision
+        g = gemm_time(system, c.m, c.n, c.k, prec)
+        err = 100 * (g.tflops / c.value - 1)
+        rows.append({"case": c.case, "series": c.case.rsplit(" ", 1)[0],
+                     "gpu": c.case.split(f" {c.scheme.upper()} ")[0], "system": c.system,
+                     "scheme": c.scheme, "n": c.m, "published": c.value, "predicted": g.tflops,
+                     "error_pct": err, "within_target": abs(err) <= 100 * TARGET,
+                     "bound": g.bound, "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}",
+                     "peak_tflops": system.chip.peak_flops(prec) / 1e12,
+                     "chip_in_fit": c.chip_in_fit, "source": c.source})
+    return pd.DataFrame(rows)
+
+
+def out_of_sample_lines(oos) -> list[str]:
+    """The report section for :func:`out_of_sample`'s table."""
+    from accelsim.perf.gemm import FITTED
+
+    new = oos[~oos.chip_in_fit]
+    sizes = sorted(oos.n.unique())
+    lines = ["", "## Out of sample: GPUs the fit never saw", "",
+             f"Predicted with the fitted globals exactly as they are ({FITTED}, "
+             "kernel_launch_us 6): **nothing was refitted**. scripts/fit_compute.py reads only "
+             "GEMM_CASES, GEMM_SWEEPS and RESNET50_CASES; these points live in "
+             "accelsim.perf.published.OOS_GEMM_SWEEPS, which no fit reads. The presets "
+             "(arch_configs/h100-pcie.toml, a100-pcie-40gb.toml, a40.toml) carry datasheet "
+             "numbers only. Every point is one crowd-sourced run of one torch.mm script "
+             "(zzc0721/torch-performance-test-data; sources below). Control: the same script on "
+             "an H100 SXM, a GPU the fit saw through other measurements.", "",
+             f"Out-of-sample points within 15 %: {int(new.within_target.sum())} of {len(new)} "
+             f"(tensor-core precisions: "
+             f"{int(new[new.scheme != 'fp32'].within_target.sum())} of "
+             f"{len(new[new.scheme != 'fp32'])}); control (H100 SXM): "
+             f"{int(oos[oos.chip_in_fit].within_target.sum())} of "
+             f"{len(oos[oos.chip_in_fit])}.", "",
+             f"Verdict: the issue's target (every single-chip case within 15 %, trend right) "
+             f"is {'met' if bool(new.within_target.all()) else '**not met**'} out of sample. "
+             "It holds for the A40's tensor-core points and for the H100 SXM control; it fails "
+             "for the 250-350 W PCIe parts at n >= 4096 (over-predicted by 20-50 %) and for "
+             "A40 FP32 (+40 %). Trend: the rise from n = 1024 to 4096 is right in direction "
+             "and roughly in size, but on the PCIe parts the model keeps rising to n = 8192 "
+             "while the measurements peak at n = 2048-4096 and then flatten or fall: the "
+             "signature of a power limit, which the model does not have (see the causes "
+             "below).", "",
+             "Each cell: published / predicted TFLOP/s (error).", "",
+             "| series | preset | " + " | ".join(f"n = {n}" for n in sizes)
+             + " | within 15 % |", "|---|---|" + "---|" * len(sizes) + "---|"]
+    for name, g in oos.groupby("series", sort=False):
+        cells = []
+        for n in sizes:
+            r = g[g.n == n].iloc[0]
+            mark = "" if r.within_target else "**"
+            cells.append(f"{r.published:.1f} / {r.predicted:.1f} ({mark}{r.error_pct:+.0f} %"
+                         f"{mark})")
+        tag = " (control)" if g.chip_in_fit.iloc[0] else ""
+        lines.append(f"| {name}{tag} | {g.system.iloc[0]} | " + " | ".join(cells)
+                     + f" | {int(g.within_target.sum())}/{len(g)} |")
+    lines += ["", "Per GPU (tensor-core precisions TF32/FP16/BF16 and FP32 apart):", "",
+              "| GPU | preset | precisions | within 15 % | median error | largest miss "
+              "| measured best n | predicted best n |", "|---|---|---|---|---|---|---|---|"]
+    for (gpu, tensor), g in oos.groupby(["gpu", oos.scheme != "fp32"], sort=False):
+        worst = g.loc[g.error_pct.abs().idxmax()]
+        best_meas = g.groupby("scheme").apply(lambda x: int(x.loc[x.published.idxmax()].n),
+                                              include_groups=False)
+        best_pred = g.groupby("scheme").apply(lambda x: int(x.loc[x.predicted.idxmax()].n),
+                                              include_groups=False)
+        lines.append(f"| {gpu}{' (control)' if g.chip_in_fit.iloc[0] else ''} | "
+                     f"{g.system.iloc[0]} | {'TF32/FP16/BF16' if tensor else 'FP32'} | "
+                     f"{int(g.within_target.sum())}/{len(g)} | {g.error_pct.median():+.0f} % | "
+                     f"{worst.error_pct:+.0f} % ({worst.scheme} n={worst.n}) | "
+                     f"{', '.join(map(str, sorted(set(best_meas))))} | "
+                     f"{', '.join(map(str, sorted(set(best_pred))))} |")
+    lines += ["", "Trend over size (throughput at n = 1024 over the best of the series):", ""]
+    for name, g in oos.groupby("series", sort=False):
+        meas = g.published.iloc[0] / g.published.max()
+        pred = g.predicted.iloc[0] / g.predicted.max()
+        lines.append(f"- {name}: published {meas:.2f}, predicted {pred:.2f}; measured peak at "
+                     f"n = {int(g.loc[g.published.idxmax()].n)}, predicted at "
+                     f"n = {int(g.loc[g.predicted.idxmax()].n)}")
+    lines += ["", "What-if, as evidence and not as the model: the sustained SM clock at which "
+              "the preset's own compute bound would give the measured large-GEMM throughput "
+              "(mean of published / predicted over the tensor-core points n >= 4096, times the "
+              "preset clock). The model has one clock per chip and no power limit; this "
+              "number only shows the size of the clock drop a power cap would have to cause.", ""]
+    from accelsim.arch.config import load_system
+
+    for (gpu, system), g in oos.groupby(["gpu", "system"], sort=False):
+        big = g[(g.n >= 4096) & (g.scheme != "fp32")]
+        ratio = float((big.published / big.predicted).mean())
+        f = load_system(ROOT / "arch_configs" / f"{system}.toml").chip.core.frequency_Hz / 1e9
+        lines.append(f"- {gpu} ({system}, preset clock {f:.2f} GHz): measured / predicted "
+                     f"{ratio:.2f} -> {ratio * f:.2f} GHz")
+    lines += ["", "Why the misses (likely physical causes; not tuned away):", ""]
+    for system, cause in OOS_CAUSE.items():
+        lines.append(f"- **{system}**: {cause}")
+    lines += ["", "Out-of-sample sources:", ""]
+    for src in dict.fromkeys(oos.source):
+        lines.append(f"- {src}")
+    return lines
+
+
 def main() -> int:
     import pandas as pd
 
@@ -95,6 +234,7 @@ def main() -> int:
                     "within_target": abs(err) <= 100 * TARGET, "bound": g.bound,
                     "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}", "source": c.source})
     pub = pd.DataFrame(pub)
+    oos = out_of_sample(load_system, get_scheme, gemm_time)
     sweep = []
     for sysname, prec in (("v100-sxm2", "fp16"), ("v100-sxm2", "fp32"), ("a100-sxm", "bf16"),
                           ("a100-sxm", "tf32"), ("h100-sxm", "bf16"), ("h100-sxm", "fp8")):
@@ -111,6 +251,7 @@ def main() -> int:
     df.to_csv(out / "compute_validation.csv", index=False, float_format="%.4g")
     sw.to_csv(out / "compute_gemm_sweep.csv", index=False, float_format="%.4g")
     pub.to_csv(out / "compute_gemm_published_sweep.csv", index=False, float_format="%.4g")
+    oos.to_csv(out / "compute_validation_oos.csv", index=False, float_format="%.4g")
     single = df[df.single_chip]
     lines = [
         "# Compute model vs published GPU measurements",
@@ -164,6 +305,7 @@ def main() -> int:
     lines += ["", "## Sources", ""]
     for src in dict.fromkeys([*df.source, *pub.source]):
         lines.append(f"- {src}")
+    lines += out_of_sample_lines(oos)
     lines += ["", "## GEMM-size trend (squares, predicted)", "",
               "| system | precision | n | TFLOP/s | of peak | bound | waves | DRAM / compulsory |",
               "|---|---|---|---|---|---|---|---|"]
@@ -173,8 +315,9 @@ def main() -> int:
                      f"{r.dram_over_compulsory:.2f} |")
     (out / "compute_validation.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines[:len(df) + 12]))
+    print("\n".join(out_of_sample_lines(oos)[:len(oos.series.unique()) + 16]))
     print(f"wrote {out / 'compute_validation.csv'}, {out / 'compute_gemm_sweep.csv'}, "
-          f"{out / 'compute_validation.md'}")
+          f"{out / 'compute_validation_oos.csv'}, {out / 'compute_validation.md'}")
     return 0
 
 
