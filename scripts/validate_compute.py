@@ -295,7 +295,8 @@ def main() -> int:
     lines += ["", "No A100 SXM sweep over several sizes was found in a stored, citable text (the "
               "one found, a crowd-sourced A100 PCIe 40GB run of the same torch.mm script, is a "
               "250 W part with a different clock under load, not this preset); A100 GEMMs are "
-              "checked at the best MAMF shape only.", "",
+              "checked at the best MAMF shape only. That A100 PCIe run is in the out-of-sample "
+              "section below, with its own preset.", "",
               "Why the misses (not tuned away):", ""]
     for name, cause in SWEEP_CAUSE.items():
         lines.append(f"- **{name}**: {cause}")
