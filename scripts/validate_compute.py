@@ -79,12 +79,68 @@ OOS_CAUSE = {
 }
 
 
+#: Why out-of-sample single-shape (MAMF) points miss, keyed by case (reported, not tuned away).
+OOS_CASE_CAUSE = {
+    "H200 FP8 MAMF 1280x4096x12032": "the model calls this shape L2-bound: its Hopper L2 "
+    "bandwidth is an assumption (A100's 5120 B/clk; NVIDIA publishes none for H100/H200); "
+    "see the L2 what-if below",
+    "H100 SXM FP8 MAMF 1024x9216x14336": "as the H200 FP8 shape: thin M with long K; the "
+    "model's tile choice is limited by the assumed Hopper L2 bandwidth (see H200 FP8)",
+}
+
+
+L2_WHAT_IF = 1.25  #: factor on the assumed Hopper L2 bandwidth, for the what-if only
+
+
+def l2_what_if_lines(cases, load_system, get_scheme, gemm_time) -> list[str]:
+    """Evidence, not the model: the Hopper rows with the assumed L2 bandwidth scaled by
+    L2_WHAT_IF, beside the fitted H100 cases (which would move too)."""
+    import dataclasses
+
+    from accelsim.perf.published import GEMM_CASES
+
+    def scaled(system):
+        levels = tuple(dataclasses.replace(lv, bandwidth_Bps=lv.bandwidth_Bps * L2_WHAT_IF)
+                       if lv.name == "L2" else lv for lv in system.chip.levels)
+        return dataclasses.replace(system, chip=dataclasses.replace(system.chip, levels=levels))
+
+    hopper = [c for c in cases.itertuples() if c.system in ("h100-sxm", "h200-sxm")]
+    fitted = [c for c in GEMM_CASES if c.system == "h100-sxm"]
+    out = ["", f"L2 what-if, as evidence and not as the model: the same predictions with the "
+           f"assumed Hopper L2 bandwidth x {L2_WHAT_IF} (published -> error now, error "
+           "what-if). The fitted H100 cases move as well, so the L2 figure and the global "
+           "efficiencies are not separable with these data; a published Hopper L2 bandwidth "
+           "would settle it.", ""]
+    rows = [(c.case, c.system, c.scheme, *map(int, c.shape.split("x")), c.published, "")
+            for c in hopper]
+    rows += [(c.case, c.system, c.scheme, c.m, c.n, c.k, c.value, " (fitted)") for c in fitted]
+    for case, sysname, scheme, m, n, k, value, tag in rows:
+        system = load_system(ROOT / "arch_configs" / f"{sysname}.toml")
+        prec = get_scheme(scheme).compute_precision
+        now = gemm_time(system, m, n, k, prec).tflops
+        wif = gemm_time(scaled(system), m, n, k, prec).tflops
+        out.append(f"- {case}{tag}: {value:g} -> {100 * (now / value - 1):+.1f} %, "
+                   f"{100 * (wif / value - 1):+.1f} %")
+    return out
+
+
 def out_of_sample(load_system, get_scheme, gemm_time):
     """Predict every out-of-sample point with the fitted globals as they are (no refit)."""
     import pandas as pd
 
-    from accelsim.perf.published import OOS_GEMM_SWEEPS
+    from accelsim.perf.published import OOS_GEMM_CASES, OOS_GEMM_SWEEPS
 
+    cases = []
+    for c in OOS_GEMM_CASES:
+        system = load_system(ROOT / "arch_configs" / f"{c.system}.toml")
+        g = gemm_time(system, c.m, c.n, c.k, get_scheme(c.scheme).compute_precision)
+        err = 100 * (g.tflops / c.value - 1)
+        cases.append({"case": c.case, "system": c.system, "scheme": c.scheme,
+                      "shape": f"{c.m}x{c.n}x{c.k}", "published": c.value,
+                      "predicted": g.tflops, "error_pct": err,
+                      "within_target": abs(err) <= 100 * TARGET, "bound": g.bound,
+                      "chip_in_fit": c.chip_in_fit,
+                      "likely_cause": OOS_CASE_CAUSE.get(c.case, ""), "source": c.source})
     rows = []
     for c in OOS_GEMM_SWEEPS:
         system = load_system(ROOT / "arch_configs" / f"{c.system}.toml")
@@ -98,10 +154,10 @@ def out_of_sample(load_system, get_scheme, gemm_time):
                      "bound": g.bound, "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}",
                      "peak_tflops": system.chip.peak_flops(prec) / 1e12,
                      "chip_in_fit": c.chip_in_fit, "source": c.source})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), pd.DataFrame(cases)
 
 
-def out_of_sample_lines(oos) -> list[str]:
+def out_of_sample_lines(oos, cases, l2_lines=()) -> list[str]:
     """The report section for :func:`out_of_sample`'s table."""
     from accelsim.perf.gemm import FITTED
 
@@ -181,11 +237,37 @@ def out_of_sample_lines(oos) -> list[str]:
         f = load_system(ROOT / "arch_configs" / f"{system}.toml").chip.core.frequency_Hz / 1e9
         lines.append(f"- {gpu} ({system}, preset clock {f:.2f} GHz): measured / predicted "
                      f"{ratio:.2f} -> {ratio * f:.2f} GHz")
-    lines += ["", "Why the misses (likely physical causes; not tuned away):", ""]
+    new_cases = cases[~cases.chip_in_fit]
+    lines += ["", "### Out of sample: best shapes of MAMF scans (single shapes)", "",
+              "Long sustained runs (mean of 100 iterations after 50 warm-up ones per shape), "
+              "the best shape of each scan; H200 SXM is a new preset (arch_configs/"
+              "h200-sxm.toml: the H100 SXM compute with 141 GB HBM3e at 4.8 TB/s). Controls: "
+              "the same table's later rows for the A100/H100 SXM, GPUs the fit saw.", "",
+              f"Out-of-sample cases within 15 %: {int(new_cases.within_target.sum())} of "
+              f"{len(new_cases)}; controls: "
+              f"{int(cases[cases.chip_in_fit].within_target.sum())} of "
+              f"{len(cases[cases.chip_in_fit])}.", "",
+              "| case | preset | shape | published TFLOP/s | predicted | error | bound "
+              "| within 15 % |", "|---|---|---|---|---|---|---|---|"]
+    for r in cases.itertuples():
+        tag = " (control)" if r.chip_in_fit else ""
+        lines.append(f"| {r.case}{tag} | {r.system} | {r.shape} | {r.published:g} | "
+                     f"{r.predicted:.1f} | {r.error_pct:+.1f} % | {r.bound} | "
+                     f"{'yes' if r.within_target else '**no**'} |")
+    lines += ["", "The two A100 PCIe sources disagree: the MAMF scan's best shapes (252.9 and "
+              "256.4 TFLOPS, 81-82 % of peak, 40 or 80 GB not stated) are predicted within "
+              "6 %, while the torch.mm crowd run's large squares reach only 198-241. A best "
+              "shape of a scan is selected upward, the 80 GB card is a 300 W part, and the "
+              "crowd run is on a shared cloud GPU; the model, with one clock per chip, sits "
+              "with the MAMF scan.", ""]
+    for r in cases[cases.likely_cause != ""].itertuples():
+        lines.append(f"- **{r.case}** ({r.error_pct:+.1f} %): {r.likely_cause}")
+    lines += list(l2_lines)
+    lines += ["", "Why the sweep misses (likely physical causes; not tuned away):", ""]
     for system, cause in OOS_CAUSE.items():
         lines.append(f"- **{system}**: {cause}")
     lines += ["", "Out-of-sample sources:", ""]
-    for src in dict.fromkeys(oos.source):
+    for src in dict.fromkeys([*oos.source, *cases.source]):
         lines.append(f"- {src}")
     return lines
 
@@ -236,7 +318,7 @@ def main() -> int:
                     "within_target": abs(err) <= 100 * TARGET, "bound": g.bound,
                     "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}", "source": c.source})
     pub = pd.DataFrame(pub)
-    oos = out_of_sample(load_system, get_scheme, gemm_time)
+    oos, oos_cases = out_of_sample(load_system, get_scheme, gemm_time)
     sweep = []
     for sysname, prec in (("v100-sxm2", "fp16"), ("v100-sxm2", "fp32"), ("a100-sxm", "bf16"),
                           ("a100-sxm", "tf32"), ("h100-sxm", "bf16"), ("h100-sxm", "fp8")):
@@ -254,6 +336,7 @@ def main() -> int:
     sw.to_csv(out / "compute_gemm_sweep.csv", index=False, float_format="%.4g")
     pub.to_csv(out / "compute_gemm_published_sweep.csv", index=False, float_format="%.4g")
     oos.to_csv(out / "compute_validation_oos.csv", index=False, float_format="%.4g")
+    oos_cases.to_csv(out / "compute_validation_oos_cases.csv", index=False, float_format="%.4g")
     single = df[df.single_chip]
     lines = [
         "# Compute model vs published GPU measurements",
@@ -308,7 +391,8 @@ def main() -> int:
     lines += ["", "## Sources", ""]
     for src in dict.fromkeys([*df.source, *pub.source]):
         lines.append(f"- {src}")
-    lines += out_of_sample_lines(oos)
+    lines += out_of_sample_lines(
+        oos, oos_cases, l2_what_if_lines(oos_cases, load_system, get_scheme, gemm_time))
     lines += ["", "## GEMM-size trend (squares, predicted)", "",
               "| system | precision | n | TFLOP/s | of peak | bound | waves | DRAM / compulsory |",
               "|---|---|---|---|---|---|---|---|"]
@@ -318,9 +402,10 @@ def main() -> int:
                      f"{r.dram_over_compulsory:.2f} |")
     (out / "compute_validation.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines[:len(df) + 12]))
-    print("\n".join(out_of_sample_lines(oos)[:len(oos.series.unique()) + 16]))
+    print("\n".join(out_of_sample_lines(oos, oos_cases)[:len(oos.series.unique()) + 16]))
     print(f"wrote {out / 'compute_validation.csv'}, {out / 'compute_gemm_sweep.csv'}, "
-          f"{out / 'compute_validation_oos.csv'}, {out / 'compute_validation.md'}")
+          f"{out / 'compute_validation_oos.csv'}, {out / 'compute_validation_oos_cases.csv'}, "
+          f"{out / 'compute_validation.md'}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Out-of-sample GPU presets (H100 PCIe, A100 PCIe 40GB, A40): the same silicon as an in-sample
+"""Out-of-sample GPU presets (H100 PCIe, A100 PCIe 40GB, A40, H200 SXM): the same silicon as an in-sample
 preset has the same per-SM numbers, the hierarchy loads as described, and no out-of-sample
 measurement can reach the fit (scripts/fit_compute.py reads GEMM_CASES, GEMM_SWEEPS and
 RESNET50_CASES only). Derived peaks vs the datasheets: tests/test_arch_presets.py
@@ -14,10 +14,10 @@ import pytest
 from accelsim.arch import load_system
 from accelsim.arch.schemes import get_scheme
 from accelsim.perf import published
-from accelsim.perf.published import DATASHEET_PEAKS, OOS_GEMM_SWEEPS
+from accelsim.perf.published import DATASHEET_PEAKS, OOS_GEMM_CASES, OOS_GEMM_SWEEPS
 
 REPO = Path(__file__).resolve().parents[1]
-OOS_PRESETS = ("h100-pcie", "a100-pcie-40gb", "a40")
+OOS_PRESETS = ("h100-pcie", "a100-pcie-40gb", "a40", "h200-sxm")
 
 
 def _load(name):
@@ -41,6 +41,13 @@ def test_a100_pcie_is_the_sxm_chip_with_less_memory():
     assert sxm.memory_bandwidth_Bps == pytest.approx(2039e9)
 
 
+def test_h200_is_the_h100_sxm_compute_with_hbm3e():
+    h200, h100 = _load("h200-sxm").chip, _load("h100-sxm").chip
+    assert h200.core == h100.core and h200.levels == h100.levels and h200.cores == h100.cores
+    assert h200.memory_bandwidth_Bps == pytest.approx(4.8e12)
+    assert h100.memory_bandwidth_Bps == pytest.approx(3.35e12)
+
+
 def test_h100_pcie_has_the_sxm_sm_at_its_own_count_and_clock():
     pcie, sxm = _load("h100-pcie").chip, _load("h100-sxm").chip
     same = ("rows", "cols", "scratchpad_bytes", "sfu_ops_per_cycle", "simt_precisions",
@@ -62,12 +69,13 @@ def test_a40_clock_is_implied_by_both_its_tensor_and_fp32_peaks():
 
 
 def test_oos_points_are_on_oos_presets_and_cite_their_run():
-    systems = {c.system for c in OOS_GEMM_SWEEPS}
+    systems = {c.system for c in (*OOS_GEMM_SWEEPS, *OOS_GEMM_CASES)}
     assert set(OOS_PRESETS) <= systems
-    for c in OOS_GEMM_SWEEPS:
+    for c in (*OOS_GEMM_SWEEPS, *OOS_GEMM_CASES):
         assert (c.system in OOS_PRESETS) != c.chip_in_fit, c.case
-        assert "torch-performance-test-data issue #" in c.source
-        assert c.m == c.n == c.k and c.value > 0
+        assert ("torch-performance-test-data issue #" in c.source
+                or "Maximum Achievable Matmul FLOPS" in c.source), c.case
+        assert c.value > 0 and f"{c.m}" in c.case.replace("^3", "").split()[-1]
         # no measurement above the preset's datasheet peak (a unit or precision mix-up would be)
         sysm = _load(c.system)
         assert c.value * 1e12 < sysm.chip.peak_flops(get_scheme(c.scheme).compute_precision)

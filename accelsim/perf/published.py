@@ -156,6 +156,34 @@ OOS_GEMM_SWEEPS = (
         "bf16": (176.62, 676.59, 788.72, 797.51, 719.72)}, chip_in_fit=True),
 )
 
+#: OUT-OF-SAMPLE single shapes: the best shape of a MAMF scan (mean of 100 iterations after 50
+#: warm-up ones per shape, a long sustained run) on GPUs the fit never saw, and controls (the
+#: same table's later rows for GPUs the fit saw). The later revision of the MAMF table adds a
+#: torch-version column; the fit used the older revision's A100/H100 SXM rows.
+MAMF_LATER = ("stas00/ml-engineering, compute/accelerator/README.md, 'Maximum Achievable Matmul "
+              "FLOPS comparison table', revision with a torch-version column (mean of 100 "
+              "iterations after 50 warm-up ones per shape)")
+OOS_GEMM_CASES = (
+    OutOfSample("A100 PCIe BF16 MAMF 2304x5120x1536", "gemm", "a100-pcie-40gb", "bf16", 256.4,
+                "TFLOPS", MAMF + "; 'NVIDIA A100 PCIe' row (40 or 80 GB not stated)",
+                m=2304, n=5120, k=1536),
+    OutOfSample("A100 PCIe BF16 MAMF 2048x5120x6144", "gemm", "a100-pcie-40gb", "bf16", 252.9,
+                "TFLOPS", MAMF_LATER + "; BF16 'NVIDIA A100 PCIe' row, torch 2.5.1+cu124 (40 or "
+                "80 GB not stated)", m=2048, n=5120, k=6144),
+    OutOfSample("H200 FP8 MAMF 1280x4096x12032", "gemm", "h200-sxm", "fp8", 1453.4, "TFLOPS",
+                MAMF_LATER + "; FP8 (float8_e4m3fn) 'NVIDIA H200 SXM' row, torch 2.7.1+cu128",
+                m=1280, n=4096, k=12032),
+    OutOfSample("A100 SXM BF16 MAMF 1024x10240x5120", "gemm", "a100-sxm", "bf16", 271.2,
+                "TFLOPS", MAMF_LATER + "; BF16 'NVIDIA A100 SXM' row, torch 2.6.0+cu126",
+                m=1024, n=10240, k=5120, chip_in_fit=True),
+    OutOfSample("H100 SXM BF16 MAMF 2048x2048x13312", "gemm", "h100-sxm", "bf16", 794.5,
+                "TFLOPS", MAMF_LATER + "; BF16 'NVIDIA H100 SXM' row, torch 2.7.0+cu126",
+                m=2048, n=2048, k=13312, chip_in_fit=True),
+    OutOfSample("H100 SXM FP8 MAMF 1024x9216x14336", "gemm", "h100-sxm", "fp8", 1402.6,
+                "TFLOPS", MAMF_LATER + "; FP8 (float8_e4m3fn) 'NVIDIA H100 SXM' row, torch "
+                "2.7.0+cu126", m=1024, n=9216, k=14336, chip_in_fit=True),
+)
+
 RESNET50_CASES = (
     Measured("V100 ResNet-50 FP32 b112", "resnet50", "v100-sxm2", "fp32", 367.0, "img/s",
              DLE_RN50 + "; DGX-1 16GB table, 1 GPU, FP32", batch=112, layout="nchw"),
@@ -186,6 +214,8 @@ DATASHEET_PEAKS = {
                   "fp8": ("3026", 2), "int8": ("3026", 2)},
     "a100-pcie-40gb": {"fp16": ("312", 1), "bf16": ("312", 1), "tf32": ("156", 1),
                        "fp32": ("19.5", 1), "int8": ("624", 1), "int4": ("1248", 1)},
+    "h200-sxm": {"fp16": ("1979", 2), "bf16": ("1979", 2), "tf32": ("989", 2),
+                 "fp8": ("3958", 2), "int8": ("3958", 2)},
     "a40": {"fp16": ("149.7", 1), "bf16": ("149.7", 1), "tf32": ("74.8", 1), "fp32": ("37.4", 1),
             "int8": ("299.3", 1), "int4": ("598.7", 1)},
     "dgx-h100": {"fp16": ("1979", 2), "bf16": ("1979", 2), "fp8": ("3958", 2)},
@@ -200,6 +230,8 @@ DATASHEETS = {
                  "(* with sparsity; dense is half)",
     "a100-pcie-40gb": "NVIDIA A100 datasheet (40GB PCIe): FP32 19.5, TF32 156, BF16/FP16 312, "
                       "INT8 624, INT4 1248",
+    "h200-sxm": "NVIDIA H200 datasheet (SXM): TF32 989*, BF16/FP16 1,979*, FP8/INT8 3,958* "
+                "(* with sparsity; dense is half)",
     "a40": "NVIDIA A40 datasheet: FP32 37.4, TF32 74.8, BF16/FP16 149.7, INT8 299.3, "
            "INT4 598.7 (dense)",
 }
