@@ -59,8 +59,9 @@ OOS_CAUSE = {
     "rising at n = 2048-4096 and flattens (FP16 458, 457, 437, 450) while a fixed-clock "
     "compute bound keeps rising to n = 8192: a 350 W cap lowers the SM clock below the 1.62 GHz "
     "the datasheet peaks imply, and more so the longer and denser the GEMM. The model has one "
-    "clock per chip and no power limit. Two independent runs (H100 PCIe, H800 PCIe) agree within "
-    "8 % at n >= 2048, so it is the part, not one machine",
+    "clock per chip and no power limit. Two independent runs (H100 PCIe, H800 PCIe, the latter "
+    "assumed to be the same compute) agree within 8 % at n >= 2048, so it is the part, not one "
+    "machine",
     "a100-pcie-40gb": "power and a noisy shared run: the card is the A100 SXM silicon with the "
     "same datasheet peaks at 250 W instead of 400 W; the in-sample A100 SXM MAMF case is "
     "predicted within 1 %. Tensor-core throughput falls from n = 4096 to 8192 (FP16 241 -> 198), "

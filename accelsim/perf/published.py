@@ -131,8 +131,9 @@ OOS_GEMM_SWEEPS = (
         "tf32": (91.00, 176.95, 234.80, 240.43, 225.65),
         "fp16": (201.71, 458.03, 457.32, 437.07, 449.65),
         "bf16": (217.70, 449.09, 495.93, 492.84, 471.79)}),
-    # H800 PCIe: the export variant of H100 PCIe (same 114-SM GH100 compute and 2 TB/s HBM2e,
-    # narrower NVLink); modelled with the h100-pcie preset. A second, independent run.
+    # H800 PCIe: assumed to be the export variant of H100 PCIe with the same compute and memory
+    # (narrower NVLink only); no stored H800 PCIe datasheet confirms it. Modelled with the
+    # h100-pcie preset; a second, independent run (within 8 % of the H100 PCIe run at n >= 2048).
     *_torch_runs("H800 PCIe", "h100-pcie", TORCH_PERF_H800_PCIE, {
         "fp32": (27.62, 33.41, 37.22, 37.77, 36.60),
         "tf32": (99.71, 180.40, 237.09, 242.83, 229.82),
