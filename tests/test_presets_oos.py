@@ -1,5 +1,5 @@
-"""Out-of-sample GPU presets (H100 PCIe, A100 PCIe 40GB, A40, H200 SXM): the same silicon as an in-sample
-preset has the same per-SM numbers, the hierarchy loads as described, and no out-of-sample
+"""Out-of-sample GPU presets (H100 PCIe, A100 PCIe 40GB, A40, H200 SXM): the same silicon as an
+in-sample preset has the same per-SM numbers, the hierarchy loads as described, and no out-of-sample
 measurement can reach the fit (scripts/fit_compute.py reads GEMM_CASES, GEMM_SWEEPS and
 RESNET50_CASES only). Derived peaks vs the datasheets: tests/test_arch_presets.py
 (DATASHEET_PEAKS covers these presets)."""
