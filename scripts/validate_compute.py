@@ -171,7 +171,8 @@ def out_of_sample_lines(oos, cases, l2_lines=()) -> list[str]:
              "GEMM_CASES, GEMM_SWEEPS and RESNET50_CASES; these points live in "
              "accelsim.perf.published.OOS_GEMM_SWEEPS and OOS_GEMM_CASES, which no fit "
              "reads. The presets (arch_configs/h100-pcie.toml, a100-pcie-40gb.toml, a40.toml, "
-             "h200-sxm.toml) carry datasheet numbers only. Every sweep point is one crowd-sourced run of one torch.mm script "
+             "h200-sxm.toml) carry datasheet numbers only. Every sweep point is one "
+             "crowd-sourced run of one torch.mm script "
              "(zzc0721/torch-performance-test-data; sources below). Control: the same script on "
              "an H100 SXM, a GPU the fit saw through other measurements.", "",
              f"Out-of-sample points within 15 %: {int(new.within_target.sum())} of {len(new)} "
