@@ -1,0 +1,185 @@
+"""Compiled one-pass casts (the optional extra ``jit``: numba) of float32/float64 arrays to the IEEE
+formats with subnormals (bf16, fp16 from either; fp32 from float64), rne/rna/rz, ``saturate`` and
+``nan_to_zero``: one correct rounding read straight from the input's bits (float64 input is never
+rounded through float32), the canonical NaN code of ``general.py``. A twin of the general path,
+tested bit for bit against it (tests/test_numerics_jit.py). ``fast.py`` imports this module (and
+with it numba) only when such a cast is requested.
+
+The rounding: ``a`` = |x| bits; inside the target's normal range the code is the rebiased pattern
+shifted right by (input fraction bits - target fraction bits) after adding the mode's rounding
+increment (the carry walks into the exponent, up to the inf code); below it the significand (with
+its hidden bit) is shifted right by the distance to the target's subnormal grid 2^(emin - mbits),
+clamped at 63 (everything that far down rounds to 0 in every mode). Codes at or above the inf code
+are NaN, inf or overflow and take their rule from ``general.py``. Every constant is a uint64 in
+one tuple (numba turns mixed uint64/int64 arithmetic into float64).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numba
+import numpy as np
+
+from .formats import FloatFormat
+
+_INPUT = {  # input dtype -> (fraction bits, exponent bias, sign bit)
+    np.dtype(np.float32): (23, 127, 31),
+    np.dtype(np.float64): (52, 1023, 63),
+}
+_QNAN64, _INF64 = 0x7FF8000000000000, 0x7FF0000000000000
+
+
+def handles(dtype, f: FloatFormat, mode: str) -> bool:
+    """The kernels cover this cast: an IEEE format with subnormals narrower than the input."""
+    dtype = np.dtype(dtype)
+    if dtype not in _INPUT or mode not in ("rne", "rna", "rz"):
+        return False
+    if f.layout != "ieee" or not f.has_subnormals or f.bits not in (16, 32):
+        return False
+    fb, bias_in, _ = _INPUT[dtype]
+    return f.mbits < fb and f.emax < bias_in and f.emin > 1 - bias_in
+
+
+# indices into the constants tuple (module-level ints are compile-time constants for numba)
+(_FB, _FRAC, _INF, _ELO, _REBIAS, _SH, _SUBBASE, _HALFMASK, _EVEN, _FIRSTBAD, _NANCODE, _OVERCODE,
+ _SIGNIN, _SIGNOUT, _MINCODE, _VSH, _VREBIAS, _ADD, _LO, _SPAN, _HW) = range(21)
+BLOCK = 512  # elements rounded by the short formula before one range check (a NaN redoes its block)
+
+
+@lru_cache(maxsize=None)
+def params(dtype, f: FloatFormat, mode: str, saturate: bool, nan_to_zero: bool) -> tuple:
+    """The uint64 constants of one cast (see the module docstring) and the subnormal scale."""
+    fb, bias_in, sign_in = _INPUT[np.dtype(dtype)]
+    sh = fb - f.mbits
+    rebias = (bias_in - f.bias) << fb
+    half = 1 << (sh - 1)
+    add = {"rne": half - 1, "rna": half, "rz": 0}[mode]
+    lo = (bias_in + f.emin) << fb  # |x| pattern of the smallest normal of f
+    hi = (f.inf_code << sh) + rebias - (0 if mode == "rz" else half)  # first |x| that overflows
+    # float64 -> binary32 by RNE is the hardware cast: one rounding, subnormals, overflow to inf
+    hw = np.dtype(dtype) == np.float64 and (f.bits, f.ebits, f.mbits, f.bias) == (32, 8, 23, 127) and mode == "rne"
+    if hw:
+        lo, hi = 0, (hi if saturate else ((2 * bias_in + 1) << fb) + 1)  # redo only NaN (and saturation)
+    k = {
+        _FB: fb,                                      # input fraction bits
+        _FRAC: (1 << fb) - 1,                         # input fraction mask
+        _INF: (2 * bias_in + 1) << fb,                # |x| pattern of inf (above: NaN)
+        _ELO: bias_in + f.emin,                       # first input exponent field normal in f
+        _REBIAS: rebias,                              # rebias of normal patterns
+        _SH: sh,                                      # shift of normal patterns
+        _SUBBASE: bias_in + fb + f.emin - f.mbits,    # subnormal shift = this - max(exponent field, 1)
+        _HALFMASK: 0 if mode == "rz" else (1 << 64) - 1,
+        _EVEN: 1 if mode == "rne" else 0,             # ties to even: add the kept LSB
+        _FIRSTBAD: f.inf_code,                        # first magnitude code that is not finite
+        _NANCODE: 0 if nan_to_zero else f.nan_code,   # code of a NaN input (sign kept)
+        _OVERCODE: f.inf_code - 1 if (saturate or mode == "rz") else f.inf_code,  # finite overflow
+        _SIGNIN: sign_in,
+        _SIGNOUT: f.bits - 1,
+        _MINCODE: 1 << f.mbits,                       # first normal code
+        _VSH: 52 - f.mbits,                           # code -> float64 fraction shift
+        _VREBIAS: (1023 - f.bias) << 52,              # code -> float64 rebias
+        _ADD: (add - rebias) % (1 << 64),             # short formula: (a + lsb + this) >> sh
+        _LO: lo,
+        _SPAN: hi - lo,                               # short formula valid for lo <= a < lo + span
+        _HW: 1 if hw else 0,                          # the short formula is the float32 cast
+    }
+    return tuple(np.uint64(k[i]) for i in range(len(k))), float(np.ldexp(1.0, f.emin - f.mbits))
+
+
+@numba.njit(cache=True, nogil=True)
+def _code(a, k):
+    """Magnitude code of any |x| bits ``a`` (uint64): branch-free, so a block of them vectorizes."""
+    one = np.uint64(1)
+    e = a >> k[_FB]
+    normal = e >= k[_ELO]
+    ep = e if e > one else one
+    sub_sh = k[_SUBBASE] - ep
+    sub_sh = sub_sh if sub_sh < np.uint64(63) else np.uint64(63)
+    op = (a - k[_REBIAS]) if normal else ((a & k[_FRAC]) | (k[_FRAC] + one if e != np.uint64(0) else np.uint64(0)))
+    sh = k[_SH] if normal else sub_sh
+    half = one << (sh - one)
+    c = (op + ((half & k[_HALFMASK]) - k[_EVEN] + (k[_EVEN] & (op >> sh)))) >> sh
+    if c >= k[_FIRSTBAD]:
+        if a > k[_INF]:
+            c = k[_NANCODE]
+        elif a == k[_INF]:
+            c = k[_FIRSTBAD]
+        else:
+            c = k[_OVERCODE]
+    return c
+
+
+@numba.njit(cache=True, nogil=True)
+def _value(c, k, scale):
+    """float64 pattern of magnitude code ``c`` (canonical NaN code -> the quiet NaN np.nan is)."""
+    if c > k[_FIRSTBAD]:
+        return np.uint64(_QNAN64)
+    if c == k[_FIRSTBAD]:
+        return np.uint64(_INF64)
+    if c >= k[_MINCODE]:
+        return (c << k[_VSH]) + k[_VREBIAS]
+    return np.float64(np.float64(c) * scale).view(np.uint64)
+
+
+@numba.njit(cache=True, nogil=True)
+def encode_into(u, out, k):
+    """Codes of the input bit patterns ``u`` (uint32/uint64) into ``out`` (uint16/uint32)."""
+    absmask = k[_INF] | k[_FRAC]
+    for start in range(0, u.size, BLOCK):
+        ub, ob = u[start : start + BLOCK], out[start : start + BLOCK]  # (indices from 0 vectorize)
+        worst = np.uint64(0)
+        if k[_HW]:
+            for i in range(ub.size):
+                x = np.uint64(ub[i])
+                ob[i] = np.float32(np.uint64(x).view(np.float64)).view(np.uint32)
+                worst = max(worst, x & absmask)
+        else:
+            for i in range(ub.size):  # the normal range: add, shift, no special case
+                x = np.uint64(ub[i])
+                a = x & absmask
+                ob[i] = ((a + (k[_EVEN] & (a >> k[_SH])) + k[_ADD]) >> k[_SH]) | ((x >> k[_SIGNIN]) << k[_SIGNOUT])
+                worst = max(worst, a - k[_LO])  # below lo wraps: one unsigned compare finds both ends
+        if worst >= k[_SPAN]:
+            for i in range(ub.size):
+                x = np.uint64(ub[i])
+                ob[i] = _code(x & absmask, k) | ((x >> k[_SIGNIN]) << k[_SIGNOUT])
+
+
+@numba.njit(cache=True, nogil=True)
+def quantize_into(u, out, k, scale):
+    """float64 values (as uint64 patterns in ``out``) of the rounded input bit patterns ``u``."""
+    absmask = k[_INF] | k[_FRAC]
+    for start in range(0, u.size, BLOCK):
+        ub, ob = u[start : start + BLOCK], out[start : start + BLOCK]
+        worst = np.uint64(0)
+        if k[_HW]:
+            for i in range(ub.size):
+                x = np.uint64(ub[i])
+                ob[i] = np.float64(np.float32(np.uint64(x).view(np.float64))).view(np.uint64)
+                worst = max(worst, x & absmask)
+        else:
+            for i in range(ub.size):
+                x = np.uint64(ub[i])
+                a = x & absmask
+                c = (a + (k[_EVEN] & (a >> k[_SH])) + k[_ADD]) >> k[_SH]
+                ob[i] = ((c << k[_VSH]) + k[_VREBIAS]) | ((x >> k[_SIGNIN]) << np.uint64(63))
+                worst = max(worst, a - k[_LO])
+        if worst >= k[_SPAN]:
+            for i in range(ub.size):
+                x = np.uint64(ub[i])
+                ob[i] = _value(_code(x & absmask, k), k, scale) | ((x >> k[_SIGNIN]) << np.uint64(63))
+
+
+def cast(flat: np.ndarray, f: FloatFormat, mode: str, saturate: bool, nan_to_zero: bool, values: bool) -> np.ndarray:
+    """Codes (or float64 values) of a 1-d float32/float64 array that ``handles`` accepts."""
+    x = np.ascontiguousarray(flat)
+    u = x.view(np.uint32 if x.dtype == np.float32 else np.uint64)
+    k, scale = params(x.dtype, f, mode, saturate, nan_to_zero)
+    if values:
+        out = np.empty(x.size, np.float64)
+        quantize_into(u, out.view(np.uint64), k, scale)
+    else:
+        out = np.empty(x.size, f.code_dtype)
+        encode_into(u, out, k)
+    return out
