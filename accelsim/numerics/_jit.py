@@ -38,12 +38,12 @@ def handles(dtype, f: FloatFormat, mode: str) -> bool:
     if f.layout != "ieee" or not f.has_subnormals or f.bits not in (16, 32):
         return False
     fb, bias_in, _ = _INPUT[dtype]
-    return f.mbits < fb and f.emax < bias_in and f.emin > 1 - bias_in
+    return f.mbits < fb and f.emax <= bias_in and f.emin >= 1 - bias_in  # inf and NaN map past the inf code
 
 
 # indices into the constants tuple (module-level ints are compile-time constants for numba)
 (_FB, _FRAC, _INF, _ELO, _REBIAS, _SH, _SUBBASE, _HALFMASK, _EVEN, _FIRSTBAD, _NANCODE, _OVERCODE,
- _SIGNIN, _SIGNOUT, _MINCODE, _VSH, _VREBIAS, _ADD, _LO, _SPAN, _HW) = range(21)
+ _SIGNIN, _SIGNOUT, _MINCODE, _VSH, _VREBIAS, _ADD, _LOM1, _HI, _HW, _QLOM1) = range(22)
 BLOCK = 512  # elements rounded by the short formula before one range check (a NaN redoes its block)
 
 
@@ -55,12 +55,16 @@ def params(dtype, f: FloatFormat, mode: str, saturate: bool, nan_to_zero: bool) 
     rebias = (bias_in - f.bias) << fb
     half = 1 << (sh - 1)
     add = {"rne": half - 1, "rna": half, "rz": 0}[mode]
-    lo = (bias_in + f.emin) << fb  # |x| pattern of the smallest normal of f
+    # the short formula holds for lo <= |x| < hi, and for 0; lo: f's smallest normal, or (f has
+    # the input's exponent range, bf16 from float32) the smallest subnormal
+    lo_normal = (bias_in + f.emin) << fb
+    lo = 1 if bias_in == f.bias else lo_normal
     hi = (f.inf_code << sh) + rebias - (0 if mode == "rz" else half)  # first |x| that overflows
     # float64 -> binary32 by RNE is the hardware cast: one rounding, subnormals, overflow to inf
     hw = np.dtype(dtype) == np.float64 and (f.bits, f.ebits, f.mbits, f.bias) == (32, 8, 23, 127) and mode == "rne"
     if hw:
-        lo, hi = 0, (hi if saturate else ((2 * bias_in + 1) << fb) + 1)  # redo only NaN (and saturation)
+        lo = lo_normal = 1
+        hi = hi if saturate else ((2 * bias_in + 1) << fb) + 1  # redo only NaN (and saturation)
     k = {
         _FB: fb,                                      # input fraction bits
         _FRAC: (1 << fb) - 1,                         # input fraction mask
@@ -80,9 +84,10 @@ def params(dtype, f: FloatFormat, mode: str, saturate: bool, nan_to_zero: bool) 
         _VSH: 52 - f.mbits,                           # code -> float64 fraction shift
         _VREBIAS: (1023 - f.bias) << 52,              # code -> float64 rebias
         _ADD: (add - rebias) % (1 << 64),             # short formula: (a + lsb + this) >> sh
-        _LO: lo,
-        _SPAN: hi - lo,                               # short formula valid for lo <= a < lo + span
+        _LOM1: lo - 1,
+        _HI: hi,
         _HW: 1 if hw else 0,                          # the short formula is the float32 cast
+        _QLOM1: lo_normal - 1,                        # quantize: subnormal codes need a multiply
     }
     return tuple(np.uint64(k[i]) for i in range(len(k))), float(np.ldexp(1.0, f.emin - f.mbits))
 
@@ -126,21 +131,23 @@ def _value(c, k, scale):
 def encode_into(u, out, k):
     """Codes of the input bit patterns ``u`` (uint32/uint64) into ``out`` (uint16/uint32)."""
     absmask = k[_INF] | k[_FRAC]
+    zero = np.uint64(0)
     for start in range(0, u.size, BLOCK):
         ub, ob = u[start : start + BLOCK], out[start : start + BLOCK]  # (indices from 0 vectorize)
-        worst = np.uint64(0)
+        least, most = ~zero, zero  # of |x| - 1 (0 wraps to the top) and of |x|
         if k[_HW]:
             for i in range(ub.size):
                 x = np.uint64(ub[i])
                 ob[i] = np.float32(np.uint64(x).view(np.float64)).view(np.uint32)
-                worst = max(worst, x & absmask)
+                most = max(most, x & absmask)
         else:
-            for i in range(ub.size):  # the normal range: add, shift, no special case
+            for i in range(ub.size):  # the normal range (and 0): add, shift, no special case
                 x = np.uint64(ub[i])
                 a = x & absmask
-                ob[i] = ((a + (k[_EVEN] & (a >> k[_SH])) + k[_ADD]) >> k[_SH]) | ((x >> k[_SIGNIN]) << k[_SIGNOUT])
-                worst = max(worst, a - k[_LO])  # below lo wraps: one unsigned compare finds both ends
-        if worst >= k[_SPAN]:
+                c = (a + (k[_EVEN] & (a >> k[_SH])) + k[_ADD]) >> k[_SH]
+                ob[i] = (c if a != zero else zero) | ((x >> k[_SIGNIN]) << k[_SIGNOUT])
+                least, most = min(least, a - np.uint64(1)), max(most, a)
+        if least < k[_LOM1] or most >= k[_HI]:
             for i in range(ub.size):
                 x = np.uint64(ub[i])
                 ob[i] = _code(x & absmask, k) | ((x >> k[_SIGNIN]) << k[_SIGNOUT])
@@ -150,26 +157,27 @@ def encode_into(u, out, k):
 def quantize_into(u, out, k, scale):
     """float64 values (as uint64 patterns in ``out``) of the rounded input bit patterns ``u``."""
     absmask = k[_INF] | k[_FRAC]
+    zero = np.uint64(0)
     for start in range(0, u.size, BLOCK):
         ub, ob = u[start : start + BLOCK], out[start : start + BLOCK]
-        worst = np.uint64(0)
+        least, most = ~zero, zero
         if k[_HW]:
             for i in range(ub.size):
                 x = np.uint64(ub[i])
                 ob[i] = np.float64(np.float32(np.uint64(x).view(np.float64))).view(np.uint64)
-                worst = max(worst, x & absmask)
+                most = max(most, x & absmask)
         else:
             for i in range(ub.size):
                 x = np.uint64(ub[i])
                 a = x & absmask
                 c = (a + (k[_EVEN] & (a >> k[_SH])) + k[_ADD]) >> k[_SH]
-                ob[i] = ((c << k[_VSH]) + k[_VREBIAS]) | ((x >> k[_SIGNIN]) << np.uint64(63))
-                worst = max(worst, a - k[_LO])
-        if worst >= k[_SPAN]:
+                v = (c << k[_VSH]) + k[_VREBIAS]
+                ob[i] = (v if a != zero else zero) | ((x >> k[_SIGNIN]) << np.uint64(63))
+                least, most = min(least, a - np.uint64(1)), max(most, a)
+        if least < k[_QLOM1] or most >= k[_HI]:
             for i in range(ub.size):
                 x = np.uint64(ub[i])
                 ob[i] = _value(_code(x & absmask, k), k, scale) | ((x >> k[_SIGNIN]) << np.uint64(63))
-
 
 def cast(flat: np.ndarray, f: FloatFormat, mode: str, saturate: bool, nan_to_zero: bool, values: bool) -> np.ndarray:
     """Codes (or float64 values) of a 1-d float32/float64 array that ``handles`` accepts."""
