@@ -90,7 +90,7 @@ def _float64_boundaries(name) -> np.ndarray:
         b = np.concatenate([rng.integers(0, 0x7F800000, 20_000), np.arange(40), 0x7F7FFFFF - np.arange(40),
                             0x00800000 + np.arange(-20, 20)]).astype(np.uint32)
         v = np.unique(b.view(np.float32).astype(np.float64))
-    v = np.concatenate([v, [f.max + f.max * 2.0 ** -(f.mbits + 1) * 2]])  # the virtual value above max
+    v = np.concatenate([v, [f.max + 2.0 ** (f.emax - f.mbits)]])  # the virtual value above max
     mids = (v[1:] + v[:-1]) / 2
     pts = np.concatenate([v, mids])
     x = np.concatenate([pts, np.nextafter(pts, np.inf), np.nextafter(pts, 0.0), pts * (1 + 2.0**-30),
@@ -115,7 +115,7 @@ def _edges(name, dtype) -> np.ndarray:
     """Around max, the overflow tie and threshold, min normal, min subnormal (and half of it)."""
     f = get_format(name)
     v = np.array([f.max, f.min_normal, f.min_subnormal, 1.0], dtype=np.float64)
-    over = f.max + f.max * 2.0 ** -(f.mbits + 1)  # the tie between max and the virtual next value
+    over = f.max + 2.0 ** (f.emax - f.mbits - 1)  # the tie between max and the virtual next value
     v = np.concatenate([v, v * 1.5, v * 0.75, v / 2, [over, over * 2, f.min_subnormal / 2]])
     with np.errstate(over="ignore"):
         v = v.astype(dtype)
@@ -133,11 +133,14 @@ def test_every_boundary(name, dtype, mode, jit):
 
 @pytest.mark.parametrize("name,dtype", CASTS, ids=[f"{n}-{d.__name__}" for n, d in CASTS])
 def test_saturate_nan_to_zero_on_the_edges(name, dtype, jit):
-    x = _edges(name, dtype)
-    for mode in MODES:
-        for saturate in (False, True):
-            for ntz in (False, True):
-                _check(x, name, mode, saturate, ntz, jit=jit)
+    e = _edges(name, dtype)
+    alone = np.full((e.size, _jit.BLOCK), 1.5, dtype)  # each edge alone in a block of ordinary values
+    alone[np.arange(e.size), np.arange(e.size) % _jit.BLOCK] = e
+    for x in (e, alone):
+        for mode in MODES:
+            for saturate in (False, True):
+                for ntz in (False, True):
+                    _check(x, name, mode, saturate, ntz, jit=jit)
 
 
 def test_float64_one_rounding_where_ml_dtypes_rounds_twice():
@@ -170,6 +173,7 @@ def test_blocks_with_specials_at_their_ends():
         x[rng.random(n) < 0.4] = 0.0
         x[[0, b - 1, 2 * b, 4 * b - 1, n - 1]] = np.array([np.nan, -np.inf, 1e-41, -3.4e38, np.nan], dtype)
         x[3 * b + 5] = -0.0
+        x[5 * b + 2] = 5e38 if dtype == np.float64 else 3.39e38  # overflows fp32 / bf16, alone in its block
         for name in ("bf16", "fp16", "fp32"):
             if dtype == np.float32 and name == "fp32":
                 continue
