@@ -65,7 +65,7 @@ def _load_jit():
 def jit_for(dtype, f: FloatFormat, mode: str):
     """The compiled-kernel module ``_jit`` when it covers this cast, numba is installed and the
     environment variable ``ACCELSIM_JIT`` is not "0" (then the numpy/ml_dtypes paths run); else None."""
-    flag = os.environ.get("ACCELSIM_JIT", "1")
+    flag = os.environ.get("ACCELSIM_JIT") or "1"  # unset or empty: on
     if flag not in ("0", "1"):
         raise ValueError(f"environment variable ACCELSIM_JIT must be 0 or 1, got {flag!r}")
     if flag == "0" or f.layout != "ieee" or f.bits < 16 or mode not in FAST_MODES:
