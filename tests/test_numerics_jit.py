@@ -183,11 +183,17 @@ def test_blocks_with_specials_at_their_ends():
 
 
 def test_shapes_and_layouts():
-    """0-d, empty, non-contiguous and Fortran-ordered inputs: the shape is kept, the input untouched."""
+    """0-d, empty, non-contiguous, Fortran-ordered, read-only and unaligned inputs: the shape is
+    kept, the input untouched."""
     rng = np.random.default_rng(4)
     base = rng.standard_normal((40, 31)) * 1e3
+    frozen = base.copy()
+    frozen.setflags(write=False)
+    unaligned = np.zeros(4 * 301 + 1, np.uint8)[1:].view(np.float32)
+    unaligned[:] = np.linspace(-70000, 70000, 301)
     cases = [np.float64(1.00390625 + 2.0**-40), np.float32(-0.0), np.zeros(0), np.zeros((0, 3), np.float32),
-             base[::3, ::2], np.asfortranarray(base).astype(np.float32), base[:, 5].astype(np.float32)[::-2]]
+             base[::3, ::2], np.asfortranarray(base).astype(np.float32), base[:, 5].astype(np.float32)[::-2],
+             frozen, unaligned]
     for x in cases:
         x = np.asarray(x)
         before = x.copy()
