@@ -30,6 +30,12 @@ CASTS = [("bf16", np.float32), ("bf16", np.float64), ("fp16", np.float32), ("fp1
          ("fp32", np.float64)]
 
 
+@pytest.fixture(autouse=True)
+def _kernels_on(monkeypatch):
+    """The kernels on, whatever ACCELSIM_JIT the suite runs under (the ``jit`` fixture overrides)."""
+    monkeypatch.setenv("ACCELSIM_JIT", "1")
+
+
 @pytest.fixture(params=["1", "0"], ids=["jit", "numpy"])
 def jit(request, monkeypatch):
     monkeypatch.setenv("ACCELSIM_JIT", request.param)
