@@ -9,33 +9,89 @@ for our rna/rz/sr rows (the casts have no other mode). ``target`` rows are the i
 encode/quantize of bf16/fp16 from float32 and float64, fp32 from float64, every 8-bit format from
 float64; ``info`` rows have no target. ml_dtypes casts float64 through float32 (two roundings):
 ``2R: k`` counts the elements where that differs from our single rounding (the tests check ours
-against the exact Fraction reference).
+against the exact Fraction reference). Rows the numba kernels cover (extra ``jit``: bf16/fp16
+rne/rna/rz, fp32 from float64) are timed with the kernels on (the default) and off
+(``ACCELSIM_JIT=0``: the numpy/ml_dtypes paths) in the same run, both ratios printed; ``met``
+judges the default path. The first-call cost of the kernels (compile into an empty cache, then
+load from it) is measured in two fresh interpreters at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 from _machine import cpu_model as _cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 
-def _pair(fn_ours, fn_ref, repeat: int) -> tuple[float, float]:
-    """Best-of-``repeat`` times of two functions measured alternately (fair under load)."""
-    fn_ours(), fn_ref()  # warm-up (tables, caches)
-    t_o, t_r = [], []
+def _times(fns, repeat: int) -> list[float]:
+    """Best-of-``repeat`` times of several functions measured alternately (fair under load)."""
+    for fn in fns:  # warm-up (tables, caches, compiled kernels)
+        fn()
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn_ours()
-        t1 = time.perf_counter()
-        fn_ref()
-        t2 = time.perf_counter()
-        t_o.append(t1 - t0)
-        t_r.append(t2 - t1)
-    return min(t_o), min(t_r)
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def _pair(fn_ours, fn_ref, repeat: int) -> tuple[float, float]:
+    t_o, t_r = _times([fn_ours, fn_ref], repeat)
+    return t_o, t_r
+
+
+@contextlib.contextmanager
+def _jit_off():
+    """The numpy/ml_dtypes paths (``ACCELSIM_JIT=0``) inside the block."""
+    old = os.environ.get("ACCELSIM_JIT")
+    os.environ["ACCELSIM_JIT"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["ACCELSIM_JIT"]
+        else:
+            os.environ["ACCELSIM_JIT"] = old
+
+
+def _off(fn):
+    def run():
+        with _jit_off():
+            return fn()
+    return run
+
+
+_FIRST_CALL = """
+import time
+t0 = time.perf_counter()
+import numpy as np
+from accelsim.numerics import encode, quantize
+x = np.linspace(-3.0, 3.0, 1000)
+encode(x.astype(np.float32), "bf16")
+t1 = time.perf_counter()
+for dt in (np.float32, np.float64):
+    encode(x.astype(dt), "bf16"), quantize(x.astype(dt), "bf16")
+encode(x, "fp32")
+print(f"{t1 - t0:.2f} {time.perf_counter() - t0:.2f}")
+"""
+
+
+def _first_call_seconds(cache_dir: str) -> tuple[float, float]:
+    """(import + first bf16 encode, + the other four kernel kinds) in a fresh interpreter."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True, text=True, check=True)
+    first, total = out.stdout.split()
+    return float(first), float(total)
 
 
 def _peak_bytes(fn) -> int:
@@ -55,9 +111,15 @@ def main(argv=None) -> int:
 
     import ml_dtypes
 
-    from accelsim.numerics import decode, encode, quantize
+    from accelsim.numerics import decode, encode, get_format, quantize
     from accelsim.numerics.codec import _CHUNK as DECODE_CHUNK
-    from accelsim.numerics.fast import CHUNK, ml_bfloat16
+    from accelsim.numerics.fast import CHUNK, jit_for, ml_bfloat16
+
+    try:
+        import numba
+        numba_version = numba.__version__
+    except ImportError:
+        numba_version = None
 
     try:
         import en_dtypes
@@ -72,21 +134,29 @@ def main(argv=None) -> int:
     print(f"machine: {os.cpu_count()} cpus, {_cpu_model()}; load average {os.getloadavg()[0]:.2f} (1 min); "
           f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}; n = {n:,}; data N(0,1) * 2^U(-12,8); "
           f"best of {rep}")
-    print(f"bf16 RNE by ml_dtypes' cast (probe passed): {ml_bfloat16() is not None}")
-    hdr = (f"{'op':8s} {'format':9s} {'mode':4s} {'input':7s} {'ours M/s':>9s} {'ref M/s':>8s} {'ratio':>6s} "
-           f"{'same codes':>11s}  {'kind':6s} {'met':>3s}")
+    print(f"bf16 RNE by ml_dtypes' cast when the kernels are off (probe passed): {ml_bfloat16() is not None}; "
+          f"numba kernels: {'numba ' + numba_version if numba_version else 'not installed'}")
+    hdr = (f"{'op':8s} {'format':9s} {'mode':4s} {'input':7s} {'jit M/s':>8s} {'numpy M/s':>9s} {'ref M/s':>8s} "
+           f"{'jit':>5s} {'numpy':>5s} {'same codes':>11s}  {'kind':6s} {'met':>3s}")
     print(hdr)
     print("-" * len(hdr))
-    summary: list[tuple[str, float]] = []
+    summary: list[tuple[str, float, float]] = []  # (row, ratio of the default path, ratio without the kernels)
 
     def row(op, name, mode, x, fn_ours, fn_ref, same, target):
-        t_o, t_r = _pair(fn_ours, fn_ref, rep)
-        ratio = t_r / t_o
+        jit = jit_for(x.dtype, get_format(name), mode) is not None
+        if jit:
+            t_j, t_o, t_r = _times([fn_ours, _off(fn_ours), fn_ref], rep)
+        else:
+            (t_o, t_r), t_j = _pair(fn_ours, fn_ref, rep), None
+        ratio_o = t_r / t_o
+        ratio = t_r / t_j if jit else ratio_o
         met = ("yes" if ratio >= 1 else "NO") if target else ""
         if target:
-            summary.append((f"{op} {name} {mode} {x.dtype}", ratio))
-        print(f"{op:8s} {name:9s} {mode:4s} {str(x.dtype):7s} {n / t_o / 1e6:9.0f} {n / t_r / 1e6:8.0f} "
-              f"{ratio:6.2f} {same:>11s}  {'target' if target else 'info':6s} {met:>3s}")
+            summary.append((f"{op} {name} {mode} {x.dtype}", ratio, ratio_o))
+        jit_rate, jit_ratio = (f"{n / t_j / 1e6:8.0f}", f"{ratio:5.2f}") if jit else ("-", "-")
+        print(f"{op:8s} {name:9s} {mode:4s} {str(x.dtype):7s} {jit_rate:>8s} {n / t_o / 1e6:9.0f} "
+              f"{n / t_r / 1e6:8.0f} {jit_ratio:>5s} {ratio_o:5.2f} {same:>11s}  {'target' if target else 'info':6s} "
+              f"{met:>3s}")
 
     def codes_same(ours, ref) -> str:
         diff = int(np.count_nonzero(ours != ref))
@@ -124,9 +194,12 @@ def main(argv=None) -> int:
                 same = codes_same(encode(x, name, mode), x.astype(ref_t).view(np.uint8))
             row("encode", name, mode, x, lambda: encode(x, name, mode), lambda: x.astype(ref_t), same, x is x64)
     worst = min(summary, key=lambda s: s[1])
-    missed = [f"{k} {r:.2f}" for k, r in summary if r < 1]
-    print(f"ratio = yardstick time / our time (>= 1: at least as fast). Targets met {len(summary) - len(missed)}"
-          f"/{len(summary)}; worst: {worst[0]} {worst[1]:.2f}; missed: {'; '.join(missed) or 'none'}")
+    missed = [f"{k} {r:.2f}" for k, r, _ in summary if r < 1]
+    missed_off = sum(r < 1 for _, _, r in summary)
+    print(f"ratio = yardstick time / our time (>= 1: at least as fast); jit: the numba kernels, numpy: "
+          f"ACCELSIM_JIT=0. Targets met {len(summary) - len(missed)}/{len(summary)} "
+          f"(without the kernels {len(summary) - missed_off}/{len(summary)}); worst: {worst[0]} {worst[1]:.2f}; "
+          f"missed: {'; '.join(missed) or 'none'}")
 
     # a NaN costs only its own code: one NaN in every chunk vs none
     xn = x32.copy()
@@ -144,6 +217,11 @@ def main(argv=None) -> int:
     for x in (x32, x64):
         peak_q = _peak_bytes(lambda: quantize(x, "bf16")) / (8 * n)
         print(f"quantize {x.dtype} -> bf16 values: peak {peak_q:.2f}x the float64 output")
+    if numba_version:
+        with tempfile.TemporaryDirectory() as cache:
+            cold, warm = _first_call_seconds(cache), _first_call_seconds(cache)
+        print(f"kernels' first call in a fresh interpreter (import, numba, first bf16 encode / + 4 more kinds): "
+              f"cold cache {cold[0]:.2f} / {cold[1]:.2f} s (compile), warm cache {warm[0]:.2f} / {warm[1]:.2f} s (load)")
     print(f"load average {os.getloadavg()[0]:.2f} at the end; {time.perf_counter() - t_start:.0f} s")
     return 0
 

@@ -11,10 +11,14 @@ point or midpoint of the target; there the float32 pattern is replaced by x roun
 bf16 RNE (no saturate / nan_to_zero) runs ml_dtypes' compiled cast instead, where a probe of every
 rounding edge shows it bit-identical (``ml_bfloat16``); from float64 its double rounding through
 float32 is found (float32 on a bf16 midpoint) and redone from x rounded to odd.
+With numba installed (extra ``jit``) the IEEE formats with subnormals (bf16, fp16, fp32 from
+float64; rne/rna/rz) take the one-pass compiled kernels of ``_jit`` instead (``ACCELSIM_JIT=0``:
+this module's numpy/ml_dtypes paths).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -49,7 +53,32 @@ def _is_fp32(f: FloatFormat) -> bool:
     return f.bits == 32 and f.layout == "ieee" and (f.ebits, f.mbits, f.bias) == (8, 23, 127)
 
 
+@lru_cache(maxsize=1)
+def _load_jit():
+    try:
+        from . import _jit  # imports numba (about 0.3 s), so only once a cast needs it
+    except ImportError:  # numba not installed (or not importable): the numpy paths
+        return None
+    return _jit
+
+
+def jit_for(dtype, f: FloatFormat, mode: str):
+    """The compiled-kernel module ``_jit`` when it covers this cast, numba is installed and the
+    environment variable ``ACCELSIM_JIT`` is not "0" (then the numpy/ml_dtypes paths run); else None."""
+    flag = os.environ.get("ACCELSIM_JIT") or "1"  # unset or empty: on
+    if flag not in ("0", "1"):
+        raise ValueError(f"environment variable ACCELSIM_JIT must be 0 or 1, got {flag!r}")
+    if flag == "0" or f.layout != "ieee" or f.bits < 16 or mode not in FAST_MODES:
+        return None  # (checked before the import: other casts never load numba)
+    if dtype not in (np.float32, np.float64):
+        return None
+    jit = _load_jit()
+    return jit if jit is not None and jit.handles(dtype, f, mode) else None
+
+
 def eligible(dtype, f: FloatFormat, mode: str) -> bool:
+    if jit_for(dtype, f, mode) is not None:
+        return True
     if _is_fp32(f):  # float32 in: the value itself; float64 in: the hardware cast is RNE
         return (dtype == np.float32 and mode in FAST_MODES) or (dtype == np.float64 and mode == "rne")
     if mode == "sr":  # the draw is compared with the discarded bits: exact from float32 only
@@ -384,6 +413,9 @@ def encode(arr: np.ndarray, f: FloatFormat, mode: str, *, saturate: bool, nan_to
     takes one draw per element from ``rng``, chunk by chunk in element order (as the general
     path does)."""
     flat = arr.reshape(-1)  # copies only a non-contiguous input
+    jit = jit_for(flat.dtype, f, mode)
+    if jit is not None:
+        return jit.cast(flat, f, mode, saturate, nan_to_zero, values).reshape(arr.shape)
     n = flat.size
     out_dtype = np.float64 if values else f.code_dtype
     if truncated_float32(f) and mode == "rne" and not saturate and not nan_to_zero and ml_bfloat16() is not None:
