@@ -149,10 +149,14 @@ def encode_into(u, out, k):
         ub, ob = u[start : start + BLOCK], out[start : start + BLOCK]  # (indices from 0 vectorize)
         least, most = ~zero, zero  # of |x| - 1 (0 wraps to the top) and of |x|
         if k[_HW]:
-            for i in range(ub.size):
-                x = np.uint64(ub[i])
-                ob[i] = np.float32(np.uint64(x).view(np.float64)).view(np.uint32)
-                most = max(most, x & absmask)
+            special = 0  # Inf/NaN results, counted with a float compare (vectorizes; a uint64
+            for i in range(ub.size):  # max does not on AVX2): y - y is NaN exactly for them
+                y = np.float32(np.uint64(ub[i]).view(np.float64))
+                ob[i] = y.view(np.uint32)
+                d = y - y
+                special += d != d
+            if special:
+                most = k[_HI]
         else:
             for i in range(ub.size):  # the normal range (and 0): add, shift, no special case
                 x = np.uint64(ub[i])
@@ -175,10 +179,14 @@ def quantize_into(u, out, k, scale):
         ub, ob = u[start : start + BLOCK], out[start : start + BLOCK]
         least, most = ~zero, zero
         if k[_HW]:
+            special = 0  # as in encode_into
             for i in range(ub.size):
-                x = np.uint64(ub[i])
-                ob[i] = np.float64(np.float32(np.uint64(x).view(np.float64))).view(np.uint64)
-                most = max(most, x & absmask)
+                y = np.float32(np.uint64(ub[i]).view(np.float64))
+                ob[i] = np.float64(y).view(np.uint64)
+                d = y - y
+                special += d != d
+            if special:
+                most = k[_HI]
         else:
             for i in range(ub.size):
                 x = np.uint64(ub[i])
