@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import add_bandwidth_arguments, nonnegative_int, scheme_choices
+from accelsim.commands._common import (add_bandwidth_arguments, nonnegative_int, positive_int,
+                                       scheme_choices)
 
 NAME = "explore"
 HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
@@ -18,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="architecture config: a TOML path or a shipped name (hfp8-64chip)")
     parser.add_argument("--workload", required=True, metavar="WORKLOAD",
                         help="workload TOML, SCALE-Sim topology CSV, or shipped name (resnet50)")
-    parser.add_argument("--batch", type=int, required=True, metavar="N",
+    parser.add_argument("--batch", type=positive_int, required=True, metavar="N",
                         help="global minibatch (samples per iteration over the whole system)")
     parser.add_argument("--scheme", choices=scheme_choices(), default="hfp8",
                         help="training precision scheme (default: hfp8)")
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default="serial",
                         help="how to run the per-layer evaluations (default: serial; a process "
                              "pool pays off for large networks on many cores)")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
+    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="parallel workers (default: all CPUs)")
     parser.add_argument("--top", type=nonnegative_int, default=0, metavar="K",
                         help="print only the K slowest layers of the breakdown (default: all)")
@@ -52,10 +53,6 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.commands._common import load_workload_arg, system_path
     from accelsim.dse import explore
 
-    if args.batch < 1:
-        raise UserError(f"--batch must be >= 1, got {args.batch}")
-    if args.workers is not None and args.workers < 1:
-        raise UserError(f"--workers must be >= 1, got {args.workers}")
     if not args.compression >= 1:
         raise UserError(f"--compression must be >= 1, got {args.compression}")
     if args.out is not None:

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from accelsim.commands._common import scheme_choices
+from accelsim.commands._common import positive_int, scheme_choices
 
 NAME = "predict"
 HELP = ("Predict one data-parallel training iteration (batch B per chip): samples/s, step time, "
@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="arch_configs/*.toml file or shipped name (e.g. a100-sxm)")
     parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
                         help="workload TOML file or shipped name (e.g. resnet50)")
-    parser.add_argument("--batch", type=int, required=True, metavar="B",
+    parser.add_argument("--batch", type=positive_int, required=True, metavar="B",
                         help="samples per chip per iteration")
     parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
                         help="training scheme")
@@ -103,8 +103,6 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.paths import resolve_input
     from accelsim.workload import load_workload
 
-    if args.batch < 1:
-        raise UserError(f"--batch must be >= 1, got {args.batch}")
     spath = resolve_input(args.system, "system")
     system = load_system(spath)
     wpath = resolve_input(args.workload, "workload")
