@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 
@@ -108,3 +109,13 @@ def journal_rows(out) -> int:
             return max(0, sum(1 for line in f if line.endswith(b"\n")) - 1)
     except OSError:
         return 0
+
+
+def exit_interrupted(command: str, saved: str, out) -> None:
+    """Ctrl-C in a resumable run: say what is saved where, then exit 130 (one line on stderr).
+
+    ``saved``: what is on disk, e.g. "12 of 108 points"."""
+    print(f"accelsim {command}: interrupted; {saved} are saved in {out}; rerun the same command "
+          f"to resume", file=sys.stderr, flush=True)
+    raise SystemExit(130) from None
+

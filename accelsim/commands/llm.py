@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from accelsim.commands._common import nonnegative_float, positive_int
 
@@ -144,11 +143,9 @@ def _search(args, model, path, params) -> int:
     except KeyboardInterrupt:
         if args.out is None:
             raise
-        from accelsim.commands._common import journal_rows
+        from accelsim.commands._common import exit_interrupted, journal_rows
 
-        print(f"accelsim llm: interrupted; {journal_rows(args.out)} plans are saved in "
-              f"{args.out}; rerun the same command to resume", file=sys.stderr)
-        raise SystemExit(130) from None
+        exit_interrupted("llm", f"{journal_rows(args.out)} plans", args.out)
     ok = table[table["status"] == "ok"]
     bad = table[table["status"] != "ok"]["reason"]
     if ok.empty:

@@ -94,12 +94,11 @@ def max_points(args) -> int:
 def run(args) -> int:
     import functools
     import json
-    import sys
     import warnings
     from pathlib import Path
 
     from accelsim.cli import UserError, check_output_path
-    from accelsim.commands._common import journal_rows
+    from accelsim.commands._common import exit_interrupted, journal_rows
     from accelsim.dse import scenario
     from accelsim.dse import sweep as sw
 
@@ -135,10 +134,7 @@ def run(args) -> int:
                                  progress=not args.no_progress, dask_address=args.dask_address,
                                  group_by=scenario.group_by(), max_points=max_points(args))
     except KeyboardInterrupt:
-        saved = journal_rows(out)
-        print(f"accelsim sweep: interrupted; {saved} of {spec.n_points} points are saved in "
-              f"{out}; rerun the same command to resume", file=sys.stderr, flush=True)
-        raise SystemExit(130) from None
+        exit_interrupted("sweep", f"{journal_rows(out)} of {spec.n_points} points", out)
     n_ok = int((table["status"] == "ok").sum())
     print(f"{len(table)} points in {out} (manifest {manifest_path}): {n_ok} ok, "
           f"{len(table) - n_ok} infeasible")

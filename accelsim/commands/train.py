@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 NAME = "train"
@@ -102,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if args.compare is None:
             raise
-        print(f"accelsim train: interrupted; {done} of {len(recipes)} recipes are saved in "
-              f"{args.out}; rerun the same command to resume", file=sys.stderr)
-        raise SystemExit(130) from None
+        from accelsim.commands._common import exit_interrupted
+
+        exit_interrupted("train", f"{done} of {len(recipes)} recipes", args.out)
     if args.compare is not None:
         from accelsim.report.train import plot_convergence
 
