@@ -119,8 +119,8 @@ def main() -> None:
 
     print("\n3. Coarsening: DES packet size vs the fine model (16 KiB packets), explicit schedule.")
     print("Ring schedules are contention-free single-hop: packet size cannot change their time.")
-    print("On a switch every hop is two links (store-and-forward per packet), so coarse")
-    print("packets add one packet time per step; that is the error coarsening introduces.")
+    print("On a switch every hop is two links, forwarded cut-through: coarse packets cost")
+    print("nothing either (store-and-forward would add one packet time per step).")
     print(f"{'case':<24}{'packet B':>12}{'events':>10}{'DES wall s':>11}{'sim time ms':>13}"
           f"{'err vs fine':>12}")
     for topo, chips in (("switch", 64), ("ring", 64)):

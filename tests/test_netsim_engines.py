@@ -122,12 +122,41 @@ def test_des_equals_analytic_contention_free(g, op):
     s = best_schedule(g, op, 96_000, 2)
     kw = dict(alpha_s=3e-7, reduce_Bps=200e9)
     a = analytic_time(s, **kw)
-    # switch routes are two hops: store-and-forward packets need to be small vs the transfer
-    pk = 64.0 if g.graph["topology"] == "switch" else None
-    d = simulate(s, packet_bytes=pk, **kw)
-    assert d.time_s == pytest.approx(a.time_s, rel=0.01)
-    if pk is None:
-        assert d.time_s == pytest.approx(a.time_s, rel=1e-9)
+    # switch routes are two hops, forwarded cut-through: whole-transfer packets are exact too
+    d = simulate(s, **kw)
+    assert d.time_s == pytest.approx(a.time_s, rel=1e-9)
+
+
+def _via_switch(bw_up, bw_down, lat_up, lat_down):
+    import networkx as nx
+    g = nx.Graph(name="two-chip-switch", topology="switch")
+    g.add_nodes_from([0, 1, 2], kind="chip")
+    g.add_node("sw", kind="switch")
+    for c, bw, lat in ((0, bw_up, lat_up), (1, bw_down, lat_down), (2, bw_up, lat_up)):
+        g.add_edge(c, "sw", bandwidth_Bps=bw, latency_s=lat, multiplicity=1)
+    return g
+
+
+@pytest.mark.parametrize("bw_up,bw_down", [(10e9, 10e9), (10e9, 4e9), (4e9, 10e9)])
+def test_switch_forwards_cut_through(bw_up, bw_down):
+    """Hand-derived virtual cut-through: one message of S bytes through a switch arrives after
+    both latencies plus ONE serialisation at the slower link; store-and-forward pays one per
+    hop; two senders into one output port take turns on it."""
+    S, l1, l2 = 3e6, 2e-6, 5e-7
+    g = _via_switch(bw_up, bw_down, l1, l2)
+    one = [dict(step=0, src=0, dst=1, nbytes=S, route=[(0, "sw"), ("sw", 1)])]
+    s = from_transfers(g, "all-gather", one, S)
+    assert simulate(s).time_s == pytest.approx(l1 + l2 + S / min(bw_up, bw_down), rel=1e-12)
+    assert simulate(s, cut_through=False).time_s == pytest.approx(
+        l1 + S / bw_up + l2 + S / bw_down, rel=1e-12)
+    # packets pipeline store-and-forward towards the cut-through time
+    assert simulate(s, cut_through=False, packet_bytes=S / 1000).time_s == pytest.approx(
+        l1 + l2 + S / min(bw_up, bw_down), rel=2e-3)
+    two = one + [dict(step=0, src=2, dst=1, nbytes=S, route=[(2, "sw"), ("sw", 1)])]
+    d = simulate(from_transfers(g, "all-gather", two, S)).time_s
+    # the first message holds the output port until its tail is through (at the slower
+    # rate), then the second one streams behind it
+    assert d == pytest.approx(l1 + max(S / bw_up, S / bw_down) + S / bw_down + l2, rel=1e-12)
 
 
 @settings(max_examples=25, deadline=None)

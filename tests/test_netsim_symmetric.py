@@ -72,8 +72,8 @@ def test_ring_large_analytic(p):
 
 @pytest.mark.parametrize("p", [2, 3, 5, 8, 17, 32])
 def test_switch_sizes(p):
-    # two-hop routes: store-and-forward packets make the DES differ from the analytic model,
-    # and the representative rank must reproduce exactly that
+    # two-hop routes through a cut-through switch, cut into packets: the representative rank
+    # must reproduce the explicit DES exactly
     check(T.switch(p, 10e9, 1e-6), OPS, 50_000, packet_bytes=257.0)
 
 

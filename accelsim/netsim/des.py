@@ -1,8 +1,14 @@
 """Discrete-event simulation (simpy) of an explicit collective schedule.
 
 Each directional link lane is a FIFO server with its own bandwidth and latency: a packet holds
-the link for ``bytes / bandwidth`` and arrives ``latency`` later (store-and-forward per hop on
-multi-hop routes).  A transfer is cut into packets of ``packet_bytes`` (default: the whole
+the link for ``bytes / bandwidth`` and arrives ``latency`` later.  On a multi-hop route (through a
+switch) the intermediate node forwards **cut-through** by default, as NVSwitch and InfiniBand
+switches do: the packet's head starts on the next link as soon as it has crossed the previous
+one (after its latency) and that link is free, and its tail leaves no earlier than it arrived
+(``end = max(start + bytes / bw, previous end + previous latency)``), so a route costs its
+latencies plus the slowest link's serialisation, not one whole serialisation per hop.
+``cut_through=False`` models store-and-forward (the next hop starts after the whole packet
+arrived).  A transfer is cut into packets of ``packet_bytes`` (default: the whole
 transfer is one packet) and injects its next packet when the previous one has left the first
 link, so transfers sharing a link interleave packet by packet (fair sharing) -- that is where
 contention shows.  A transfer may start when all its dependencies have arrived (plus, when its
@@ -15,7 +21,8 @@ differs, which is the point.  Deterministic: no randomness, FIFO ties broken by 
 (simpy's event queue is ordered by time, priority and insertion id).
 
 Coarsening: events scale with packets x hops, so ``packet_bytes`` trades fidelity of the
-packet-level interleaving for speed; ``benchmarks/bench_netsim.py`` shows the error.  The
+packet-level interleaving (and, store-and-forward, of the per-hop pipelining) for speed;
+``benchmarks/bench_netsim.py`` shows the error.  The
 packet count is checked before anything is simulated (``max_packets``).
 
 This engine runs any schedule; :mod:`accelsim.netsim.symmetric` hands it a representative one
@@ -25,7 +32,6 @@ reference.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 
@@ -58,9 +64,10 @@ def packets_per_transfer(s: Schedule, packet_bytes: float | None) -> np.ndarray:
 
 def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = None,
              packet_bytes: float | None = None, env=None,
-             max_packets: int | None = MAX_PACKETS) -> CollectiveTime:
+             max_packets: int | None = MAX_PACKETS, cut_through: bool = True) -> CollectiveTime:
     """Run ``s`` in a simpy environment (a fresh one unless ``env`` is given) and return the
-    time at which the last transfer (and its reduction) completes.  Refuses
+    time at which the last transfer (and its reduction) completes.  Intermediate nodes of a
+    route forward cut-through (store-and-forward with ``cut_through=False``).  Refuses
     (:class:`~accelsim.netsim.limits.SizeLimitError`) runs of more than ``max_packets``
     packets before simulating anything."""
     check_overhead("alpha_s", alpha_s)
@@ -103,8 +110,27 @@ def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = No
     def transmit(link: _Link, pkt) -> None:
         link.busy = True
         counter[0] += 1
-        ev = timeout(pkt[3] / link.bw, (link, pkt))
+        t, i, hop, size, tail = pkt
+        now = env.now
+        # cut-through: the tail cannot leave before it has arrived from the previous hop
+        end = max(now + size / link.bw, tail)
+        ev = timeout(end - now, (link, pkt))
         ev.callbacks.append(tx_done)
+        if cut_through and rptr[t] + hop + 1 < rptr[t + 1]:
+            # the head crosses this link and starts on the next one (when it is free)
+            nxt = (t, i, hop + 1, size, end + link.lat)
+            if link.lat > 0:
+                counter[0] += 1
+                e2 = timeout(link.lat, nxt)
+                e2.callbacks.append(forward_ev)
+            else:
+                forward(nxt)
+
+    def forward_ev(ev) -> None:
+        forward(ev.value)
+
+    def forward(pkt) -> None:
+        enqueue(links[route[rptr[pkt[0]] + pkt[2]]], pkt)
 
     def tx_done(ev) -> None:
         link, pkt = ev.value
@@ -112,9 +138,11 @@ def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = No
             transmit(link, link.queue.popleft())
         else:
             link.busy = False
-        t, i, hop, size = pkt
+        t, i, hop, size, _ = pkt
         if hop == 0 and sent[t] < npk[t]:
             inject(t)
+        if cut_through and rptr[t] + hop + 1 < rptr[t + 1]:
+            return  # already forwarded by its head
         if link.lat > 0:
             counter[0] += 1
             e2 = timeout(link.lat, pkt)
@@ -126,10 +154,10 @@ def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = No
         arrive(ev.value)
 
     def arrive(pkt) -> None:
-        t, i, hop, size = pkt
+        t, i, hop, size, _ = pkt
         hop += 1
-        if rptr[t] + hop < rptr[t + 1]:
-            enqueue(links[route[rptr[t] + hop]], (t, i, hop, size))
+        if rptr[t] + hop < rptr[t + 1]:  # store-and-forward: the whole packet is here
+            enqueue(links[route[rptr[t] + hop]], (t, i, hop, size, 0.0))
             return
         arrived[t] += 1
         if arrived[t] == npk[t]:
@@ -164,7 +192,7 @@ def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = No
     def inject(t: int) -> None:
         i = sent[t]
         sent[t] = i + 1
-        enqueue(links[route[rptr[t]]], (t, i, 0, nbytes[t] / npk[t]))  # equal packets
+        enqueue(links[route[rptr[t]]], (t, i, 0, nbytes[t] / npk[t], 0.0))  # equal packets
 
     for t in range(n):
         if pending[t] == 0:
@@ -177,7 +205,3 @@ def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = No
                           algorithm=s.algorithm, steps=s.n_steps, transfers=n,
                           events=counter[0], wall_s=time.perf_counter() - wall0)
 
-
-def coarsen_error(fine: CollectiveTime, coarse: CollectiveTime) -> float:
-    """Relative error of a coarsened run against the fine one."""
-    return abs(coarse.time_s - fine.time_s) / fine.time_s if fine.time_s else math.nan
