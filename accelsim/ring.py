@@ -9,6 +9,25 @@ from __future__ import annotations
 import numpy as np
 
 RING_KINDS = {"reduce-scatter": 1.0, "all-gather": 1.0, "all-reduce": 2.0}
+#: nccl-tests bus-bandwidth factors f (PERFORMANCE.md): bus bandwidth = algbw x f (p-1)/p; the
+#: ring collectives' f, and all-to-all's (every rank keeps 1/p of its buffer and sends the rest)
+BUS_KINDS = {**RING_KINDS, "all-to-all": 1.0}
+
+
+def bus_factor(kind: str, ranks):
+    """THE (p-1)/p factor: ``f (p-1)/p`` with ``f = 2`` for all-reduce, else 1 (``kind`` one of
+    :data:`BUS_KINDS`).  Bytes one rank sends in a ring collective (or an all-to-all) of a
+    ``size`` buffer are ``bus_factor x size``; nccl-tests' bus bandwidth is ``algbw x
+    bus_factor``.  Numpy arrays broadcast; 0 for one rank (or none); scalars give a float."""
+    key = str(kind).replace("_", "-")
+    if key not in BUS_KINDS:
+        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(BUS_KINDS)}")
+    p = np.asarray(ranks, dtype=np.float64)
+    if np.any(p < 0):
+        raise ValueError(f"bus_factor needs ranks >= 0, got {ranks!r}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(p > 1, BUS_KINDS[key] * (p - 1) / p, 0.0)
+    return float(f) if f.ndim == 0 else f
 
 
 def ring_collective_time(kind: str, ranks, size_bytes, bandwidth_Bps, latency_s=0.0):
@@ -40,5 +59,5 @@ def ring_collective_time(kind: str, ranks, size_bytes, bandwidth_Bps, latency_s=
     with np.errstate(divide="ignore", invalid="ignore"):
         # bandwidth term first, in the order f (p-1)/p size/bw, so that a caller holding only
         # that term (latency 0) gets it bit for bit
-        t = np.where(p > 1, f * (p - 1) / p * size / bw + f * (p - 1) * lat, 0.0)
+        t = np.where(p > 1, bus_factor(key, p) * size / bw + f * (p - 1) * lat, 0.0)
     return float(t) if t.ndim == 0 else t

@@ -22,7 +22,7 @@ import numpy as np
 
 from accelsim.netsim.schedule import Schedule
 # The ring term has one owner, shared with the per-layer compute model (accelsim.perf).
-from accelsim.ring import RING_KINDS, ring_collective_time  # noqa: F401
+from accelsim.ring import RING_KINDS, bus_factor, ring_collective_time  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,8 @@ class CollectiveTime:
 
     @property
     def bus_factor(self) -> float:
-        p = self.chips
-        return 2 * (p - 1) / p if self.op == "all-reduce" else (p - 1) / p
+        """nccl-tests' factor from algorithm to bus bandwidth (:func:`accelsim.ring.bus_factor`)."""
+        return bus_factor(self.op, self.chips)
 
     @property
     def bus_bandwidth_GBps(self) -> float:
