@@ -13,6 +13,8 @@ Builders:
   rings, each used in both directions (``2k`` directional rings), data split evenly over them.
 * :func:`hierarchical_schedule` -- multi-board systems: intra-board rings, then rail rings
   across boards (reduce-scatter); the reverse for all-gather; all-reduce is their composition.
+* :func:`torus_schedule` -- 2-D tori dimension-wise: rows, then columns (square tori: two
+  halves in opposite orders at once); both run on :func:`level_schedule`.
 
 Padding rule (documented, never guessed): a collective over ``S`` split counts (directional
 rings x chips, times the rail split for hierarchical schedules) needs the element count to be a
@@ -315,6 +317,62 @@ def hierarchical_rings(g: nx.Graph) -> tuple[dict, dict]:
     return intra_rings, rail_rings
 
 
+def level_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float,
+                   levels: list[list[list[DirRing]]], *, mirrored: bool = False,
+                   algorithm: str, notes: str = "", pad: bool = True,
+                   max_transfers: int | None = MAX_TRANSFERS) -> Schedule:
+    """A collective run level by level: ``levels[i]`` is a list of disjoint chip groups, each a
+    list of directional rings over the group.  Reduce-scatter runs the levels in order, each on
+    the share the levels before left a chip with (level i's segments are 1/(p_0 ... p_{i-1})
+    of the vector over k_i x p_i); all-gather runs them in reverse; all-reduce composes them.
+    A chip's first transfers of a level wait for every transfer of the level before arriving
+    at it.  ``mirrored``: the vector is split in two halves run at once, the second with the
+    levels in reverse order (on a square torus one half goes rows then columns, the other
+    columns then rows, so both dimensions' links are busy at every step)."""
+    check_op(op)
+    check_bytes_per_elem(bytes_per_elem)
+    shapes = [(len(groups[0][0].order), len(groups[0]), len(groups)) for groups in levels]
+    streams = [list(range(len(levels)))]
+    if mirrored:
+        streams.append(streams[0][::-1])
+
+    def splits(order):  # level -> its split count in this stream's order
+        out, before = {}, 1
+        for i in order:
+            p, k, _ = shapes[i]
+            out[i] = before * k * p
+            before *= p
+        return out
+
+    per_pass = sum(grp * k * p * (p - 1) for p, k, grp in shapes)
+    _guard(op, g, len(streams) * per_pass * (2 if op == "all-reduce" else 1), max_transfers)
+    granule = math.lcm(*(x for order in streams for x in splits(order).values()))
+    n_pad = pad_elems(n_elems, granule * len(streams), pad,
+                      f"{op} on {g.graph.get('name', 'topology')}")
+    n_stream = n_pad // len(streams)
+    b = _Builder(g)
+
+    def run_level(groups, seg, step0, reduce, first):
+        arr: dict[int, list[int]] = {}
+        for rs in groups:
+            for c, ids in _ring_phase(b, rs, seg, step0, reduce, first).items():
+                arr.setdefault(c, []).extend(ids)
+        return arr
+
+    for order in streams:
+        split = splits(order)
+        passes = {"reduce-scatter": [(i, True) for i in order],
+                  "all-gather": [(i, False) for i in order[::-1]]}
+        passes["all-reduce"] = passes["reduce-scatter"] + passes["all-gather"]
+        step, arr = 0, None
+        for i, reduce in passes[op]:
+            first = (lambda c: []) if arr is None else (lambda c, a=arr: a.get(c, []))
+            arr = run_level(levels[i], n_stream // split[i] * bytes_per_elem, step, reduce, first)
+            step += shapes[i][0] - 1
+    return b.build(op, algorithm, n_elems * bytes_per_elem, n_pad * bytes_per_elem,
+                   rings=tuple(r.order for r in levels[0][0]), notes=notes)
+
+
 def hierarchical_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
                           pad: bool = True, max_transfers: int | None = MAX_TRANSFERS
                           ) -> Schedule:
@@ -330,45 +388,78 @@ def hierarchical_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: fl
     intra_rings, rail_rings = hierarchical_rings(g)
     nb, per = len(intra_rings), len(rail_rings)
     k1, k2 = len(intra_rings[next(iter(intra_rings))]), len(rail_rings[0])
-    check_bytes_per_elem(bytes_per_elem)
-    per_pass = nb * k1 * per * (per - 1) + per * k2 * nb * (nb - 1)
-    _guard(op, g, per_pass * (2 if op == "all-reduce" else 1), max_transfers)
-    granule = math.lcm(per * k1, per * nb * k2)
-    n_pad = pad_elems(n_elems, granule, pad, f"{op} on {g.graph.get('name', 'topology')}")
-    seg1 = n_pad // (k1 * per) * bytes_per_elem  # intra-board segment
-    seg2 = n_pad // (per * k2 * nb) * bytes_per_elem  # rail segment
-    b = _Builder(g)
-    none = lambda c: []  # noqa: E731
+    return level_schedule(g, op, n_elems, bytes_per_elem,
+                          [list(intra_rings.values()), list(rail_rings.values())],
+                          algorithm=f"hierarchical (intra x{k1}, rail x{k2})",
+                          notes=f"{nb} boards x {per} chips; intra-board rings then rail rings",
+                          pad=pad, max_transfers=max_transfers)
 
-    def run_level(rings_by_group, seg, step0, reduce, first):
-        arr: dict[int, list[int]] = {}
-        for rs in rings_by_group.values():
-            for c, ids in _ring_phase(b, rs, seg, step0, reduce, first).items():
-                arr.setdefault(c, []).extend(ids)
-        return arr
 
-    s1, s2 = per - 1, nb - 1
-    if op in ("reduce-scatter", "all-reduce"):
-        a1 = run_level(intra_rings, seg1, 0, True, none)
-        a2 = run_level(rail_rings, seg2, s1, True, lambda c: a1.get(c, []))
-        if op == "all-reduce":
-            a3 = run_level(rail_rings, seg2, s1 + s2, False, lambda c: a2.get(c, []))
-            run_level(intra_rings, seg1, s1 + 2 * s2, False, lambda c: a3.get(c, []))
-    else:
-        a3 = run_level(rail_rings, seg2, 0, False, none)
-        run_level(intra_rings, seg1, s2, False, lambda c: a3.get(c, []))
-    return b.build(op, f"hierarchical (intra x{k1}, rail x{k2})", n_elems * bytes_per_elem,
-                   n_pad * bytes_per_elem,
-                   rings=tuple(r.order for r in intra_rings[next(iter(intra_rings))]),
-                   notes=f"{nb} boards x {per} chips; intra-board rings then rail rings")
+# ------------------------------------------------------------------------------- 2-D torus
+
+def torus_rings(g: nx.Graph) -> tuple[list[list[DirRing]], list[list[DirRing]]]:
+    """The dimension rings of a 2-D torus graph: per row, then per column, both directions of
+    its wrap-around cycle (its own links only)."""
+    r, c = g.graph["rows"], g.graph["cols"]
+
+    def line(nodes: list) -> list[DirRing]:
+        out = []
+        for seq in (nodes, nodes[::-1]):
+            n = len(seq)
+            out.append(DirRing(order=tuple(seq), hop_routes=tuple(
+                ((seq[i], seq[(i + 1) % n], 0),) for i in range(n))))
+        return out
+
+    return ([line([i * c + j for j in range(c)]) for i in range(r)],
+            [line([i * c + j for i in range(r)]) for j in range(c)])
+
+
+def torus_algorithm(g: nx.Graph) -> str:
+    """How accelsim runs collectives on a 2-D torus graph: ``"mirrored"`` (square: dimension-
+    wise, one half of the vector rows then columns and the other columns then rows, so every
+    link carries data at every step: bandwidth term (p-1)/p N/(4B), (r-1)+(c-1) steps);
+    ``"rings"`` when the Hamiltonian ring search finds more than one ring pair (edge-disjoint
+    rings using every link: (p-1)/p N/(kB) with k > 2, which dimension-wise cannot beat on a
+    non-square torus); else ``"dimension-wise"`` (rows then columns on the whole vector:
+    (p-1)/p N/(2B), the bandwidth of one bidirectional Hamiltonian ring, in (r-1)+(c-1)
+    instead of p-1 steps)."""
+    if g.graph["rows"] == g.graph["cols"]:
+        return "mirrored"
+    return "rings" if len(directional_rings(g)) > 2 else "dimension-wise"
+
+
+def torus_algorithm_name(mirrored: bool, k_rows: int, k_cols: int) -> str:
+    return (f"dimension-wise{', both orders' if mirrored else ''} "
+            f"(rows x{k_rows}, columns x{k_cols})")
+
+
+def torus_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
+                   pad: bool = True, max_transfers: int | None = MAX_TRANSFERS) -> Schedule:
+    """The collective accelsim runs on a 2-D torus graph (:func:`torus_algorithm`)."""
+    check_op(op)
+    validate(g)
+    how = torus_algorithm(g)
+    if how == "rings":
+        return ring_schedule(g, op, n_elems, bytes_per_elem, pad=pad,
+                             max_transfers=max_transfers)
+    rows, cols = torus_rings(g)
+    mirrored = how == "mirrored"
+    return level_schedule(g, op, n_elems, bytes_per_elem, [rows, cols], mirrored=mirrored,
+                          algorithm=torus_algorithm_name(mirrored, 2, 2),
+                          notes=f"{g.graph['rows']} x {g.graph['cols']} torus",
+                          pad=pad, max_transfers=max_transfers)
 
 
 def best_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
                   pad: bool = True, max_transfers: int | None = MAX_TRANSFERS) -> Schedule:
-    """The schedule accelsim uses for ``g``: hierarchical on multi-board graphs, rings else."""
+    """The schedule accelsim uses for ``g``: hierarchical on multi-board graphs, dimension-wise
+    on 2-D tori (:func:`torus_algorithm`), rings else."""
     if g.graph.get("topology") == "multi-board":
         return hierarchical_schedule(g, op, n_elems, bytes_per_elem, pad=pad,
                                      max_transfers=max_transfers)
+    if g.graph.get("topology") == "torus2d":
+        return torus_schedule(g, op, n_elems, bytes_per_elem, pad=pad,
+                              max_transfers=max_transfers)
     return ring_schedule(g, op, n_elems, bytes_per_elem, pad=pad, max_transfers=max_transfers)
 
 

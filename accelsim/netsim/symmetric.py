@@ -52,6 +52,9 @@ from accelsim.netsim.schedule import (
     directional_rings,
     hierarchical_rings,
     pad_elems,
+    torus_algorithm,
+    torus_algorithm_name,
+    torus_rings,
 )
 
 Hop = tuple  # one ring hop's route: ((bandwidth_Bps, latency_s), ...) per link, in order
@@ -96,12 +99,18 @@ class RingLevel:
 
 @dataclass(frozen=True)
 class RingPlan:
-    """A symmetric collective on ``chips`` chips: its levels in reduce-scatter order."""
+    """A symmetric collective on ``chips`` chips: its levels in reduce-scatter order.
+
+    ``mirrored``: the vector is split in two halves run at once, the second with the levels in
+    reverse order (a square 2-D torus: rows then columns, and columns then rows); the levels
+    must then be identical, so the two halves use disjoint links at every step and take the
+    same time: the plan times as one half."""
 
     name: str
     chips: int
     algorithm: str
     levels: tuple[RingLevel, ...]
+    mirrored: bool = False
 
     def __post_init__(self) -> None:
         if not self.levels:
@@ -110,11 +119,19 @@ class RingPlan:
                 lv.groups * lv.p != self.chips for lv in self.levels):
             raise ValueError(f"RingPlan {self.name!r}: levels {self.levels} do not tile "
                              f"{self.chips} chips")
+        if self.mirrored and (len(self.levels) < 2 or len(set(self.levels)) != 1):
+            raise ValueError(f"RingPlan {self.name!r}: a mirrored plan needs two or more "
+                             f"identical levels, got {self.levels}")
+
+    @property
+    def streams(self) -> int:
+        """Halves of the vector run at once (2 when mirrored)."""
+        return 2 if self.mirrored else 1
 
     @property
     def granule(self) -> int:
         """Elements must be a multiple of this (the padding rule of :mod:`schedule`)."""
-        return math.lcm(*(self._split(i) for i in range(len(self.levels))))
+        return self.streams * math.lcm(*(self._split(i) for i in range(len(self.levels))))
 
     def _split(self, i: int) -> int:
         """Level ``i`` segments: 1/(p_0 ... p_{i-1}) of the vector over k_i x p_i."""
@@ -133,15 +150,16 @@ class RingPlan:
 
     def transfers(self, op: str) -> int:
         """Transfers the explicit schedule of ``op`` holds."""
-        return sum(self.levels[i].transfers() for i, _ in self.passes(op))
+        return self.streams * sum(self.levels[i].transfers() for i, _ in self.passes(op))
 
     def sizes(self, op: str, n_elems: int, bytes_per_elem: float, pad: bool = True
               ) -> tuple[int, list[float]]:
-        """(padded element count, segment bytes per level)."""
+        """(padded element count, segment bytes per level, of one stream)."""
         check_op(op)
         check_bytes_per_elem(bytes_per_elem)
         n_pad = pad_elems(n_elems, self.granule, pad, f"{op} on {self.name}")
-        return n_pad, [n_pad // self._split(i) * bytes_per_elem for i in range(len(self.levels))]
+        n = n_pad // self.streams
+        return n_pad, [n // self._split(i) * bytes_per_elem for i in range(len(self.levels))]
 
 
 # ------------------------------------------------------------------------------ building plans
@@ -188,6 +206,13 @@ def plan_from_graph(g: nx.Graph) -> RingPlan | None:
         if l1 is None or l2 is None:
             return None
         return RingPlan(name, n, f"hierarchical (intra x{l1.k}, rail x{l2.k})", (l1, l2))
+    if g.graph.get("topology") == "torus2d" and torus_algorithm(g) != "rings":
+        rows, cols = (_level(g, groups) for groups in torus_rings(g))
+        if rows is None or cols is None:
+            return None
+        mirrored = torus_algorithm(g) == "mirrored"
+        return RingPlan(name, n, torus_algorithm_name(mirrored, rows.k, cols.k), (rows, cols),
+                        mirrored=mirrored)
     lv = _level(g, [directional_rings(g)])
     return None if lv is None else RingPlan(name, n, f"ring x{lv.k}", (lv,))
 
@@ -199,11 +224,13 @@ def _dgx1_board_rings() -> int:
 
 
 def plan_for(spec: topo.TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS) -> RingPlan:
-    """The symmetric plan of a resolved topology.  Ring, switch and multi-board systems are
-    closed forms (no graph, any size: a ring of p > 2 chips has one cycle, two directions; a
-    switch one logical ring of two-link hops; a multi-board system the board's rings then one
-    rail ring per local index); dgx1, torus and fully-connected graphs are built (refused past
-    :data:`limits.MAX_GRAPH_LINKS`) and searched like the explicit builders do."""
+    """The symmetric plan of a resolved topology.  Ring, switch, multi-board and square-torus
+    systems are closed forms (no graph, any size: a ring of p > 2 chips has one cycle, two
+    directions; a switch one logical ring of two-link hops; a multi-board system the board's
+    rings then one rail ring per local index; a square torus its rows then columns, and
+    columns then rows, on two halves); dgx1, non-square torus and fully-connected graphs are
+    built (refused past :data:`limits.MAX_GRAPH_LINKS`) and searched like the explicit
+    builders do."""
     bw, lat, p = spec.bandwidth_Bps, spec.latency_s, spec.chips
     if spec.kind == "ring":
         k = 1 if p == 2 else 2
@@ -217,6 +244,9 @@ def plan_for(spec: topo.TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS
         l1 = RingLevel(8, k1, nb, (((bw, lat),),))
         l2 = RingLevel(nb, k2, 8, (((spec.inter_board_Bps, spec.inter_board_latency_s),),))
         return RingPlan(spec.name, 8 * nb, f"hierarchical (intra x{k1}, rail x{k2})", (l1, l2))
+    if spec.kind == "torus2d" and spec.rows == spec.cols:  # square: no graph, any size
+        lv = RingLevel(spec.cols, 2, spec.rows, (((bw, lat),),))
+        return RingPlan(spec.name, p, torus_algorithm_name(True, 2, 2), (lv, lv), mirrored=True)
     g = topo.generate(spec, max_links=max_links)
     out = plan_from_graph(g)
     if out is None:  # pragma: no cover - every generator's rings are homogeneous
