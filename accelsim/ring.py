@@ -10,8 +10,9 @@ import numpy as np
 
 RING_KINDS = {"reduce-scatter": 1.0, "all-gather": 1.0, "all-reduce": 2.0}
 #: nccl-tests bus-bandwidth factors f (PERFORMANCE.md): bus bandwidth = algbw x f (p-1)/p; the
-#: ring collectives' f, and all-to-all's (every rank keeps 1/p of its buffer and sends the rest)
-BUS_KINDS = {**RING_KINDS, "all-to-all": 1.0}
+#: ring collectives' f, and all-to-all's (every rank keeps 1/p of its buffer and sends the rest;
+#: all-to-all-v: of its mean buffer)
+BUS_KINDS = {**RING_KINDS, "all-to-all": 1.0, "all-to-all-v": 1.0}
 
 
 def bus_factor(kind: str, ranks):

@@ -8,8 +8,8 @@ import math
 
 
 NAME = "collective"
-HELP = ("Time one reduce-scatter / all-gather / all-reduce on a topology (ring, dgx1, hfp8-64, "
-        "...) with the analytic alpha-beta model or the simpy discrete-event simulation; prints "
+HELP = ("Time one reduce-scatter / all-gather / all-reduce / all-to-all on a topology (ring, "
+        "dgx1, hfp8-64, ...) with the analytic alpha-beta model or the simpy discrete-event simulation; prints "
         "time and bus bandwidth (nccl-tests convention).")
 
 TOPOLOGY_CHOICES = ("ring", "dgx1", "hfp8-64", "torus-2d", "fully-connected", "switch",
@@ -24,10 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chips", type=int, default=None,
                         help="number of chips P (fixed: 8 for dgx1, 64 for hfp8-64)")
     parser.add_argument("--op", required=True,
-                        choices=("reduce-scatter", "all-gather", "all-reduce"),
-                        help="collective operation")
+                        choices=("reduce-scatter", "all-gather", "all-reduce", "all-to-all"),
+                        help="collective operation (all-to-all: symmetric mode; every rank "
+                        "sends N/P to every rank)")
     parser.add_argument("--bytes", type=int, required=True, dest="nbytes",
-                        help="vector size N in bytes (nccl-tests 'size': the whole vector)")
+                        help="vector size N in bytes (nccl-tests 'size': the whole vector; "
+                        "all-to-all: each rank's send buffer)")
     parser.add_argument("--elem-bytes", type=int, default=1,
                         help="element size in bytes; N must be a multiple of it (default 1)")
     parser.add_argument("--link-GBps", type=float, default=None,
@@ -113,7 +115,15 @@ def run(args: argparse.Namespace) -> int:
     kw = dict(alpha_s=args.alpha_us * 1e-6, packet_bytes=args.packet_bytes,
               max_packets=args.max_packets)
     try:
-        if args.mode == "symmetric":
+        if args.op == "all-to-all":
+            from accelsim.netsim import alltoall
+            if args.mode == "explicit":
+                raise ValueError("--op all-to-all is timed in --mode symmetric only (closed "
+                                 "form / one representative rank)")
+            pl = alltoall.plan_for(spec)
+            name = pl.name
+            res = [alltoall.time_all_to_all(pl, float(args.nbytes), e, **kw) for e in engines]
+        elif args.mode == "symmetric":
             pl = symmetric.plan_for(spec, max_links=args.max_links)
             name = pl.name
             res = [symmetric.time_collective(pl, args.op, n, bpe, e, pad=not args.no_pad, **kw)
