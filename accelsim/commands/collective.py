@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="number of chips P (fixed: 8 for dgx1, 64 for hfp8-64)")
     parser.add_argument("--op", required=True,
                         choices=("reduce-scatter", "all-gather", "all-reduce", "all-to-all"),
-                        help="collective operation (all-to-all: symmetric mode; every rank "
-                        "sends N/P to every rank)")
+                        help="collective operation (all-to-all: every rank sends N/P to every "
+                        "rank)")
     parser.add_argument("--bytes", type=int, required=True, dest="nbytes",
                         help="vector size N in bytes (nccl-tests 'size': the whole vector; "
                         "all-to-all: each rank's send buffer)")
@@ -115,14 +115,18 @@ def run(args: argparse.Namespace) -> int:
     kw = dict(alpha_s=args.alpha_us * 1e-6, packet_bytes=args.packet_bytes,
               max_packets=args.max_packets)
     try:
-        if args.op == "all-to-all":
+        if args.op == "all-to-all" and args.mode == "symmetric":
             from accelsim.netsim import alltoall
-            if args.mode == "explicit":
-                raise ValueError("--op all-to-all is timed in --mode symmetric only (closed "
-                                 "form / one representative rank)")
             pl = alltoall.plan_for(spec)
             name = pl.name
             res = [alltoall.time_all_to_all(pl, float(args.nbytes), e, **kw) for e in engines]
+        elif args.op == "all-to-all":
+            from accelsim.netsim import alltoall
+            g = topo.generate(spec, max_links=args.max_links)
+            name = g.graph.get("name", args.topology)
+            s = alltoall.explicit_schedule(g, float(args.nbytes),
+                                           max_transfers=args.max_transfers)
+            res = [time_schedule(s, e, **kw) for e in engines]
         elif args.mode == "symmetric":
             pl = symmetric.plan_for(spec, max_links=args.max_links)
             name = pl.name

@@ -43,8 +43,16 @@ import numpy as np
 
 from accelsim.netsim import topology as topo
 from accelsim.netsim.analytic import CollectiveTime, check_overhead, check_rate
-from accelsim.netsim.limits import MAX_PACKETS, check_limit
-from accelsim.netsim.schedule import Schedule
+from accelsim.netsim.limits import MAX_PACKETS, MAX_TRANSFERS, check_limit
+from accelsim.netsim.schedule import (
+    Schedule,
+    _Builder,
+    _guard,
+    _ring_phase,
+    directional_rings,
+    hierarchical_rings,
+    torus_rings,
+)
 from accelsim.ring import ring_collective_time
 
 OP = "all-to-all"
@@ -211,6 +219,120 @@ def two_tier_plan(gpus_per_node: int, nodes: int, *, intra_Bps: float, inter_Bps
     if not levels:
         raise ValueError("an all-to-all needs at least 2 ranks")
     return AllToAllPlan(f"{nodes}x{gpus_per_node}-switch", gpus_per_node * nodes, tuple(levels))
+
+
+# ------------------------------------------------------------------ explicit schedule (reference)
+
+def _hop_of(g, route) -> Hop:
+    return tuple((float(g.edges[u, v]["bandwidth_Bps"]), float(g.edges[u, v].get("latency_s", 0.0)))
+                 for u, v, _ in route)
+
+
+def _graph_levels(g) -> tuple[list, bool]:
+    """``[(AllToAllLevel, groups)]`` of graph ``g`` and whether the plan is mirrored; a group
+    is a list of directional rings (ring), a chip list (direct) or (chips, switch)
+    (pairwise)."""
+    kind = g.graph.get("topology")
+    chips = topo.chips(g)
+    p = len(chips)
+
+    def ring_level(groups):
+        rings = groups[0]
+        q = len(rings[0].order)
+        cycles = max(1, len(rings) // 2) if q > 2 else len(rings)
+        return (AllToAllLevel("ring", q, len(groups), _hop_of(g, rings[0].hop_routes[0]),
+                              cycles), groups)
+
+    if kind == "switch":
+        sw = next(n for n, k in g.nodes(data="kind") if k == "switch")
+        hop = _hop_of(g, ((chips[0], sw, 0), (sw, chips[1], 0)))
+        return [(AllToAllLevel("pairwise", p, 1, hop), [(chips, sw)])], False
+    if kind == "fully-connected":
+        return [(AllToAllLevel("direct", p, 1, _hop_of(g, ((chips[0], chips[1], 0),))),
+                 [chips])], False
+    if kind == "torus2d":
+        rows, cols = torus_rings(g)
+        return [ring_level(rows), ring_level(cols)], g.graph["rows"] == g.graph["cols"]
+    if kind == "multi-board":
+        intra, rail = hierarchical_rings(g)
+        return [ring_level(list(intra.values())), ring_level(list(rail.values()))], False
+    return [ring_level([directional_rings(g)])], False
+
+
+def graph_plan(g) -> AllToAllPlan:
+    """The all-to-all plan of topology graph ``g`` (the structure :func:`explicit_schedule`
+    builds; equals :func:`plan_for` of the resolved spec)."""
+    levels, mirrored = _graph_levels(g)
+    return AllToAllPlan(g.graph.get("name", "topology"), len(topo.chips(g)),
+                        tuple(lv for lv, _ in levels), mirrored=mirrored)
+
+
+def explicit_schedule(g, n_bytes: float, *, max_transfers: int | None = MAX_TRANSFERS
+                      ) -> Schedule:
+    """Every transfer of the all-to-all of ``n_bytes`` per rank on graph ``g`` (the reference
+    the symmetric engines are checked against): ring levels forward the blocks still on their
+    way one hop per step (transfer (s, i) waits for (s-1, i-1) to arrive); pairwise steps go
+    through the switch, each after the rank's previous one arrived; direct blocks all at once;
+    a level's first transfers at a chip wait for what the level before delivered there."""
+    topo.validate(g)
+    _check_bytes(n_bytes)
+    levels, mirrored = _graph_levels(g)
+    pl = AllToAllPlan(g.graph.get("name", "topology"), len(topo.chips(g)),
+                      tuple(lv for lv, _ in levels), mirrored=mirrored)
+    _guard("all-to-all", g, pl.transfers, max_transfers)
+    b = _Builder(g)
+    per = n_bytes / pl.streams
+    orders = [list(range(len(levels)))] + ([list(range(len(levels)))[::-1]] if mirrored else [])
+    for order in orders:
+        step, arr = 0, None
+        for li in order:
+            lv, groups = levels[li]
+            fr = lv.step_fractions()
+            first = (lambda c: []) if arr is None else (lambda c, a=arr: a.get(c, []))
+            new: dict[int, list[int]] = {}
+            for grp in groups:
+                if lv.algorithm == "ring":
+                    got = _ring_phase(b, grp, 0.0, step, False, first,
+                                      step_bytes=[f * per for f in fr])
+                else:
+                    got = _exchange(b, lv, grp, per, step, first)
+                for c, ids in got.items():
+                    new.setdefault(c, []).extend(ids)
+            arr = new
+            step += len(fr)
+    return b.build("all-to-all", pl.algorithm, n_bytes, n_bytes,
+                   notes=f"explicit all-to-all on {pl.name}")
+
+
+def _exchange(b, lv: AllToAllLevel, grp, per: float, step0: int, first) -> dict:
+    """Pairwise (through a switch) or direct transfers of one group; returns every arrival."""
+    arrivals: dict[int, list[int]] = {}
+    chips, sw = grp if lv.algorithm == "pairwise" else (grp, None)
+    p = len(chips)
+    idx = np.array([b.chip_idx[c] for c in chips], np.int32)
+    prev = None
+    shifts = range(1, p)
+    for s in shifts:
+        i = np.arange(p)
+        j = (i + s) % p
+        if sw is not None:
+            route = np.array([[b.link_id(chips[a], sw, 0), b.link_id(sw, chips[c], 0)]
+                              for a, c in zip(i, j)], np.int32)
+        else:
+            route = np.array([[b.link_id(chips[a], chips[c], 0)] for a, c in zip(i, j)],
+                             np.int32)
+        if prev is None or sw is None:  # first step, or direct: all at once
+            fd = [first(int(idx[k])) for k in range(p)]
+            deps = np.full((p, max(1, max(len(x) for x in fd))), -1, np.int64)
+            for k, x in enumerate(fd):
+                deps[k, :len(x)] = x
+        else:
+            deps = prev.reshape(p, 1)
+        step = step0 + (s - 1 if sw is not None else 0)
+        prev = b.add_block(np.full(p, step), idx, idx[j], per / p, False, route, deps)
+        for k in range(p):
+            arrivals.setdefault(int(idx[j[k]]), []).append(int(prev[k]))
+    return arrivals
 
 
 # ---------------------------------------------------------------------------------- engines

@@ -209,7 +209,7 @@ def pad_elems(n_elems: int, granule: int, pad: bool, what: str) -> int:
 
 
 def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int, reduce: bool,
-                first_deps) -> np.ndarray:
+                first_deps, step_bytes: list[float] | None = None) -> np.ndarray:
     """Append one reduce-scatter (``reduce``) or all-gather pass over ``drings``.
 
     Each directional ring of p chips runs p-1 steps; at step s the chip at ring position i
@@ -218,6 +218,8 @@ def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int
     mod p, the one it owns or last received, when gathering.  Transfer (s, i) depends on (s-1, i-1)
     (the segment it forwards arrived there); step-0 transfers depend on ``first_deps(chip)``.
     Returns, per chip index, the ids of the transfers *arriving* at it in the last step.
+    ``step_bytes`` (a forwarding pass, e.g. a ring all-to-all): one entry per step, the bytes
+    every hop carries in that step, instead of p-1 steps of ``seg_bytes``.
     """
     p = len(drings[0].order)
     arrivals: dict[int, list[int]] = {}
@@ -227,7 +229,8 @@ def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int
         ids_prev = None
         ring_id = b.n_rings
         b.n_rings += 1
-        for s in range(p - 1):
+        n_steps = p - 1 if step_bytes is None else len(step_bytes)
+        for s in range(n_steps):
             i = np.arange(p)
             if s == 0:
                 fd = [first_deps(int(pos_chip[k])) for k in range(p)]
@@ -239,7 +242,8 @@ def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int
                 deps = ids_prev[(i - 1) % p].reshape(p, 1)
             chunk = (i - s) % p if reduce else (i + 1 - s) % p
             ids_prev = b.add_block(np.full(p, step0 + s), pos_chip, pos_chip[(i + 1) % p],
-                                   seg_bytes, reduce, hop_ids, deps, ring_id, chunk)
+                                   seg_bytes if step_bytes is None else step_bytes[s], reduce,
+                                   hop_ids, deps, ring_id, chunk)
         for k in range(p):
             arrivals.setdefault(int(pos_chip[(k + 1) % p]), []).append(int(ids_prev[k]))
     return arrivals
