@@ -5,7 +5,8 @@
    to 32, where the greedy ring search is still quick) and every collective, the closed-form
    analytic time equals the explicit schedule's analytic time and (up to ``--des-max-chips``)
    the representative-rank DES equals the DES of the explicit schedule; prints the largest
-   relative difference per generator and engine.
+   relative difference per generator and engine.  All-to-all too: the closed form and the
+   one-rank DES against the explicit all-to-all schedule (every transfer on the real links).
 2. DES vs analytic on the explicit schedules: for every topology x collective x size x latency
    x packet size below, the largest relative disagreement per topology.
 3. The DGX-1 bus-bandwidth curve against its 150 GB/s ceiling.
@@ -19,6 +20,7 @@ import argparse
 import itertools
 import time
 
+from accelsim.netsim import alltoall as A
 from accelsim.netsim import symmetric as S
 from accelsim.netsim import topology as T
 from accelsim.netsim.analytic import analytic_time
@@ -55,7 +57,7 @@ def symmetric_vs_explicit(max_chips: int, des_max_chips: int) -> None:
         p = len(T.chips(g))
         try:
             pl = S.plan_from_graph(g)
-            drings = None if kind == "multi-board" else directional_rings(g)
+            drings = None if kind in ("multi-board", "torus2d") else directional_rings(g)
         except ValueError as exc:  # the ring search found no ring: neither mode can run
             skipped.append(f"{g.graph['name']} ({exc})")
             continue
@@ -73,6 +75,19 @@ def symmetric_vs_explicit(max_chips: int, des_max_chips: int) -> None:
                 key = (kind, engine)
                 worst[key] = max(worst.get(key, 0.0), abs(sym - ref) / ref)
                 n_runs += 1
+        if kind == "fully-connected" and p > 16:
+            continue  # p^2 direct blocks: enough below
+        s = A.explicit_schedule(g, 1.23457e7)
+        apl = A.graph_plan(g)
+        pairs = [("analytic", analytic_time(s, alpha_s=3e-7).time_s,
+                  A.analytic_time(apl, 1.23457e7, alpha_s=3e-7).time_s)]
+        if p <= des_max_chips:
+            pairs.append(("des", simulate(s, alpha_s=3e-7).time_s,
+                          A.des_time(apl, 1.23457e7, alpha_s=3e-7).time_s))
+        for engine, ref, sym in pairs:
+            key = (kind + " all-to-all", engine)
+            worst[key] = max(worst.get(key, 0.0), abs(sym - ref) / ref)
+            n_runs += 1
     print(f"1. {n_runs} symmetric vs explicit timings (chips <= {max_chips}, DES <= "
           f"{des_max_chips}); largest relative difference per generator and engine:")
     for (kind, engine), e in sorted(worst.items()):
@@ -112,16 +127,15 @@ def main() -> None:
                                               (1, 1000, 123_457, 10_000_000)):
                 s = best_schedule(g, op, size, 2)
                 a = analytic_time(s, alpha_s=2e-7, reduce_Bps=300e9).time_s
-                multi_hop = g.graph["topology"] == "switch"
                 seg = float(s.nbytes.max())
-                for pk in ((seg / 256,) if multi_hop else (None, seg / 3)):
+                for pk in (None, seg / 3):  # switch routes: cut-through, packets or not
                     d = simulate(s, alpha_s=2e-7, reduce_Bps=300e9, packet_bytes=pk).time_s
                     worst[name] = max(worst.get(name, 0.0), abs(d - a) / a)
                     n += 1
     print(f"2. {n} DES runs vs analytic (explicit schedules); largest relative difference per "
           "topology:")
     for name, e in sorted(worst.items()):
-        print(f"  {name:<22} {e:.2e}{'  (two-hop store-and-forward)' if 'switch' in name else ''}")
+        print(f"  {name:<22} {e:.2e}")
     print("\n3. DGX-1 bus bandwidth (GB/s) vs size, ceiling 6 x 25 = 150:")
     for size in (10**3, 10**5, 10**7, 10**9, 4 * 10**9):
         r = analytic_time(best_schedule(T.dgx1(), "all-reduce", size, 1))
