@@ -199,3 +199,29 @@ def test_all_to_all_plan_from_spec_equals_plan_from_graph(name, chips):
                                                                  "multi-board") else 5e9,
                      latency_s=3e-7)
     assert A.plan_for(spec) == A.graph_plan(T.generate(spec))
+
+
+@pytest.mark.parametrize("algorithm,p,cycles", [("ring", q, c) for q in (2, 3, 4, 7, 8, 13)
+                                                for c in (1, 3)]
+                         + [("pairwise", 9, 1), ("direct", 5, 1)])
+def test_all_to_all_level_closed_sums(algorithm, p, cycles):
+    lv = A.AllToAllLevel(algorithm, p, 1, ((1e9, 1e-6),), cycles)
+    fr = lv.step_fractions()
+    assert len(fr) == lv.n_steps
+    assert sum(fr) == pytest.approx(lv.load_fraction, rel=1e-12)
+
+
+def test_collective_time_api_takes_all_to_all():
+    from accelsim.netsim import collective_time
+
+    g = T.torus2d(4, 5, 2e9, 1e-6)
+    sym = collective_time(g, "all-to-all", 10 ** 6, 2, "des")
+    exp = collective_time(g, "all-to-all", 10 ** 6, 2, "analytic", mode="explicit")
+    assert sym.time_s == pytest.approx(exp.time_s, rel=1e-12) and sym.op == "all-to-all"
+    pl = A.plan("switch", 8, bandwidth_Bps=450e9)
+    assert collective_time(pl, "all-to-all", 10 ** 9).time_s == pytest.approx(7 / 8 / 450,
+                                                                               rel=1e-12)
+    with pytest.raises(ValueError, match="AllToAllPlan"):
+        collective_time(pl, "all-reduce", 10 ** 9)
+    with pytest.raises(ValueError, match="RingPlan"):
+        collective_time(S.plan("ring", 4, bandwidth_Bps=1e9), "all-to-all", 10 ** 9)

@@ -92,6 +92,24 @@ class AllToAllLevel:
     def slowest_Bps(self) -> float:
         return min(bw for bw, _ in self.hop)
 
+    @property
+    def n_steps(self) -> int:
+        return {"pairwise": self.p - 1, "direct": 1}.get(self.algorithm, max(1, self.p // 2))
+
+    @property
+    def load_fraction(self) -> float:
+        """Sum of :meth:`step_fractions` in closed form: the bytes one directional link
+        carries over the level, per byte of a rank's buffer ((p-1)/p through a switch, 1/p on
+        a direct link, p/8 or (p^2-1)/(8p) per ring cycle)."""
+        p = self.p
+        if self.algorithm == "pairwise":
+            return (p - 1) / p
+        if self.algorithm == "direct":
+            return 1 / p
+        if p == 2:
+            return 1 / 2 / self.cycles
+        return ((p * p - 1) / (8 * p) if p % 2 else p / 8) / self.cycles
+
     def step_fractions(self) -> list[float]:
         """Fraction of a rank's buffer that one step's transfer carries on one directional link
         (see the module docstring)."""
@@ -108,17 +126,16 @@ class AllToAllLevel:
         return [(p / 2 - s + 0.5) / p / self.cycles for s in range(1, p // 2 + 1)]
 
     def time_s(self, n_bytes: float, alpha_s: float = 0.0) -> float:
-        """Closed form of this level moving ``n_bytes`` per rank."""
+        """Closed form of this level moving ``n_bytes`` per rank (O(1) at any size)."""
         lat = self.route_latency_s + alpha_s
         if self.algorithm == "pairwise":  # p-1 equal steps of N/p: the ring term's shape
             return ring_collective_time("reduce-scatter", self.p, n_bytes, self.slowest_Bps, lat)
-        fr = self.step_fractions()
-        return len(fr) * lat + sum(fr) * n_bytes / self.slowest_Bps
+        return self.n_steps * lat + self.load_fraction * n_bytes / self.slowest_Bps
 
     def transfers(self) -> int:
         """Transfers of the whole level (every rank, every link direction, every step)."""
         per_rank = {"pairwise": self.p - 1, "direct": self.p - 1}.get(
-            self.algorithm, len(self.step_fractions()) * (1 if self.p == 2 else 2 * self.cycles))
+            self.algorithm, self.n_steps * (1 if self.p == 2 else 2 * self.cycles))
         return self.groups * self.p * per_rank
 
 
@@ -153,7 +170,7 @@ class AllToAllPlan:
 
     @property
     def steps(self) -> int:
-        return sum(len(lv.step_fractions()) for lv in self.levels)
+        return sum(lv.n_steps for lv in self.levels)
 
     @property
     def transfers(self) -> int:

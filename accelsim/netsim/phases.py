@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import networkx as nx
 
 from accelsim.arch.schemes import Scheme, get_scheme
-from accelsim.netsim import symmetric
+from accelsim.netsim import alltoall, symmetric
+from accelsim.netsim.alltoall import AllToAllPlan
 from accelsim.netsim.analytic import CollectiveTime, analytic_time
 from accelsim.netsim.limits import MAX_PACKETS, MAX_TRANSFERS
 from accelsim.netsim.schedule import Schedule, best_schedule, link_table
@@ -131,7 +132,7 @@ def plan_of(g: nx.Graph) -> RingPlan | None:
     return _PLANS[key]
 
 
-def collective_time(topology: nx.Graph | RingPlan, op: str, n_elems: int,
+def collective_time(topology: nx.Graph | RingPlan | AllToAllPlan, op: str, n_elems: int,
                     bytes_per_elem: float = 1.0, engine: str = "analytic", *,
                     mode: str = "symmetric", pad: bool = True, alpha_s: float = 0.0,
                     reduce_Bps: float | None = None, packet_bytes: float | None = None,
@@ -142,11 +143,29 @@ def collective_time(topology: nx.Graph | RingPlan, op: str, n_elems: int,
     ``mode="symmetric"`` times the symmetric plan (closed form / one representative rank);
     a graph whose rings are not symmetric falls back to the explicit schedule.
     ``mode="explicit"`` builds the explicit schedule (refused past ``max_transfers``).
+    ``op="all-to-all"`` (:mod:`accelsim.netsim.alltoall`; ``n_elems x bytes_per_elem`` is each
+    rank's send buffer) takes a graph or an :class:`~accelsim.netsim.alltoall.AllToAllPlan`.
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    if op == "all-to-all" or isinstance(topology, AllToAllPlan):
+        if op != "all-to-all" or isinstance(topology, RingPlan):
+            raise ValueError("reduce-scatter, all-gather and all-reduce take a graph or a "
+                             "RingPlan, all-to-all a graph or an AllToAllPlan; got "
+                             f"{op} on a {type(topology).__name__}")
+        n_bytes = n_elems * bytes_per_elem
+        if mode == "symmetric":
+            pl = topology if isinstance(topology, AllToAllPlan) else alltoall.graph_plan(topology)
+            return alltoall.time_all_to_all(pl, n_bytes, engine, alpha_s=alpha_s,
+                                            packet_bytes=packet_bytes, max_packets=max_packets)
+        if isinstance(topology, AllToAllPlan):
+            raise ValueError(f"{topology.name}: an AllToAllPlan has no explicit schedule; pass "
+                             "the graph")
+        s = alltoall.explicit_schedule(topology, n_bytes, max_transfers=max_transfers)
+        return time_schedule(s, engine, alpha_s=alpha_s, packet_bytes=packet_bytes,
+                             max_packets=max_packets)
     pl = topology if isinstance(topology, RingPlan) else None
     if pl is None and mode == "symmetric":
         pl = plan_of(topology)
