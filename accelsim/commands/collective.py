@@ -9,8 +9,8 @@ import math
 
 NAME = "collective"
 HELP = ("Time one reduce-scatter / all-gather / all-reduce / all-to-all on a topology (ring, "
-        "dgx1, hfp8-64, ...) with the analytic alpha-beta model or the simpy discrete-event simulation; prints "
-        "time and bus bandwidth (nccl-tests convention).")
+        "dgx1, hfp8-64, ...) with the analytic alpha-beta model or the simpy discrete-event "
+        "simulation; prints time and bus bandwidth (nccl-tests convention).")
 
 TOPOLOGY_CHOICES = ("ring", "dgx1", "hfp8-64", "torus-2d", "fully-connected", "switch",
                     "multi-board")

@@ -45,12 +45,12 @@ from accelsim.netsim import topology as topo
 from accelsim.netsim.analytic import CollectiveTime, check_overhead, check_rate
 from accelsim.netsim.limits import MAX_PACKETS, MAX_TRANSFERS, check_limit
 from accelsim.netsim.schedule import (
+    Builder,
     Schedule,
-    _Builder,
-    _guard,
-    _ring_phase,
     directional_rings,
+    guard_transfers,
     hierarchical_rings,
+    ring_phase,
     torus_rings,
 )
 from accelsim.ring import ring_collective_time
@@ -296,8 +296,8 @@ def explicit_schedule(g, n_bytes: float, *, max_transfers: int | None = MAX_TRAN
     levels, mirrored = _graph_levels(g)
     pl = AllToAllPlan(g.graph.get("name", "topology"), len(topo.chips(g)),
                       tuple(lv for lv, _ in levels), mirrored=mirrored)
-    _guard("all-to-all", g, pl.transfers, max_transfers)
-    b = _Builder(g)
+    guard_transfers("all-to-all", g, pl.transfers, max_transfers)
+    b = Builder(g)
     per = n_bytes / pl.streams
     orders = [list(range(len(levels)))] + ([list(range(len(levels)))[::-1]] if mirrored else [])
     for order in orders:
@@ -309,7 +309,7 @@ def explicit_schedule(g, n_bytes: float, *, max_transfers: int | None = MAX_TRAN
             new: dict[int, list[int]] = {}
             for grp in groups:
                 if lv.algorithm == "ring":
-                    got = _ring_phase(b, grp, 0.0, step, False, first,
+                    got = ring_phase(b, grp, 0.0, step, False, first,
                                       step_bytes=[f * per for f in fr])
                 else:
                     got = _exchange(b, lv, grp, per, step, first)
@@ -522,7 +522,8 @@ def all_to_all_v_time(spec: topo.TopologySpec, matrix, engine: str = "analytic",
     n = len(src)
     s = Schedule(op="all-to-all", algorithm=algorithm, chips=tuple(range(p)),
                  payload_bytes=total / p, padded_bytes=total / p, links=links,
-                 link_bandwidth_Bps=np.full(len(links), bw), link_latency_s=np.full(len(links), lat),
+                 link_bandwidth_Bps=np.full(len(links), bw),
+                 link_latency_s=np.full(len(links), lat),
                  step=np.zeros(n, np.int32), src=src.astype(np.int32), dst=dst.astype(np.int32),
                  nbytes=nbytes, reduce=np.zeros(n, bool), ring=np.zeros(n, np.int32),
                  chunk=np.zeros(n, np.int32),

@@ -93,7 +93,7 @@ def link_table(g: nx.Graph):
     return tuple(links), index, np.asarray(bw, float), np.asarray(lat, float)
 
 
-class _Builder:
+class Builder:
     """Accumulates transfers column-wise; routes are looked up in the link index."""
 
     def __init__(self, g: nx.Graph):
@@ -208,7 +208,7 @@ def pad_elems(n_elems: int, granule: int, pad: bool, what: str) -> int:
     return int(math.ceil(n_elems / granule) * granule)
 
 
-def _ring_phase(b: _Builder, drings: list[DirRing], seg_bytes: float, step0: int, reduce: bool,
+def ring_phase(b: Builder, drings: list[DirRing], seg_bytes: float, step0: int, reduce: bool,
                 first_deps, step_bytes: list[float] | None = None) -> np.ndarray:
     """Append one reduce-scatter (``reduce``) or all-gather pass over ``drings``.
 
@@ -261,7 +261,7 @@ def check_bytes_per_elem(bytes_per_elem) -> None:
                          f"got {bytes_per_elem!r}")
 
 
-def _guard(op: str, g: nx.Graph, n: int, max_transfers: int | None) -> None:
+def guard_transfers(op: str, g: nx.Graph, n: int, max_transfers: int | None) -> None:
     check_limit(f"the explicit {op} schedule on {g.graph.get('name', 'topology')}", n,
                 max_transfers, "transfers", "max_transfers",
                 "the symmetric mode times it without one")
@@ -280,17 +280,17 @@ def ring_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.
     drings = directional_rings(g) if drings is None else drings
     p = len(drings[0].order)
     k = len(drings)
-    _guard(op, g, k * p * (p - 1) * (2 if op == "all-reduce" else 1), max_transfers)
+    guard_transfers(op, g, k * p * (p - 1) * (2 if op == "all-reduce" else 1), max_transfers)
     n_pad = pad_elems(n_elems, k * p, pad, f"{op} on {g.graph.get('name', 'topology')}")
     seg = n_pad // (k * p) * bytes_per_elem
-    b = _Builder(g)
+    b = Builder(g)
     none = lambda c: []  # noqa: E731
     if op in ("reduce-scatter", "all-reduce"):
-        arr = _ring_phase(b, drings, seg, 0, True, none)
+        arr = ring_phase(b, drings, seg, 0, True, none)
     if op == "all-gather":
-        _ring_phase(b, drings, seg, 0, False, none)
+        ring_phase(b, drings, seg, 0, False, none)
     elif op == "all-reduce":
-        _ring_phase(b, drings, seg, p - 1, False, lambda c: arr.get(c, []))
+        ring_phase(b, drings, seg, p - 1, False, lambda c: arr.get(c, []))
     return b.build(op, f"ring x{k}", n_elems * bytes_per_elem, n_pad * bytes_per_elem,
                    rings=tuple(d.order for d in drings))
 
@@ -349,17 +349,18 @@ def level_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float,
         return out
 
     per_pass = sum(grp * k * p * (p - 1) for p, k, grp in shapes)
-    _guard(op, g, len(streams) * per_pass * (2 if op == "all-reduce" else 1), max_transfers)
+    guard_transfers(op, g, len(streams) * per_pass * (2 if op == "all-reduce" else 1),
+                    max_transfers)
     granule = math.lcm(*(x for order in streams for x in splits(order).values()))
     n_pad = pad_elems(n_elems, granule * len(streams), pad,
                       f"{op} on {g.graph.get('name', 'topology')}")
     n_stream = n_pad // len(streams)
-    b = _Builder(g)
+    b = Builder(g)
 
     def run_level(groups, seg, step0, reduce, first):
         arr: dict[int, list[int]] = {}
         for rs in groups:
-            for c, ids in _ring_phase(b, rs, seg, step0, reduce, first).items():
+            for c, ids in ring_phase(b, rs, seg, step0, reduce, first).items():
                 arr.setdefault(c, []).extend(ids)
         return arr
 
@@ -473,7 +474,7 @@ def from_transfers(g: nx.Graph, op: str, transfers: list[dict], payload_bytes: f
     and ``reduce``.  Raises ValueError for a missing link, a broken route or a bad dependency."""
     check_op(op)
     validate(g)
-    b = _Builder(g)
+    b = Builder(g)
     for t, tr in enumerate(transfers):
         route = [tuple(lk) if len(lk) == 3 else (lk[0], lk[1], 0) for lk in tr["route"]]
         if not route or route[0][0] != tr["src"] or route[-1][1] != tr["dst"] or any(
