@@ -1,8 +1,9 @@
 """Scale and speed of the netsim engines (issue 12, deliverable 3; issue 5, item 7).
 
-1. Targets of the symmetric mode: analytic reduce-scatter / all-gather / all-reduce at 100,000
-   chips (< 1 s, < 500 MB) and the representative-rank DES at 4,096 chips (< 10 s), ring and
-   hierarchical (multi-board), on ResNet-50's 25.6 M FP16 gradients.
+1. Targets of the symmetric mode: analytic reduce-scatter / all-gather / all-reduce (and
+   all-to-all) at 100,000 chips (< 1 s, < 500 MB) and the representative-rank DES at 4,096
+   chips (< 10 s), ring, switch, square torus and hierarchical (multi-board), on ResNet-50's
+   25.6 M FP16 gradients.
 2. The explicit schedules beside them where they still run (their size guard refuses 4,096),
    with the symmetric/explicit agreement and speed-up measured in the same run.
 3. What coarsening DES packets costs in accuracy against the fine model.
@@ -35,13 +36,19 @@ def _rss_MiB() -> float:
 
 def _symmetric(topology: str, chips: int, engine: str, ops, packet_bytes, q) -> None:
     t_imp = time.perf_counter()
+    from accelsim.netsim import alltoall as A
     from accelsim.netsim import symmetric as S
 
     t0 = time.perf_counter()
     t_imp = t0 - t_imp
-    pl = S.plan(topology, chips, bandwidth_Bps=32e9, latency_s=1e-6)
+    ring_ops = [op for op in ops if op != "all-to-all"]
+    pl = S.plan(topology, chips, bandwidth_Bps=32e9, latency_s=1e-6) if ring_ops else None
     res = [S.time_collective(pl, op, N_PARAMS, FP16, engine, packet_bytes=packet_bytes)
-           for op in ops]
+           for op in ring_ops]
+    if "all-to-all" in ops:
+        apl = A.plan(topology, chips, bandwidth_Bps=32e9, latency_s=1e-6)
+        pl = pl or apl
+        res.append(A.time_all_to_all(apl, N_PARAMS * FP16, engine, packet_bytes=packet_bytes))
     q.put(dict(wall_s=time.perf_counter() - t0, import_s=t_imp, rss=_rss_MiB(),
                algorithm=pl.algorithm,
                times={r.op: r.time_s for r in res}, events=sum(r.events for r in res),
@@ -88,14 +95,18 @@ def main() -> None:
     print(hdr)
     targets = [("ring", 100_000, "analytic", OPS, 1.0, 500.0),
                ("multi-board", 100_000, "analytic", OPS, 1.0, 500.0),
-               ("switch", 100_000, "analytic", OPS, 1.0, 500.0),
+               ("switch", 100_000, "analytic", OPS + ("all-to-all",), 1.0, 500.0),
+               ("torus-2d", 99_856, "analytic", OPS + ("all-to-all",), 1.0, 500.0),
+               ("ring", 100_000, "analytic", ("all-to-all",), 1.0, 500.0),
                ("ring", 4096, "des", ("reduce-scatter", "all-reduce"), 10.0, None),
-               ("multi-board", 4096, "des", ("reduce-scatter", "all-reduce"), 10.0, None)]
+               ("multi-board", 4096, "des", ("reduce-scatter", "all-reduce"), 10.0, None),
+               ("switch", 4096, "des", ("all-gather", "all-to-all"), 10.0, None)]
     for topo, chips, engine, ops, t_max, mb_max in targets:
         r = run_case(_symmetric, topo, chips, engine, ops, None)
         ok = r["wall_s"] < t_max and (mb_max is None or r["rss"] < mb_max)
         tgt = f"<{t_max:g} s" + (f", <{mb_max:g} MB" if mb_max else "")
-        short = {"reduce-scatter": "RS", "all-gather": "AG", "all-reduce": "AR"}
+        short = {"reduce-scatter": "RS", "all-gather": "AG", "all-reduce": "AR",
+                 "all-to-all": "A2A"}
         print(f"{topo + ' ' + engine + ' ' + '/'.join(short[o] for o in ops):<30}"
               f"{chips:>8,}{r['wall_s']:>9.3f}{r['import_s']:>10.3f}{r['rss']:>10.0f}{tgt:>16}"
               f"{r['wall_s'] / t_max:>12.4f}"
