@@ -112,3 +112,14 @@ def test_explicit_analytic_equals_closed_form_on_square_and_oblong(op):
         b = S.analytic_time(pl, op, n, 2, alpha_s=1e-7, reduce_Bps=100e9)
         assert a.algorithm == b.algorithm and a.transfers == b.transfers
         assert b.time_s == pytest.approx(a.time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("chips", [16, 20, 30, 36, 48, 60, 64, 12])
+def test_spec_plan_equals_graph_plan(chips):
+    spec = T.resolve("torus-2d", chips, bandwidth_Bps=3e9, latency_s=2e-7)
+    assert S.plan_for(spec) == S.plan_from_graph(T.generate(spec))
+
+
+def test_large_oblong_torus_needs_no_graph():
+    pl = S.plan("torus-2d", 250 * 400, bandwidth_Bps=1e9, max_links=10)  # no graph built
+    assert pl.algorithm == "dimension-wise (rows x2, columns x2)" and not pl.mirrored

@@ -32,7 +32,7 @@ import networkx as nx
 import numpy as np
 
 from accelsim.netsim.limits import MAX_TRANSFERS, check_limit
-from accelsim.netsim.rings import find_rings
+from accelsim.netsim.rings import EXACT_MAX_CHIPS, find_rings
 from accelsim.netsim.topology import chips as chip_nodes
 from accelsim.netsim.topology import validate
 
@@ -423,14 +423,17 @@ def torus_algorithm(g: nx.Graph) -> str:
     """How accelsim runs collectives on a 2-D torus graph: ``"mirrored"`` (square: dimension-
     wise, one half of the vector rows then columns and the other columns then rows, so every
     link carries data at every step: bandwidth term (p-1)/p N/(4B), (r-1)+(c-1) steps);
-    ``"rings"`` when the Hamiltonian ring search finds more than one ring pair (edge-disjoint
-    rings using every link: (p-1)/p N/(kB) with k > 2, which dimension-wise cannot beat on a
-    non-square torus); else ``"dimension-wise"`` (rows then columns on the whole vector:
-    (p-1)/p N/(2B), the bandwidth of one bidirectional Hamiltonian ring, in (r-1)+(c-1)
-    instead of p-1 steps)."""
-    if g.graph["rows"] == g.graph["cols"]:
+    ``"rings"`` on a small non-square torus (<= ``rings.EXACT_MAX_CHIPS`` chips, where the
+    ring search is exact: 3x4) whose Hamiltonian rings use every link ((p-1)/p N/(kB) with
+    k > 2, which one dimension at a time cannot beat); else ``"dimension-wise"`` (rows then
+    columns on the whole vector: (p-1)/p N/(2B), the bandwidth of one bidirectional
+    Hamiltonian ring, in (r-1)+(c-1) instead of p-1 steps; no ring search, any size)."""
+    r, c = g.graph["rows"], g.graph["cols"]
+    if r == c:
         return "mirrored"
-    return "rings" if len(directional_rings(g)) > 2 else "dimension-wise"
+    if r * c <= EXACT_MAX_CHIPS and len(directional_rings(g)) > 2:
+        return "rings"
+    return "dimension-wise"
 
 
 def torus_algorithm_name(mirrored: bool, k_rows: int, k_cols: int) -> str:

@@ -44,6 +44,7 @@ from accelsim.netsim.analytic import (
     ring_collective_time,
 )
 from accelsim.netsim.limits import MAX_GRAPH_LINKS, MAX_PACKETS, check_limit
+from accelsim.netsim.rings import EXACT_MAX_CHIPS
 from accelsim.netsim.schedule import (
     DirRing,
     Schedule,
@@ -227,8 +228,8 @@ def plan_for(spec: topo.TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS
     """The symmetric plan of a resolved topology.  Ring, switch, multi-board and square-torus
     systems are closed forms (no graph, any size: a ring of p > 2 chips has one cycle, two
     directions; a switch one logical ring of two-link hops; a multi-board system the board's
-    rings then one rail ring per local index; a square torus its rows then columns, and
-    columns then rows, on two halves); dgx1, non-square torus and fully-connected graphs are
+    rings then one rail ring per local index; a torus its rows then columns (square: and
+    columns then rows, on two halves)); dgx1, fully-connected and the 3x4 torus graphs are
     built (refused past :data:`limits.MAX_GRAPH_LINKS`) and searched like the explicit
     builders do."""
     bw, lat, p = spec.bandwidth_Bps, spec.latency_s, spec.chips
@@ -244,9 +245,13 @@ def plan_for(spec: topo.TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS
         l1 = RingLevel(8, k1, nb, (((bw, lat),),))
         l2 = RingLevel(nb, k2, 8, (((spec.inter_board_Bps, spec.inter_board_latency_s),),))
         return RingPlan(spec.name, 8 * nb, f"hierarchical (intra x{k1}, rail x{k2})", (l1, l2))
-    if spec.kind == "torus2d" and spec.rows == spec.cols:  # square: no graph, any size
-        lv = RingLevel(spec.cols, 2, spec.rows, (((bw, lat),),))
-        return RingPlan(spec.name, p, torus_algorithm_name(True, 2, 2), (lv, lv), mirrored=True)
+    if spec.kind == "torus2d" and (spec.rows == spec.cols or p > EXACT_MAX_CHIPS):
+        # dimension-wise (schedule.torus_algorithm): no graph, any size
+        hop = (((bw, lat),),)
+        rows = RingLevel(spec.cols, 2, spec.rows, hop)
+        cols = RingLevel(spec.rows, 2, spec.cols, hop)
+        sq = spec.rows == spec.cols
+        return RingPlan(spec.name, p, torus_algorithm_name(sq, 2, 2), (rows, cols), mirrored=sq)
     g = topo.generate(spec, max_links=max_links)
     out = plan_from_graph(g)
     if out is None:  # pragma: no cover - every generator's rings are homogeneous
