@@ -12,13 +12,14 @@ Public entry points::
     analytic_time(schedule) / des.simulate(schedule) -> CollectiveTime
     ring_collective_time(kind, ranks, size_bytes, bandwidth_Bps, latency_s)  # THE ring term
     alltoall.plan(name, chips, ...) -> AllToAllPlan; alltoall.time_all_to_all(plan, n_bytes, engine)
-    alltoall.all_to_all_v_time(spec, byte_matrix, engine)   # uneven routing (MoE)
+    alltoallv.all_to_all_v_time(spec, byte_matrix, engine)  # uneven routing (MoE)
 
 simpy is imported only when the DES engine runs.  Size guards: :mod:`accelsim.netsim.limits`.
 """
 
-from accelsim.netsim import alltoall
-from accelsim.netsim.alltoall import AllToAllPlan, all_to_all_v_time, time_all_to_all
+from accelsim.netsim import alltoall, alltoallv
+from accelsim.netsim.alltoall import AllToAllPlan, time_all_to_all
+from accelsim.netsim.alltoallv import all_to_all_v_time
 from accelsim.netsim.analytic import CollectiveTime, analytic_time, ring_collective_time
 from accelsim.netsim.limits import SizeLimitError
 from accelsim.netsim.phases import (
@@ -36,7 +37,7 @@ from accelsim.netsim.update import UpdateParams, compression_cost, weight_update
 
 __all__ = [
     "AllToAllPlan", "CollectiveTime", "ENGINES", "MODES", "PhaseTimes", "RingLevel", "RingPlan",
-    "Schedule", "all_to_all_v_time", "alltoall", "time_all_to_all",
+    "Schedule", "all_to_all_v_time", "alltoall", "alltoallv", "time_all_to_all",
     "SizeLimitError", "UpdateParams", "analytic_time", "best_schedule", "collective_time",
     "compression_cost", "gradient_reduction_times", "hierarchical_schedule", "phase_times",
     "plan", "plan_for", "plan_from_graph", "ring_collective_time", "ring_schedule",
