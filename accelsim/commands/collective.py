@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="refuse DES runs of more packets (default 1,000,000)")
     parser.add_argument("--max-links", type=int, default=None,
                         help="refuse topology graphs of more links (default 2,000,000; ring, "
-                        "switch and multi-board need no graph in symmetric mode)")
+                        "switch, multi-board and torus need no graph in symmetric mode)")
     parser.add_argument("--no-pad", action="store_true",
                         help="error out instead of zero-padding when the elements do not split "
                         "evenly over rings x chips")

@@ -44,8 +44,8 @@ def check_count(name: str, n: int, minimum: int) -> None:
 
 def _check_size(name: str, links: int, max_links: int | None) -> None:
     check_limit(f"the {name} graph", links, max_links, "links", "max_links",
-                "accelsim.netsim.symmetric.plan times ring, switch and multi-board systems "
-                "of any size without a graph")
+                "accelsim.netsim.symmetric.plan times ring, switch, multi-board and torus "
+                "systems of any size without a graph")
 
 
 _check_link, _check_count = check_link, check_count
@@ -240,8 +240,8 @@ TOPOLOGY_NAMES = ("ring", "torus2d", "torus-2d", "fully-connected", "switch", "d
 class TopologySpec:
     """A named topology with its sizes and link parameters resolved (defaults applied and
     validated) but no graph built: :func:`generate` builds the graph, the symmetric engine
-    (:func:`accelsim.netsim.symmetric.plan_for`) times ring, switch and multi-board systems
-    from the spec alone.  ``kind`` is one of ``ring, torus2d, fully-connected, switch, dgx1,
+    (:func:`accelsim.netsim.symmetric.plan_for`) times ring, switch, multi-board and torus
+    systems from the spec alone.  ``kind`` is one of ``ring, torus2d, fully-connected, switch, dgx1,
     multi-board``; ``boards`` is set for multi-board (hfp8-64 is 8 boards), ``rows``/``cols``
     for torus2d."""
 
