@@ -92,6 +92,10 @@ def test_two_tier_all_to_all():
     assert t == pytest.approx(7 / 8 * 1e9 / 450e9 + 3 / 4 * 1e9 / 50e9, rel=1e-12)
     assert A.time_all_to_all(pl, 1e9, "des").time_s == pytest.approx(t, rel=1e-9)
     assert A.two_tier_plan(8, 1, intra_Bps=1e9, inter_Bps=1e9).levels[0].p == 8
+    # latencies are per message (GPU to GPU): one per pairwise step
+    lat = A.two_tier_plan(8, 4, intra_Bps=450e9, inter_Bps=50e9, intra_latency_s=1e-6,
+                          inter_latency_s=2e-6)
+    assert A.time_all_to_all(lat, 1e9).time_s == pytest.approx(t + 7e-6 + 3 * 2e-6, rel=1e-12)
 
 
 def test_all_to_all_v():

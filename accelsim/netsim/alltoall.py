@@ -220,16 +220,18 @@ def two_tier_plan(gpus_per_node: int, nodes: int, *, intra_Bps: float, inter_Bps
                   intra_latency_s: float = 0.0, inter_latency_s: float = 0.0) -> AllToAllPlan:
     """Hierarchical all-to-all of ``nodes`` switch nodes (NVSwitch inside, one NIC per GPU on
     a non-blocking fabric across): pairwise inside every node (to the GPU with the right
-    local index), then pairwise across nodes on the NICs (rail by rail)."""
+    local index), then pairwise across nodes on the NICs (rail by rail).  Bandwidths are one
+    GPU's port, one direction; latencies are GPU-to-GPU per message (as a node file gives
+    them), split evenly over the two links of the route through the switch."""
     topo.check_count("gpus_per_node", gpus_per_node, 1)
     topo.check_count("nodes", nodes, 1)
     levels = []
     if gpus_per_node > 1:
         levels.append(AllToAllLevel("pairwise", gpus_per_node, nodes,
-                                    ((intra_Bps, intra_latency_s),) * 2))
+                                    ((intra_Bps, intra_latency_s / 2),) * 2))
     if nodes > 1:
         levels.append(AllToAllLevel("pairwise", nodes, gpus_per_node,
-                                    ((inter_Bps, inter_latency_s),) * 2))
+                                    ((inter_Bps, inter_latency_s / 2),) * 2))
     if not levels:
         raise ValueError("an all-to-all needs at least 2 ranks")
     return AllToAllPlan(f"{nodes}x{gpus_per_node}-switch", gpus_per_node * nodes, tuple(levels))
