@@ -1,4 +1,4 @@
-"""2-D torus collectives run dimension-wise (issue 21 item 15).
+"""2-D torus collectives run dimension-wise, both orders at once (issue 21 item 15).
 
 Oracles: the dimension-decomposed ring cost of the collective literature -- each dimension's
 bidirectional ring over its own links, the second dimension on the 1/p_1 share the first left
@@ -8,6 +8,8 @@ collective-comm, section 3) -- and set semantics replayed on the explicit schedu
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -20,32 +22,50 @@ from accelsim.netsim.schedule import best_schedule
 OPS = ("reduce-scatter", "all-gather", "all-reduce")
 
 
-def literature_rs(r: int, c: int, n_bytes: float, bw: float, lat: float, halves: int) -> float:
-    """Dimension-wise reduce-scatter of n_bytes: rows (c chips, 2 directions) on the whole
-    share, then columns (r chips) on 1/c of it; ``halves`` = 2 runs the two dimension orders
-    at once on half the vector each (square tori)."""
-    n = n_bytes / halves
-    return (c - 1) * (lat + n / (2 * c) / bw) + (r - 1) * (lat + n / (2 * c * r) / bw)
+def literature_rs(r: int, c: int, n_bytes: float, bw: float, lat: float) -> float:
+    """Dimension-wise reduce-scatter of n_bytes, both dimension orders at once in lock step:
+    a share x = c/(r+c) goes rows (c chips, 2 directions, segments x N/(2c)) then columns
+    (r chips, on 1/c of it), the rest columns then rows; each step costs the latency plus the
+    larger of the two streams' segments still running (written out step by step here)."""
+    x = c / (r + c)
+    streams = [[(c - 1, x * n_bytes / (2 * c)), (r - 1, x * n_bytes / (2 * c * r))],
+               [(r - 1, (1 - x) * n_bytes / (2 * r)), (c - 1, (1 - x) * n_bytes / (2 * r * c))]]
+    total = 0.0
+    for phase in range(2):
+        for t in range(max(c, r) - 1):
+            total += lat + max(seg for steps, seg in (s[phase] for s in streams) if t < steps) / bw
+    return total
 
 
-@pytest.mark.parametrize("r,c", [(3, 3), (4, 4), (4, 5), (5, 7), (8, 8), (6, 10)])
+@pytest.mark.parametrize("r,c", [(3, 3), (4, 4), (4, 5), (5, 7), (8, 8), (6, 10), (7, 4)])
 def test_closed_form_is_the_dimension_wise_ring_cost(r, c):
     bw, lat = 12e9, 7e-7
     pl = S.plan_from_graph(T.torus2d(r, c, bw, lat))
-    halves = 2 if r == c else 1
-    assert pl.algorithm.startswith("dimension-wise") and pl.mirrored == (r == c)
+    assert pl.algorithm.startswith("dimension-wise, both orders") and pl.mirrored
     n = pl.granule * 1000
     rs = S.analytic_time(pl, "reduce-scatter", n, 2).time_s
-    assert rs == pytest.approx(literature_rs(r, c, 2 * n, bw, lat, halves), rel=1e-12)
+    assert rs == pytest.approx(literature_rs(r, c, 2 * n, bw, lat), rel=1e-12)
     assert S.analytic_time(pl, "all-gather", n, 2).time_s == pytest.approx(rs, rel=1e-12)
     assert S.analytic_time(pl, "all-reduce", n, 2).time_s == pytest.approx(2 * rs, rel=1e-12)
-    # bandwidth term: (p-1)/p N over the 2 (4 on a square torus: both orders at once)
-    # directional links a chip sends on; steps (r-1)+(c-1), not p-1
+    p = r * c
     bw_term = S.analytic_time(S.plan_from_graph(T.torus2d(r, c, bw, 0.0)), "reduce-scatter",
                               n, 2).time_s
-    p = r * c
-    assert bw_term == pytest.approx((p - 1) / p * 2 * n / (2 * halves * bw), rel=1e-12)
-    assert pl.steps("reduce-scatter") == (r - 1) + (c - 1)
+    if r == c:  # both halves busy all the time: the 4-links-per-chip bound (p-1)/p N/(4B)
+        assert bw_term == pytest.approx((p - 1) / p * 2 * n / (4 * bw), rel=1e-12)
+    else:  # between that bound and one dimension at a time ((p-1)/p N/(2B))
+        assert (p - 1) / p * 2 * n / (4 * bw) < bw_term < (p - 1) / p * 2 * n / (2 * bw)
+    assert pl.steps("reduce-scatter") == 2 * (max(r, c) - 1)
+
+
+def test_oblong_torus_by_hand():
+    """4x8, no latency: a 2/3 share goes rows first. Phase 1: 7 steps of N/24 (both streams'
+    segments equal); phase 2: 3 steps of N/96 (columns, 2/3 share), then 4 of N/192 (rows,
+    1/3): 7/24 + 3/96 + 4/192 = 11/32 N/B, against 31/64 N/B one dimension at a time."""
+    pl = S.plan("torus-2d", 32, bandwidth_Bps=1.0, latency_s=0.0)
+    assert pl.algorithm == "dimension-wise, both orders 2:1 (rows x2, columns x2)"
+    n = pl.granule
+    t = S.analytic_time(pl, "reduce-scatter", n, 1).time_s
+    assert t == pytest.approx(float(Fraction(11, 32)) * n, rel=1e-12)
 
 
 def test_four_by_four_uses_both_dimensions():
@@ -82,24 +102,21 @@ def _replay_rs(s, mask, seed):
 @pytest.mark.parametrize("r,c", [(4, 4), (3, 5)])
 def test_dimension_wise_reduce_scatter_semantics(r, c):
     g = T.torus2d(r, c, 1e9)
-    s = best_schedule(g, "reduce-scatter", 60 * r * c * 4, 1)
+    s = best_schedule(g, "reduce-scatter", 60 * r * c * (r + c) * 4, 1)
     row = lambda x: {x // c * c + j for j in range(c)}  # noqa: E731
     col = lambda x: {i * c + x % c for i in range(r)}  # noqa: E731
-    streams = [(row, col)] + ([(col, row)] if r == c else [])
-    per_stream = s.ring.max() + 1
-    assert per_stream == len(streams) * 2 * (r + c)
-    base = 0
-    for first, _ in streams:
-        n1 = 2 * (r if first is row else c)  # directional rings of the first dimension
-        lvl1 = (s.ring >= base) & (s.ring < base + n1)
-        lvl2 = (s.ring >= base + n1) & (s.ring < base + 2 * (r + c))
-        have1, own1 = _replay_rs(s, lvl1, lambda x: {x})
+    # ring ids, phase by phase: rows-first stream's rows (2r rings), columns-first stream's
+    # columns (2c); then the first stream's columns, the second's rows
+    assert s.ring.max() + 1 == 4 * (r + c)
+    bounds = np.cumsum([0, 2 * r, 2 * c, 2 * c, 2 * r])
+    ids = lambda k: (s.ring >= bounds[k]) & (s.ring < bounds[k + 1])  # noqa: E731
+    for lvl1, lvl2, first in ((0, 2, row), (1, 3, col)):
+        have1, own1 = _replay_rs(s, ids(lvl1), lambda x: {x})
         assert own1 and all(have1[(d, k)] == first(d) for k, d in own1.items())
-        have2, own2 = _replay_rs(s, lvl2, first)
+        have2, own2 = _replay_rs(s, ids(lvl2), first)
         assert own2 and all(have2[(d, k)] == set(range(r * c)) for k, d in own2.items())
         # every chip ends owning the same number of fully reduced segments
         assert len(set(np.bincount(list(own2.values()), minlength=r * c))) == 1
-        base += 2 * (r + c)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -122,4 +139,4 @@ def test_spec_plan_equals_graph_plan(chips):
 
 def test_large_oblong_torus_needs_no_graph():
     pl = S.plan("torus-2d", 250 * 400, bandwidth_Bps=1e9, max_links=10)  # no graph built
-    assert pl.algorithm == "dimension-wise (rows x2, columns x2)" and not pl.mirrored
+    assert pl.algorithm == "dimension-wise, both orders 8:5 (rows x2, columns x2)"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import networkx as nx
 import numpy as np
@@ -321,24 +322,92 @@ def hierarchical_rings(g: nx.Graph) -> tuple[dict, dict]:
     return intra_rings, rail_rings
 
 
+def coupled_ring_passes(b: Builder, passes: list, step0: int, first_deps) -> dict:
+    """Ring passes run at once in lock step: ``passes`` is a list of ``(groups, segment bytes,
+    reduce)`` (groups: lists of directional rings, as in :func:`ring_phase`).  Within each
+    ring, transfer (s, i) waits on (s-1, i-1) as in :func:`ring_phase`, and ALSO on every
+    transfer of the other passes arriving at its sender in step s-1 (one kernel, one step
+    loop); step-0 transfers wait on ``first_deps(chip)``.  Returns, per chip index, the
+    transfers arriving at it in the last step of each ring."""
+    rings = []  # (pass, chip at each position, hop link ids, ring id, segment, reduce)
+    for k, (groups, seg, reduce) in enumerate(passes):
+        for grp in groups:
+            for dr in grp:
+                rings.append((k, np.array([b.chip_idx[c] for c in dr.order], np.int32),
+                              np.array([[b.link_id(*lk) for lk in route]
+                                        for route in dr.hop_routes], np.int32),
+                              b.n_rings, seg, reduce))
+                b.n_rings += 1
+    n_steps = max(len(r[1]) - 1 for r in rings)
+    prev: dict[int, np.ndarray] = {}
+    arrived: dict[int, dict[int, list[int]]] = {}  # pass -> chip -> ids arriving last step
+    final: dict[int, list[int]] = {}
+    for s in range(n_steps):
+        now: dict[int, dict[int, list[int]]] = {}
+        for r_i, (k, pos_chip, hop_ids, ring_id, seg, reduce) in enumerate(rings):
+            p = len(pos_chip)
+            if s >= p - 1:
+                continue
+            i = np.arange(p)
+            rows = []
+            for q in range(p):
+                chip = int(pos_chip[q])
+                if s == 0:
+                    rows.append(list(first_deps(chip)))
+                    continue
+                own = [int(prev[r_i][(q - 1) % p])]
+                rows.append(own + [t for kk, got in arrived.items() if kk != k
+                                   for t in got.get(chip, ())])
+            deps = np.full((p, max(1, max(len(x) for x in rows))), -1, np.int64)
+            for q, x in enumerate(rows):
+                deps[q, :len(x)] = x
+            chunk = (i - s) % p if reduce else (i + 1 - s) % p
+            ids = b.add_block(np.full(p, step0 + s), pos_chip, pos_chip[(i + 1) % p], seg,
+                              reduce, hop_ids, deps, ring_id, chunk)
+            prev[r_i] = ids
+            for q in range(p):
+                dst = int(pos_chip[(q + 1) % p])
+                now.setdefault(k, {}).setdefault(dst, []).append(int(ids[q]))
+                if s == p - 2:
+                    final.setdefault(dst, []).append(int(ids[q]))
+        arrived = now
+    return final
+
+
+def stream_granule(splits_by_stream: list[list[int]], shares: list[Fraction]) -> int:
+    """Elements must be a multiple of this so that every stream's share splits evenly into
+    each of its levels' segments (one stream of share 1: the lcm of its splits)."""
+    d, m = math.lcm(*(s.denominator for s in shares)), 1
+    for splits, share in zip(splits_by_stream, shares):
+        g = math.lcm(*splits)
+        num = share.numerator * (d // share.denominator)
+        m = math.lcm(m, g // math.gcd(num, g))
+    return d * m
+
+
 def level_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float,
                    levels: list[list[list[DirRing]]], *, mirrored: bool = False,
-                   algorithm: str, notes: str = "", pad: bool = True,
-                   max_transfers: int | None = MAX_TRANSFERS) -> Schedule:
+                   share: Fraction = Fraction(1, 2), algorithm: str, notes: str = "",
+                   pad: bool = True, max_transfers: int | None = MAX_TRANSFERS) -> Schedule:
     """A collective run level by level: ``levels[i]`` is a list of disjoint chip groups, each a
     list of directional rings over the group.  Reduce-scatter runs the levels in order, each on
     the share the levels before left a chip with (level i's segments are 1/(p_0 ... p_{i-1})
     of the vector over k_i x p_i); all-gather runs them in reverse; all-reduce composes them.
     A chip's first transfers of a level wait for every transfer of the level before arriving
-    at it.  ``mirrored``: the vector is split in two halves run at once, the second with the
-    levels in reverse order (on a square torus one half goes rows then columns, the other
-    columns then rows, so both dimensions' links are busy at every step)."""
+    at it.  ``mirrored`` (two levels): the vector is split in two streams run at once in lock
+    step (:func:`coupled_ring_passes`), ``share`` of it through the levels in order, the rest
+    in reverse order (a 2-D torus: rows then columns, and columns then rows, so both
+    dimensions' links are busy at every step)."""
     check_op(op)
     check_bytes_per_elem(bytes_per_elem)
     shapes = [(len(groups[0][0].order), len(groups[0]), len(groups)) for groups in levels]
     streams = [list(range(len(levels)))]
+    shares = [Fraction(1)]
     if mirrored:
+        if len(levels) != 2 or not 0 < share < 1:
+            raise ValueError("a mirrored schedule needs two levels and a share in (0, 1)")
         streams.append(streams[0][::-1])
+        shares = [Fraction(share), 1 - Fraction(share)]
 
     def splits(order):  # level -> its split count in this stream's order
         out, before = {}, 1
@@ -351,10 +420,8 @@ def level_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float,
     per_pass = sum(grp * k * p * (p - 1) for p, k, grp in shapes)
     guard_transfers(op, g, len(streams) * per_pass * (2 if op == "all-reduce" else 1),
                     max_transfers)
-    granule = math.lcm(*(x for order in streams for x in splits(order).values()))
-    n_pad = pad_elems(n_elems, granule * len(streams), pad,
-                      f"{op} on {g.graph.get('name', 'topology')}")
-    n_stream = n_pad // len(streams)
+    granule = stream_granule([list(splits(o).values()) for o in streams], shares)
+    n_pad = pad_elems(n_elems, granule, pad, f"{op} on {g.graph.get('name', 'topology')}")
     b = Builder(g)
 
     def run_level(groups, seg, step0, reduce, first):
@@ -364,16 +431,30 @@ def level_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float,
                 arr.setdefault(c, []).extend(ids)
         return arr
 
-    for order in streams:
-        split = splits(order)
-        passes = {"reduce-scatter": [(i, True) for i in order],
-                  "all-gather": [(i, False) for i in order[::-1]]}
-        passes["all-reduce"] = passes["reduce-scatter"] + passes["all-gather"]
+    def passes_of(order):
+        rs = [(i, True) for i in order]
+        ag = [(i, False) for i in order[::-1]]
+        return {"reduce-scatter": rs, "all-gather": ag, "all-reduce": rs + ag}[op]
+
+    if not mirrored:
+        split = splits(streams[0])
         step, arr = 0, None
-        for i, reduce in passes[op]:
+        for i, reduce in passes_of(streams[0]):
             first = (lambda c: []) if arr is None else (lambda c, a=arr: a.get(c, []))
-            arr = run_level(levels[i], n_stream // split[i] * bytes_per_elem, step, reduce, first)
+            arr = run_level(levels[i], n_pad // split[i] * bytes_per_elem, step, reduce, first)
             step += shapes[i][0] - 1
+    else:
+        per_stream = []
+        for order, sh in zip(streams, shares):
+            n, split = n_pad * sh.numerator // sh.denominator, splits(order)
+            per_stream.append([(levels[i], n // split[i] * bytes_per_elem, red, shapes[i][0])
+                               for i, red in passes_of(order)])
+        step, arr = 0, None
+        for phase in zip(*per_stream):
+            first = (lambda c: []) if arr is None else (lambda c, a=arr: a.get(c, []))
+            arr = coupled_ring_passes(b, [(grp, seg, red) for grp, seg, red, _ in phase], step,
+                                      first)
+            step += max(p for *_, p in phase) - 1
     return b.build(op, algorithm, n_elems * bytes_per_elem, n_pad * bytes_per_elem,
                    rings=tuple(r.order for r in levels[0][0]), notes=notes)
 
@@ -420,25 +501,30 @@ def torus_rings(g: nx.Graph) -> tuple[list[list[DirRing]], list[list[DirRing]]]:
 
 
 def torus_algorithm(g: nx.Graph) -> str:
-    """How accelsim runs collectives on a 2-D torus graph: ``"mirrored"`` (square: dimension-
-    wise, one half of the vector rows then columns and the other columns then rows, so every
-    link carries data at every step: bandwidth term (p-1)/p N/(4B), (r-1)+(c-1) steps);
-    ``"rings"`` on a small non-square torus (<= ``rings.EXACT_MAX_CHIPS`` chips, where the
-    ring search is exact: 3x4) whose Hamiltonian rings use every link ((p-1)/p N/(kB) with
-    k > 2, which one dimension at a time cannot beat); else ``"dimension-wise"`` (rows then
-    columns on the whole vector: (p-1)/p N/(2B), the bandwidth of one bidirectional
-    Hamiltonian ring, in (r-1)+(c-1) instead of p-1 steps; no ring search, any size)."""
+    """How accelsim runs collectives on a 2-D torus graph: ``"mirrored"`` (dimension-wise, two
+    streams in lock step, one rows then columns, the other columns then rows, so both
+    dimensions' links carry data at every step; :func:`torus_share` splits the vector; a
+    square torus: bandwidth term (p-1)/p N/(4B) in 2(sqrt(p)-1) steps), except ``"rings"`` on
+    the one small oblong torus whose exact ring search (<= ``rings.EXACT_MAX_CHIPS`` chips:
+    3x4) packs Hamiltonian rings over every link, (p-1)/p N/(4B), which beats it there."""
     r, c = g.graph["rows"], g.graph["cols"]
-    if r == c:
-        return "mirrored"
-    if r * c <= EXACT_MAX_CHIPS and len(directional_rings(g)) > 2:
+    if r != c and r * c <= EXACT_MAX_CHIPS and len(directional_rings(g)) > 2:
         return "rings"
-    return "dimension-wise"
+    return "mirrored"
 
 
-def torus_algorithm_name(mirrored: bool, k_rows: int, k_cols: int) -> str:
-    return (f"dimension-wise{', both orders' if mirrored else ''} "
-            f"(rows x{k_rows}, columns x{k_cols})")
+def torus_share(rows: int, cols: int) -> Fraction:
+    """Share of the vector in the rows-first stream: c/(r+c), which makes both streams' first
+    dimension segments equal (N x/(2c) = N (1-x)/(2r)); it minimises the lock-step time
+    (the step-synchronous cost is piecewise linear in the share, falling up to this point and
+    rising after it); 1/2 on a square torus."""
+    return Fraction(cols, rows + cols)
+
+
+def torus_algorithm_name(share: Fraction, k_rows: int, k_cols: int) -> str:
+    a, d = share.numerator, share.denominator
+    split = "" if share == Fraction(1, 2) else f" {a}:{d - a}"
+    return f"dimension-wise, both orders{split} (rows x{k_rows}, columns x{k_cols})"
 
 
 def torus_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
@@ -451,9 +537,9 @@ def torus_schedule(g: nx.Graph, op: str, n_elems: int, bytes_per_elem: float = 1
         return ring_schedule(g, op, n_elems, bytes_per_elem, pad=pad,
                              max_transfers=max_transfers)
     rows, cols = torus_rings(g)
-    mirrored = how == "mirrored"
-    return level_schedule(g, op, n_elems, bytes_per_elem, [rows, cols], mirrored=mirrored,
-                          algorithm=torus_algorithm_name(mirrored, 2, 2),
+    share = torus_share(g.graph["rows"], g.graph["cols"])
+    return level_schedule(g, op, n_elems, bytes_per_elem, [rows, cols], mirrored=True,
+                          share=share, algorithm=torus_algorithm_name(share, 2, 2),
                           notes=f"{g.graph['rows']} x {g.graph['cols']} torus",
                           pad=pad, max_transfers=max_transfers)
 

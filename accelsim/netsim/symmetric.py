@@ -32,6 +32,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 
 import networkx as nx
 import numpy as np
@@ -53,9 +54,11 @@ from accelsim.netsim.schedule import (
     directional_rings,
     hierarchical_rings,
     pad_elems,
+    stream_granule,
     torus_algorithm,
     torus_algorithm_name,
     torus_rings,
+    torus_share,
 )
 
 Hop = tuple  # one ring hop's route: ((bandwidth_Bps, latency_s), ...) per link, in order
@@ -102,16 +105,19 @@ class RingLevel:
 class RingPlan:
     """A symmetric collective on ``chips`` chips: its levels in reduce-scatter order.
 
-    ``mirrored``: the vector is split in two halves run at once, the second with the levels in
-    reverse order (a square 2-D torus: rows then columns, and columns then rows); the levels
-    must then be identical, so the two halves use disjoint links at every step and take the
-    same time: the plan times as one half."""
+    ``mirrored`` (two levels, a 2-D torus): the vector is split in two streams run at once in
+    lock step, stream 0 (``share`` of the vector) through the levels in order, stream 1 (the
+    rest) in reverse order -- rows then columns, and columns then rows.  In each phase the two
+    streams are on different levels, hence on disjoint links; a step of either stream starts
+    when the step before has arrived in both (one kernel, one step loop), so a phase step
+    costs the larger of the two streams' steps."""
 
     name: str
     chips: int
     algorithm: str
     levels: tuple[RingLevel, ...]
     mirrored: bool = False
+    share: Fraction = Fraction(1, 2)
 
     def __post_init__(self) -> None:
         if not self.levels:
@@ -120,19 +126,53 @@ class RingPlan:
                 lv.groups * lv.p != self.chips for lv in self.levels):
             raise ValueError(f"RingPlan {self.name!r}: levels {self.levels} do not tile "
                              f"{self.chips} chips")
-        if self.mirrored and (len(self.levels) < 2 or len(set(self.levels)) != 1):
-            raise ValueError(f"RingPlan {self.name!r}: a mirrored plan needs two or more "
-                             f"identical levels, got {self.levels}")
+        if self.mirrored and (len(self.levels) != 2 or not 0 < self.share < 1):
+            raise ValueError(f"RingPlan {self.name!r}: a mirrored plan needs two levels and a "
+                             f"share in (0, 1), got {len(self.levels)} levels, share "
+                             f"{self.share}")
 
     @property
     def streams(self) -> int:
-        """Halves of the vector run at once (2 when mirrored)."""
+        """Streams of the vector run at once (2 when mirrored)."""
         return 2 if self.mirrored else 1
+
+    def _orders(self) -> list[tuple[list[int], Fraction]]:
+        """(level order, share of the vector) per stream."""
+        first = list(range(len(self.levels)))
+        if not self.mirrored:
+            return [(first, Fraction(1))]
+        return [(first, self.share), (first[::-1], 1 - self.share)]
+
+    def _stream_split(self, order: list[int], i: int) -> int:
+        """Segments of level ``i`` in a stream running the levels in ``order``."""
+        pos = order.index(i)
+        lv = self.levels[i]
+        return math.prod(self.levels[j].p for j in order[:pos]) * lv.k * lv.p
 
     @property
     def granule(self) -> int:
         """Elements must be a multiple of this (the padding rule of :mod:`schedule`)."""
-        return self.streams * math.lcm(*(self._split(i) for i in range(len(self.levels))))
+        if not self.mirrored:
+            return math.lcm(*(self._split(i) for i in range(len(self.levels))))
+        return stream_granule([[self._stream_split(o, i) for i in o] for o, _ in self._orders()],
+                              [sh for _, sh in self._orders()])
+
+    def phases(self, op: str, n_elems: int, bytes_per_elem: float, pad: bool = True
+               ) -> tuple[int, list[list[tuple[int, bool, float]]]]:
+        """(padded element count, phases): each phase the ``(level, reduces, segment bytes)``
+        its streams run at once."""
+        check_op(op)
+        check_bytes_per_elem(bytes_per_elem)
+        n_pad = pad_elems(n_elems, self.granule, pad, f"{op} on {self.name}")
+        per_stream = []
+        for order, share in self._orders():
+            n = n_pad * share.numerator // share.denominator
+            rs = [(i, True) for i in order]
+            ag = [(i, False) for i in order[::-1]]
+            passes = {"reduce-scatter": rs, "all-gather": ag, "all-reduce": rs + ag}[op]
+            per_stream.append([(i, red, n // self._stream_split(order, i) * bytes_per_elem)
+                               for i, red in passes])
+        return n_pad, [list(ph) for ph in zip(*per_stream)]
 
     def _split(self, i: int) -> int:
         """Level ``i`` segments: 1/(p_0 ... p_{i-1}) of the vector over k_i x p_i."""
@@ -147,6 +187,8 @@ class RingPlan:
         return {"reduce-scatter": rs, "all-gather": ag, "all-reduce": rs + ag}[op]
 
     def steps(self, op: str) -> int:
+        if self.mirrored:  # a phase lasts as long as its longer stream
+            return sum(max(lv.p for lv in self.levels) - 1 for _ in self.passes(op))
         return sum(self.levels[i].p - 1 for i, _ in self.passes(op))
 
     def transfers(self, op: str) -> int:
@@ -211,9 +253,9 @@ def plan_from_graph(g: nx.Graph) -> RingPlan | None:
         rows, cols = (_level(g, groups) for groups in torus_rings(g))
         if rows is None or cols is None:
             return None
-        mirrored = torus_algorithm(g) == "mirrored"
-        return RingPlan(name, n, torus_algorithm_name(mirrored, rows.k, cols.k), (rows, cols),
-                        mirrored=mirrored)
+        share = torus_share(g.graph["rows"], g.graph["cols"])
+        return RingPlan(name, n, torus_algorithm_name(share, rows.k, cols.k), (rows, cols),
+                        mirrored=True, share=share)
     lv = _level(g, [directional_rings(g)])
     return None if lv is None else RingPlan(name, n, f"ring x{lv.k}", (lv,))
 
@@ -250,8 +292,9 @@ def plan_for(spec: topo.TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS
         hop = (((bw, lat),),)
         rows = RingLevel(spec.cols, 2, spec.rows, hop)
         cols = RingLevel(spec.rows, 2, spec.cols, hop)
-        sq = spec.rows == spec.cols
-        return RingPlan(spec.name, p, torus_algorithm_name(sq, 2, 2), (rows, cols), mirrored=sq)
+        share = torus_share(spec.rows, spec.cols)
+        return RingPlan(spec.name, p, torus_algorithm_name(share, 2, 2), (rows, cols),
+                        mirrored=True, share=share)
     g = topo.generate(spec, max_links=max_links)
     out = plan_from_graph(g)
     if out is None:  # pragma: no cover - every generator's rings are homogeneous
@@ -288,6 +331,8 @@ def analytic_time(pl: RingPlan, op: str, n_elems: int, bytes_per_elem: float = 1
     per pass, p-1 steps of (route latency + alpha_s + reduction) + segment / slowest lane."""
     check_overhead("alpha_s", alpha_s)
     check_rate("reduce_Bps", reduce_Bps)
+    if pl.mirrored:
+        return _mirrored_analytic(pl, op, n_elems, bytes_per_elem, pad, alpha_s, reduce_Bps)
     n_pad, seg = pl.sizes(op, n_elems, bytes_per_elem, pad)
     total = 0.0
     for i, reduces in pl.passes(op):
@@ -298,16 +343,37 @@ def analytic_time(pl: RingPlan, op: str, n_elems: int, bytes_per_elem: float = 1
     return _result(pl, op, "analytic", total, n_elems, n_pad, bytes_per_elem)
 
 
+def _mirrored_analytic(pl: RingPlan, op: str, n_elems: int, bytes_per_elem: float, pad: bool,
+                       alpha_s: float, reduce_Bps: float | None) -> CollectiveTime:
+    """Step-synchronous closed form of a mirrored plan: a phase step costs the largest route
+    latency + alpha_s + the largest segment / slowest lane + the largest reduction of the
+    streams still running (the explicit engine's per-step maxima)."""
+    n_pad, phases = pl.phases(op, n_elems, bytes_per_elem, pad)
+    total = 0.0
+    for ph in phases:
+        done = 0
+        for until in sorted({pl.levels[i].p - 1 for i, _, _ in ph}):
+            run = [(pl.levels[i], red, seg) for i, red, seg in ph if pl.levels[i].p - 1 >= until]
+            gamma = max((seg / reduce_Bps if red and reduce_Bps is not None else 0.0)
+                        for _, red, seg in run)
+            step = (max(lv.route_latency_s for lv, _, _ in run) + alpha_s
+                    + max(seg / lv.slowest_Bps for lv, _, seg in run) + gamma)
+            total += (until - done) * step
+            done = until
+    return _result(pl, op, "analytic", total, n_elems, n_pad, bytes_per_elem)
+
+
 def des_packets(pl: RingPlan, op: str, n_elems: int, bytes_per_elem: float = 1.0, *,
                 pad: bool = True, packet_bytes: float | None = None) -> int:
     """Packets the representative DES of ``op`` simulates (its size guard)."""
     check_rate("packet_bytes", packet_bytes)
-    _, seg = pl.sizes(op, n_elems, bytes_per_elem, pad)
+    _, phases = pl.phases(op, n_elems, bytes_per_elem, pad)
     total = 0
-    for i, _ in pl.passes(op):
-        lv = pl.levels[i]
-        per = 1 if packet_bytes is None else max(1, math.ceil(seg[i] / packet_bytes))
-        total += len(lv.hops) * (lv.p - 1) * per
+    for ph in phases:
+        for i, _, seg in ph:
+            lv = pl.levels[i]
+            per = 1 if packet_bytes is None else max(1, math.ceil(seg / packet_bytes))
+            total += len(lv.hops) * (lv.p - 1) * per
     return total
 
 
@@ -315,37 +381,54 @@ def representative_schedule(pl: RingPlan, op: str, n_elems: int, bytes_per_elem:
                             *, pad: bool = True) -> Schedule:
     """The schedule of one representative rank: per pass and distinct hop route, one chain of
     p-1 transfers over that route's (private) links; a pass's first transfers wait on the last
-    transfers of every chain of the pass before."""
-    n_pad, seg = pl.sizes(op, n_elems, bytes_per_elem, pad)
+    transfers of every chain of the pass before.  A mirrored plan's phase holds the chains of
+    both streams, a step of each waiting on the step before of every chain (lock step)."""
+    if pl.mirrored:
+        n_pad, phases = pl.phases(op, n_elems, bytes_per_elem, pad)
+    else:
+        n_pad, seg = pl.sizes(op, n_elems, bytes_per_elem, pad)
+        phases = [[(i, red, seg[i])] for i, red in pl.passes(op)]
     links, bw, lat = [], [], []
     cols = {k: [] for k in ("step", "nbytes", "reduce", "ring", "chunk", "route_len")}
     routes, deps, dep_len = [], [], []
     prev_last: list[int] = []
     n = step0 = 0
-    for i, reduces in pl.passes(op):
-        lv = pl.levels[i]
-        m = lv.p - 1
+    for i_ph, ph in enumerate(phases):
         last = []
-        for hop in lv.hops:
-            ids = list(range(len(links), len(links) + len(hop)))
-            for b_, l_ in hop:
-                links.append(("rep", len(links), 0))
-                bw.append(b_)
-                lat.append(l_)
-            cols["step"].append(np.arange(step0, step0 + m))
-            cols["nbytes"].append(np.full(m, seg[i]))
-            cols["reduce"].append(np.full(m, reduces))
-            cols["ring"].append(np.full(m, len(last) + 1000 * i))
-            cols["chunk"].append(np.arange(m))
-            routes.append(np.tile(np.asarray(ids, np.int32), m))
-            cols["route_len"].append(np.full(m, len(ids)))
+        chains = []  # first transfer id and length of every chain of the phase
+        for i, reduces, sg in ph:
+            lv = pl.levels[i]
+            m = lv.p - 1
+            for hop in lv.hops:
+                ids = list(range(len(links), len(links) + len(hop)))
+                for b_, l_ in hop:
+                    links.append(("rep", len(links), 0))
+                    bw.append(b_)
+                    lat.append(l_)
+                cols["step"].append(np.arange(step0, step0 + m))
+                cols["nbytes"].append(np.full(m, sg))
+                cols["reduce"].append(np.full(m, reduces))
+                cols["ring"].append(np.full(m, len(last) + 1000 * i_ph))
+                cols["chunk"].append(np.arange(m))
+                routes.append(np.tile(np.asarray(ids, np.int32), m))
+                cols["route_len"].append(np.full(m, len(ids)))
+                chains.append((n, m))
+                n += m
+                last.append(n - 1)
+        for c0, m in chains:
             deps.append(np.asarray(prev_last, np.int32))
-            deps.append(np.arange(n, n + m - 1, dtype=np.int32))
-            dep_len.append(np.concatenate([[len(prev_last)], np.ones(m - 1, np.int64)]))
-            n += m
-            last.append(n - 1)
+            if len(ph) == 1:  # one stream: each transfer waits on the one before
+                deps.append(np.arange(c0, c0 + m - 1, dtype=np.int32))
+                dep_len.append(np.concatenate([[len(prev_last)], np.ones(m - 1, np.int64)]))
+                continue
+            counts = [len(prev_last)]
+            for t in range(1, m):  # lock step: the step before of every chain still running
+                before = [d0 + t - 1 for d0, dm in chains if t - 1 < dm]
+                deps.append(np.asarray(before, np.int32))
+                counts.append(len(before))
+            dep_len.append(np.asarray(counts, np.int64))
         prev_last = last
-        step0 += m
+        step0 += max(m for _, m in chains)
     cat = {k: np.concatenate(v) for k, v in cols.items()}
     return Schedule(
         op=op, algorithm=pl.algorithm + " (representative rank)", chips=(0, 1),
