@@ -13,8 +13,8 @@ Builders:
   rings, each used in both directions (``2k`` directional rings), data split evenly over them.
 * :func:`hierarchical_schedule` -- multi-board systems: intra-board rings, then rail rings
   across boards (reduce-scatter); the reverse for all-gather; all-reduce is their composition.
-* :func:`torus_schedule` -- 2-D tori dimension-wise: rows, then columns (square tori: two
-  halves in opposite orders at once); both run on :func:`level_schedule`.
+* :func:`torus_schedule` -- 2-D tori dimension-wise: rows then columns, and columns then rows
+  on the rest of the vector, at once in lock step; both run on :func:`level_schedule`.
 
 Padding rule (documented, never guessed): a collective over ``S`` split counts (directional
 rings x chips, times the rail split for hierarchical schedules) needs the element count to be a

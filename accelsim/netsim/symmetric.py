@@ -1,7 +1,8 @@
 """Symmetric collectives timed without explicit p^2 schedules.
 
 Every collective accelsim builds is symmetric: ``k`` edge-disjoint directional rings of ``p``
-chips (a flat ring, k rings, a ring through a switch), or two such levels in sequence
+chips (a flat ring, k rings, a ring through a switch), or two such levels in sequence (or,
+on a 2-D torus, in both orders at once on two streams of the vector)
 (hierarchical: intra-board rings on every board, then rail rings across boards).  In each step
 of a ring pass every hop of every ring carries one segment on its own link lanes, so when each
 ring is *homogeneous* (all its hops have the same route of bandwidths and latencies) all p
@@ -267,11 +268,11 @@ def _dgx1_board_rings() -> int:
 
 
 def plan_for(spec: topo.TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS) -> RingPlan:
-    """The symmetric plan of a resolved topology.  Ring, switch, multi-board and square-torus
+    """The symmetric plan of a resolved topology.  Ring, switch, multi-board and torus
     systems are closed forms (no graph, any size: a ring of p > 2 chips has one cycle, two
     directions; a switch one logical ring of two-link hops; a multi-board system the board's
-    rings then one rail ring per local index; a torus its rows then columns (square: and
-    columns then rows, on two halves)); dgx1, fully-connected and the 3x4 torus graphs are
+    rings then one rail ring per local index; a torus its rows then columns and columns then
+    rows, on two streams in lock step); dgx1, fully-connected and the 3x4 torus graphs are
     built (refused past :data:`limits.MAX_GRAPH_LINKS`) and searched like the explicit
     builders do."""
     bw, lat, p = spec.bandwidth_Bps, spec.latency_s, spec.chips
