@@ -1,9 +1,9 @@
 """Symmetric collectives timed without explicit p^2 schedules.
 
 Every collective accelsim builds is symmetric: ``k`` edge-disjoint directional rings of ``p``
-chips (a flat ring, k rings, a ring through a switch), or two such levels in sequence (or,
-on a 2-D torus, in both orders at once on two streams of the vector)
-(hierarchical: intra-board rings on every board, then rail rings across boards).  In each step
+chips (a flat ring, k rings, a ring through a switch), or two such levels in sequence
+(hierarchical: intra-board rings on every board, then rail rings across boards; a 2-D torus:
+rows then columns, and columns then rows on two streams at once).  In each step
 of a ring pass every hop of every ring carries one segment on its own link lanes, so when each
 ring is *homogeneous* (all its hops have the same route of bandwidths and latencies) all p
 positions of a ring run in lock step and one position stands for all:
