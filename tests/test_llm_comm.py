@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from accelsim.arch import build_system
-from accelsim.llm import Fabric, LlmParams, Plan, comm, get_scheme, memory
+from accelsim.engine import Fabric, LlmParams, Plan, comm, get_scheme, memory
 from accelsim.netsim.analytic import ring_collective_time
 from accelsim.paths import REPO_ROOT
 from accelsim.workload.gpt import GptConfig

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from accelsim.llm import ParamCounts, Plan, get_scheme, memory, param_bytes
-from accelsim.llm.memory import activation_bytes_per_layer, in_flight_layers, model_state_bytes
+from accelsim.engine import ParamCounts, Plan, get_scheme, memory, param_bytes
+from accelsim.engine.memory import activation_bytes_per_layer, in_flight_layers, model_state_bytes
 from accelsim.workload.gpt import GptConfig
 
 BF16 = get_scheme("bf16")
@@ -102,16 +102,16 @@ def test_scheme_other_is_read_only_by_param_bytes():
     import ast
     from pathlib import Path
 
-    import accelsim.llm as llm
+    import accelsim
 
     readers = set()
-    for f in sorted(Path(llm.__file__).parent.glob("*.py")):
+    for f in sorted(Path(accelsim.__file__).parent.rglob("*.py")):
         tree = ast.parse(f.read_text())
         for fn in ast.walk(tree):
             if isinstance(fn, ast.FunctionDef):
                 if any(isinstance(n, ast.Attribute) and n.attr == "other" for n in ast.walk(fn)):
                     readers.add(f"{f.name}:{fn.name}")
-    assert readers == {"schemes.py:param_bytes"}
+    assert readers == {"llm_schemes.py:param_bytes"}
 
 
 def test_zero_figure1():

@@ -10,7 +10,7 @@ import pytest
 
 from accelsim.arch import build_system
 from accelsim.cli import main
-from accelsim.llm import LlmParams, Plan, predict
+from accelsim.engine import LlmParams, Plan, predict
 from accelsim.llm.search import search
 from accelsim.paths import REPO_ROOT
 from accelsim.workload.gpt import GptConfig, narayanan_flops

@@ -14,8 +14,8 @@ HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT r
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from accelsim.llm.plan import RECOMPUTE, LlmParams
-    from accelsim.llm.schemes import SCHEMES
+    from accelsim.engine.plan import RECOMPUTE, LlmParams
+    from accelsim.arch.llm_schemes import SCHEMES
 
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="node file (e.g. arch_configs/dgx-h100.toml) or shipped name")
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch import build_system
     from accelsim.cli import UserError
     from accelsim.commands._common import system_path
-    from accelsim.llm import Plan, predict
+    from accelsim.engine import Plan, predict
     from accelsim.workload.gpt import GptConfig
 
     path = system_path(args.system)
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 def _params(args: argparse.Namespace):
     """The global parameters with the command line's overrides (the one place they are set)."""
     from accelsim.cli import UserError
-    from accelsim.llm import LlmParams
+    from accelsim.engine import LlmParams
 
     if args.memory_reserve is None:
         return LlmParams()

@@ -45,55 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
-                 layout: str | None = None, efficiency=None,
-                 winograd: bool | None = None) -> dict:
-    """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
-    on/off; activation ``layout`` and ``winograd`` None = the config's; ``winograd=True`` needs
-    a chip with a memory hierarchy, else ValueError): the compute model
-    (:func:`accelsim.perf.step.phase_sums`) plus the gradient reduction and weight update of
-    :mod:`accelsim.dse.step`. Returns the JSON fields."""
-    from accelsim.arch.schemes import get_scheme
-    from accelsim.dse.step import CommPhases, ComputeProfile, TrainingParams, combine
-    from accelsim.dse.step import comm_phases
-    from accelsim.perf.gemm import FITTED
-    from accelsim.perf.step import phase_sums
-
-    eff = FITTED if efficiency is None else efficiency
-    system = system.with_fusion(fusion)
-    if layout is not None:
-        system = system.with_layout(layout)
-    if winograd is not None:
-        system = system.with_winograd(winograd)
-    scheme = get_scheme(scheme)
-    ps = phase_sums(system, workload, batch, scheme, efficiency=eff)
-    minibatch = batch * system.chips
-    profile = ComputeProfile(scheme=scheme.name, minibatch=minibatch, fwd_s=ps.fwd_s,
-                             bwd_data_s=ps.bwd_data_s, wgrad_s=ps.wgrad_s, flops=ps.flops,
-                             peak_flops=system.peak_flops(scheme.compute_precision),
-                             elementwise_s=ps.elementwise_s)
-    params = TrainingParams(minibatch=minibatch, memory_efficiency=eff.memory_efficiency)
-    if workload.n_params == 0:  # nothing to reduce or update (e.g. a workload of matmuls)
-        comm = CommPhases(0.0, 0.0, 0.0, 0.0)
-    else:
-        comm = comm_phases(system, workload, scheme, params)
-    st = combine(profile, comm, overlap=params.overlap)
-    return {
-        "system": system.name, "workload": workload.name, "scheme": scheme.name,
-        "batch": batch, "chips": system.chips, "fusion": "on" if fusion else "off",
-        "layout": system.chip.layout, "winograd": "on" if system.chip.winograd else "off",
-        "samples_per_s": st.samples_per_s, "step_time_s": st.step_s,
-        "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
-        "memory_GiB": ps.memory_bytes / 2**30,
-        "memory_capacity_GiB": system.chip.memory_capacity_bytes / 2**30,
-        "fits_memory": bool(ps.memory_bytes <= system.chip.memory_capacity_bytes),
-        "compute_s": st.compute_s, "fwd_s": st.fwd_s, "bwd_data_s": st.bwd_data_s,
-        "wgrad_s": st.wgrad_s, "elementwise_s": st.elementwise_s, "launch_s": ps.launch_s,
-        "comm_s": st.comm_s, "exposed_comm_s": st.exposed_comm_s,
-        "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_policy, load_system
     from accelsim.arch.model import PRECISIONS
@@ -101,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.cli import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
+    from accelsim.engine.run import predict_step
     from accelsim.workload import load_workload
 
     spath = resolve_input(args.system, "system")

@@ -12,8 +12,8 @@ from typing import Any
 
 from accelsim.arch import System, build_system
 from accelsim.dse.sweep import Infeasible, SweepSpec, run_sweep
-from accelsim.llm.plan import RECOMPUTE, ZERO_STAGES, LlmParams, Plan
-from accelsim.llm.predict import predict
+from accelsim.engine.plan import RECOMPUTE, ZERO_STAGES, LlmParams, Plan
+from accelsim.engine.transformer import predict
 from accelsim.workload.gpt import GptConfig
 
 OUTPUT_COLUMNS = ("dp", "iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu",

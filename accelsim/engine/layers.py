@@ -1,4 +1,5 @@
-"""Compute of one data-parallel training iteration, summed per phase, without the explorer.
+"""Compute of one data-parallel training iteration of a layer workload, summed per phase
+(the engine's compute stage for ``predict``; the explorer searches mappings instead).
 
 Every chip takes ``batch`` samples (data parallel over all chips, as the HFP8 paper and GPU
 frameworks do); inside a chip each layer is timed by :func:`accelsim.perf.evaluate_layer`
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
+from accelsim.engine.memory import workload_memory_bytes
+from accelsim.perf.gemm import FITTED, Efficiency
 from accelsim.perf.layer_model import Mapping, evaluate_layer
 from accelsim.perf.precision import layer_precisions
 from accelsim.perf.systolic import DATAFLOWS
@@ -36,25 +38,6 @@ class PhaseSums:
     @property
     def compute_s(self) -> float:
         return self.fwd_s + self.bwd_data_s + self.wgrad_s
-
-
-def memory_bytes(workload, batch: int, scheme, precisions: dict[str, str]) -> float:
-    """Bytes one data-parallel chip holds at ``batch`` samples: per parameter the compute weight
-    (operand bytes; normalisation parameters FP16), its gradient, the master weight, optimizer
-    state, compute copy and residual of the scheme, plus the activations each layer keeps for
-    its backward pass (:attr:`accelsim.workload.Layer.saved_elements`, in the layer's storage
-    precision). The same accounting as the explorer's plan memory for a pure data-parallel
-    plan on one chip."""
-    from accelsim.perf.layer_model import NORM_PARAM_BYTES
-
-    state = (scheme.gradient_bytes + scheme.master_weight_bytes + scheme.optimizer_state_bytes
-             + scheme.compute_copy_bytes + scheme.residual_bytes)
-    total = 0.0
-    for layer in workload.layers:
-        b = OPERAND_BYTES[precisions[layer.name]]
-        weight = b if layer.is_gemm else NORM_PARAM_BYTES
-        total += layer.n_params * (weight + state) + batch * layer.saved_elements * b
-    return float(total)
 
 
 def phase_sums(system, workload, batch: int, scheme, *,
@@ -88,4 +71,4 @@ def phase_sums(system, workload, batch: int, scheme, *,
     fwd, bwd, wg, ew, launch = (float(x) for x in sums[best])
     return PhaseSums(fwd_s=fwd, bwd_data_s=bwd, wgrad_s=wg, elementwise_s=ew, launch_s=launch,
                      flops=flops, dataflow=DATAFLOWS[best],
-                     memory_bytes=memory_bytes(workload, batch, sc, prec))
+                     memory_bytes=workload_memory_bytes(workload, batch, sc, prec, dp=system.chips))

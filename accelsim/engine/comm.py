@@ -23,7 +23,7 @@ Times use :func:`accelsim.ring.ring_collective_time` (the ring term of accelsim)
 on request netsim's discrete-event engine on a switch ring (``engine="des"``), per tier: inside
 a node at the NVSwitch port bandwidth, across nodes at the NIC bandwidth, a group spanning both
 as a hierarchical reduce-scatter / all-gather (node, then rail). The data-parallel volumes price
-each parameter at its scheme's bytes through :func:`accelsim.llm.schemes.param_bytes`.
+each parameter at its scheme's bytes through :func:`accelsim.arch.llm_schemes.param_bytes`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import math
 from dataclasses import dataclass
 
 from accelsim.arch import System
-from accelsim.llm.memory import Memory
-from accelsim.llm.plan import LlmParams, Plan
-from accelsim.llm.schemes import LlmScheme, param_bytes
+from accelsim.arch.llm_schemes import LlmScheme, param_bytes
+from accelsim.engine.memory import Memory
+from accelsim.engine.plan import LlmParams, Plan
 from accelsim.ring import ring_collective_time
 from accelsim.workload.gpt import GptConfig
 

@@ -4,7 +4,7 @@ Per layer and micro-batch the tensor-parallel GEMMs (Megatron column/row split: 
 scores and P.V per head, projection (T, h, h/t), FC1 (T, F/t, h), FC2 (T, h, F/t), T = b s
 tokens; backward = data-gradient + weight-gradient GEMMs of the same shapes) are timed by
 :func:`accelsim.perf.gemm.gemm_time`, element-wise kernels by their bytes over HBM bandwidth,
-and the tensor-parallel collectives by :mod:`accelsim.llm.comm` (not overlapped, as in
+and the tensor-parallel collectives by :mod:`accelsim.engine.comm` (not overlapped, as in
 Megatron-LM 2021). The last pipeline stage also runs the LM head. The 1F1B pipeline takes
 ``(m + p - 1)`` micro-batch slots of forward + backward, interleaved ``(m + (p-1)/v)``
 (Narayanan et al. SC'21, section 2.2); point-to-point transfers sit on the critical path once
@@ -20,10 +20,10 @@ import functools
 from dataclasses import dataclass
 
 from accelsim.arch import System
-from accelsim.llm.comm import Comm, Fabric, comm
-from accelsim.llm.memory import GIB, Memory, memory
-from accelsim.llm.plan import LlmParams, Plan
-from accelsim.llm.schemes import LlmScheme, get_scheme, param_bytes
+from accelsim.arch.llm_schemes import LlmScheme, get_scheme, param_bytes
+from accelsim.engine.comm import Comm, Fabric, comm
+from accelsim.engine.memory import GIB, Memory, memory
+from accelsim.engine.plan import LlmParams, Plan
 from accelsim.perf.gemm import gemm_time
 from accelsim.workload.gpt import GptConfig
 
