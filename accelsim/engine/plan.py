@@ -81,6 +81,15 @@ class Plan:
                              f"{self.tp}")
 
 
+    def check_placement(self, gpus_per_node: int) -> None:
+        """Raise ValueError when the tensor-parallel group does not fit in one node of
+        ``gpus_per_node`` GPUs (its collectives run on every layer; Megatron-LM keeps them on
+        the node's NVLink/NVSwitch). Checked here, once, for every front-end."""
+        if self.tp > gpus_per_node or gpus_per_node % self.tp:
+            raise ValueError(f"tp {self.tp} must divide the {gpus_per_node} GPUs of a node "
+                             "(a tensor-parallel group stays inside one node)")
+
+
 @dataclass(frozen=True)
 class LlmParams:
     """Global physical parameters (one set for every case; fitted by scripts/llm_fit.py).

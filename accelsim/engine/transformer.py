@@ -198,6 +198,7 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
     ``engine`` times the collectives (``analytic`` closed form, or netsim's ``des``)."""
     sc = get_scheme(scheme) if isinstance(scheme, str) else scheme
     plan.check_model(model)
+    plan.check_placement(system.chips)
     if not system.chip.core.supports(sc.gemm_precision):
         raise ValueError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")

@@ -50,10 +50,9 @@ def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
                     recompute=point["recompute"], sequence_parallel=point["sequence_parallel"],
                     zero=point["zero"])
         plan.check_model(model)
+        plan.check_placement(system.chips)
     except ValueError as exc:
         raise Infeasible(str(exc)) from None
-    if tp > system.chips:
-        raise Infeasible(f"tp {tp} spans more than one {system.chips}-GPU node")
     params = LlmParams(network_efficiency=point["network_efficiency"],
                        memory_efficiency=point["memory_efficiency"],
                        memory_reserve_GiB=point["memory_reserve_GiB"])
