@@ -131,16 +131,31 @@ def test_search_drops_what_does_not_fit():
     assert (t[t.status == "ok"].memory_GiB_per_gpu <= 80).all()
 
 
-@pytest.mark.parametrize("scheme", ["hfp8", "hif8"])
+@pytest.mark.parametrize("scheme", ["hfp8-gemm", "hif8"])
 def test_8bit_paper_schemes_run_the_same_plans(scheme):
     bf = predict(M, Plan(**PLAN), "bf16", H100)
     r = predict(M, Plan(**PLAN), scheme, H100)
     assert r.forward_s < bf.forward_s  # 8-bit GEMMs at twice the bf16 rate on H100
     # the same states as bf16, but HFP8 (Sun et al. 2019) keeps FP16 gradients (2 B, not fp32)
-    grad_saving = (4 - 2) * r.memory.params if scheme == "hfp8" else 0.0
+    grad_saving = (4 - 2) * r.memory.params if scheme == "hfp8-gemm" else 0.0
     assert r.memory.model_states_bytes == pytest.approx(bf.memory.model_states_bytes - grad_saving)
-    with pytest.raises(ValueError, match="unknown LLM scheme"):
+    with pytest.raises(ValueError, match="unknown scheme 'fp4-lm'"):
         predict(M, Plan(**PLAN), "fp4-lm", H100)
+
+
+def test_one_name_one_recipe_and_the_optimizer_picks_the_formats():
+    """The paper's HFP8 system scheme (8-bit weights, sharded update) has no AdamW recipe: the
+    LLM papers' HFP8 GEMMs with 16-bit states are another name; FP8-LM defines AdamW only."""
+    with pytest.raises(ValueError, match="hfp8-gemm"):
+        predict(M, Plan(**PLAN), "hfp8", H100)
+    with pytest.raises(ValueError, match="fp8-lm.*no sgd-momentum recipe"):
+        predict(M, Plan(**PLAN, optimizer="sgd-momentum"), "fp8-lm", H100)
+    adamw = predict(M, Plan(**PLAN), "bf16", H100).memory
+    sgd = predict(M, Plan(**PLAN, optimizer="sgd-momentum"), "bf16", H100).memory
+    # AdamW (Megatron): fp32 main gradient, master weight and two moments; SGD with momentum
+    # in bf16 (the HFP8 paper's recipe at 16 bits): 2-byte gradient, master and one momentum
+    assert adamw.grads_bytes == pytest.approx(2 * sgd.grads_bytes)
+    assert adamw.optimizer_bytes == pytest.approx((4 + 8) / (2 + 2) * sgd.optimizer_bytes)
 
 
 def test_optimizer_step_prices_each_parameter_at_its_own_bytes():

@@ -15,7 +15,7 @@ HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT r
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.engine.plan import RECOMPUTE, LlmParams
-    from accelsim.arch.llm_schemes import SCHEMES
+    from accelsim.arch.schemes import OPTIMIZERS, SCHEME_NAMES
 
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="node file (e.g. arch_configs/dgx-h100.toml) or shipped name")
@@ -43,7 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-grad-accumulation-fusion", action="store_true",
                    help="accumulate weight gradients in a separate kernel per micro-batch "
                         "(Megatron's --no-gradient-accumulation-fusion, as FP8-LM ran)")
-    parser.add_argument("--scheme", choices=tuple(SCHEMES), required=True)
+    parser.add_argument("--scheme", choices=SCHEME_NAMES, required=True,
+                        help="training scheme (one registry with predict's); with "
+                             "--optimizer it fixes every state format")
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adamw",
+                        help="optimizer and its state formats (default adamw, as Megatron-LM)")
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--memory-reserve", type=nonnegative_float, default=None, metavar="GIB",
@@ -93,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
                 global_batch=args.global_batch, interleave=args.interleave,
                 recompute=args.recompute, sequence_parallel=args.sequence_parallel,
                 zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce,
-                grad_accumulation_fusion=not args.no_grad_accumulation_fusion)
+                grad_accumulation_fusion=not args.no_grad_accumulation_fusion,
+                optimizer=args.optimizer)
     system = build_system(path)
     r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
     d = r.as_dict()
@@ -139,7 +144,8 @@ def _search(args, model, path, params) -> int:
         check_output_path(args.out, "--out")
     try:
         table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
-                       executor=args.executor, workers=args.workers, out=args.out)
+                       optimizer=args.optimizer, executor=args.executor,
+                       workers=args.workers, out=args.out)
     except KeyboardInterrupt:
         if args.out is None:
             raise

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from accelsim.arch.llm_schemes import LlmScheme, ParamCounts, param_bytes
+from accelsim.arch.states import StateFormats, ParamCounts, param_bytes
 from accelsim.arch.schemes import get_scheme
 from accelsim.engine.plan import Plan
 from accelsim.perf.gemm import OPERAND_BYTES
@@ -134,7 +134,7 @@ def stage_linear_params(model: GptConfig, plan: Plan) -> float:
 LOGIT_BYTES = 2 + 4
 
 
-def activation_bytes_per_layer(model: GptConfig, plan: Plan, scheme: LlmScheme) -> float:
+def activation_bytes_per_layer(model: GptConfig, plan: Plan, scheme: StateFormats) -> float:
     """Saved activations of one layer and one micro-batch on one GPU (bytes)."""
     s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
     sbh = s * b * h
@@ -159,7 +159,7 @@ def in_flight_layers(model: GptConfig, plan: Plan) -> float:
     return per_stage * in_flight * factor
 
 
-def model_state_bytes(counts: ParamCounts, scheme: LlmScheme, zero: int, dp: int
+def model_state_bytes(counts: ParamCounts, scheme: StateFormats, zero: int, dp: int
                       ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) bytes of ``counts`` parameters on one GPU under
     ZeRO stage ``zero`` over ``dp`` ranks (Rajbhandari et al. SC'20, section 5: stage 1 shards
@@ -172,7 +172,7 @@ def model_state_bytes(counts: ParamCounts, scheme: LlmScheme, zero: int, dp: int
     return w, g, o
 
 
-def memory(model: GptConfig, plan: Plan, scheme: LlmScheme, reserve_bytes: float = 0.0
+def memory(model: GptConfig, plan: Plan, scheme: StateFormats, reserve_bytes: float = 0.0
            ) -> Memory:
     """Memory per GPU: model states after ZeRO sharding and activations of the first stage,
     plus ``reserve_bytes`` outside the tensors (``LlmParams.memory_reserve_GiB``)."""

@@ -20,10 +20,12 @@ import functools
 from dataclasses import dataclass
 
 from accelsim.arch import System
-from accelsim.arch.llm_schemes import LlmScheme, get_scheme, param_bytes
+from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine.comm import Comm, Fabric, comm
 from accelsim.engine.memory import GIB, Memory, memory
 from accelsim.engine.plan import LlmParams, Plan
+from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.perf.gemm import gemm_time
 from accelsim.workload.gpt import GptConfig
 
@@ -60,7 +62,7 @@ class LayerTimes:
     scores_fwd_s: float  # the score softmax / mask / dropout part of elementwise_fwd_s
 
 
-def layer_times(model: GptConfig, plan: Plan, scheme: LlmScheme, system: System,
+def layer_times(model: GptConfig, plan: Plan, scheme: StateFormats, system: System,
                 params: LlmParams) -> tuple[LayerTimes, float, float]:
     """Per-layer compute times, and the LM head's forward and backward seconds."""
     s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
@@ -173,7 +175,7 @@ class Prediction:
         }
 
 
-def grad_accumulation_s(mem: Memory, plan: Plan, scheme: LlmScheme, hbm_Bps: float) -> float:
+def grad_accumulation_s(mem: Memory, plan: Plan, scheme: StateFormats, hbm_Bps: float) -> float:
     """Seconds per micro-batch that an unfused gradient accumulation adds to the backward pass
     (the linear weight matrices at the scheme's bytes, the rest at its other scheme's)."""
     if plan.grad_accumulation_fusion:
@@ -181,7 +183,7 @@ def grad_accumulation_s(mem: Memory, plan: Plan, scheme: LlmScheme, hbm_Bps: flo
     return param_bytes(mem.counts, scheme, lambda x: x.grad_accumulation_bytes) / hbm_Bps
 
 
-def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: LlmScheme) -> float:
+def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float:
     """HBM bytes of one GPU's optimizer step: for each parameter it updates (its ZeRO shard)
     read the working weight, gradient, master weight and moments, write the working weight,
     master weight and moments -- each parameter at its own scheme's bytes (FP8-LM: the linear
@@ -192,11 +194,13 @@ def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: LlmScheme) -> float:
                        + (x.weight_bytes + x.optimizer_bytes)) / shard
 
 
-def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: System,
+def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
             params: LlmParams = LlmParams(), *, engine: str = "analytic") -> Prediction:
     """Predict one training iteration of ``model`` under ``plan`` on nodes like ``system``;
-    ``engine`` times the collectives (``analytic`` closed form, or netsim's ``des``)."""
-    sc = get_scheme(scheme) if isinstance(scheme, str) else scheme
+    ``scheme`` (a name of the one registry, :mod:`accelsim.arch.schemes`) and the plan's
+    optimizer fix every state format; ``engine`` times the collectives (``analytic`` closed
+    form, or netsim's ``des``)."""
+    sc = get_scheme(scheme).formats(plan.optimizer)
     plan.check_model(model)
     plan.check_placement(system.chips)
     if not system.chip.core.supports(sc.gemm_precision):
@@ -217,12 +221,11 @@ def predict(model: GptConfig, plan: Plan, scheme: LlmScheme | str, system: Syste
     hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     fwd = layers * f_layer + head_f + v * cm.pp_p2p_s
     bwd = layers * b_layer + head_b + v * cm.pp_p2p_s + grad_accumulation_s(mem, plan, sc, hbm)
-    m, p = plan.n_micro, plan.pp
-    slot = fwd + bwd
-    bubble = (p - 1) / v * slot
-    pipeline = m * slot + bubble
+    pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
     opt_s = optimizer_step_bytes(mem, plan, sc) / hbm
-    dp_exposed = max(0.0, cm.dp_s - bwd) if plan.overlap_grad_reduce else cm.dp_s
+    # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
+    dp_exposed = exposed_comm_s(cm.dp_reduce_s, cm.dp_gather_s, 0.0,
+                                bwd if plan.overlap_grad_reduce else 0.0)
     total = pipeline + dp_exposed + opt_s
     B = plan.global_batch
     mflops = model.model_flops(B)

@@ -48,7 +48,7 @@ def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
         plan = Plan(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=point["micro_batch"],
                     global_batch=point["global_batch"], interleave=point["interleave"],
                     recompute=point["recompute"], sequence_parallel=point["sequence_parallel"],
-                    zero=point["zero"])
+                    zero=point["zero"], optimizer=point["optimizer"])
         plan.check_model(model)
         plan.check_placement(system.chips)
     except ValueError as exc:
@@ -69,7 +69,7 @@ evaluate_plan.columns = OUTPUT_COLUMNS
 
 
 def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int, scheme: str,
-                params: LlmParams = LlmParams(), *, max_tp: int = 8,
+                params: LlmParams = LlmParams(), *, optimizer: str = "adamw", max_tp: int = 8,
                 micro_batches: tuple[int, ...] = (1, 2, 4, 8),
                 interleaves: tuple[int, ...] = (1, 2, 4)) -> SweepSpec:
     """The search space as a sweep: TP and PP powers of two (PP also any divisor of the layer
@@ -78,6 +78,7 @@ def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int
         raise ValueError(f"gpus and global batch must be >= 1, got {gpus}, {global_batch}")
     pps = sorted({p for p in range(1, model.layers + 1) if model.layers % p == 0 and p <= gpus})
     base = dict(system=str(system_path), gpus=gpus, global_batch=global_batch, scheme=scheme,
+                optimizer=optimizer,
                 network_efficiency=params.network_efficiency,
                 memory_efficiency=params.memory_efficiency,
                 memory_reserve_GiB=params.memory_reserve_GiB,
