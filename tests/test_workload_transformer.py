@@ -72,7 +72,7 @@ def test_model_flops_equal_the_gpt_owner(name, flash):
 def test_as_gpt_names_what_a_gpt_cannot_express():
     with pytest.raises(ValueError, match="kv_heads"):
         PRESETS["llama3-8b"].as_gpt()
-    with pytest.raises(ValueError, match=r"mlp = swiglu \(GPT: gelu\)"):
+    with pytest.raises(ValueError, match=r"head_dim = 192 \(GPT: 56\)"):
         PRESETS["deepseek-v3"].as_gpt()
     moe = TransformerConfig.from_gpt(GPT_PRESETS["gpt2-small"])
     moe = TransformerConfig(**{**moe.__dict__, "moe": Moe(n_experts=4, top_k=1,

@@ -234,7 +234,9 @@ class TransformerConfig:
     attends at most that many keys (Mistral). ``parallel_residual``: attention and MLP read the
     same input (GPT-NeoX; changes no count). ``rotary_fraction``: the share of each head's
     dimensions RoPE rotates (GPT-NeoX ``rotary_pct``). ``mtp_layers``: DeepSeek-V3's
-    multi-token-prediction modules, *not* in :attr:`n_params` (see :attr:`mtp_params`)."""
+    multi-token-prediction modules, *not* in :attr:`n_params` (see :attr:`mtp_params`).
+    With ``mla``, ``head_dim`` defaults to its query/key head dim and ``kv_heads`` plays no
+    part. Defaults are resolved once: ``dataclasses.replace`` keeps the resolved values."""
 
     name: str
     layers: int
@@ -270,6 +272,8 @@ class TransformerConfig:
                 object.__setattr__(self, f, default)
             else:
                 _check_int(f"TransformerConfig.{f}", v, 1)
+        if self.head_dim is None and self.mla is not None:
+            object.__setattr__(self, "head_dim", self.mla.qk_head_dim)
         if self.head_dim is None:
             if self.hidden % self.heads:
                 raise ValueError(f"TransformerConfig: hidden {self.hidden} is not a multiple of "
@@ -322,11 +326,16 @@ class TransformerConfig:
                   "mlp_bias", "sliding_window", "parallel_residual", "rotary_fraction", "moe",
                   "mla", "mtp_layers"):
             if getattr(self, f) != getattr(gpt, f):
-                raise ValueError(f"model {self.name!r} is not a GPT model: {f} = "
-                                 f"{getattr(self, f)!r} (GPT: {getattr(gpt, f)!r})")
-        return GptConfig(layers=self.layers, hidden=self.hidden, heads=self.heads,
-                         seq=seq or self.seq, vocab=self.vocab, ffn=self.ffn_size,
-                         positions=self.seq, tied_embeddings=self.tied_embeddings,
+                mine, theirs = (str(x) if isinstance(x, StrEnum) else repr(x)
+                                for x in (getattr(self, f), getattr(gpt, f)))
+                raise ValueError(f"model {self.name!r} is not a GPT model: {f} = {mine} "
+                                 f"(GPT: {theirs})")
+        seq = seq or self.seq
+        return GptConfig(layers=self.layers, hidden=self.hidden, heads=self.heads, seq=seq,
+                         vocab=self.vocab,
+                         ffn=0 if self.ffn_size == 4 * self.hidden else self.ffn_size,
+                         positions=0 if seq == self.seq else self.seq,
+                         tied_embeddings=self.tied_embeddings,
                          causal=causal, flash_attention=flash_attention, name=self.name)
 
     # ---- structure --------------------------------------------------------------------------
