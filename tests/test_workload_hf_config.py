@@ -96,6 +96,17 @@ def test_resolve_model_presets_and_unknown_names():
         resolve_model("llama9")
 
 
+def test_resolve_model_folder_without_config(tmp_path):
+    with pytest.raises(ValueError, match="a folder without a config.json"):
+        resolve_model(tmp_path)
+
+
+def test_transformers_v5_keys(tmp_path):
+    p = _write(tmp_path, "qwen2-7b", layer_types=["full_attention"] * 28, dtype="bfloat16",
+               rope_parameters={"rope_theta": 1e6, "rope_type": "default"})
+    assert load_hf_config(p).n_params == 7_615_616_512
+
+
 def _write(tmp_path, fixture: str, **changes) -> Path:
     data = json.loads((DATA / f"{fixture}.json").read_text())
     for k, v in changes.items():
@@ -131,6 +142,8 @@ def test_ignored_keys_change_nothing(tmp_path):
     ("deepseek-v3", {"topk_method": "magic"}, "topk_method", "must be one of"),
     ("mixtral-8x7b", {"num_experts_per_tok": 9}, "<model>", "top_k 9 > n_experts 8"),
     ("llama3-8b", {"num_key_value_heads": 5}, "<model>", "not a multiple of kv_heads"),
+    ("qwen2-7b", {"layer_types": ["sliding_attention"] * 28}, "layer_types", "full_attention"),
+    ("qwen2-7b", {"layer_types": ["full_attention"] * 27}, "layer_types", "28 layers"),
 ])
 def test_bad_configs_name_file_and_key(tmp_path, fixture, changes, key, match):
     p = _write(tmp_path, fixture, **changes)

@@ -41,6 +41,7 @@ IGNORED_KEYS: dict[str, str] = {
     "rope_theta": "RoPE base: values, not shapes", "rotary_emb_base": "RoPE base",
     "rope_scaling": "RoPE frequency scaling: values, not shapes",
     "rope_interleave": "RoPE element order",
+    "rope_parameters": "RoPE base and scaling (transformers v5): values, not shapes",
 }
 #: Further ignored keys per family.
 _FAMILY_IGNORED: dict[str, dict[str, str]] = {
@@ -65,7 +66,7 @@ _FAMILY_IGNORED["deepseek_v2"] = _FAMILY_IGNORED["deepseek_v3"] = _FAMILY_IGNORE
 
 _LLAMA = {"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
           "intermediate_size", "vocab_size", "max_position_embeddings", "head_dim", "hidden_act",
-          "tie_word_embeddings"}
+          "tie_word_embeddings", "layer_types"}
 #: Keys each family maps to the model's shape (the rest of the math).
 SHAPE_KEYS: dict[str, frozenset[str]] = {
     "llama": frozenset(_LLAMA | {"attention_bias", "mlp_bias"}),
@@ -164,6 +165,12 @@ def _llama_family(r: _Reader, name: str) -> TransformerConfig:
         vocab=r.integer("vocab_size"), seq=r.integer("max_position_embeddings"),
         mlp=_act(r, "hidden_act", "silu"), norm=NormKind.RMSNORM,
         positions=PositionKind.ROTARY, tied_embeddings=r.flag("tie_word_embeddings", False))
+    types = r._get("layer_types", None)
+    if types is not None and (not isinstance(types, list) or len(types) != kw["layers"]
+                              or any(t != "full_attention" for t in types)):
+        raise ConfigError(r.file, "layer_types", types,
+                          f"must list \"full_attention\" for each of the {kw['layers']} layers "
+                          f"(per-layer attention types are not modelled)")
     if f == "llama":
         kw["qkv_bias"] = kw["out_bias"] = r.flag("attention_bias", False)
         kw["mlp_bias"] = r.flag("mlp_bias", False)
@@ -303,5 +310,7 @@ def resolve_model(spec: str | Path) -> TransformerConfig:
     p = Path(s)
     if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
         return load_hf_config(p)
-    raise ValueError(f"unknown model {s!r}: not a preset ({', '.join(PRESETS)}) nor a "
-                     f"config.json file or folder")
+    if p.exists():
+        raise ValueError(f"model {s!r}: a folder without a config.json")
+    raise ValueError(f"unknown model {s!r}: not a preset ({', '.join(PRESETS)}) nor an "
+                     f"existing config.json file or folder")
