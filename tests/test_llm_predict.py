@@ -159,15 +159,16 @@ def test_one_name_one_recipe_and_the_optimizer_picks_the_formats():
 
 
 def test_optimizer_step_prices_each_parameter_at_its_own_bytes():
-    # read weight, gradient, master, moments; write weight, master, moments -- bf16 2+4+12 and
-    # 2+12 = 32 B per parameter; FP8-LM's linear weight matrices 2+1+5 and 2+5 = 15 B, its
-    # embeddings, LayerNorms and biases bf16's 32 B (they are not FP8 tensors); ZeRO-1 shards it
+    # the one update model (netsim.update_bytes_per_elem): read gradient, master, moments;
+    # write master, moments and the 16-bit working weight -- bf16 4+4+8 and 4+8+2 = 30 B per
+    # parameter; FP8-LM's linear weight matrices 1+2+3 and 2+3+2 = 13 B, its embeddings,
+    # LayerNorms and biases bf16's 30 B (they are not FP8 tensors); ZeRO-1 shards it
     hbm = H100.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
     plan = Plan(**PLAN, zero=1)
-    for scheme, lin_bytes in (("bf16", 32), ("fp8-lm", 15)):
+    for scheme, lin_bytes in (("bf16", 30), ("fp8-lm", 13)):
         r = predict(M, plan, scheme, H100)
         mem = r.memory
-        expect = (mem.linear_params * lin_bytes + (mem.params - mem.linear_params) * 32) / 4
+        expect = (mem.linear_params * lin_bytes + (mem.params - mem.linear_params) * 30) / 4
         assert r.optimizer_s == pytest.approx(expect / hbm, rel=1e-12)
     # a model whose vocabulary dominates: the non-linear share is priced at bf16, not FP8-LM
     wide = GptConfig(layers=2, hidden=1024, heads=16, seq=512, vocab=256000)
@@ -175,8 +176,8 @@ def test_optimizer_step_prices_each_parameter_at_its_own_bytes():
     r = predict(wide, small, "fp8-lm", H100)
     lin, n = r.memory.linear_params, r.memory.params
     assert lin < 0.2 * n
-    assert r.optimizer_s == pytest.approx((lin * 15 + (n - lin) * 32) / 2 / hbm, rel=1e-12)
-    flat = n * 15 / 2 / hbm  # the old pricing: every parameter at FP8-LM's bytes
+    assert r.optimizer_s == pytest.approx((lin * 13 + (n - lin) * 30) / 2 / hbm, rel=1e-12)
+    flat = n * 13 / 2 / hbm  # the old pricing: every parameter at FP8-LM's bytes
     assert r.optimizer_s > 1.8 * flat
 
 

@@ -26,9 +26,10 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from accelsim.arch.schemes import OPTIMIZERS
+
 
 ENGINES = ("analytic", "des")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam")
 
 # --------------------------------------------------------------------------- parameters
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class TrainingParams:
         (descriptor setup, synchronisation, scale bookkeeping); a sharded (HFP8) update still
         visits every tensor's slice, so this cost does not shrink with the shard.
     memory_efficiency: fraction of peak chip memory bandwidth a streaming update kernel reaches.
-    optimizer: sgd, sgd-momentum or adam (optimizer state per parameter).
+    optimizer: sgd, sgd-momentum or adamw (with the scheme, the formats of every state).
     compression: gradient compression factor of the reduce-scatter (1 = none).
     engine: collective timing engine, analytic (alpha-beta) or des (simpy).
     """

@@ -26,6 +26,7 @@ from accelsim.engine.comm import Comm, Fabric, comm
 from accelsim.engine.memory import GIB, Memory, memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.schedule import exposed_comm_s, pipeline_s
+from accelsim.netsim.update import update_bytes_per_elem
 from accelsim.perf.gemm import gemm_time
 from accelsim.workload.gpt import GptConfig
 
@@ -184,14 +185,18 @@ def grad_accumulation_s(mem: Memory, plan: Plan, scheme: StateFormats, hbm_Bps: 
 
 
 def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float:
-    """HBM bytes of one GPU's optimizer step: for each parameter it updates (its ZeRO shard)
-    read the working weight, gradient, master weight and moments, write the working weight,
-    master weight and moments -- each parameter at its own scheme's bytes (FP8-LM: the linear
-    weight matrices at 2 + 1 + 5 read, 2 + 5 written; the rest at bf16's 2 + 4 + 12, 2 + 12)."""
+    """HBM bytes of one GPU's optimizer step over the parameters it updates (its ZeRO shard),
+    each parameter at its own formats (FP8-LM: the linear weight matrices at FP8-LM's, the rest
+    at bf16's): the bytes per parameter of the one update model,
+    :func:`accelsim.netsim.update_bytes_per_elem` (read gradient, master weight and moments;
+    write master weight, moments and the working copy), for the plan's optimizer."""
     shard = plan.dp if plan.zero >= 1 else 1
-    return param_bytes(mem.counts, scheme,
-                       lambda x: (x.weight_bytes + x.grad_bytes + x.optimizer_bytes)
-                       + (x.weight_bytes + x.optimizer_bytes)) / shard
+
+    def per_param(f: StateFormats) -> float:
+        return sum(update_bytes_per_elem(get_scheme(f.name).for_optimizer(plan.optimizer),
+                                         plan.optimizer))
+
+    return param_bytes(mem.counts, scheme, per_param) / shard
 
 
 def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
