@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from accelsim.commands import _report
 from accelsim.commands._common import nonnegative_float, positive_int
 
 NAME = "llm"
@@ -59,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "on FP8-LM's H100 runs and applied to every system and model as is "
                              "(also in --search's fit check); 0 for a bare tensor count. "
                              "Reported as memory_reserve_GiB, included in memory_GiB_per_gpu")
+    _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
                              "_GiB 2^30 bytes, _GB 1e9 bytes; docs/llm.md has the table)")
@@ -85,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
                       vocab=args.vocab, ffn=args.ffn or 0,
                       tied_embeddings=not args.untied_embeddings,
                       flash_attention=args.flash_attention)
+    if args.search and (args.breakdown or args.trace):
+        raise UserError("--breakdown and --trace are for one prediction, not --search")
     if args.search:
         return _search(args, model, path, _params(args))
     missing = [f"--{n.replace('_', '-')}" for n in ("tp", "pp", "dp", "micro_batch")
@@ -99,8 +103,11 @@ def run(args: argparse.Namespace) -> int:
                 zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce,
                 grad_accumulation_fusion=not args.no_grad_accumulation_fusion,
                 optimizer=args.optimizer)
+    _report.check(args)
     system = build_system(path)
     r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
+    _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
+                  f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp}, {args.scheme}")
     d = r.as_dict()
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))

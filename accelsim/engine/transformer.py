@@ -16,7 +16,6 @@ gradients through HBM: the scheme's ``grad_accumulation_bytes`` per parameter (b
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from accelsim.arch import System
@@ -25,80 +24,100 @@ from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine.comm import Comm, Fabric, comm
 from accelsim.engine.memory import GIB, Memory, memory
 from accelsim.engine.plan import LlmParams, Plan
+from accelsim.engine.graph import (
+    AttentionOp,
+    ElementwiseOp,
+    GemmOp,
+    Phase,
+    Stream,
+    attention_s,
+    elementwise_s,
+    gemm_fwd_bwd_s,
+)
 from accelsim.engine.schedule import exposed_comm_s, pipeline_s
+from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
-from accelsim.perf.gemm import gemm_time
 from accelsim.workload.gpt import GptConfig
 
 ATTENTION_PRECISION = "bf16"  # score and P.V matmuls stay 16-bit in every scheme
 
 
-@functools.lru_cache(maxsize=65536)
-def _gemm_s(system: System, m: int, n: int, k: int, count: int, precision: str) -> float:
-    return gemm_time(system, m, n, k, precision, count=count).time_s
-
-
-def _gemm_pass_s(system: System, shapes, phase: str) -> float:
-    """Sum of GEMM times; ``phase`` fwd: C = A B, bwd: dA (m, k, n) + dB (k, n, m)."""
-    total = 0.0
-    for m, n, k, count, prec, frac in shapes:
-        if phase == "fwd":
-            total += frac * _gemm_s(system, m, n, k, count, prec)
-        else:
-            total += frac * (_gemm_s(system, m, k, n, count, prec)
-                             + _gemm_s(system, k, n, m, count, prec))
-    return total
-
-
 @dataclass(frozen=True)
-class LayerTimes:
-    """Seconds of one layer (or the head) on one micro-batch."""
+class OpTime:
+    """One op of one transformer layer (or of the LM head) on one micro-batch: seconds on its
+    stream, FLOPs and HBM bytes, what bounds it."""
 
-    linear_fwd_s: float
-    attention_fwd_s: float
-    elementwise_fwd_s: float
-    linear_bwd_s: float
-    attention_bwd_s: float
-    elementwise_bwd_s: float
-    scores_fwd_s: float  # the score softmax / mask / dropout part of elementwise_fwd_s
+    op: str
+    phase: Phase
+    time_s: float
+    flops: float
+    bytes: float
+    bound: str
+    stream: Stream = Stream.COMPUTE
 
 
-def layer_times(model: GptConfig, plan: Plan, scheme: StateFormats, system: System,
-                params: LlmParams) -> tuple[LayerTimes, float, float]:
-    """Per-layer compute times, and the LM head's forward and backward seconds."""
-    s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
-    f, d, T = model.ffn_size, model.head_dim, model.seq * plan.micro_batch
-    gp = scheme.gemm_precision
-    linear = [(T, 3 * h // t, h, 1, gp, 1.0), (T, h, h // t, 1, gp, 1.0),
-              (T, f // t, h, 1, gp, 1.0), (T, h, f // t, 1, gp, 1.0)]
-    frac = model.attention_fraction
-    attention = [(s, s, d, b * a // t, ATTENTION_PRECISION, frac),
-                 (s, d, s, b * a // t, ATTENTION_PRECISION, frac)]
-    # element-wise bytes (16-bit): LayerNorms 2 x 4, dropout + residual 2 x 7 (replicated over
-    # the tensor-parallel ranks unless sequence parallel), bias + GeLU 16 (FFN-sized, split);
-    # softmax + mask + dropout on the scores 7 a s^2 b (none with a flash kernel, fused there)
+def _elementwise_bytes(model: GptConfig, plan: Plan, gp: str) -> float:
+    """HBM bytes of one layer's element-wise kernels per micro-batch, forward (16-bit):
+    LayerNorms 2 x 4, dropout + residual 2 x 7 (replicated over the tensor-parallel ranks unless
+    sequence parallel), bias + GeLU 16 (FFN-sized, split); 8-bit GEMM inputs add their casts
+    (read 2 bytes, write 1 byte per element of the four linear inputs). The score softmax is
+    the attention op's (:attr:`accelsim.engine.graph.AttentionOp.score_bytes`)."""
+    s, b, h, t = model.seq, plan.micro_batch, model.hidden, plan.tp
+    f, T = model.ffn_size, model.seq * plan.micro_batch
     sbh = s * b * h
-    rep = 22 * sbh / (t if plan.sequence_parallel else 1)
-    split = 16 * sbh * (f / (4 * h)) / t
-    scores = 0.0 if model.flash_attention else 7 * a * s * s * b / t
-    fwd_bytes = rep + split + scores
+    nbytes = 22 * sbh / (t if plan.sequence_parallel else 1) + 16 * sbh * (f / (4 * h)) / t
     if gp in ("fp8", "hfp8"):
-        # casts of the four linear inputs to 8 bits: read 2 bytes, write 1 byte per element
-        fwd_bytes += 3 * T * (2 * h + (h + f) / t)
+        nbytes += 3 * T * (2 * h + (h + f) / t)
+    return nbytes
+
+
+def layer_ops(model: GptConfig, plan: Plan, formats: StateFormats) -> tuple[
+        tuple[GemmOp, ...], AttentionOp, ElementwiseOp, GemmOp]:
+    """The ops of one layer on one GPU and one micro-batch under Megatron's tensor-parallel
+    split (QKV (T, 3h/t, h), projection (T, h, h/t), FC1 (T, F/t, h), FC2 (T, h, F/t), T = b s
+    tokens; attention over the GPU's a/t heads), and the LM head (vocabulary-parallel)."""
+    s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
+    f, T, gp = model.ffn_size, model.seq * plan.micro_batch, formats.gemm_precision
+    linear = (GemmOp("qkv", T, 3 * h // t, h, gp), GemmOp("proj", T, h, h // t, gp),
+              GemmOp("fc1", T, f // t, h, gp), GemmOp("fc2", T, h, f // t, gp))
+    attn = AttentionOp(batch=b, heads=a // t, seq=s, head_dim=model.head_dim,
+                       causal=model.causal, flash=model.flash_attention,
+                       precision=ATTENTION_PRECISION)
+    ew = ElementwiseOp("elementwise", _elementwise_bytes(model, plan, gp))
+    head = GemmOp("lm_head", T, -(-model.vocab // t), h, gp)
+    return linear, attn, ew, head
+
+
+def layer_op_times(model: GptConfig, plan: Plan, formats: StateFormats, system: System,
+                   params: LlmParams) -> tuple[list[OpTime], list[OpTime]]:
+    """Per-op times of one layer and of the LM head (with its softmax / cross-entropy passes
+    over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch."""
+    linear, attn, ew, head = layer_ops(model, plan, formats)
     bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
-    lt = LayerTimes(
-        linear_fwd_s=_gemm_pass_s(system, linear, "fwd"),
-        attention_fwd_s=_gemm_pass_s(system, attention, "fwd"),
-        elementwise_fwd_s=fwd_bytes / bw,
-        linear_bwd_s=_gemm_pass_s(system, linear, "bwd"),
-        attention_bwd_s=_gemm_pass_s(system, attention, "bwd"),
-        elementwise_bwd_s=2 * fwd_bytes / bw,
-        scores_fwd_s=scores / bw,
-    )
-    head = [(T, -(-model.vocab // t), h, 1, gp, 1.0)]
-    head_fwd = _gemm_pass_s(system, head, "fwd") + 3 * T * model.vocab / t * 2 / bw  # + softmax
-    head_bwd = _gemm_pass_s(system, head, "bwd") + T * model.vocab / t * 2 * 2 / bw
-    return lt, head_fwd, head_bwd
+    rows: list[OpTime] = []
+    for g in linear:
+        fw, bk = gemm_fwd_bwd_s(system, g)
+        rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, "gemm"))
+        rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, "gemm"))
+    af, ab = attention_s(system, attn, bw)
+    ab_bytes = sum(g.bytes for g in attn.gemms) + attn.score_bytes
+    rows.append(OpTime("attention", Phase.FWD, af, attn.flops, ab_bytes, "gemm"))
+    rows.append(OpTime("attention", Phase.BWD, ab, 2 * attn.flops, 2 * ab_bytes, "gemm"))
+    rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
+    rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
+                       "memory"))
+    T, V = model.seq * plan.micro_batch, model.vocab / plan.tp
+    hf, hb = gemm_fwd_bwd_s(system, head)
+    loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
+    head_rows = [OpTime("lm_head", Phase.FWD, hf, head.flops, head.bytes, "gemm"),
+                 OpTime("lm_head", Phase.BWD, hb, 2 * head.flops, 2 * head.bytes, "gemm"),
+                 OpTime("loss", Phase.FWD, loss_f / bw, 0.0, loss_f, "memory"),
+                 OpTime("loss", Phase.BWD, loss_b / bw, 0.0, loss_b, "memory")]
+    return rows, head_rows
+
+
+def _phase_s(rows: list[OpTime], phase: Phase, names: tuple[str, ...] | None = None) -> float:
+    return sum(r.time_s for r in rows if r.phase == phase and (names is None or r.op in names))
 
 
 @dataclass(frozen=True)
@@ -120,6 +139,82 @@ class Prediction:
     peak_flops_per_gpu: float
     memory: Memory
     comm: Comm
+    layer_ops: tuple[OpTime, ...] = ()  # one layer, one micro-batch
+    head_ops: tuple[OpTime, ...] = ()  # the LM head and loss, one micro-batch
+    recompute_s: float = 0.0  # per layer and micro-batch, in the backward pass
+    grad_accumulation_s: float = 0.0  # per micro-batch (unfused accumulation)
+
+    def rows(self) -> list[Row]:
+        """The breakdown (:mod:`accelsim.engine.trace`): every op of every layer, phase and
+        stage over the iteration; the critical path is the first stage's layers plus the LM
+        head (the stage the model times), so other stages' layers are not exposed."""
+        p, m, v = self.plan, self.plan.n_micro, self.plan.interleave
+        L = self.model.layers
+        per_chunk = L // (p.pp * v)
+        cm = self.comm
+        out: list[Row] = []
+        for i in range(L):
+            stage = (i // per_chunk) % p.pp
+            on_path = stage == 0
+            pieces = [(o.op, o.phase, o.time_s, o.flops, o.bytes, o.bound, o.stream)
+                      for o in self.layer_ops]
+            pieces += [("tp_comm", Phase.FWD, cm.tp_layer_pass_s, 0.0, 0.0, "comm", Stream.TP),
+                       ("tp_comm", Phase.BWD, cm.tp_layer_bwd_s, 0.0, 0.0, "comm", Stream.TP),
+                       ("recompute", Phase.BWD, self.recompute_s, 0.0, 0.0, "recompute",
+                        Stream.COMPUTE)]
+            for op, ph, t, fl, by, bound, stream in pieces:
+                if t > 0:
+                    out.append(Row(f"layer{i}", op, ph, stage, m, t * m,
+                                   t * m if on_path else 0.0, fl * m, by * m, bound, stream))
+        for o in self.head_ops:
+            out.append(Row("head", o.op, o.phase, p.pp - 1, m, o.time_s * m, o.time_s * m,
+                           o.flops * m, o.bytes * m, o.bound, o.stream))
+        step = [("pipeline", "p2p", Phase.FWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
+                ("pipeline", "p2p", Phase.BWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
+                ("grads", "grad_accumulation", Phase.BWD, self.grad_accumulation_s * m, m,
+                 Stream.COMPUTE),
+                ("pipeline", "bubble", Phase.STEP, self.bubble_s, 1, Stream.COMPUTE),
+                ("optimizer", "update", Phase.STEP, self.optimizer_s, 1, Stream.COMPUTE)]
+        for layer, op, ph, t, n, stream in step:
+            if t > 0:
+                out.append(Row(layer, op, ph, 0, n, t, t, 0.0, 0.0, op, stream))
+        hidden = cm.dp_s - self.dp_comm_s
+        for op, t in (("dp_reduce", cm.dp_reduce_s), ("dp_gather", cm.dp_gather_s)):
+            if t > 0:
+                shown = max(0.0, t - hidden) if op == "dp_reduce" else t
+                out.append(Row("grads", op, Phase.STEP, 0, 1, t, shown, 0.0, 0.0, "comm",
+                               Stream.DP))
+        return out
+
+    def timeline(self) -> Timeline:
+        """The iteration on the critical stage as trace events (:mod:`accelsim.engine.trace`)."""
+        p, cm = self.plan, self.comm
+        layers = self.model.layers // p.pp
+        by_op: dict[tuple[str, Phase], float] = {}
+        for o in self.layer_ops:
+            by_op[(o.op, o.phase)] = by_op.get((o.op, o.phase), 0.0) + layers * o.time_s
+
+        def pieces(phase: Phase) -> list[tuple[str, float, Stream]]:
+            out = [(f"{op} x{layers}", t, Stream.COMPUTE) for (op, ph), t in by_op.items()
+                   if ph == phase]
+            tp = cm.tp_layer_pass_s if phase == Phase.FWD else cm.tp_layer_bwd_s
+            out.append((f"tp_comm x{layers}", layers * tp, Stream.TP))
+            if phase == Phase.BWD:
+                out.append((f"recompute x{layers}", layers * self.recompute_s, Stream.COMPUTE))
+                out.append(("grad_accumulation", self.grad_accumulation_s, Stream.COMPUTE))
+            out += [(o.op, o.time_s, o.stream) for o in self.head_ops if o.phase == phase]
+            out.append(("p2p", p.interleave * cm.pp_p2p_s, Stream.PP))
+            return out
+
+        tl = Timeline()
+        tl.micro_batches(p.n_micro, pieces(Phase.FWD), pieces(Phase.BWD))
+        tl.run("bubble", self.bubble_s)
+        hidden = cm.dp_s - self.dp_comm_s
+        tl.beside("dp_reduce (hidden)", tl.t - hidden, hidden, Stream.DP)
+        tl.run("dp_reduce", max(0.0, cm.dp_reduce_s - hidden), Stream.DP)
+        tl.run("dp_gather", cm.dp_gather_s, Stream.DP)
+        tl.run("optimizer", self.optimizer_s)
+        return tl
 
     @property
     def samples_per_s(self) -> float:
@@ -214,18 +309,22 @@ def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
     fabric = Fabric.of(system, params, engine)
     mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
     cm = comm(model, plan, sc, fabric, mem)
-    lt, head_f, head_b = layer_times(model, plan, sc, system, params)
+    lrows, hrows = layer_op_times(model, plan, sc, system, params)
     layers = model.layers // plan.pp
-    f_layer = lt.linear_fwd_s + lt.attention_fwd_s + lt.elementwise_fwd_s + cm.tp_layer_pass_s
-    b_layer = lt.linear_bwd_s + lt.attention_bwd_s + lt.elementwise_bwd_s + cm.tp_layer_bwd_s
+    f_layer = _phase_s(lrows, Phase.FWD) + cm.tp_layer_pass_s
+    b_layer = _phase_s(lrows, Phase.BWD) + cm.tp_layer_bwd_s
     if plan.recompute == "full":
-        b_layer += f_layer
+        recompute = f_layer
     elif plan.recompute == "selective":
-        b_layer += lt.attention_fwd_s + lt.scores_fwd_s
+        recompute = _phase_s(lrows, Phase.FWD, ("attention",))
+    else:
+        recompute = 0.0
     v = plan.interleave
     hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
-    fwd = layers * f_layer + head_f + v * cm.pp_p2p_s
-    bwd = layers * b_layer + head_b + v * cm.pp_p2p_s + grad_accumulation_s(mem, plan, sc, hbm)
+    accumulate = grad_accumulation_s(mem, plan, sc, hbm)
+    fwd = layers * f_layer + _phase_s(hrows, Phase.FWD) + v * cm.pp_p2p_s
+    bwd = layers * (b_layer + recompute) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
+        + accumulate
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
     opt_s = optimizer_step_bytes(mem, plan, sc) / hbm
     # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
@@ -246,4 +345,5 @@ def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
         bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
         model_flops=mflops, hardware_flops=mflops + extra,
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
-        memory=mem, comm=cm)
+        memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
+        recompute_s=recompute, grad_accumulation_s=accumulate)
