@@ -1,16 +1,40 @@
 """The one execution model: every workload and every front-end (``predict``, ``llm``,
-``explore``, ``sweep``, the HFP8 study) through one schedule, one memory account and one
-communication model; compute from :mod:`accelsim.perf`, collectives from :mod:`accelsim.netsim`.
+``explore``, ``sweep``, the HFP8 study) through one op graph (:mod:`~accelsim.engine.graph`),
+one schedule, one memory account and one communication model; compute from
+:mod:`accelsim.perf`, collectives from :mod:`accelsim.netsim`.
+
+Rooms: ``graph`` (typed ops, timed in one place), ``plan`` (parallel plans, placement rules),
+``memory`` (the one memory account), ``comm`` (tensor/pipeline/data-parallel traffic),
+``schedule`` (overlap, pipeline and step composition), ``layers`` (layer workloads' compute),
+``transformer`` (transformers under 3-D parallelism), ``run`` (entry points), ``trace``
+(breakdown table and Chrome trace).
 """
 
-from accelsim.arch.schemes import get_scheme
-from accelsim.arch.states import ParamCounts, StateFormats, param_bytes
-from accelsim.engine.comm import Comm, Fabric, comm
-from accelsim.engine.memory import Memory, memory
-from accelsim.engine.plan import LlmParams, Plan
-from accelsim.engine.run import data_parallel_step, predict_step
-from accelsim.engine.transformer import Prediction, predict
+from __future__ import annotations
 
-__all__ = ["Comm", "Fabric", "LlmParams", "Memory", "ParamCounts", "Plan",
-           "Prediction", "StateFormats", "comm", "data_parallel_step", "get_scheme", "memory",
-           "param_bytes", "predict", "predict_step"]
+import importlib
+
+#: public name -> submodule, imported on first use (PEP 562): building a command's flags stays
+#: free of netsim, pandas and simpy
+_EXPORTS = {
+    **dict.fromkeys(("ParamCounts", "StateFormats", "param_bytes"), "accelsim.arch.states"),
+    "get_scheme": "accelsim.arch.schemes",
+    **dict.fromkeys(("Comm", "Fabric", "comm"), "accelsim.engine.comm"),
+    **dict.fromkeys(("Memory", "memory"), "accelsim.engine.memory"),
+    **dict.fromkeys(("LlmParams", "Plan"), "accelsim.engine.plan"),
+    **dict.fromkeys(("data_parallel_step", "predict_step"), "accelsim.engine.run"),
+    **dict.fromkeys(("Prediction", "predict"), "accelsim.engine.transformer"),
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])
