@@ -9,7 +9,9 @@ import pytest
 
 from accelsim.arch import build_system
 from accelsim.arch.schemes import get_scheme
-from accelsim.engine import Fabric, LlmParams, Plan, comm, memory
+from accelsim.engine import Fabric, LlmParams, Plan
+from accelsim.engine.memory import memory
+from accelsim.engine.comm import comm
 
 
 def adamw_formats(name):

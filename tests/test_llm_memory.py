@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 from accelsim.arch.schemes import get_scheme
-from accelsim.engine import ParamCounts, Plan, memory, param_bytes
+from accelsim.engine import ParamCounts, Plan, param_bytes
+from accelsim.engine.memory import memory
 from accelsim.engine.memory import activation_bytes_per_layer, in_flight_layers, model_state_bytes
 from accelsim.workload.gpt import GptConfig
 

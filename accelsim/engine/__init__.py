@@ -15,12 +15,13 @@ from __future__ import annotations
 import importlib
 
 #: public name -> submodule, imported on first use (PEP 562): building a command's flags stays
-#: free of netsim, pandas and simpy
+#: free of netsim, pandas and simpy. The functions named like their modules stay there
+#: (``accelsim.engine.memory.memory``, ``accelsim.engine.comm.comm``).
 _EXPORTS = {
     **dict.fromkeys(("ParamCounts", "StateFormats", "param_bytes"), "accelsim.arch.states"),
     "get_scheme": "accelsim.arch.schemes",
-    **dict.fromkeys(("Comm", "Fabric", "comm"), "accelsim.engine.comm"),
-    **dict.fromkeys(("Memory", "memory"), "accelsim.engine.memory"),
+    **dict.fromkeys(("Comm", "Fabric"), "accelsim.engine.comm"),
+    "Memory": "accelsim.engine.memory",
     **dict.fromkeys(("LlmParams", "Plan"), "accelsim.engine.plan"),
     **dict.fromkeys(("data_parallel_step", "predict_step"), "accelsim.engine.run"),
     **dict.fromkeys(("Prediction", "predict"), "accelsim.engine.transformer"),

@@ -34,15 +34,19 @@ class PhaseSums:
     flops: float  # useful FLOPs of the whole system per iteration
     dataflow: str
     memory_bytes: float  # per chip: weights, gradients, optimizer state, stashed activations
+    #: per layer and phase on one chip under the chosen dataflow: (layer, phase, seconds,
+    #: FLOPs of the whole system, modelled chip-memory bytes per chip, bound)
+    layer_phases: tuple[tuple[str, str, float, float, float, str], ...] = ()
 
     @property
     def compute_s(self) -> float:
         return self.fwd_s + self.bwd_data_s + self.wgrad_s
 
 
-def phase_sums(system, workload, batch: int, scheme, *,
-               efficiency: Efficiency = FITTED) -> PhaseSums:
-    """Compute time per phase of one iteration at ``batch`` samples per chip (best dataflow)."""
+def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency = FITTED,
+               optimizer: str = "sgd-momentum") -> PhaseSums:
+    """Compute time per phase of one iteration at ``batch`` samples per chip (best dataflow),
+    and the memory a chip holds under ``optimizer``'s state formats."""
     from accelsim.arch.schemes import get_scheme
 
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -53,6 +57,10 @@ def phase_sums(system, workload, batch: int, scheme, *,
     maps = [Mapping(system.chips, 1, system.chip.cores, 1, d) for d in DATAFLOWS]
     sums = np.zeros((len(maps), 5))  # fwd, bwd_data, wgrad, elementwise, launch
     flops = 0.0
+    per_layer = []
+    # chip-memory bytes from the memory stream's time (perf times it at this bandwidth)
+    mem_Bps = system.chip.memory_bandwidth_Bps * (efficiency.memory_efficiency
+                                                  if system.chip.has_hierarchy else 1.0)
     for layer in workload.layers:
         cols = evaluate_layer(system, layer, total, prec[layer.name], maps, efficiency=efficiency)
         bad = ~cols["feasible"]
@@ -67,8 +75,16 @@ def phase_sums(system, workload, batch: int, scheme, *,
             if not layer.is_gemm:
                 sums[:, 3] += t
             flops += float(cols["flops"][j * n])
+            per_layer.append((layer.name, phase, t, float(cols["flops"][j * n]),
+                              cols["memory_s"][j * n:(j + 1) * n] * mem_Bps,
+                              cols["bound"][j * n:(j + 1) * n]))
     best = int(np.argmin(sums[:, :3].sum(axis=1)))
     fwd, bwd, wg, ew, launch = (float(x) for x in sums[best])
+    rows = tuple((name, ph, float(t[best]), fl, float(by[best]), str(bd[best]))
+                 for name, ph, t, fl, by, bd in per_layer)
     return PhaseSums(fwd_s=fwd, bwd_data_s=bwd, wgrad_s=wg, elementwise_s=ew, launch_s=launch,
                      flops=flops, dataflow=DATAFLOWS[best],
-                     memory_bytes=workload_memory_bytes(workload, batch, sc, prec, dp=system.chips))
+                     memory_bytes=workload_memory_bytes(workload, batch, sc.for_optimizer(optimizer),
+                                                        prec, dp=system.chips,
+                                                        optimizer=optimizer),
+                     layer_phases=rows)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from accelsim.arch.states import StateFormats, ParamCounts, param_bytes
-from accelsim.arch.schemes import get_scheme
+from accelsim.arch.schemes import OPTIMIZERS, get_scheme
 from accelsim.engine.plan import Plan
 from accelsim.perf.gemm import OPERAND_BYTES
 from accelsim.perf.layer_model import NORM_PARAM_BYTES
@@ -43,17 +43,19 @@ GIB = 2 ** 30
 
 
 def layer_memory_bytes(params, weight_bytes, act_bytes_per_sample, elementwise, batch: int,
-                       scheme, *, dp, mp=1.0) -> float:
+                       scheme, *, dp, mp=1.0, optimizer: str = "sgd-momentum") -> float:
     """Bytes one chip holds for a layer workload (arrays indexed by layer) at global
     ``batch`` under ``dp`` data-parallel x ``mp`` model-parallel chips per layer (scalars or
     per-layer arrays): per parameter of its 1/mp slice the compute weight (``weight_bytes``),
     gradient and the scheme's optimizer-side copies (master weight, optimizer state, compute
-    copy, residual; sharded over ``dp`` for a sharded update); the activations of its
-    ``ceil(batch / dp)`` samples (channel-split element-wise layers split their stash too)."""
-    sc = get_scheme(scheme)
+    copy, residual; sharded over ``dp`` for a sharded update; one optimizer state per state
+    tensor of ``optimizer``); the activations of its ``ceil(batch / dp)`` samples
+    (channel-split element-wise layers split their stash too)."""
+    sc = get_scheme(scheme).for_optimizer(optimizer)
+    n_state = OPTIMIZERS[optimizer][0]
     dp = np.asarray(dp, dtype=np.float64)
     mp = np.asarray(mp, dtype=np.float64)
-    state = (sc.master_weight_bytes + sc.optimizer_state_bytes + sc.compute_copy_bytes
+    state = (sc.master_weight_bytes + n_state * sc.optimizer_state_bytes + sc.compute_copy_bytes
              + sc.residual_bytes)
     state = state / dp if sc.sharded_update else state
     w = np.asarray(params, dtype=np.float64) / mp
@@ -64,7 +66,7 @@ def layer_memory_bytes(params, weight_bytes, act_bytes_per_sample, elementwise, 
 
 
 def workload_memory_bytes(workload, batch: int, scheme, precisions: dict[str, str], *,
-                          dp: int = 1) -> float:
+                          dp: int = 1, optimizer: str = "sgd-momentum") -> float:
     """Bytes one chip holds when ``dp`` chips train ``workload`` data parallel at ``batch``
     samples each (:func:`layer_memory_bytes` with every layer whole on every chip)."""
     params, wb, act, ew = [], [], [], []
@@ -75,7 +77,7 @@ def workload_memory_bytes(workload, batch: int, scheme, precisions: dict[str, st
         act.append(layer.saved_elements * b)
         ew.append(not layer.is_gemm)
     return layer_memory_bytes(params, wb, act, np.array(ew, dtype=bool), batch * dp, scheme,
-                              dp=dp)
+                              dp=dp, optimizer=optimizer)
 
 
 @dataclass(frozen=True)
