@@ -30,6 +30,7 @@ from accelsim.engine.graph import (
     GemmOp,
     Phase,
     Stream,
+    attention_precision,
     attention_s,
     elementwise_s,
     gemm_fwd_bwd_s,
@@ -38,9 +39,6 @@ from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
 from accelsim.workload.gpt import GptConfig
-
-ATTENTION_PRECISION = "bf16"  # score and P.V matmuls stay 16-bit in every scheme
-
 
 @dataclass(frozen=True)
 class OpTime:
@@ -82,7 +80,7 @@ def layer_ops(model: GptConfig, plan: Plan, formats: StateFormats) -> tuple[
               GemmOp("fc1", T, f // t, h, gp), GemmOp("fc2", T, h, f // t, gp))
     attn = AttentionOp(batch=b, heads=a // t, seq=s, head_dim=model.head_dim,
                        causal=model.causal, flash=model.flash_attention,
-                       precision=ATTENTION_PRECISION)
+                       precision=attention_precision(gp))
     ew = ElementwiseOp("elementwise", _elementwise_bytes(model, plan, gp))
     head = GemmOp("lm_head", T, -(-model.vocab // t), h, gp)
     return linear, attn, ew, head
