@@ -202,3 +202,18 @@ def test_front_ends_import_no_timing_or_memory_internals(path):
             mods.update(a.name for a in node.names)
     bad = sorted(m for m in mods if m.startswith(INTERNALS))
     assert bad == [], f"{path} imports {bad}: ask accelsim.engine instead"
+
+
+def test_explore_best_layers_is_the_breakdown(tmp_path, capsys):
+    out = tmp_path / "pts.csv"
+    _run(capsys, ["explore", "--system", "hfp8-64chip", "--workload", "resnet50", "--batch",
+                  "384", "--scheme", "hfp8", "--strategies", "data-chips", "--out", str(out),
+                  "--trace", str(tmp_path / "t.json")])
+    best = pd.read_csv(tmp_path / "pts_best_layers.csv")
+    plans = pd.read_csv(tmp_path / "pts_plans.csv")
+    step = plans.loc[plans["feasible"], "step_s"].min()
+    assert best["exposed_s"].sum() == pytest.approx(step, rel=0.01)
+    assert {"chip_dp", "dataflow", "tile_m"} <= set(best.columns)  # the mapping beside it
+    ev = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+          if e["ph"] == "X"]
+    assert max(e["ts"] + e["dur"] for e in ev) / 1e6 == pytest.approx(step, rel=0.01)

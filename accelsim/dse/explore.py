@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.engine.memory import layer_memory_bytes
+from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.run import comm_phases
 from accelsim.engine.schedule import (
     CommPhases,
@@ -61,6 +62,7 @@ from accelsim.engine.schedule import (
     TrainingParams,
     step_time,
 )
+from accelsim.engine.trace import Row, Timeline
 from accelsim.perf.layer_model import (
     NORM_PARAM_BYTES,
     OPERAND_BYTES,
@@ -168,15 +170,54 @@ class ExploreResult:
     def step_s(self) -> float:
         return float(self.best.get("step_s", math.nan))
 
+    def rows(self) -> list[Row]:
+        """The best plan as the engine's breakdown (:mod:`accelsim.engine.trace`): every layer x
+        phase on the compute stream (all on the critical path), then the compression pass and
+        the gradient reduction (the reduce-scatter's hidden part not exposed)."""
+        b = self.best
+        out = [Row(r.layer, r.kind, Phase(r.phase), 0, 1, float(r.time_s), float(r.time_s),
+                   float(r.flops), float("nan"), str(r.bound))
+               for r in self.layers.itertuples(index=False)]
+        rs, ag, wu = b["reduce_scatter_s"], b["all_gather_s"], b["weight_update_s"]
+        rs_exposed = b["exposed_comm_s"] - ag - wu
+        for op, t, shown, stream in (
+                ("compression", b["compression_s"], b["compression_s"], Stream.COMPUTE),
+                ("reduce_scatter", rs, rs_exposed, Stream.DP),
+                ("all_gather", ag, ag, Stream.DP),
+                ("weight_update", wu, wu, Stream.COMPUTE)):
+            if t > 0:
+                out.append(Row("grads", op, Phase.STEP, 0, 1, t, shown, 0.0, 0.0, op, stream))
+        return out
+
+    def timeline(self) -> Timeline:
+        """Forward through the layers, backward in reverse, then the gradient reduction (its
+        hidden part beside the end of back-propagation)."""
+        b = self.best
+        tl = Timeline()
+        lay = self.layers
+        fwd = lay[lay["phase"] == "fwd"]
+        bwd = lay[lay["phase"] != "fwd"].iloc[::-1]
+        for r in list(fwd.itertuples(index=False)) + list(bwd.itertuples(index=False)):
+            tl.run(f"{r.layer} ({r.phase})", float(r.time_s))
+        tl.run("compression", b["compression_s"])
+        rs, ag, wu = b["reduce_scatter_s"], b["all_gather_s"], b["weight_update_s"]
+        hidden = rs + ag + wu - b["exposed_comm_s"]
+        tl.beside("reduce_scatter (hidden)", tl.t - hidden, hidden, Stream.DP)
+        tl.run("reduce_scatter", rs - hidden, Stream.DP)
+        tl.run("all_gather", ag, Stream.DP)
+        tl.run("weight_update", wu)
+        return tl
+
 
 def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = DATAFLOWS,
             strategies: Sequence[str] = STRATEGIES, overlap: Sequence[bool] = (False, True),
             comm=None, compression: float = 1.0,
             engine: str = "analytic", executor="serial", max_workers: int | None = None,
-            progress: bool = False) -> ExploreResult:
+            progress: bool = False, optimizer: str = "sgd-momentum") -> ExploreResult:
     """Explore mappings of ``workload`` (global minibatch ``batch``) on ``system`` under
     ``scheme`` and return the best plan with the full points and plans tables.
 
+    ``optimizer``: its state formats price the default gradient reduction, update and memory.
     ``comm``: gradient-reduction times for the whole model (an object or dict with
     ``reduce_scatter_s``, ``all_gather_s``, ``weight_update_s``); by default computed with
     :func:`accelsim.engine.run.comm_phases` on ``system`` as built (its link
@@ -203,7 +244,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     if comm is None:
         comm = comm_phases(system, workload, scheme,
                            TrainingParams(minibatch=batch, compression=compression,
-                                          engine=engine))
+                                          engine=engine, optimizer=optimizer))
     # a mapping of the three phase times (and the compression pass), or a dataclass holding
     # them (the engine's CommPhases)
     comm_d = dict(comm) if isinstance(comm, abc.Mapping) else dataclasses.asdict(comm)
@@ -278,7 +319,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
                     plan_rows.append(row)
                     continue
                 row.update(_plan_times(system, batch, scheme, info, pick, bool(ov),
-                                       whole.compression_s))
+                                       whole.compression_s, optimizer))
                 plan_rows.append(row)
                 chosen_by_plan[(strategy, df, bool(ov))] = pick
     plans = pd.DataFrame(plan_rows)
@@ -343,7 +384,7 @@ class _LayerInfo:
 
 
 def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool,
-                compression_s: float) -> dict:
+                compression_s: float, optimizer: str) -> dict:
     """Step time, exposed communication and memory footprint of one plan (pure; the engine's
     step rule and memory account)."""
     pick = pick.sort_values("index")
@@ -363,9 +404,10 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool,
     mem = layer_memory_bytes(info.params[idx], info.weight_bytes[idx],
                              info.act_bytes_per_sample[idx], info.elementwise[idx],
                              batch, scheme, dp=pick["chip_dp"].to_numpy(dtype=np.float64),
-                             mp=pick["chip_mp"].to_numpy(dtype=np.float64))
+                             mp=pick["chip_mp"].to_numpy(dtype=np.float64), optimizer=optimizer)
     row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=st.compute_s,
                reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu,
+               compression_s=compression_s,
                exposed_comm_s=st.exposed_comm_s, step_s=st.step_s,
                samples_per_s=st.samples_per_s, achieved_flops=st.achieved_flops_per_s,
                utilization=st.utilization, memory_per_chip_bytes=mem,
