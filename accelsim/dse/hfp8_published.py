@@ -88,6 +88,17 @@ CALIBRATE_FIT_KEYS: frozenset[str] = frozenset(p.key for p in PUBLISHED)
 DGX1_FIT_GPUS: frozenset[int] = frozenset({1})
 
 
+#: The error each DGX-1 row is held to, in percent of NVIDIA's figure, from both sides.
+#: One GPU tests the compute model (+-10 %). Eight GPUs: the model has no input pipeline (JPEG
+#: decode and augmentation), stragglers or framework synchronisation, so its 1-to-8 scaling is
+#: ~100 % where NVIDIA measured 86.7 % (8322 / 8 / 1200); the 8-GPU error is the one-GPU error
+#: (+0.5 %) compounded with that missing loss (1 / 0.867 = +15.3 %), +15.8 % in all. The band
+#: keeps it there, about 6 points either side: below +10 % the model would have started to
+#: contain a scaling loss it has no mechanism for (or the one-GPU error moved by > 5 points);
+#: above +22 % something beyond the missing input pipeline would be wrong.
+DGX1_ERROR_BAND_PCT: dict[int, tuple[float, float]] = {1: (-10.0, 10.0), 8: (10.0, 22.0)}
+
+
 def paper_label(key: str) -> str:
     """Label of one appendix-D number: ``fit`` when ``scripts/calibrate.py`` fits it."""
     return FIT if key in CALIBRATE_FIT_KEYS else CHECKED
