@@ -94,3 +94,20 @@ def test_no_gemm_beats_the_peak_times_the_array_efficiency(chip, m, n, k, transp
     g = gemm_time(s, n, m, k, prec) if transpose else gemm_time(s, m, n, k, prec)
     assert g.flops_per_s <= _ceiling_flops(s, prec) * (1 + 1e-9), (name, prec, m, n, k,
                                                                     g.tflops)
+
+
+@pytest.mark.parametrize("chip", sorted(CHIPS), ids=lambda c: "-".join(c))
+def test_one_tile_per_core_is_one_wave(chip):
+    """Wave quantization from the definition: ``cores`` independent GEMMs of one array-sized
+    tile each run side by side in the compute time of one (every core busy once); one more
+    GEMM needs a second wave."""
+    name, prec = chip
+    s = SYSTEMS[name]
+    cores = s.chip.cores
+    g = max(s.chip.core.rows, s.chip.core.cols)  # one tile: M = N = the tile granule
+    one, full, over = (gemm_time(s, g, g, 4096, prec, count=c, dataflow="os")
+                       for c in (1, cores, cores + 1))
+    assert (one.tile_m, one.tile_n) == (full.tile_m, full.tile_n) == (g, g)
+    assert (one.waves, full.waves, over.waves) == (1, 1, 2)
+    assert full.compute_s == pytest.approx(one.compute_s, rel=1e-12)
+    assert over.compute_s == pytest.approx(2 * one.compute_s, rel=1e-12)
