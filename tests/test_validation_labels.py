@@ -161,3 +161,32 @@ def test_llm_report_labels_the_fit_rows(llm_consumed):
         n_fit += fitted
         assert r.label == ("fit" if fitted else "checked"), (r.case, r.quantity)
     assert n_fit == len(megatron) + len(memory)
+
+
+# --------------------------------------------------------------------------- validate_all
+def test_validate_all_report_carries_the_same_labels():
+    """reports/validation_all.csv (scripts/validate_all.py --out reports) labels each
+    validation's rows as the source reports do: per validation, the same fit / checked counts."""
+    va = pd.read_csv(REPORTS / "validation_all.csv")
+
+    def counts(df):
+        return df["label"].value_counts().to_dict()
+
+    def va_counts(prefix):
+        return counts(va[va.validation.str.startswith(prefix)])
+
+    assert va_counts("HFP8 appendix D") == counts(pd.read_csv(REPORTS / "paper_comparison.csv"))
+    assert va_counts("DGX-1") == counts(pd.read_csv(REPORTS / "dgx1.csv"))
+    compute = pd.concat([pd.read_csv(REPORTS / f)[["label"]] for f in (
+        "compute_validation.csv", "compute_gemm_published_sweep.csv",
+        "compute_validation_oos.csv", "compute_validation_oos_cases.csv")])
+    assert va_counts("GPU compute") == counts(compute)
+    llm = pd.read_csv(REPORTS / "llm_validation.csv")
+    meg = llm.source.str.startswith("Narayanan")
+    assert va_counts("Megatron") == counts(llm[meg])
+    assert va_counts("FP8-LM") == counts(llm[~meg])
+    # leave-one-out values exist exactly for the fit rows of the four refittable fits
+    loo = va[va.loo_in_target.notna()]
+    assert (loo.label == "fit").all()
+    refittable = va[va.validation.str.startswith(("HFP8", "GPU compute", "Megatron", "FP8-LM"))]
+    assert len(loo) == int((refittable.label == "fit").sum())
