@@ -320,7 +320,6 @@ def block_quantize(
         amax = _amax(blocks32, grid)
         bad = ~np.isfinite(amax)
         amax[bad] = 0.0
-        scaled = blocks32.astype(np.float64)
         if bf.scale is ScaleKind.E4M3_TENSOR:
             tmax = float(amax.max()) if amax.size else 0.0
             tensor_scale = min(_fp32_rne(6 * 448 / Fraction(tmax)), _FP32_MAX) if tmax > 0 else 1.0
@@ -329,15 +328,17 @@ def block_quantize(
             scale_codes = encode(amax * tensor_scale / 6.0, "e4m3fn", sr, saturate=True)
             scale_codes[bad] = 0x7F
             scales = decode(scale_codes, "e4m3fn")
-            scaled *= tensor_scale  # exact (24 x 24 bits)
+            scaled = np.multiply(blocks32, tensor_scale, dtype=np.float64)  # exact (24 x 24 bits)
         else:
             scales = _fp32_of(amax / elem.max, amax, elem.max)
             scales[bad] = np.nan
+            scaled = blocks32
         # one float64 division, then one rounding to the element: a quotient of a <= 48-bit and
         # a <= 24-bit significand cannot land on an element midpoint inexactly. Zero-scale
         # blocks divide by inf: their (finite) elements become 0
-        with np.errstate(invalid="ignore"):
-            scaled /= np.where(scales == 0, np.inf, scales)[..., None]
+        with np.errstate(invalid="ignore"):  # (a float32 operand is widened on the fly)
+            scaled = np.divide(scaled, np.where(scales == 0, np.inf, scales)[..., None], dtype=np.float64,
+                               out=scaled if scaled.dtype == np.float64 else None)
     if bad.any():
         scaled[bad] = 0.0
     values = quantize(scaled, elem, mode, saturate=True, rng=rng)
