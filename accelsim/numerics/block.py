@@ -167,7 +167,9 @@ class BlockQuantized:
 
 # ---------------------------------------------------------------- block layout
 def _blocked(x: np.ndarray, bf: BlockFormat, axis: int) -> tuple[np.ndarray, tuple[int, ...]]:
-    """View of ``x`` as (..., nblocks, block_size) with zero padding; also the block grid shape."""
+    """View of ``x`` with its blocks as axes (zero padding where the axis is not a multiple),
+    and the block grid shape: 1-D blocks (..., nblocks, k) with ``axis`` moved last; r x c tiles
+    (..., mb, r, nb, c) in place (no transpose: reductions and broadcasts run on the view)."""
     r, c = bf.block
     if r == 1:
         xm = np.moveaxis(x, axis, -1)
@@ -180,12 +182,17 @@ def _blocked(x: np.ndarray, bf: BlockFormat, axis: int) -> tuple[np.ndarray, tup
     m, n = x.shape[-2:]
     mb, nb = -(-m // r), -(-n // c)
     if (mb * r, nb * c) != (m, n):
-        pad = [(0, 0)] * (x.ndim - 2) + [(0, mb * r - m), (0, nb * c - n)]
-        x = np.pad(x, pad)
-    t = x.reshape(x.shape[:-2] + (mb, r, nb, c))
-    t = np.moveaxis(t, -3, -2)  # (..., mb, nb, r, c)
-    grid = x.shape[:-2] + (mb, nb)
-    return t.reshape(grid + (r * c,)), grid
+        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, mb * r - m), (0, nb * c - n)])
+    return x.reshape(x.shape[:-2] + (mb, r, nb, c)), x.shape[:-2] + (mb, nb)
+
+
+def _per_block(v: np.ndarray, bf: BlockFormat) -> np.ndarray:
+    """A per-block array (grid shape) broadcastable against the blocked view."""
+    return v[..., None] if bf.block[0] == 1 else v[..., :, None, :, None]
+
+
+def _block_axes(bf: BlockFormat) -> int | tuple[int, int]:
+    return -1 if bf.block[0] == 1 else (-3, -1)
 
 
 def _unblocked(v: np.ndarray, bf: BlockFormat, axis: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -195,10 +202,7 @@ def _unblocked(v: np.ndarray, bf: BlockFormat, axis: int, shape: tuple[int, ...]
         moved = shape[:axis] + shape[axis + 1:] + (shape[axis],)
         flat = v.reshape(v.shape[:-2] + (-1,))[..., : shape[axis]]
         return np.moveaxis(flat.reshape(moved), -1, axis)
-    grid = v.shape[:-1]
-    t = v.reshape(grid + (r, c))
-    t = np.moveaxis(t, -2, -3)  # (..., mb, r, nb, c)
-    full = t.reshape(grid[:-2] + (grid[-2] * r, grid[-1] * c))
+    full = v.reshape(v.shape[:-4] + (v.shape[-4] * r, v.shape[-2] * c))
     return full[..., : shape[-2], : shape[-1]]
 
 
@@ -238,7 +242,7 @@ def _floor_log2(a: np.ndarray) -> np.ndarray:
     return np.frexp(a)[1].astype(np.int64) - 1
 
 
-def _amax(blocks: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
+def _amax(blocks: np.ndarray, grid: tuple[int, ...], bf: BlockFormat) -> np.ndarray:
     """float64 max |x| per block (NaN if the block holds one). |x| is the bit pattern with the
     sign cleared; NaN patterns sort above inf as integers, so an integer max finds both (about
     2x faster than a float max over the short block axis, and no |x| float temporary)."""
@@ -247,7 +251,7 @@ def _amax(blocks: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
     ut, mask = (np.uint32, 0x7FFFFFFF) if blocks.dtype == np.float32 else (np.uint64, 0x7FFFFFFFFFFFFFFF)
     a = np.ascontiguousarray(blocks).view(ut) & ut(mask)
     with np.errstate(invalid="ignore"):
-        return a.max(axis=-1).view(blocks.dtype).astype(np.float64)  # NaN patterns stay NaN
+        return a.max(axis=_block_axes(bf)).view(blocks.dtype).astype(np.float64)  # NaN patterns stay NaN
 
 
 def _mx_scales(amax: np.ndarray, bf: BlockFormat, scale_rounding: str):
@@ -308,16 +312,16 @@ def block_quantize(
         # far under half the smallest element (2^-17 and up in scaled units), where it rounds to 0
         work = arr if arr.dtype in (np.float32, np.float64) else arr.astype(np.float64)
         blocks, grid = _blocked(work, bf, axis)
-        amax = _amax(blocks, grid)
+        amax = _amax(blocks, grid, bf)
         scale_codes, s = _mx_scales(amax, bf, sr)
         bad = scale_codes == 0xFF
         scales = np.where(bad, np.nan, np.ldexp(1.0, s))
-        scaled = blocks * np.ldexp(1.0, -s).astype(work.dtype)[..., None]
+        scaled = blocks * _per_block(np.ldexp(1.0, -s).astype(work.dtype), bf)
     else:  # NVFP4 / DeepSeek: defined on float32 data (stated in the module docstring)
         with np.errstate(over="ignore"):
             x32 = arr if arr.dtype == np.float32 else arr.astype(np.float32)
         blocks32, grid = _blocked(x32, bf, axis)
-        amax = _amax(blocks32, grid)
+        amax = _amax(blocks32, grid, bf)
         bad = ~np.isfinite(amax)
         amax[bad] = 0.0
         if bf.scale is ScaleKind.E4M3_TENSOR:
@@ -337,10 +341,10 @@ def block_quantize(
         # a <= 24-bit significand cannot land on an element midpoint inexactly. Zero-scale
         # blocks divide by inf: their (finite) elements become 0
         with np.errstate(invalid="ignore"):  # (a float32 operand is widened on the fly)
-            scaled = np.divide(scaled, np.where(scales == 0, np.inf, scales)[..., None], dtype=np.float64,
+            scaled = np.divide(scaled, _per_block(np.where(scales == 0, np.inf, scales), bf), dtype=np.float64,
                                out=scaled if scaled.dtype == np.float64 else None)
     if bad.any():
-        scaled[bad] = 0.0
+        scaled = np.where(_per_block(bad, bf), 0.0, scaled)
     values = quantize(scaled, elem, mode, saturate=True, rng=rng)
     values = _unblocked(values, bf, axis, arr.shape)
     return BlockQuantized(
