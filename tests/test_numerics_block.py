@@ -342,3 +342,31 @@ def test_nvfp4_scale_and_element_ties(scale_rounding):
         assert Fraction(float(q.scales[i, 0])) == S, (m, q.scales[i, 0])
     if mode is None:
         assert _same(q.dequantize(), _nvfp4_oracle(x))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(MX), st.lists(_vals, min_size=1, max_size=70))
+def test_mx_float32_input_path(name, values):
+    """float32 input is scaled in float32 (power-of-two products lose bits only below 2^-126,
+    where every element rounds to 0): the same oracle values as the float64 path."""
+    x = np.array(values, dtype=np.float32)
+    ours = block_quantize(x, name).dequantize()
+    elem = get_block_format(name).element
+    for j in range(0, x.size, 32):
+        assert _same(ours[j : j + 32], np.array(_mx_oracle(x[j : j + 32].astype(np.float64).tolist(), elem)))
+    assert _same(ours, block_quantize(x.astype(np.float64), name).dequantize())
+
+
+@pytest.mark.parametrize("name", MX)
+def test_mx_float32_spread_and_tiny_blocks(name):
+    rng = np.random.default_rng(7)
+    x = _spread(rng, (30, 64), binades=60).astype(np.float32)
+    x[0, :32] = np.float32(2.0**-149) * np.arange(32, dtype=np.float32)  # float32 subnormals only
+    x[1, :32] = np.float32(3e38)
+    x[1, 5] = -np.float32(3.4e38)
+    q = block_quantize(x, name)
+    assert _same(q.dequantize(), block_quantize(x.astype(np.float64), name).dequantize())
+    elem = get_block_format(name).element
+    for r in range(3):
+        for j in (0, 32):
+            assert _same(q.dequantize()[r, j : j + 32], np.array(_mx_oracle(x[r, j : j + 32].astype(np.float64).tolist(), elem)))
