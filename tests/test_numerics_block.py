@@ -370,3 +370,23 @@ def test_mx_float32_spread_and_tiny_blocks(name):
     for r in range(3):
         for j in (0, 32):
             assert _same(q.dequantize()[r, j : j + 32], np.array(_mx_oracle(x[r, j : j + 32].astype(np.float64).tolist(), elem)))
+
+
+@pytest.mark.parametrize("s", [1.0, 3.0, 5.0 / 7.0, 1e-3])
+def test_deepseek_element_ties(s):
+    """Tiles whose FP32 scale is s (amax = 448 s) holding s x every E4M3 midpoint and its float32
+    neighbours: the float32 quotient may land on a midpoint the exact one misses (redone rounded
+    to odd); equal to the exact oracle."""
+    s32 = float(np.float32(s))
+    vals, _ = _grid("e4m3fn")
+    mids = [float((a + b) / 2) for a, b in zip(vals[:-1], vals[1:])]
+    base = np.array(mids, dtype=np.float64) * s32
+    x = np.concatenate([base, np.nextafter(base.astype(np.float32), np.float32(np.inf)),
+                        np.nextafter(base.astype(np.float32), np.float32(0))]).astype(np.float32)
+    x = np.concatenate([x, -x])
+    pad = (-x.size) % 127
+    x = np.concatenate([x, np.zeros(pad, np.float32)]).reshape(-1, 127)
+    x = np.concatenate([x, np.full((x.shape[0], 1), np.float32(448 * s32))], axis=1)  # amax -> s
+    q = block_quantize(x, "dsv3-fp8-act")
+    for r in range(x.shape[0]):
+        assert _same(q.dequantize()[r], _dsv3_oracle_block(x[r])), r

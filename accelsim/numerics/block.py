@@ -41,6 +41,7 @@ from fractions import Fraction
 import numpy as np
 
 from .codec import decode, encode, quantize
+from .fast import round_to_odd32
 from .formats import FloatFormat, get_format
 from .rounding import check_mode
 
@@ -336,13 +337,15 @@ def block_quantize(
         else:
             scales = _fp32_of(amax / elem.max, amax, elem.max)
             scales[bad] = np.nan
-            scaled = blocks32
-        # one float64 division, then one rounding to the element: a quotient of a <= 48-bit and
-        # a <= 24-bit significand cannot land on an element midpoint inexactly. Zero-scale
-        # blocks divide by inf: their (finite) elements become 0
-        with np.errstate(invalid="ignore"):  # (a float32 operand is widened on the fly)
-            scaled = np.divide(scaled, _per_block(np.where(scales == 0, np.inf, scales), bf), dtype=np.float64,
-                               out=scaled if scaled.dtype == np.float64 else None)
+        den = _per_block(np.where(scales == 0, np.inf, scales), bf)  # zero scale: elements -> 0
+        if bf.scale is ScaleKind.FP32 and mode in ("rne", "rna", "rz"):
+            scaled = _quotient32(blocks32, den)
+        else:
+            # one float64 division, then one rounding to the element: a quotient of a <= 48-bit
+            # and a <= 24-bit significand cannot land on an element midpoint inexactly
+            with np.errstate(invalid="ignore"):  # (a float32 operand is widened on the fly)
+                scaled = np.divide(scaled if bf.scale is ScaleKind.E4M3_TENSOR else blocks32, den,
+                                   dtype=np.float64, out=scaled if bf.scale is ScaleKind.E4M3_TENSOR else None)
     if bad.any():
         scaled = np.where(_per_block(bad, bf), 0.0, scaled)
     values = quantize(scaled, elem, mode, saturate=True, rng=rng)
@@ -353,6 +356,25 @@ def block_quantize(
         scale_codes=None if scale_codes is None else _readonly(_grid_to_input_layout(scale_codes, bf, axis)),
         tensor_scale=float(tensor_scale),
     )
+
+
+def _quotient32(x32: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """float32 patterns that round to 8-bit elements like the exact x / den (x, den float32):
+    the float32 quotient (RNE) where it cannot mislead, x / den rounded to odd at 24 bits where
+    its low 16 bits are all zero (it may sit on an element midpoint or grid point: a double
+    rounding there could differ; round-to-odd at >= 2 spare bits cannot). The float64 quotient
+    rounded to odd equals the exact one rounded to odd: a quotient of two 24-bit significands is
+    never within 2^-53 of a 24-bit value it does not equal."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        q = np.divide(x32, den.astype(np.float32), dtype=np.float32)
+    u = q.reshape(-1).view(np.uint32)
+    idx = np.flatnonzero(((u & np.uint32(0xFFFF)) == 0) & ((u & np.uint32(0x7FFFFFFF)) != 0))
+    if idx.size:
+        num = np.broadcast_to(x32, q.shape).reshape(-1)[idx].astype(np.float64)
+        d = np.broadcast_to(den, q.shape).reshape(-1)[idx]
+        with np.errstate(invalid="ignore"):
+            u[idx] = round_to_odd32(num / d)
+    return q
 
 
 def _fp32_of(ratio: np.ndarray, amax: np.ndarray, emax_val: float) -> np.ndarray:
