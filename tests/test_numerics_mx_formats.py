@@ -135,6 +135,7 @@ def test_every_mode_against_fraction_reference(name, mode, saturate):
     """float64 inputs (grid points, midpoints, x(1 +- 2^-30), random) against the exact scalar
     reference: one correct rounding, the format's special-value rules."""
     base = _grid_probe(name).astype(np.float64)
+    base = base[:: max(1, base.size // 800)]  # every grid point and midpoint: the ml_dtypes test
     x = np.concatenate([base, base * (1 + 2.0**-30), base * (1 - 2.0**-30), _random32(600, 4).astype(np.float64) * 1.37])
     x = x[~np.isnan(x)]
     ours = quantize(x, name, mode, saturate=saturate)
