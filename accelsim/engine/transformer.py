@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.arch import System
+from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine.comm import Comm, Fabric, comm
@@ -64,7 +65,7 @@ def _elementwise_bytes(model: GptConfig, plan: Plan, gp: str) -> float:
     f, T = model.ffn_size, model.seq * plan.micro_batch
     sbh = s * b * h
     nbytes = 22 * sbh / (t if plan.sequence_parallel else 1) + 16 * sbh * (f / (4 * h)) / t
-    if gp in ("fp8", "hfp8"):
+    if OPERAND_BYTES[gp] < 2:  # 8-bit and narrower GEMM inputs are cast from 16 bits
         nbytes += 3 * T * (2 * h + (h + f) / t)
     return nbytes
 
