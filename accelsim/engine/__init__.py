@@ -24,7 +24,7 @@ _EXPORTS = {
     "Memory": "accelsim.engine.memory",
     **dict.fromkeys(("LlmParams", "Plan"), "accelsim.engine.plan"),
     **dict.fromkeys(("Options", "WorkloadPrediction", "data_parallel_step", "predict_step",
-                     "predict_workload", "run"), "accelsim.engine.run"),
+                     "predict_workload", "simulate"), "accelsim.engine.run"),
     **dict.fromkeys(("Prediction", "predict"), "accelsim.engine.transformer"),
 }
 __all__ = sorted(_EXPORTS)

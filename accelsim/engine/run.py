@@ -2,7 +2,7 @@
 timed by perf (compute), netsim (communication) and the one schedule
 (:mod:`accelsim.engine.schedule`), with the one memory account (:mod:`accelsim.engine.memory`).
 
-* :func:`run`: the one call -- (system, workload, plan, scheme, options) -> a typed result with
+* :func:`simulate`: the one call -- (system, workload, plan, scheme, options) -> a typed result with
   time, memory, the per-op breakdown and the trace, for any workload;
 * :func:`predict_workload`: a layer workload, data parallel over a system's chips;
 * :func:`data_parallel_step`: gradient reduction, update and schedule for a compute profile
@@ -207,7 +207,7 @@ class Options:
     collective_engine: str = "analytic"
 
 
-def run(system: System, workload, plan: Plan, scheme, options: Options = Options()):
+def simulate(system: System, workload, plan: Plan, scheme, options: Options = Options()):
     """The engine's one entry point: one training iteration of ``workload`` (a generated
     transformer workload or a :class:`~accelsim.workload.gpt.GptConfig` -- any plan; a layer
     workload -- data parallel over the system's chips, ``plan.dp == system.chips``, one
