@@ -19,14 +19,14 @@ The model is accelsim's own: collective times from netsim (independent of the kn
 weight-update and compression costs from netsim's functions, compute profiles from the explorer
 (cached per minibatch), the published metrics from ``hfp8_published.paper_metrics``. Only the
 step-time rule is evaluated here on arrays (:func:`step_arrays`, the vectorized twin of
-``step.combine``; tests/test_training_calibration.py checks them against each other).
+``schedule.combine``; tests/test_training_calibration.py checks them against each other).
 
 Stages: a coarse grid over all knobs for every candidate minibatch, then a fine grid around the
 best region; the fit is the fine-grid point with the smallest worst deviation. Identifiability:
 every fine-grid point inside the bounds whose ten deviations are all within tolerance; the
 range of each knob over that set and the spread it causes in every figure of the study.
 
-Run: ``python scripts/calibrate.py [--out reports]`` (writes calibration.csv,
+Run: ``python scripts/calibrate.py [--out reports] [--loo]`` (writes calibration.csv,
 calibration_ranges.csv and calibration_spread.csv there). Paste the printed ``PAPER_SETUP``
 into ``accelsim/dse/hfp8_study.py`` if it changed, then regenerate the reports
 (``python -m accelsim.cli figures --out reports``).
@@ -51,7 +51,9 @@ from accelsim.arch import build_system, load_system, with_chip_bandwidth  # noqa
 from accelsim.arch.scenario import single_chip_overrides  # noqa: E402
 from accelsim.dse import hfp8_published as published  # noqa: E402
 from accelsim.dse import hfp8_study as study  # noqa: E402
-from accelsim.dse import step  # noqa: E402
+from accelsim.dse import training  # noqa: E402
+from accelsim.engine import run as engine_run  # noqa: E402
+from accelsim.engine import schedule  # noqa: E402
 from accelsim.netsim import UpdateParams, compression_cost, weight_update_cost  # noqa: E402
 from accelsim.netsim.system import chip_rates  # noqa: E402
 from accelsim.paths import resolve_input  # noqa: E402
@@ -90,8 +92,8 @@ COARSE_N = {"per_tensor_overhead_s": 51, "memory_efficiency": 32, "overlap": 26}
 KNOBS = ("per_tensor_overhead_s", "memory_efficiency", "overlap")
 
 
-def step_arrays(profile: step.ComputeProfile, rs, ag, wu, cs, overlap):
-    """(step_s, exposed_comm_s) of :func:`accelsim.dse.step.combine` on numpy arrays of
+def step_arrays(profile: schedule.ComputeProfile, rs, ag, wu, cs, overlap):
+    """(step_s, exposed_comm_s) of :func:`accelsim.engine.schedule.combine` on numpy arrays of
     parameter sets: step = compute + compression pass + exposed comm, the reduce-scatter
     hidden behind at most ``overlap`` x backward (never more than the reduce-scatter)."""
     hidden = np.minimum(np.maximum(np.multiply(overlap, profile.backward_s), 0.0), rs)
@@ -104,16 +106,22 @@ class Calibrator:
     chip_GBps x compression (independent of the knobs), compute profiles per minibatch, the
     weight-update / compression costs from netsim's functions."""
 
-    def __init__(self, system, workload, engine: str = "analytic"):
+    def __init__(self, system, workload, engine: str = "analytic", *,
+                 fit_keys: frozenset[str] = published.CALIBRATE_FIT_KEYS):
         self.system, self.workload, self.engine = system, workload, engine
+        #: the published numbers the objective reads (leave-one-out passes all but one)
+        self.fit_keys = frozenset(fit_keys)
+        self.fit_rows = tuple(q for q in published.PUBLISHED if q.key in self.fit_keys)
+        if len(self.fit_rows) != len(self.fit_keys):
+            raise ValueError(f"unknown published keys: {sorted(self.fit_keys - {q.key for q in published.PUBLISHED})}")
         self.n, self.nt = int(workload.n_params), workload.n_param_tensors
         self.mem, self.vec = chip_rates(system)
         self.settings = [(s, b, c) for s in study.SCHEMES for b in study.CHIP_GBPS
                          for c in study.COMPRESSIONS]
         self.coll = {}
         for s, b, c in self.settings:
-            base = step.TrainingParams(minibatch=system.chips, compression=c, engine=engine)
-            ph = step.comm_phases(with_chip_bandwidth(system, b), workload, s, base)
+            base = schedule.TrainingParams(minibatch=system.chips, compression=c, engine=engine)
+            ph = engine_run.comm_phases(with_chip_bandwidth(system, b), workload, s, base)
             self.coll[s, b, c] = (ph.reduce_scatter_s, ph.all_gather_s)
         self._profiles: dict[int, dict] = {}
 
@@ -147,7 +155,7 @@ class Calibrator:
     def profiles(self, per_chip: int) -> dict:
         if per_chip not in self._profiles:
             mb = per_chip * self.system.chips
-            self._profiles[per_chip] = {s: step.compute_profile(self.system, self.workload, s, mb)
+            self._profiles[per_chip] = {s: training.compute_profile(self.system, self.workload, s, mb)
                                         for s in study.SCHEMES}
         return self._profiles[per_chip]
 
@@ -173,11 +181,11 @@ class Calibrator:
     def metrics(self, per_chip, t, eff, overlap) -> dict:
         return published.paper_metrics(self.rows(per_chip, t, eff, overlap))
 
-    @staticmethod
-    def worst(m: dict):
-        """Largest |accelsim - published| / tolerance over all published numbers."""
+    def worst(self, m: dict):
+        """Largest |accelsim - published| / tolerance over the fit's published numbers
+        (:attr:`fit_rows`: all ten, :data:`hfp8_published.CALIBRATE_FIT_KEYS`)."""
         return np.max(np.stack(np.broadcast_arrays(*[
-            np.abs(m[q.key] - q.value) / q.tolerance for q in published.PUBLISHED])), axis=0)
+            np.abs(m[q.key] - q.value) / q.tolerance for q in self.fit_rows])), axis=0)
 
     # ---- search
     @staticmethod
@@ -249,6 +257,33 @@ class Calibrator:
         return best, points
 
 
+# --------------------------------------------------------------------------- leave-one-out
+def leave_one_out(system, workload, per_chip_batches, *, engine: str = "analytic",
+                  log=lambda *a: None):
+    """Refit the four knobs without each published number (the same coarse + fine minimax
+    search over the same bounds, on the other nine) and predict the one left out.
+    Returns one dict per number: key, published, tolerance, in-fit value, left-out value and
+    the refit knobs."""
+    full = Calibrator(system, workload, engine)
+    best, _ = full.search(per_chip_batches, log=log)
+    m_in = full.metrics(best[1], best[2], best[3], best[4])
+    out = []
+    for q in published.PUBLISHED:
+        if q.key not in published.CALIBRATE_FIT_KEYS:
+            continue
+        cal = Calibrator.__new__(Calibrator)  # share the cached collectives and profiles
+        cal.__dict__.update(full.__dict__)
+        cal.fit_keys = published.CALIBRATE_FIT_KEYS - {q.key}
+        cal.fit_rows = tuple(x for x in published.PUBLISHED if x.key in cal.fit_keys)
+        b, _ = cal.search(per_chip_batches, log=log)
+        m = cal.metrics(b[1], b[2], b[3], b[4])
+        out.append({"metric": q.key, "published": q.value, "tolerance": q.tolerance,
+                    "fit": float(m_in[q.key]), "loo": float(m[q.key]),
+                    "loo_worst_others": b[0], "minibatch": b[1] * system.chips,
+                    "per_tensor_overhead_s": b[2], "memory_efficiency": b[3], "overlap": b[4]})
+    return out
+
+
 # --------------------------------------------------------------------------- reporting
 def residual_table(cal, fit, compromise):
     """One row per published number: fit, residual, tolerance, binding; the no-overlap
@@ -260,7 +295,8 @@ def residual_table(cal, fit, compromise):
     rows = []
     for q in published.PUBLISHED:
         d, d0 = float(m[q.key]) - q.value, float(m0[q.key]) - q.value
-        rows.append({"metric": q.key, "published": q.value, "tolerance": q.tolerance,
+        rows.append({"metric": q.key, "label": published.paper_label(q.key),
+                     "published": q.value, "tolerance": q.tolerance,
                      "fit": float(m[q.key]), "residual": d,
                      "binding": abs(d) / q.tolerance >= fit[0] - 0.02,
                      "no_overlap_fit": float(m0[q.key]), "no_overlap_residual": d0,
@@ -274,9 +310,9 @@ def dgx1_arrays(cal, dgx1_path, t, eff, overlap):
     out = {}
     for gpus, _ in published.DGX1_PUBLISHED:
         system = build_system(dgx1_path, single_chip_overrides() if gpus == 1 else {})
-        p = step.TrainingParams(minibatch=published.DGX1_MINIBATCH_PER_GPU * gpus)
-        prof = step.compute_profile(system, cal.workload, "fp16", p.minibatch)
-        ph = step.comm_phases(system, cal.workload, "fp16", p)
+        p = schedule.TrainingParams(minibatch=published.DGX1_MINIBATCH_PER_GPU * gpus)
+        prof = training.compute_profile(system, cal.workload, "fp16", p.minibatch)
+        ph = engine_run.comm_phases(system, cal.workload, "fp16", p)
         wu = cal.update_s("fp16", t, eff, system=system, n_chips=system.chips)
         st, _ = step_arrays(prof, ph.reduce_scatter_s, ph.all_gather_s, wu, 0.0, overlap)
         out[gpus] = p.minibatch / st
@@ -384,6 +420,9 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", default="analytic", choices=("analytic", "des"))
     ap.add_argument("--per-chip-batches", default="3,4,5,6,7,8,9,10,12",
                     help="candidate images per chip for the minibatch")
+    ap.add_argument("--loo", action="store_true",
+                    help="also refit without each published number and predict it "
+                    "(leave-one-out: ten more searches)")
     ap.add_argument("--out", default=None, metavar="DIR",
                     help="write calibration.csv, calibration_ranges.csv, calibration_spread.csv")
     args = ap.parse_args(argv)
@@ -396,6 +435,8 @@ def main(argv=None) -> int:
     print(f"system {system.name}: {system.chips} chips, memory {cal.mem / 1e9:.0f} GB/s per "
           f"chip; workload {workload.name}: {cal.n:,} params in {cal.nt} tensors; engine "
           f"{args.engine}; {len(published.PUBLISHED)} published numbers")
+    print(f"fit rows ({len(cal.fit_rows)} published numbers, label 'fit' in the reports): "
+          + ", ".join(q.key for q in cal.fit_rows))
     print("bounds:")
     for b in BOUNDS.values():
         print(f"  {b.name:<22} [{b.lo:g}, {b.hi:g}]  {b.source}")
@@ -454,6 +495,15 @@ def main(argv=None) -> int:
         spread.to_csv(out / "calibration_spread.csv", index=False, float_format="%.6g")
         print(f"wrote {out / 'calibration.csv'}, {out / 'calibration_ranges.csv'}, "
               f"{out / 'calibration_spread.csv'}")
+    if args.loo:
+        print()
+        print("leave-one-out: the same search without each number, then predict it")
+        print(f"{'metric':<40} {'published':>9} {'in fit':>7} {'left out':>8} {'tol':>5}")
+        for r in leave_one_out(system, workload, batches, engine=args.engine):
+            print(f"{r['metric']:<40} {r['published']:9.1f} {r['fit']:7.2f} {r['loo']:8.2f} "
+                  f"{r['tolerance']:5.1f}  (refit: minibatch {r['minibatch']}, "
+                  f"{r['per_tensor_overhead_s'] * 1e6:.2f} us, eff {r['memory_efficiency']:.4g},"
+                  f" overlap {r['overlap']:.2f})")
     print()
     print(f"PAPER_SETUP = TrainingParams(minibatch={fit.minibatch}, overlap={fit.overlap!r}, "
           f"per_tensor_overhead_s={fit.per_tensor_overhead_s!r}, "

@@ -67,6 +67,25 @@ def add_bandwidth_arguments(parser: argparse.ArgumentParser, *, many: bool = Fal
                              "--link-GBps (default: as configured)")
 
 
+def optimizer_choices() -> tuple[str, ...]:
+    """The optimizers a plan can name (:data:`accelsim.arch.schemes.OPTIMIZERS`)."""
+    from accelsim.arch.schemes import OPTIMIZERS
+
+    return tuple(OPTIMIZERS)
+
+
+def check_scheme_optimizer(schemes, optimizer: str) -> None:
+    """Refuse (one line, naming both flags) a scheme that defines no recipe for the optimizer."""
+    from accelsim.arch.schemes import check_optimizer, get_scheme
+    from accelsim.cli import UserError
+
+    for name in schemes:
+        try:
+            check_optimizer(get_scheme(name), optimizer)
+        except ValueError as exc:
+            raise UserError(f"--scheme {name} --optimizer {optimizer}: {exc}") from None
+
+
 def scheme_choices() -> tuple[str, ...]:
     """The preset training schemes (:mod:`accelsim.arch.schemes`), for ``--scheme`` flags."""
     from accelsim.arch.schemes import SCHEME_NAMES
@@ -119,3 +138,22 @@ def exit_interrupted(command: str, saved: str, out) -> None:
           f"to resume", file=sys.stderr, flush=True)
     raise SystemExit(130) from None
 
+
+
+def datapath_note(system, scheme) -> None:
+    """Tell the user (stderr) when the chip computes the scheme's precision no faster than its
+    high precision: the config has no faster datapath for it, so the scheme runs there at the
+    wider rate and any gain comes from smaller tensors in memory. PRECISIONS runs from wide to
+    narrow: the note is for a narrower scheme (fp8 beside fp16), never for fp32/tf32/bf16
+    beside the fp16 default."""
+    import sys
+
+    from accelsim.arch.model import PRECISIONS
+
+    core, cp, hp = system.chip.core, scheme.compute_precision, scheme.high_precision
+    narrower = PRECISIONS.index(cp) > PRECISIONS.index(hp)
+    if narrower and core.supports(hp) and \
+            core.macs_per_cycle_per_pe(cp) <= core.macs_per_cycle_per_pe(hp):
+        print(f"note: {system.name} computes {cp} no faster than {hp} (its config has no "
+              f"faster {cp} datapath); any gain over {hp} comes from {cp}'s smaller tensors "
+              "in memory", file=sys.stderr)

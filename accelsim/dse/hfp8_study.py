@@ -16,11 +16,13 @@ from accelsim.dse.hfp8_published import (
     DGX1_MINIBATCH_PER_GPU,
     DGX1_PUBLISHED,
     DGX1_SOURCE,
+    dgx1_label,
     implied_by_paper,
     paper_comparison,
     qualitative_claims,
 )
-from accelsim.dse.step import TrainingParams, compute_profile, training_step
+from accelsim.dse.training import compute_profile, training_step
+from accelsim.engine.schedule import TrainingParams
 
 DEFAULT_SYSTEM = "arch_configs/hfp8-64chip.toml"
 DEFAULT_WORKLOAD = "workloads/resnet50.toml"
@@ -33,7 +35,7 @@ COMPRESSIONS = (1.0, 32.0, 64.0, 128.0, 256.0, 512.0)
 #: reproduce): a minimax fit of all four knobs to the ten published appendix-D numbers
 #: (:data:`accelsim.dse.hfp8_published.PUBLISHED`) inside physical bounds (the script's
 #: ``BOUNDS``, each with its source; docs/calibration.md). Compute mapped by
-#: :data:`accelsim.dse.step.COMPUTE_STRATEGY`. Physically: 0.86 us per parameter tensor per
+#: :data:`accelsim.dse.training.COMPUTE_STRATEGY`. Physically: 0.86 us per parameter tensor per
 #: update step, an update kernel at 67 % of the 900 GB/s chip memory bandwidth, 6 images/chip,
 #: the gradient reduce-scatter running during the last 15 % of back-propagation. With overlap 0
 #: the best compromise leaves three numbers 0.3 pp outside tolerance (printed by the script).
@@ -93,7 +95,8 @@ def dgx1_table(dgx1_path: str | Path, workload, params: TrainingParams):
                      "published": published, "predicted": st.samples_per_s,
                      "error_pct": 100.0 * (st.samples_per_s / published - 1.0),
                      "compute_s": st.compute_s, "comm_s": st.comm_s, "step_s": st.step_s,
-                     "utilization": st.utilization, "source": DGX1_SOURCE})
+                     "utilization": st.utilization, "label": dgx1_label(gpus),
+                     "source": DGX1_SOURCE})
     df = pd.DataFrame(rows)
     # scaling efficiency from 1 GPU: samples/s of N GPUs over N x samples/s of one
     one = df[df["gpus"] == 1].iloc[0]
