@@ -115,13 +115,6 @@ def graphs(lat: float):
     yield T.hfp8_64(25e9, 12.5e9, lat)
 
 
-#: Packet size of the two-hop (switch) DES runs, as a fraction of the largest segment.  The
-#: DES forwards cut-through, so switch routes agree with the analytic model to float rounding
-#: with whole or cut transfers alike; the runs below use whole transfers and 1/3 segments
-#: on every topology, and this fraction is kept only as the historical store-and-forward bound.
-SWITCH_PACKET_FRACTION = 1 / 256
-
-
 def des_vs_analytic() -> tuple[dict[str, float], int]:
     """({topology: largest relative DES - analytic difference}, runs) on explicit schedules."""
     worst: dict[str, float] = {}

@@ -36,13 +36,13 @@ from accelsim.arch import System
 from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine.memory import Memory
 from accelsim.engine.plan import LlmParams, Plan
-from accelsim.ring import ring_collective_time
+from accelsim.ring import bus_factor, ring_collective_time
 from accelsim.workload.gpt import GptConfig
 
 ENGINES = ("analytic", "des")
 #: DES packet size: collectives move in pipelined chunks of this many bytes (assumption: the
-#: order of NCCL's per-channel chunks, 512 KiB-4 MiB; whole-segment packets would serialize the
-#: two switch hops of every step)
+#: order of NCCL's per-channel chunks, 512 KiB-4 MiB; with cut-through switches the time does
+#: not depend on it, the event count does)
 DES_PACKET_BYTES = 4 * 2 ** 20
 
 
@@ -54,7 +54,9 @@ def _des_ring(kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
     from accelsim.netsim import symmetric
     from accelsim.netsim.phases import collective_time
 
-    pl = symmetric.plan("switch", ranks, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s)
+    # a switch ring step crosses two links (GPU -> switch -> GPU): half the node file's
+    # GPU-to-GPU latency on each, so a step costs the latency the closed form charges
+    pl = symmetric.plan("switch", ranks, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s / 2)
     return collective_time(pl, kind, math.ceil(size_bytes), 1.0, engine="des",
                            packet_bytes=DES_PACKET_BYTES).time_s
 
@@ -132,11 +134,9 @@ class Fabric:
 
 
 def ring_sent(kind: str, ranks: int, size_bytes: float) -> float:
-    """Bytes one rank sends in a ring collective of a ``size_bytes`` buffer."""
-    if ranks <= 1:
-        return 0.0
-    f = 2 if kind == "all-reduce" else 1
-    return f * (ranks - 1) / ranks * size_bytes
+    """Bytes one rank sends in a ring collective of a ``size_bytes`` buffer
+    (:func:`accelsim.ring.bus_factor`, the one owner of the ring factor)."""
+    return bus_factor(kind, ranks) * size_bytes
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.arch.schemes import OPTIMIZERS
+from accelsim.ring import bus_factor
 
 
 ENGINES = ("analytic", "des")
@@ -213,8 +214,7 @@ def split_layer_comm_factor(chips: int, chip_mp) -> np.ndarray:
     m = np.asarray(chip_mp, dtype=np.float64)
     if chips == 1:
         return np.ones_like(m)
-    p = chips / m
-    return np.where(p > 1, ((p - 1) / p) / ((chips - 1) / chips) / m, 0.0)
+    return bus_factor("reduce-scatter", chips / m) / bus_factor("reduce-scatter", chips) / m
 
 
 def layer_gradient_shares(params, chip_mp, chips: int, comm: CommPhases, n_params: int,
