@@ -18,47 +18,17 @@ import importlib
 import os
 import pkgutil
 import sys
-from pathlib import Path
+import traceback
 
 import accelsim
 from accelsim import commands
+from accelsim.errors import BUG_REPORT, AccelsimError, UserError  # noqa: F401 - UserError: old home
 
 EXIT_USAGE = 2
+#: an exception outside the AccelsimError family: a bug (sysexits.h EX_SOFTWARE)
+EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
-
-
-class UserError(Exception):
-    """An error caused by the user's input; printed as one line, exit status 2."""
-
-
-def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -> Path:
-    """Refuse, before any computing, an output path that cannot be written: its parent is not a
-    directory or not writable, or the target is a directory (a file was meant) / a file (a
-    folder was meant). Missing parent folders are created."""
-    p = Path(path)
-    if directory:
-        if p.exists() and not p.is_dir():
-            raise UserError(f"{flag} {p}: exists and is not a directory")
-        target_dir = p
-    else:
-        if p.is_dir():
-            raise UserError(f"{flag} {p}: is a directory; give a file name")
-        target_dir = p.parent if str(p.parent) else Path(".")
-    for anc in [target_dir, *target_dir.parents]:
-        if anc.exists():
-            if not anc.is_dir():
-                raise UserError(f"{flag} {p}: {anc} is not a directory")
-            break
-    try:
-        target_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"{flag} {p}: cannot create {target_dir}: {exc.strerror or exc}") from None
-    if not os.access(target_dir, os.W_OK | os.X_OK):
-        raise UserError(f"{flag} {p}: {target_dir} is not writable")
-    if not directory and p.exists() and not os.access(p, os.W_OK):
-        raise UserError(f"{flag} {p}: file is not writable")
-    return p
 
 
 class _Parser(argparse.ArgumentParser):
@@ -136,11 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     prog = f"accelsim {args.command}"
     try:
         return int(args._run(args) or 0)
-    except UserError as exc:
+    except AccelsimError as exc:  # what the user's input or request caused: one line
         msg = str(exc)
-    except (ValueError, KeyError) as exc:
-        # Input errors raised by the library carry their own message (file, key, value).
-        msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -150,12 +117,22 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except MemoryError:
         msg = "out of memory: the requested size is too large for this machine"
-    except OverflowError as exc:
-        msg = f"number too large: {exc}"
-    except OSError as exc:
+    except OSError as exc:  # the user's files, folders and disk
         msg = _os_error(exc)
+    except Exception as exc:  # anything else is a bug in accelsim, never "bad input"
+        return _report_bug(prog, exc)
     print(f"{prog}: error: {_one_line(msg)}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _report_bug(prog: str, exc: BaseException) -> int:
+    """One line saying that ``exc`` is a bug and where to report it; the traceback too under
+    ``ACCELSIM_DEBUG=1``."""
+    if os.environ.get("ACCELSIM_DEBUG", "") not in ("", "0"):
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"{prog}: internal error: {type(exc).__name__}: {_one_line(exc)[:300]} - {BUG_REPORT}",
+          file=sys.stderr)
+    return EXIT_BUG
 
 
 def entry() -> None:  # pragma: no cover - the console script
@@ -172,7 +149,4 @@ def entry() -> None:  # pragma: no cover - the console script
 
 
 if __name__ == "__main__":  # pragma: no cover
-    # run the imported module's entry, so that commands raise the same UserError class
-    from accelsim.cli import entry as _entry
-
-    _entry()
+    entry()

@@ -24,7 +24,7 @@ FORBIDDEN = {
     "train": {"arch", "workload", "perf", "netsim", "dse", "report", "cli", "commands"},
 }
 #: top-level single-job modules every room may use (no accelsim imports of their own)
-SHARED_MODULES = {"ring", "paths"}
+SHARED_MODULES = {"ring", "paths", "errors"}
 THIRD_PARTY_HOME = {"simpy": {"netsim"}, "matplotlib": {"report"}, "networkx": {"netsim"},
                     "numba": {"numerics"}, "ml_dtypes": {"numerics"}}
 

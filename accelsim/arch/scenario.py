@@ -21,6 +21,7 @@ from typing import Any
 
 from accelsim.arch.config import apply_overrides, read_toml, system_from_dict
 from accelsim.arch.model import System
+from accelsim.errors import InputError
 
 _GB = 1e9
 
@@ -31,7 +32,7 @@ BOARD_TOPOLOGIES = ("dgx1", "hybrid-cube-mesh-64", "multi-board")
 INTER_BOARD_KEY = "system.inter_board.bandwidth_GBps"
 
 
-class Unbuildable(ValueError):
+class Unbuildable(InputError):
     """The requested scenario cannot be built from this system (e.g. a chip count that does not
     fill its boards). A sweep records such a point as infeasible, with this reason."""
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 
+from accelsim.errors import UserError
 
 NAME = "collective"
 HELP = ("Time one reduce-scatter / all-gather / all-reduce on a topology (ring, dgx1, hfp8-64, "
@@ -70,7 +71,7 @@ def _number(name: str, x, *, minimum: float = 0.0, strict: bool = True, optional
     if x is None and optional:
         return None
     if x is None or not math.isfinite(x) or (x <= minimum if strict else x < minimum):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum:g} and finite, "
+        raise UserError(f"{name} must be {'>' if strict else '>='} {minimum:g} and finite, "
                          f"got {x!r}")
     return x
 
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("--max-transfers", "--max-packets", "--max-links"):
         _number(flag, getattr(args, flag[2:].replace("-", "_")), optional=False)
     if args.nbytes % args.elem_bytes:
-        raise ValueError(f"--bytes {args.nbytes} is not a multiple of --elem-bytes "
+        raise UserError(f"--bytes {args.nbytes} is not a multiple of --elem-bytes "
                          f"{args.elem_bytes}")
     flags = {"max_transfers": "--max-transfers", "max_packets": "--max-packets",
              "max_links": "--max-links"}
@@ -125,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
                               max_transfers=args.max_transfers)
             res = [time_schedule(s, e, **kw) for e in engines]
     except SizeLimitError as exc:
-        raise ValueError(exc.message(flags.get(exc.knob, exc.knob))) from None
+        raise UserError(exc.message(flags.get(exc.knob, exc.knob))) from None
+    except ValueError as exc:  # netsim's checks of these flags' values (e.g. --no-pad: chunks)
+        raise UserError(str(exc)) from None
     r = res[0]
     out = r.as_dict()
     out["topology"] = name

@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch import build_system
     from accelsim.arch import scenario as arch_scenario
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.commands._common import load_workload_arg, system_path
     from accelsim.dse.hfp8_study import PAPER_SETUP
     from accelsim.netsim import UpdateParams, gradient_reduction_times

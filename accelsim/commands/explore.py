@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from accelsim.arch import build_system
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.commands._common import load_workload_arg, system_path
     from accelsim.dse import explore
 

@@ -32,7 +32,8 @@ def run(args) -> int:
 
     import dataclasses
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.dse import hfp8_study as study
     from accelsim.dse.sweep import Infeasible
     from accelsim.paths import resolve_input

@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch import build_system
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.commands._common import system_path
     from accelsim.llm import Plan, predict
     from accelsim.workload.gpt import GptConfig
@@ -89,11 +89,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{', '.join(missing)} required for one prediction (or use --search)")
     if args.out is not None:
         raise UserError("--out is for --search tables")
-    plan = Plan(tp=args.tp, pp=args.pp, dp=args.dp, micro_batch=args.micro_batch,
-                global_batch=args.global_batch, interleave=args.interleave,
-                recompute=args.recompute, sequence_parallel=args.sequence_parallel,
-                zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce,
-                grad_accumulation_fusion=not args.no_grad_accumulation_fusion)
+    try:  # the plan's own checks (tp divides heads, ...): invalid flags, not a bug
+        plan = Plan(tp=args.tp, pp=args.pp, dp=args.dp, micro_batch=args.micro_batch,
+                    global_batch=args.global_batch, interleave=args.interleave,
+                    recompute=args.recompute, sequence_parallel=args.sequence_parallel,
+                    zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce,
+                    grad_accumulation_fusion=not args.no_grad_accumulation_fusion)
+        plan.check_model(model)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     system = build_system(path)
     r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
     d = r.as_dict()
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _params(args: argparse.Namespace):
     """The global parameters with the command line's overrides (the one place they are set)."""
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.llm import LlmParams
 
     if args.memory_reserve is None:
@@ -127,7 +131,8 @@ def _params(args: argparse.Namespace):
 def _search(args, model, path, params) -> int:
     import pandas as pd
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.llm.search import search
 
     gpus = args.gpus

@@ -29,7 +29,8 @@ def run(args) -> int:
 
     import pandas as pd
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.report.plot import plot_table
 
     src = Path(args.table)

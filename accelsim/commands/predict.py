@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_policy, load_system
     from accelsim.arch.model import PRECISIONS
     from accelsim.arch.schemes import get_scheme, with_policy
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
     from accelsim.workload import load_workload

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arith.swamping import CHUNKS, chunk_sweep_table, study_engines, swamping_table
     from accelsim.report.swamping import plot_swamping
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
 
     out = Path(args.out)
     # operands are float64 arrays of reps x K per distribution: refuse before allocating
@@ -49,9 +50,9 @@ def run(args: argparse.Namespace) -> int:
                         f"{MAX_OPERAND_BYTES / 2**30:.0f} GiB (lower --reps or --max-k)")
     check_output_path(out, "--out", directory=True)
     if args.sweep_k % max(CHUNKS):
-        raise ValueError(f"--sweep-k {args.sweep_k}: must be a multiple of {max(CHUNKS)}")
+        raise UserError(f"--sweep-k {args.sweep_k}: must be a multiple of {max(CHUNKS)}")
     if args.max_k < 64 or args.max_k & (args.max_k - 1):
-        raise ValueError(f"--max-k {args.max_k}: must be a power of two >= 64")
+        raise UserError(f"--max-k {args.max_k}: must be a power of two >= 64")
     k_values = tuple(2**i for i in range(6, args.max_k.bit_length()))
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)

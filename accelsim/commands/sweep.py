@@ -87,7 +87,7 @@ def max_points(args) -> int:
     if args.max_points is None:
         return sw.MAX_POINTS
     if args.max_points < 1:
-        raise ValueError(f"--max-points must be >= 1, got {args.max_points}")
+        raise UserError(f"--max-points must be >= 1, got {args.max_points}")
     return args.max_points
 
 
@@ -97,7 +97,8 @@ def run(args) -> int:
     import warnings
     from pathlib import Path
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.commands._common import exit_interrupted, journal_rows
     from accelsim.dse import scenario
     from accelsim.dse import sweep as sw

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
 
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.train import RECIPE_NAMES, TrainConfig, train
 
     if args.steps < 1:
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                 "eval_every": eval_every}
     stem = f"train_{args.model}_{args.dataset}"
     if args.compare is not None:
-        from accelsim.cli import check_output_path
+        from accelsim.commands._common import check_output_path
 
         check_output_path(args.out, "--out", directory=True)
     done = 0

@@ -160,10 +160,14 @@ def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
                             macs_per_pe=mpe).reshape(tm.shape)
     tiles = _cdiv(M[:, None], tm) * _cdiv(N[:, None], tn) * count[:, None]
     waves = _cdiv(tiles, chip.cores)
-    compute_s = waves * cyc * slow / core.frequency_Hz / efficiency.array_efficiency
+    # products of sizes (cycles x waves, bytes) in float64: int64 wraps silently beyond 2^63
+    # (M = N = K = 2^24 gave negative traffic), a float keeps 15 digits at any size
+    compute_s = waves.astype(np.float64) * cyc * slow / core.frequency_Hz \
+        / efficiency.array_efficiency
     ks = np.minimum(Kx, _K_SLICE)
     fits = tm * tn * b_acc + 2 * (tm + tn) * ks * b_in <= core.scratchpad_bytes
-    cnt, Mx, Nx = count[:, None].astype(float), M[:, None], N[:, None]
+    cnt, Mx, Nx = count[:, None].astype(float), M[:, None].astype(float), N[:, None].astype(float)
+    Kx = Kx.astype(np.float64)
 
     def traffic(bm, bn):  # bytes into a level holding blocks bm x bn, from the level above
         return cnt * ((Mx * Kx * a_u[:, None] * _cdiv(Nx, bn) + Kx * Nx * _cdiv(Mx, bm)) * b_in

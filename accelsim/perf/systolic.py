@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.errors import SizeError
+
 DATAFLOWS = ("ws", "os", "is")
 
 
@@ -151,8 +153,8 @@ def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: str = "ws", *,
                 * np.ceil(np.asarray(s_c, dtype=np.float64) / cols)
                 * (preload + np.asarray(t, dtype=np.float64) + rows + cols - 2))
     if np.any(estimate >= 2.0**62):
-        raise OverflowError(f"cycle count {float(np.max(estimate)):.3g} does not fit 64-bit "
-                            "integers: the GEMM is too large for this array")
+        raise SizeError(f"cycle count {float(np.max(estimate)):.3g} does not fit 64-bit "
+                        "integers: the GEMM is too large for this array")
     folds = (-(-s_r // rows)) * (-(-s_c // cols))
     cycles = folds * (preload + t + rows + cols - 2)
     return cycles - 1 if scalesim_compat else cycles

@@ -16,6 +16,8 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
+from accelsim.errors import InputError
+
 from .data import Dataset, load_dataset
 from .datapath import Datapath
 from .layers import Layer, SoftmaxCrossEntropy, parameters
@@ -150,7 +152,7 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
     tr = Trainer(model, recipe, lr, r_round)
     n = len(data.y_train)
     if config.batch_size > n:
-        raise ValueError(f"batch_size {config.batch_size} is larger than the {n} training "
+        raise InputError(f"batch_size {config.batch_size} is larger than the {n} training "
                          f"samples of {config.dataset!r}")
     order, pos = r_batch.permutation(n), 0
     rows = []
