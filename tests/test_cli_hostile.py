@@ -42,7 +42,7 @@ CASES = [
     ("sweep --out {tmp}/x.csv --set chip_GBps=32 --set inter_board_GBps=4", 2, "chip_GBps splits"),
     ("plot {tmp}/none.csv --x a --y b --out {tmp}/p.png", 2, "no such file"),
     ("systolic --workload tiny-cnn --rows 1000000000000 --cols 1000000000000", 2,
-     "more than the plausible 65,536"),
+     "argument --rows: must be an integer in [1, 65,536], got '1000000000000'"),
     ("collective --topology dgx1 --op all-reduce --bytes 100000000 --engine des --packet-bytes 1",
      2, "29,166,676 packets (limit 1,000,000)"),
     ("collective --topology ring --chips 8 --op all-reduce --bytes 1000 --alpha-us inf", 2,
@@ -56,6 +56,46 @@ CASES = [
      "larger than the 1438 training samples"),
     ("llm --system dgx-h100 --layers 2 --hidden 64 --heads 2 --seq 16 --vocab 128 --search "
      "--gpus 7 --global-batch 16 --scheme bf16", 2, "none of"),
+    # issue 21 item 8/9: every flag names itself, the value and the allowed range
+    ("gemm --system h100-sxm --m 99999999999999999999 --n 8 --k 8", 2,
+     "argument --m: must be an integer in [1, 2,147,483,647], got '99999999999999999999'"),
+    ("gemm --system h100-sxm --m 8 --n 8 --k nan", 2, "argument --k: not an integer: 'nan'"),
+    ("train --recipe fp32 --steps 2 --seed -1", 2,
+     "argument --seed: must be a seed (an integer) in [0, 18,446,744,073,709,551,615], got '-1'"),
+    ("swamping --out {tmp} --seed -1", 2, "argument --seed: must be a seed"),
+    ("comm --link-GBps 1e-300", 2,
+     "argument --link-GBps: must be a finite number in [1e-06, 1e+07], got '1e-300'"),
+    ("explore --system hfp8-64chip --workload tiny-cnn --batch 64 --chip-GBps 1e300", 2,
+     "argument --chip-GBps: must be a finite number in [1e-06, 1e+07]"),
+    ("collective --topology ring --chips 8 --op all-reduce --bytes 1000 --link-GBps 1e-300", 2,
+     "argument --link-GBps: must be a finite number in [1e-06, 1e+07]"),
+    ("collective --topology ring --chips 100000000000 --op all-reduce --bytes 1000 "
+     "--link-GBps 10", 2, "argument --chips: must be an integer in [1, 10,000,000]"),
+    ("collective --topology ring --chips 8 --op all-reduce --bytes 1000 --link-GBps 10 "
+     "--packet-bytes nan", 2, "argument --packet-bytes: must be a finite number"),
+    ("collective --topology ring --chips 8 --op all-reduce --bytes 99999999999999999999 "
+     "--link-GBps 10", 2, "argument --bytes: must be an integer in [1, 9,007,199,254,740,992]"),
+    ("comm --compression 0.5", 2, "argument --compression: must be a finite number >= 1"),
+    ("comm --memory-efficiency 1.5", 2, "argument --memory-efficiency: must be a finite number "
+     "in (0, 1]"),
+    ("comm --params 99999999999999999999", 2, "argument --params: must be an integer in [1, "),
+    ("comm --tensors -1", 2, "argument --tensors: must be an integer in [0, "),
+    ("layers tiny-cnn --batch 0", 2, "argument --batch: must be an integer in [1, "),
+    ("systolic --workload tiny-cnn --rows 8 --cols 8 --macs-per-pe 0", 2,
+     "argument --macs-per-pe: must be an integer in [1, 10,000]"),
+    ("sweep --out {tmp}/x.csv --workers 0", 2, "argument --workers: must be an integer in [1, "),
+    ("sweep --out {tmp}/x.csv --max-points -5", 2, "argument --max-points: must be an integer"),
+    ("train --recipe fp32 --steps 2 --lr inf", 2, "argument --lr: must be a finite number > 0"),
+    ("train --recipe fp32 --steps 2 --eval-every -1", 2, "argument --eval-every: must be an "
+     "integer in [0, "),
+    ("figures --out {tmp} --minibatch 0", 2, "argument --minibatch: must be an integer in [1, "),
+    ("explore --system hfp8-64chip --workload tiny-cnn --batch 64 --compression 0", 2,
+     "argument --compression: must be a finite number >= 1"),
+    ("llm --system dgx-h100 --layers 2 --hidden 64 --heads 3 --seq 16 --vocab 128 --tp 1 --pp 1 "
+     "--dp 1 --micro-batch 1 --global-batch 1 --scheme bf16", 2,
+     "GptConfig: hidden 64 is not a multiple of heads 3"),
+    ("workload gpt --layers 2 --hidden 65 --heads 4 --seq 16 --vocab 128 --out {tmp}/g.toml", 2,
+     "GptConfig: hidden 65 is not a multiple of heads 4"),
 ]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import (add_bandwidth_arguments, nonnegative_int, positive_int,
-                                       scheme_choices)
+from accelsim.commands._common import (add_bandwidth_arguments, float_type, nonnegative_int,
+                                       positive_int, scheme_choices)
 
 NAME = "explore"
 HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated plan strategies: data, data-chips, hybrid "
                              "(default: all)")
     add_bandwidth_arguments(parser)
-    parser.add_argument("--compression", type=float, default=1.0, metavar="X",
+    parser.add_argument("--compression", type=float_type(1.0), default=1.0, metavar="X",
                         help="gradient compression factor for the reduce-scatter (default: 1)")
     parser.add_argument("--executor", choices=["serial", "process", "thread", "dask"],
                         default="serial",

@@ -3,6 +3,8 @@ Figs. 8-9), the compression sweep, the DGX-1 check and a Markdown summary into o
 
 from __future__ import annotations
 
+from accelsim.commands._common import positive_int
+
 NAME = "figures"
 HELP = ("regenerate the throughput study (paper Figs. 8-9, compression sweep, DGX-1 check) as "
         "CSV + PNG + summary.md + manifest.json")
@@ -21,7 +23,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dgx1", default=None, metavar="TOML",
                         help="DGX-1 config for the real-world check (default: "
                              "arch_configs/dgx1-v100.toml; 'none' skips the check)")
-    parser.add_argument("--minibatch", type=int, default=None, metavar="N",
+    parser.add_argument("--minibatch", type=positive_int, default=None, metavar="N",
                         help="global minibatch (default: the calibrated PAPER_SETUP value, 384); "
                              "the DGX-1 check always uses NVIDIA's 256 per GPU")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")

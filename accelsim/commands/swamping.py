@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import positive_int
+from accelsim.commands._common import positive_int, seed
 
 NAME = "swamping"
 HELP = ("Relative error of long dot products (K = 64..65536, positive and zero-mean data) for "
@@ -20,7 +20,7 @@ MAX_OPERAND_BYTES = 2 * 2**30
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", default="reports",
                         help="output directory (default: reports)")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=seed, default=0,
                         help="seed of the numpy Generator that draws the operands (default: 0)")
     parser.add_argument("--reps", type=positive_int, default=64,
                         help="dot products per K and distribution (default: 64)")
