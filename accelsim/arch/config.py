@@ -343,7 +343,8 @@ MAX_CONFIG_BYTES = 64 * 2**20
 
 
 def read_text(path: str | Path) -> str:
-    """The text of a config-like file; a missing or unreadable file is a :class:`ConfigError`."""
+    """The text of a config-like file (UTF-8, with or without a byte-order mark); a missing or
+    unreadable file is a :class:`ConfigError`."""
     path = Path(path)
     try:
         st = path.stat()  # follows symlinks; a loop is an OSError below
@@ -353,7 +354,8 @@ def read_text(path: str | Path) -> str:
         if st.st_size > MAX_CONFIG_BYTES:
             raise ConfigError(path, "<file>", str(path), f"{st.st_size:,} bytes is more than "
                               f"the {MAX_CONFIG_BYTES:,} a config or workload may have")
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (Windows editors save one) is dropped, not a TOML error
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(path, "<file>", str(path), "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -243,7 +243,7 @@ def load_sweep_file(path: str | os.PathLike, *, defaults: Mapping[str, Any] | No
     """
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a BOM is not TOML
     except FileNotFoundError:
         raise FileNotFoundError(f"sweep file not found: {p}") from None
     except IsADirectoryError:
