@@ -14,6 +14,7 @@ Every user error ends here as one line on stderr and a non-zero exit: no traceba
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import pkgutil
@@ -76,7 +77,60 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+#: errno values of a write that ran out of room: disk full, over RLIMIT_FSIZE, over a quota
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+#: where files that are not a command's output are written (the interpreter, its packages)
+_NOT_OUTPUTS = tuple({sys.prefix, sys.base_prefix, os.path.dirname(accelsim.__file__)})
+#: files this command opened for writing, in order (None outside a command); see _audit
+_written: list[str] | None = None
+
+
+def _audit(event: str, args) -> None:
+    """Audit hook: remember every file the running command opens for writing, so that a full
+    disk names the file being written and the ones saved before it (pandas, matplotlib and
+    numpy raise ENOSPC/EFBIG without a file name)."""
+    if _written is None:
+        return
+    if event == "os.rename":  # a temporary file renamed into place (an atomic save)
+        src, dst = (os.fspath(a) if isinstance(a, str | os.PathLike) else a for a in args[:2])
+        if src in _written:
+            _written[_written.index(src)] = dst
+        return
+    if event != "open":
+        return
+    path, mode, flags = args
+    writing = any(c in mode for c in "wax+") if isinstance(mode, str) \
+        else isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR)
+    if writing and isinstance(path, str | os.PathLike):
+        name = os.fspath(path)
+        if "__pycache__" in name or name.startswith(_NOT_OUTPUTS):
+            return  # Python's bytecode cache, library caches: not the command's output
+        if name in _written:
+            _written.remove(name)
+        _written.append(name)
+
+
+_audit_installed = False
+
+
+def _install_audit() -> None:
+    """Add the audit hook once per process (hooks cannot be removed; outside main() it does
+    nothing)."""
+    global _audit_installed
+    sys.addaudithook(_audit)
+    _audit_installed = True
+
+
 def _os_error(exc: OSError) -> str:
+    if exc.errno in _NO_ROOM and _written:
+        *saved, last = _written
+        where = exc.filename or last
+        saved = [s for s in saved if s != where]
+        kept = (f"saved before it: {', '.join(saved[-5:])}"
+                + (f" and {len(saved) - 5} more" if len(saved) > 5 else "")) if saved \
+            else "nothing else was saved"
+        return (f"cannot write {where}: {exc.strerror} (disk full or over a file-size limit); "
+                f"{where} is incomplete, {kept}")
     if exc.filename is None or not exc.strerror:
         return str(exc)  # a message of our own (e.g. a workload name that is not shipped)
     return f"{exc.filename}: {exc.strerror}"
@@ -104,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     prog = f"accelsim {args.command}"
+    global _written
+    if not _audit_installed:
+        _install_audit()
+    _written = []
     try:
         return int(args._run(args) or 0)
     except AccelsimError as exc:  # what the user's input or request caused: one line
@@ -121,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         msg = _os_error(exc)
     except Exception as exc:  # anything else is a bug in accelsim, never "bad input"
         return _report_bug(prog, exc)
+    finally:
+        _written = None
     print(f"{prog}: error: {_one_line(msg)}", file=sys.stderr)
     return EXIT_USAGE
 

@@ -295,3 +295,37 @@ def test_commands_do_not_import_the_cli():
                 assert node.module != "accelsim.cli", f"{path.name} imports accelsim.cli"
             elif isinstance(node, ast.Import):
                 assert all(a.name != "accelsim.cli" for a in node.names), path.name
+
+
+_FULL_DISK = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+from accelsim.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("limit,argv,failed,saved", [
+    (3000, "explore --system hfp8-64chip --workload tiny-cnn --batch 64 --out {tmp}/e.csv",
+     "e.csv", None),
+    (30000, "train --compare fp32,bf16-amp --steps 3 --no-progress --out {tmp}/t",
+     "train_mlp_digits.png", "train_mlp_digits.csv"),
+])
+def test_a_full_disk_names_the_file_and_what_was_saved(tmp_path, limit, argv, failed, saved):
+    """ENOSPC/EFBIG (here: a file-size limit) names the file being written and the files saved
+    before it, in one line (was "[Errno 27] File too large")."""
+    import subprocess
+    import sys
+
+    args = argv.format(tmp=tmp_path).split()
+    r = subprocess.run([sys.executable, "-c", _FULL_DISK, str(limit), *args],
+                       capture_output=True, text=True, timeout=300)
+    err = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"cannot write {tmp_path}" in err and f"{failed}: File too large" in err, err
+    assert f"{failed} is incomplete" in err
+    if saved is None:
+        assert "nothing else was saved" in err
+    else:
+        assert "saved before it:" in err and saved in err and ".tmp" not in err

@@ -54,8 +54,6 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.commands._common import load_workload_arg, system_path
     from accelsim.dse import explore
 
-    if not args.compression >= 1:
-        raise UserError(f"--compression must be >= 1, got {args.compression}")
     if args.out is not None:
         check_output_path(args.out, "--out")
     system = build_system(system_path(args.system), chip_GBps=args.chip_GBps,
