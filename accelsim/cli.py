@@ -148,7 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     first = argv[0] if argv and not argv[0].startswith("-") else None
     parser = build_parser(first)
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except SystemExit as exc:  # a bad flag value: its one line is printed; return the status
+        if exc.code in (0, None):  # --help, --version
+            raise
+        return int(exc.code)
     if extra:  # a misspelt flag after a command: report it as that command's error
         prog = f"accelsim {args.command}" if getattr(args, "command", None) else "accelsim"
         print(f"{prog}: error: unrecognized arguments: {' '.join(extra)} (see {prog} --help)",

@@ -69,8 +69,8 @@ CASES = [
      "argument --chip-GBps: must be a finite number in [1e-06, 1e+07]"),
     ("collective --topology ring --chips 8 --op all-reduce --bytes 1000 --link-GBps 1e-300", 2,
      "argument --link-GBps: must be a finite number in [1e-06, 1e+07]"),
-    ("collective --topology ring --chips 100000000000 --op all-reduce --bytes 1000 "
-     "--link-GBps 10", 2, "argument --chips: must be an integer in [1, 10,000,000]"),
+    ("collective --topology ring --chips 99999999999999999999 --op all-reduce --bytes 1000 "
+     "--link-GBps 10", 2, "argument --chips: must be an integer in [1, 9,007,199,254,740,992]"),
     ("collective --topology ring --chips 8 --op all-reduce --bytes 1000 --link-GBps 10 "
      "--packet-bytes nan", 2, "argument --packet-bytes: must be a finite number"),
     ("collective --topology ring --chips 8 --op all-reduce --bytes 99999999999999999999 "
@@ -329,3 +329,60 @@ def test_a_full_disk_names_the_file_and_what_was_saved(tmp_path, limit, argv, fa
         assert "nothing else was saved" in err
     else:
         assert "saved before it:" in err and saved in err and ".tmp" not in err
+
+
+def _plot(tmp_path, capsys, csv_text, *flags):
+    t = tmp_path / "t.csv"
+    t.write_text(csv_text)
+    png = tmp_path / "p.png"
+    rc = main(["plot", str(t), "--out", str(png), *flags])
+    return rc, capsys.readouterr(), png
+
+
+def test_plot_of_an_all_nan_column_is_refused_not_blank(tmp_path, capsys):
+    """An all-NaN --y wrote a blank PNG and exited 0."""
+    rc, out, png = _plot(tmp_path, capsys, "x,y\n1,\n2,nan\n3,\n", "--x", "x", "--y", "y")
+    assert rc == 2 and "--y y: no finite value in the 3 rows to plot" in out.err
+    assert not png.exists()
+    rc, out, _ = _plot(tmp_path, capsys, "x,y\n1,0\n2,-1\n", "--x", "x", "--y", "y", "--logy")
+    assert rc == 2 and "--y y: no positive value to draw on --logy" in out.err
+
+
+@pytest.mark.parametrize("flags,fragment", [
+    (["--facet", "f"], "--facet f: 5,000 values make 5,000 panels, more than the 48"),
+    (["--hue", "f"], "--hue f: 5,000 values make 5,000 lines per panel, more than the 40"),
+    (["--kind", "bar"], "--kind bar: 5,000 --x values x 1 --hue values x 1 --facet values = "
+                        "5,000 bars, more than the 4,000"),
+])
+def test_plot_refuses_figures_too_large_to_draw(tmp_path, capsys, flags, fragment):
+    """Tens of thousands of facets or bars never finished: refused at once, with the count."""
+    rows = "\n".join(f"{i},{i % 7},{i}" for i in range(5000))
+    rc, out, png = _plot(tmp_path, capsys, "x,y,f\n" + rows + "\n", "--x", "x", "--y", "y",
+                         *flags)
+    assert rc == 2 and fragment in out.err and out.err.count("\n") == 1, out.err
+    assert not png.exists()
+
+
+def test_plot_turns_library_warnings_into_one_line_and_says_what_it_wrote(tmp_path, capsys,
+                                                                          monkeypatch):
+    """matplotlib's UserWarnings leaked with their site-packages path and source line; each is
+    now one 'warning:' line. The output line says what was written."""
+    import warnings
+
+    import accelsim.report.plot as rp
+
+    real = rp.plot_table
+
+    def warning_plot(*a, **k):  # what matplotlib does, e.g. for labels tight_layout cannot fit
+        for _ in range(2):  # the same warning twice is shown once
+            warnings.warn_explicit("Tight layout not applied. tight_layout cannot make axes\n"
+                                   "height small enough", UserWarning,
+                                   "/venv/lib/site-packages/matplotlib/figure.py", 3540)
+        return real(*a, **k)
+
+    monkeypatch.setattr(rp, "plot_table", warning_plot)
+    rc, out, png = _plot(tmp_path, capsys, "x,y\n1,2\n2,3\n", "--x", "x", "--y", "y")
+    assert rc == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    assert f"wrote {png} (y vs x, 2 rows of" in out.out
+    assert out.err == ("accelsim plot: warning: Tight layout not applied. tight_layout cannot "
+                       "make axes height small enough\n")

@@ -83,3 +83,15 @@ def test_no_private_name_crosses_a_room(path):
 @pytest.mark.parametrize("name", sorted(SHARED_MODULES))
 def test_shared_modules_import_no_room(name):
     assert not any(n.startswith("accelsim.") for n in _imports(PKG / f"{name}.py"))
+
+
+def test_report_takes_tables_not_files():
+    """STYLE.md: report makes figures and Markdown from tables; reading files (CSV, Parquet, a
+    calibration left in a folder) happens at the edge, in the commands."""
+    readers = ("read_csv", "read_parquet", "read_text", "read_bytes", "open")
+    for path in sorted((PKG / "report").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                assert name not in readers, f"{path.name}:{node.lineno} reads a file ({name})"

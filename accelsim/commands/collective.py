@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from accelsim.commands._common import (MAX_COUNT, config_range_float, config_range_int,
-                                       float_type, int_type, positive_int)
+from accelsim.commands._common import (MAX_COUNT, config_range_float, float_type, int_type,
+                                       positive_int)
 from accelsim.errors import UserError
 
 NAME = "collective"
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="interconnect: ring, dgx1 (8-GPU hybrid cube-mesh), hfp8-64 (8 cube-"
                         "mesh boards, rail-aligned), torus-2d, fully-connected, switch, "
                         "multi-board (--chips a multiple of 8)")
-    parser.add_argument("--chips", type=config_range_int("chips"), default=None,
+    parser.add_argument("--chips", type=positive_int, default=None,
                         help="number of chips P (fixed: 8 for dgx1, 64 for hfp8-64)")
     parser.add_argument("--op", required=True,
                         choices=("reduce-scatter", "all-gather", "all-reduce"),

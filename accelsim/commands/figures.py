@@ -3,6 +3,8 @@ Figs. 8-9), the compression sweep, the DGX-1 check and a Markdown summary into o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from accelsim.commands._common import positive_int
 
 NAME = "figures"
@@ -65,6 +67,7 @@ def run(args) -> int:
                         "(try a smaller --minibatch)") from None
     formats_table = _formats_table()
     files = report.write_study(result, args.out, formats_table=formats_table,
+                              calibration=_read_calibration(Path(args.out)),
                               argv=["accelsim", "figures", *_argv(args)],
                               elapsed_s=time.perf_counter() - t0)
     for f in files:
@@ -79,6 +82,27 @@ def run(args) -> int:
                   f"{r.predicted:.0f} img/s ({r.error_pct:+.1f} %)")
     print(f"done in {time.perf_counter() - t0:.1f} s ({args.engine} engine)")
     return 0
+
+
+#: tables that ``scripts/calibrate.py --out DIR`` leaves in DIR; the summary shows them
+CALIBRATION_FILES = ("calibration.csv", "calibration_ranges.csv")
+
+
+def _read_calibration(out: Path):
+    """(residuals, ranges) tables of ``scripts/calibrate.py`` in ``out``, or None when it has not
+    been run there (read here: the report room takes tables, not files)."""
+    import pandas as pd
+
+    paths = [out / f for f in CALIBRATION_FILES]
+    if not all(p.is_file() for p in paths):
+        return None
+    try:
+        return tuple(pd.read_csv(p) for p in paths)
+    except (OSError, ValueError) as exc:  # damaged tables: say so rather than fail the run
+        from accelsim.errors import UserError
+
+        raise UserError(f"{out}: cannot read the calibration tables {', '.join(CALIBRATION_FILES)}"
+                        f": {' '.join(str(exc).split())}") from None
 
 
 def _argv(args) -> list[str]:

@@ -25,12 +25,14 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import sys
+    import warnings
     from pathlib import Path
 
     import pandas as pd
 
     from accelsim.commands._common import check_output_path
-    from accelsim.errors import UserError
+    from accelsim.errors import AccelsimError, UserError
     from accelsim.report.plot import plot_table
 
     src = Path(args.table)
@@ -43,10 +45,17 @@ def run(args) -> int:
         table = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
     except (ValueError, OSError, ImportError, pd.errors.ParserError) as exc:
         raise UserError(f"{src}: cannot read the table: {' '.join(str(exc).split())}") from None
-    try:
-        out = plot_table(table, args.out, x=args.x, y=args.y, hue=args.hue, facet=args.facet,
-                         kind=args.kind, logx=args.logx, logy=args.logy, title=args.title)
-    except ValueError as exc:
-        raise UserError(f"{src}: {exc}") from None
-    print(out)
+    with warnings.catch_warnings(record=True) as caught:
+        # matplotlib's warnings (a glyph missing from the font, a tight_layout that cannot fit
+        # the labels) carry site-packages paths: shown below as one line each, or not at all
+        warnings.simplefilter("always")
+        try:
+            out = plot_table(table, args.out, x=args.x, y=args.y, hue=args.hue,
+                             facet=args.facet, kind=args.kind, logx=args.logx, logy=args.logy,
+                             title=args.title)
+        except AccelsimError as exc:
+            raise UserError(f"{src}: {exc}") from None
+    for text in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+        print(f"accelsim plot: warning: {text}", file=sys.stderr)
+    print(f"wrote {out} ({args.y} vs {args.x}, {len(table):,} rows of {src})")
     return 0
