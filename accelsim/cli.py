@@ -1,14 +1,20 @@
 """The ``accelsim`` command line: one sub-command per module in :mod:`accelsim.commands`.
 
-The pipeline, in the order a user meets it::
+The pipeline, in the order a user meets it (every command; tests/test_cli_hostile.py checks
+that this list names them all)::
 
-    formats      number-format table and precision plot          (numerics -> report)
-    swamping     accumulation-error study of dot-product engines  (arith -> report)
-    check-config / layers / systolic / explore                     (arch, workload -> perf -> dse)
-    collective / comm                                              (netsim)
-    figures / sweep / plot                                         (dse + netsim -> report)
+    formats      number-format table and precision plot            (numerics -> report)
+    swamping     accumulation-error study of dot-product engines    (arith -> report)
+    train        train small networks through a quantized datapath  (arith -> train -> report)
+    check-config / workload                                          (arch, workload)
+    layers / systolic / gemm / predict / explore                     (arch, workload -> perf -> dse)
+    collective / comm                                                (netsim)
+    llm          3-D parallel LLM training: one plan or a search     (llm)
+    figures / sweep / plot                                           (dse + netsim -> report)
 
-Every user error ends here as one line on stderr and a non-zero exit: no traceback.
+An error the user's input causes (the :class:`~accelsim.errors.AccelsimError` family) ends here
+as one line on stderr and exit status 2; anything else is a bug in accelsim, reported as one line
+that says so (exit status 70; the traceback under ``ACCELSIM_DEBUG=1``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The accelsim error family: what a user's input or request causes (STYLE.md, "Errors have a family").
+"""The accelsim error family: what a user's input or request causes.
 
 The CLI prints any :class:`AccelsimError` as one line (exit 2); any other exception is a bug in
 accelsim and is reported as one (the traceback under ``ACCELSIM_DEBUG=1``). Library code raises

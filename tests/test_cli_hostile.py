@@ -386,3 +386,15 @@ def test_plot_turns_library_warnings_into_one_line_and_says_what_it_wrote(tmp_pa
     assert f"wrote {png} (y vs x, 2 rows of" in out.out
     assert out.err == ("accelsim plot: warning: Tight layout not applied. tight_layout cannot "
                        "make axes height small enough\n")
+
+
+def test_the_cli_docstring_lists_every_command():
+    """The module docstring is the pipeline map: it names every sub-command (it listed 11 of
+    16)."""
+    import re
+
+    import accelsim.cli as cli
+
+    names = {m.NAME for m in cli._command_modules()}
+    listed = set(re.findall(r"[a-z][a-z-]*[a-z]", cli.__doc__.split("::", 1)[1].split("\n\n")[1]))
+    assert names <= listed, sorted(names - listed)

@@ -25,7 +25,6 @@ reference.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 
@@ -176,8 +175,3 @@ def simulate(s: Schedule, *, alpha_s: float = 0.0, reduce_Bps: float | None = No
                           payload_bytes=s.payload_bytes, padded_bytes=s.padded_bytes, chips=s.p,
                           algorithm=s.algorithm, steps=s.n_steps, transfers=n,
                           events=counter[0], wall_s=time.perf_counter() - wall0)
-
-
-def coarsen_error(fine: CollectiveTime, coarse: CollectiveTime) -> float:
-    """Relative error of a coarsened run against the fine one."""
-    return abs(coarse.time_s - fine.time_s) / fine.time_s if fine.time_s else math.nan
