@@ -8,11 +8,14 @@ every room may import it, it imports nothing of accelsim.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["ABSENT", "AccelsimError", "ConfigError", "Infeasible", "InputError", "SizeError", "UserError",
-           "BUG_REPORT"]
+E = TypeVar("E", bound=Enum)
+
+__all__ = ["ABSENT", "AccelsimError", "BUG_REPORT", "ConfigError", "Infeasible", "InputError",
+           "SizeError", "UserError", "choose"]
 
 #: Where a bug is reported (the one line the CLI prints for an exception outside the family).
 BUG_REPORT = ("this is a bug in accelsim, not in your input: please report it to the accelsim "
@@ -58,3 +61,13 @@ class Infeasible(AccelsimError):
 class SizeError(InputError, OverflowError):
     """A size or count whose arithmetic would not fit the number types used (int64 cycle or
     byte counts): refused with the size and the limit instead of wrapping to nonsense."""
+
+
+def choose(vocabulary: type[E], value: Any, what: str) -> E:
+    """The member of the closed ``vocabulary`` (a str-valued Enum) that ``value`` names, or an
+    InputError naming ``what``, the value and the choices: strings die here, at the boundary."""
+    try:
+        return vocabulary(value)
+    except ValueError:
+        raise InputError(f"unknown {what} {value!r}; choose from "
+                         f"{', '.join(m.value for m in vocabulary)}") from None

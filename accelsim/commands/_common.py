@@ -109,6 +109,22 @@ dimension = int_type(1, MAX_DIM)
 seed = int_type(0, MAX_SEED, "a seed (an integer)")
 
 
+def vocabulary(enum_cls, what: str):
+    """argparse type: the member of a closed vocabulary (a str-valued Enum) a flag names,
+    resolved once here; an unknown name lists the choices."""
+
+    def parse(text: str):
+        try:
+            return enum_cls(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {text!r}; choose from "
+                f"{', '.join(m.value for m in enum_cls)}") from None
+
+    parse.__name__ = what
+    return parse
+
+
 def config_range_float(key: str):
     """argparse type for a flag that sets config key ``key`` (e.g. ``bandwidth_GBps``): the same
     plausible range a config file must keep (:data:`accelsim.arch.config.PLAUSIBLE`)."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import config_range_int, int_type, positive_int
+from accelsim.commands._common import config_range_int, int_type, positive_int, vocabulary
+from accelsim.perf.systolic import DATAFLOWS, Dataflow
+from accelsim.workload.model import PHASES, Phase
 
 NAME = "systolic"
 HELP = ("Per-layer compute cycles on an R x C systolic array (ws/os/is dataflow) for a SCALE-Sim "
@@ -20,14 +22,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="workload TOML file or shipped workload name (e.g. resnet50)")
     parser.add_argument("--rows", type=config_range_int("rows"), required=True, metavar="R", help="array rows")
     parser.add_argument("--cols", type=config_range_int("cols"), required=True, metavar="C", help="array columns")
-    parser.add_argument("--dataflow", choices=["ws", "os", "is"], default="ws",
+    parser.add_argument("--dataflow", type=vocabulary(Dataflow, "dataflow"), choices=DATAFLOWS,
+                        default=Dataflow.WS,
                         help="weight-, output- or input-stationary (default: ws)")
     parser.add_argument("--scalesim-compat", action="store_true",
                         help="SCALE-Sim v3 shape rules (no padding, output size rounded up) and "
                              "cycle convention (index of the last cycle, from 0)")
     parser.add_argument("--batch", type=positive_int, default=1, metavar="N",
                         help="minibatch size (default: 1, as SCALE-Sim)")
-    parser.add_argument("--phase", choices=["fwd", "bwd_data", "wgrad"], default="fwd",
+    parser.add_argument("--phase", type=vocabulary(Phase, "phase"), choices=PHASES,
+                        default=Phase.FWD,
                         help="training phase whose GEMMs are timed (default: fwd)")
     parser.add_argument("--macs-per-pe", type=int_type(1, 10_000), default=1, metavar="P",
                         help="MACs per PE per cycle along K (e.g. 2 for an FP8 mode; default 1)")

@@ -17,7 +17,7 @@ _EXPORTS = {
                     "layer_model"),
     **dict.fromkeys(("layer_precision", "layer_precisions"), "precision"),
     **dict.fromkeys(("PhaseSums", "phase_sums"), "step"),
-    **dict.fromkeys(("DATAFLOWS", "SystolicResult", "conv_gemm_dims", "conv_output_size",
+    **dict.fromkeys(("DATAFLOWS", "Dataflow", "SystolicResult", "conv_gemm_dims", "conv_output_size",
                      "gemm_cycles", "gemm_cycles_array", "systolic_gemm", "workload_cycles"),
                     "systolic"),
 }

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.perf.systolic import DATAFLOWS, gemm_cycles_array
+from accelsim.errors import choose
+from accelsim.perf.systolic import DATAFLOWS, Dataflow, gemm_cycles_array
 
 #: Bytes per element of GEMM operands / tensors in memory, per compute precision.
 OPERAND_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "hfp8": 1, "hif8": 1,
@@ -137,8 +138,7 @@ def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
     fraction of A / C that exists in memory (an implicit-GEMM convolution expands its input on
     chip). Returns arrays time_s, compute_s, memory_s, launch_s, level_<name>_s, memory_bytes,
     tile_m, tile_n, waves, bound (a name)."""
-    if dataflow not in DATAFLOWS:
-        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {DATAFLOWS}")
+    dataflow = choose(Dataflow, dataflow, "dataflow")
     core = chip.core
     b_in = OPERAND_BYTES[precision]
     b_acc = 4.0  # FP32 accumulators in the core (capacity check only)
@@ -237,7 +237,7 @@ def gemm_time(system, m: int, n: int, k: int, precision: str, *, count: int = 1,
         raise ValueError(f"unknown precision {precision!r}; expected one of "
                          f"{', '.join(OPERAND_BYTES)}")
     chip = system.chip
-    flows = DATAFLOWS if dataflow is None else (dataflow,)
+    flows = DATAFLOWS if dataflow is None else (choose(Dataflow, dataflow, "dataflow"),)
     res = {d: chip_gemm_time(chip, m, n, k, count, precision, d, efficiency=efficiency)
            for d in flows}
     d = min(res, key=lambda x: float(res[x]["time_s"][0]))

@@ -34,12 +34,24 @@ the two agree exactly (see ``scripts/scalesim_crosscheck.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
-from accelsim.errors import SizeError
+from accelsim.errors import InputError, SizeError, choose
+from accelsim.workload.model import Phase
 
-DATAFLOWS = ("ws", "os", "is")
+
+class Dataflow(StrEnum):
+    """What stays in the array: the weights, the outputs or the inputs (SCALE-Sim's names; a
+    member prints and compares as its string, so tables and flags keep "ws"/"os"/"is")."""
+
+    WS = "ws"
+    OS = "os"
+    IS = "is"
+
+
+DATAFLOWS: tuple[Dataflow, ...] = tuple(Dataflow)
 
 
 @dataclass(frozen=True)
@@ -58,18 +70,15 @@ class DataflowMapping:
         return d[self.spatial_rows], d[self.spatial_cols], d[self.streamed]
 
 
-MAPPINGS: dict[str, DataflowMapping] = {
-    "ws": DataflowMapping("ws", "K", "N", "M", True),
-    "os": DataflowMapping("os", "M", "N", "K", False),
-    "is": DataflowMapping("is", "K", "M", "N", True),
+MAPPINGS: dict[Dataflow, DataflowMapping] = {
+    Dataflow.WS: DataflowMapping("ws", "K", "N", "M", True),
+    Dataflow.OS: DataflowMapping("os", "M", "N", "K", False),
+    Dataflow.IS: DataflowMapping("is", "K", "M", "N", True),
 }
 
 
-def _mapping(dataflow: str) -> DataflowMapping:
-    try:
-        return MAPPINGS[dataflow]
-    except KeyError:
-        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {DATAFLOWS}") from None
+def _mapping(dataflow: Dataflow | str) -> DataflowMapping:
+    return MAPPINGS[choose(Dataflow, dataflow, "dataflow")]
 
 
 def _check_positive_int(**kw) -> None:
@@ -198,8 +207,10 @@ def conv_gemm_dims(ifmap_h: int, ifmap_w: int, filter_h: int, filter_w: int, cha
     return batch * oh * ow, filters, filter_h * filter_w * channels
 
 
-def workload_cycles(workload, rows: int, cols: int, dataflow: str = "ws", *, batch: int = 1,
-                    phase: str = "fwd", macs_per_pe: int = 1, scalesim_compat: bool = False):
+def workload_cycles(workload, rows: int, cols: int, dataflow: Dataflow | str = Dataflow.WS, *,
+                    batch: int = 1,
+                    phase: Phase | str = Phase.FWD, macs_per_pe: int = 1,
+                    scalesim_compat: bool = False):
     """Per-layer array cycles of one phase of every GEMM layer (tidy pandas DataFrame).
 
     ``scalesim_compat`` lowers convolutions with SCALE-Sim's shape rules (no padding, output
@@ -211,6 +222,8 @@ def workload_cycles(workload, rows: int, cols: int, dataflow: str = "ws", *, bat
     import pandas as pd
     from dataclasses import replace
 
+    phase = choose(Phase, phase, "phase")
+    dataflow = choose(Dataflow, dataflow, "dataflow")
     rows_out = []
     for layer in workload.layers:
         if not layer.is_gemm:
@@ -222,7 +235,8 @@ def workload_cycles(workload, rows: int, cols: int, dataflow: str = "ws", *, bat
             continue
         rows_out.append((layer.name, g.M, g.N, g.K, g.count))
     if not rows_out:
-        raise ValueError(f"workload {workload.name!r} has no GEMM layers with a {phase!r} phase")
+        raise InputError(f"workload {workload.name!r} has no GEMM layers with a "
+                         f"{phase.value!r} phase")
     df = pd.DataFrame(rows_out, columns=["layer", "M", "N", "K", "count"])
     mp = _mapping(dataflow)
     cyc = gemm_cycles_array(df.M, df.N, df.K, rows, cols, dataflow, macs_per_pe=macs_per_pe)

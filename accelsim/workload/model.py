@@ -31,12 +31,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+from accelsim.errors import choose
 
 GEMM_KINDS = ("conv", "linear", "matmul")
 ELEMENTWISE_KINDS = ("batchnorm", "layernorm", "relu", "gelu", "tanh", "add", "maxpool",
                      "avgpool", "softmax", "embedding")
 KINDS = GEMM_KINDS + ELEMENTWISE_KINDS
-PHASES = ("fwd", "bwd_data", "wgrad")
+
+
+class Phase(StrEnum):
+    """A GEMM's training phase: forward, backward to the data, weight gradient (a member prints
+    and compares as its string: table columns keep "fwd"/"bwd_data"/"wgrad")."""
+
+    FWD = "fwd"
+    BWD_DATA = "bwd_data"
+    WGRAD = "wgrad"
+
+
+PHASES: tuple[Phase, ...] = tuple(Phase)
 SHAPE_MODES = ("torch", "scalesim")
 
 
@@ -327,10 +341,9 @@ class Workload:
                 return layer
         raise KeyError(f"workload {self.name!r} has no layer {name!r}")
 
-    def macs(self, batch: int = 1, phase: str = "fwd") -> int:
+    def macs(self, batch: int = 1, phase: Phase | str = Phase.FWD) -> int:
         """Total GEMM MACs of one phase (``fwd``, ``bwd_data`` or ``wgrad``)."""
-        if phase not in PHASES:
-            raise ValueError(f"unknown phase {phase!r}; expected one of {', '.join(PHASES)}")
+        phase = choose(Phase, phase, "phase")
         return sum(g.macs for layer in self.layers
                    for p, g in layer.gemms(batch).items() if p == phase)
 
