@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.netsim import symmetric
     from accelsim.netsim import topology as topo
     from accelsim.netsim.limits import SizeLimitError
-    from accelsim.netsim.phases import time_schedule
+    from accelsim.errors import choose
+    from accelsim.netsim.phases import ENGINES, Engine, time_schedule
     from accelsim.netsim.schedule import best_schedule
 
     if args.nbytes % args.elem_bytes:
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     flags = {"max_transfers": "--max-transfers", "max_packets": "--max-packets",
              "max_links": "--max-links"}
     n, bpe = args.nbytes // args.elem_bytes, float(args.elem_bytes)
-    engines = ("analytic", "des") if args.engine == "both" else (args.engine,)
+    # the flag's string dies here: one Engine each ("both": the two side by side)
+    engines = ENGINES if args.engine == "both" else (choose(Engine, args.engine, "--engine"),)
     kw = dict(alpha_s=args.alpha_us * 1e-6, packet_bytes=args.packet_bytes,
               max_packets=args.max_packets)
     try:

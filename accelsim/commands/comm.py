@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compression", type=float_type(1.0), nargs="+", default=[1.0],
                         help="gradient compression factor(s) >= 1 applied to the reduce-scatter "
                         "(default 1 = none)")
-    parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
+    parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",  # Engine
                         help="collective timing engine")
     parser.add_argument("--optimizer", choices=("sgd", "sgd-momentum", "adam"),
                         default="sgd-momentum", help="optimizer of the weight update")
@@ -60,8 +60,10 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.errors import UserError
     from accelsim.commands._common import load_workload_arg, system_path
     from accelsim.dse.hfp8_study import PAPER_SETUP
-    from accelsim.netsim import UpdateParams, gradient_reduction_times
+    from accelsim.errors import choose
+    from accelsim.netsim import Engine, UpdateParams, gradient_reduction_times
 
+    engine = choose(Engine, args.engine, "--engine")  # the flag's string dies here
     path = system_path(args.config)
     if args.params is not None:
         n_params, n_tensors = args.params, 0
@@ -90,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         for c in args.compression:
             for sc in args.scheme:
                 p = gradient_reduction_times(system, n_params, sc, compression=c,
-                                             engine=args.engine, optimizer=args.optimizer,
+                                             engine=engine, optimizer=args.optimizer,
                                              n_tensors=n_tensors, update=upd)
                 d = p.as_dict()
                 d.update(system=system.name, chip_GBps=arch_scenario.chip_GBps(system),

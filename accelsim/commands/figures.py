@@ -53,7 +53,10 @@ def run(args) -> int:
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     check_output_path(args.out, "--out", directory=True)
-    params = dataclasses.replace(study.PAPER_SETUP, engine=args.engine)
+    from accelsim.errors import choose
+    from accelsim.netsim import Engine
+
+    params = dataclasses.replace(study.PAPER_SETUP, engine=choose(Engine, args.engine, "--engine"))
     if args.minibatch is not None:
         try:
             params = dataclasses.replace(params, minibatch=args.minibatch)

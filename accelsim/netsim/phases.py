@@ -20,6 +20,7 @@ import dataclasses
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from enum import StrEnum
 
 import networkx as nx
 
@@ -31,7 +32,15 @@ from accelsim.netsim.schedule import Schedule, best_schedule, link_table
 from accelsim.netsim.symmetric import RingPlan
 from accelsim.netsim.update import UpdateParams, compression_cost, weight_update_cost
 
-ENGINES = ("analytic", "des")
+class Engine(StrEnum):
+    """How a collective is timed: the closed-form alpha-beta model or the simpy discrete-event
+    simulation (a member prints and compares as its string)."""
+
+    ANALYTIC = "analytic"
+    DES = "des"
+
+
+ENGINES: tuple[Engine, ...] = tuple(Engine)
 MODES = ("symmetric", "explicit")
 
 

@@ -124,7 +124,7 @@ class SystolicResult:
         return self.macs / (self.rows * self.cols * self.macs_per_pe * self.cycles)
 
 
-def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: str = "ws", *,
+def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: Dataflow | str = "ws", *,
                 macs_per_pe: int = 1, scalesim_compat: bool = False) -> int:
     """Cycles of ``A[M,K] @ B[K,N]`` on a ``rows x cols`` array (slow reference: loops folds).
 
@@ -145,7 +145,7 @@ def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: str = "w
     return total - 1 if scalesim_compat else total
 
 
-def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: str = "ws", *,
+def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: Dataflow | str = "ws", *,
                       macs_per_pe: int = 1, scalesim_compat: bool = False) -> np.ndarray:
     """Vectorized twin of :func:`gemm_cycles` over arrays of M, N, K (int64 result)."""
     _check_positive_int(rows=rows, cols=cols, macs_per_pe=macs_per_pe)
