@@ -124,8 +124,8 @@ class SystolicResult:
         return self.macs / (self.rows * self.cols * self.macs_per_pe * self.cycles)
 
 
-def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: Dataflow | str = "ws", *,
-                macs_per_pe: int = 1, scalesim_compat: bool = False) -> int:
+def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int,
+                dataflow: Dataflow | str = Dataflow.WS, *, macs_per_pe: int = 1, scalesim_compat: bool = False) -> int:
     """Cycles of ``A[M,K] @ B[K,N]`` on a ``rows x cols`` array (slow reference: loops folds).
 
     ``macs_per_pe`` > 1 models a PE that reduces that many consecutive K elements per cycle
@@ -145,7 +145,7 @@ def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: Dataflow
     return total - 1 if scalesim_compat else total
 
 
-def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: Dataflow | str = "ws", *,
+def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: Dataflow | str = Dataflow.WS, *,
                       macs_per_pe: int = 1, scalesim_compat: bool = False) -> np.ndarray:
     """Vectorized twin of :func:`gemm_cycles` over arrays of M, N, K (int64 result)."""
     _check_positive_int(rows=rows, cols=cols, macs_per_pe=macs_per_pe)
