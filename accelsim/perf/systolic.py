@@ -125,7 +125,8 @@ class SystolicResult:
 
 
 def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int,
-                dataflow: Dataflow | str = Dataflow.WS, *, macs_per_pe: int = 1, scalesim_compat: bool = False) -> int:
+                dataflow: Dataflow | str = Dataflow.WS, *, macs_per_pe: int = 1,
+                scalesim_compat: bool = False) -> int:
     """Cycles of ``A[M,K] @ B[K,N]`` on a ``rows x cols`` array (slow reference: loops folds).
 
     ``macs_per_pe`` > 1 models a PE that reduces that many consecutive K elements per cycle
