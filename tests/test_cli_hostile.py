@@ -96,6 +96,35 @@ CASES = [
      "GptConfig: hidden 64 is not a multiple of heads 3"),
     ("workload gpt --layers 2 --hidden 65 --heads 4 --seq 16 --vocab 128 --out {tmp}/g.toml", 2,
      "GptConfig: hidden 65 is not a multiple of heads 4"),
+    # found by hostile inputs across commands (each was a bug report, a hang or nonsense)
+    ("explore --system hfp8-64chip --workload tiny-cnn --batch 64 --dataflows xx", 2,
+     "argument --dataflows: unknown dataflow 'xx'; choose from ws, os, is"),
+    ("explore --system hfp8-64chip --workload tiny-cnn --batch 64 --strategies xx", 2,
+     "argument --strategies: unknown strategy 'xx'; choose from data, data-chips, hybrid"),
+    ("explore --system hfp8-64chip --workload tiny-cnn --batch 64 --dataflows ,", 2,
+     "argument --dataflows: names no dataflow"),
+    ("systolic --workload tiny-cnn --rows 8 --cols 8 --dataflow xs", 2,
+     "argument --dataflow: unknown dataflow 'xs'; choose from ws, os, is"),
+    ("systolic --workload tiny-cnn --rows 8 --cols 8 --batch 9007199254740992", 2,
+     "cycles in all (layer 'conv2': 2.59e+18) do not fit 64-bit integers: lower the batch"),
+    ("workload gpt --layers 9007199254740992 --hidden 64 --heads 1 --seq 16 --vocab 128 "
+     "--out {tmp}/g.toml", 2, "argument --layers: must be an integer in [1, 10,000]"),
+    ("workload gpt --layers 2 --hidden 2147483647 --heads 1 --seq 16 --vocab 128 "
+     "--out {tmp}/g.toml", 2, "GptConfig: 3 x hidden (the fused QKV projection) = "
+     "6,442,450,941 is over the 2,147,483,647"),
+    ("llm --system hfp8-64chip --layers 2 --hidden 64 --heads 2 --seq 16 --vocab 128 --tp 1 "
+     "--pp 1 --dp 1 --micro-batch 1 --global-batch 1 --scheme bf16", 2,
+     "core.macs_per_pe_per_cycle has no bf16 rate (needed by --scheme bf16)"),
+    ("llm --system dgx-h100 --layers 2 --hidden 64 --heads 2 --seq 16 --vocab 128 --tp "
+     "99999999999 --pp 1 --dp 1 --micro-batch 1 --global-batch 1 --scheme bf16", 2,
+     "argument --tp: must be an integer in [1, 10,000,000]"),
+    ("collective --topology switch --chips 8 --op all-reduce --bytes 1000 --link-GBps 10 "
+     "--engine des --packet-bytes 1e-300", 2, "argument --packet-bytes: must be a finite number "
+     "in [1, 9,007,199,254,740,992], got '1e-300'"),
+    ("sweep --out {tmp}/x.csv --axis chip_GBps=1e-300 --dry-run", 2,
+     "chip_GBps=1e-300: chip_GBps must be a number of GB/s in [1e-06, 1e+07]"),
+    ("sweep --out {tmp}/x.csv --axis minibatch=99999999999999999999 --dry-run", 2,
+     "minibatch must be an integer in [1, 9,007,199,254,740,992]"),
 ]
 
 
@@ -398,3 +427,36 @@ def test_the_cli_docstring_lists_every_command():
     names = {m.NAME for m in cli._command_modules()}
     listed = set(re.findall(r"[a-z][a-z-]*[a-z]", cli.__doc__.split("::", 1)[1].split("\n\n")[1]))
     assert names <= listed, sorted(names - listed)
+
+
+def test_plot_of_a_header_only_table(tmp_path, capsys):
+    rc, out, _ = _plot(tmp_path, capsys, "x,y\n", "--x", "x", "--y", "y")
+    assert rc == 2 and "the table has a header but no rows" in out.err
+
+
+def test_huge_batches_keep_exact_totals_and_a_sane_utilization(capsys):
+    """A 2^53 batch on a 65,536^2 array fits int64 cycles, but its MACs did not: the total
+    utilization printed -0.000. Totals are exact Python integers now."""
+    from pathlib import Path
+
+    from accelsim.workload import load_workload
+
+    batch, R, C = 2**53, 65536, 65536
+    assert main(["systolic", "--workload", "tiny-cnn", "--rows", str(R), "--cols", str(C),
+                 "--batch", str(batch)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    wl = load_workload(Path(__file__).resolve().parents[1] / "workloads" / "tiny-cnn.toml")
+    macs = sum(g.count * g.M * g.N * g.K for layer in wl.layers if layer.is_gemm
+               for p, g in layer.gemms(batch).items() if p == "fwd")
+    import re
+
+    total = int(re.search(r" ws: ([\d,]+) cycles", last).group(1).replace(",", ""))
+    assert f"utilization {macs / (R * C * total):.3f}" in last and macs > 2**63
+
+
+def test_collective_prints_significant_digits_at_any_scale(capsys):
+    """A slow link printed "0.000 GB/s" and a 19-digit time: %g keeps the digits."""
+    assert main(["collective", "--topology", "ring", "--chips", "8", "--op", "all-reduce",
+                 "--bytes", str(2**53), "--link-GBps", "1e-6"]) == 0
+    out = capsys.readouterr().out
+    assert "bus bandwidth        2e-06 GB/s" in out and "0.000" not in out

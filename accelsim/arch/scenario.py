@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from accelsim.arch.config import apply_overrides, read_toml, system_from_dict
+from accelsim.arch.config import PLAUSIBLE, apply_overrides, read_toml, system_from_dict
 from accelsim.arch.model import System
 from accelsim.errors import InputError
 
@@ -38,9 +38,15 @@ class Unbuildable(InputError):
 
 
 def _positive(name: str, value: Any) -> float:
+    """A bandwidth override in GB/s, inside the plausible range a config file must keep (one
+    bound for configs, flags and sweep axes: 1e-300 GB/s printed a 300-digit time)."""
+    lo, hi = PLAUSIBLE["bandwidth_GBps"]
     if isinstance(value, bool) or not isinstance(value, int | float) \
             or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number of GB/s, got {value!r}")
+        raise InputError(f"{name} must be a positive finite number of GB/s, got {value!r}")
+    if not lo <= value <= hi:
+        raise InputError(f"{name} must be a number of GB/s in [{lo:g}, {hi:g}] (the plausible "
+                         f"range of a config's bandwidth_GBps), got {value!r}")
     return float(value)
 
 

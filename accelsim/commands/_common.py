@@ -47,6 +47,11 @@ MAX_COUNT = 2**53
 #: Largest tensor dimension (GEMM m/n/k, a layer's sizes): int32, as a workload file allows
 #: (accelsim.workload.loader.MAX_DIM) and as BLAS/cuBLAS take them.
 MAX_DIM = 2**31 - 1
+#: Most transformer layers a generated model may have (the largest published models have ~10^2;
+#: a workload file holds ~12 rows per layer, and 10^4 layers still generate in about a second)
+MAX_MODEL_LAYERS = 10_000
+#: Most chips (GPUs) a plan or topology may span: a config's plausible ``chips`` range
+MAX_CHIPS = 10_000_000
 #: Seeds of numpy's Generator: any integer in [0, 2^64 - 1] (numpy refuses negative ones).
 MAX_SEED = 2**64 - 1
 
@@ -106,6 +111,8 @@ nonnegative_float = float_type(0.0)
 positive_int = int_type(1)
 nonnegative_int = int_type(0)
 dimension = int_type(1, MAX_DIM)
+model_layers = int_type(1, MAX_MODEL_LAYERS)
+chip_count = int_type(1, MAX_CHIPS)
 seed = int_type(0, MAX_SEED, "a seed (an integer)")
 
 
@@ -122,6 +129,27 @@ def vocabulary(enum_cls, what: str):
                 f"{', '.join(m.value for m in enum_cls)}") from None
 
     parse.__name__ = what
+    return parse
+
+
+def choice_list(choices, what: str):
+    """argparse type: a comma-separated, non-empty list of names from ``choices`` (a str-valued
+    Enum class, or a callable returning a tuple of names, called when the flag is parsed), as a
+    tuple; an unknown or missing name lists the choices."""
+
+    def parse(text: str) -> tuple:
+        known = tuple(choices) if isinstance(choices, type) else tuple(choices())
+        names = [x.strip() for x in text.split(",") if x.strip()]
+        if not names:
+            raise argparse.ArgumentTypeError(f"names no {what}; choose from "
+                                             f"{', '.join(map(str, known))}")
+        bad = [x for x in names if x not in known]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from "
+                                             f"{', '.join(map(str, known))}")
+        return tuple(known[known.index(x)] for x in dict.fromkeys(names))
+
+    parse.__name__ = f"{what} list"
     return parse
 
 

@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("analytic", "des", "both"), default="analytic",
                         help="analytic alpha-beta model, simpy discrete-event simulation, or "
                         "both side by side (JSON: analytic fields plus des_* fields)")
-    parser.add_argument("--packet-bytes", type=float_type(0.0, MAX_COUNT, lo_open=True),
+    parser.add_argument("--packet-bytes", type=float_type(1.0, MAX_COUNT),
                         default=None,
                         help="DES packet size in bytes (default: one packet per transfer)")
     parser.add_argument("--mode", choices=("symmetric", "explicit"), default="symmetric",
@@ -131,9 +131,9 @@ def run(args: argparse.Namespace) -> int:
             ("chips", r.chips), ("algorithm", f"{r.algorithm} ({r.mode})"),
             ("size", f"{r.payload_bytes:.0f} B (padded {r.padded_bytes:.0f} B)"),
             ("steps / transfers", f"{r.steps:,} / {r.transfers:,}"),
-            ("time", f"{r.time_s * 1e6:.3f} us"),
-            ("algorithm bandwidth", f"{r.algbw_GBps:.3f} GB/s"),
-            ("bus bandwidth", f"{r.bus_bandwidth_GBps:.3f} GB/s")]
+            ("time", f"{r.time_s * 1e6:.6g} us"),  # significant digits at any scale
+            ("algorithm bandwidth", f"{r.algbw_GBps:.6g} GB/s"),
+            ("bus bandwidth", f"{r.bus_bandwidth_GBps:.6g} GB/s")]
     if r.engine == "des":
         rows.append(("simulated events", f"{r.events} in {r.wall_s:.3f} s"))
     if len(res) == 2:

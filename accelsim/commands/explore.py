@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import (add_bandwidth_arguments, float_type, nonnegative_int,
-                                       positive_int, scheme_choices)
+from accelsim.commands._common import (add_bandwidth_arguments, choice_list, float_type,
+                                       nonnegative_int, positive_int, scheme_choices)
+from accelsim.perf.systolic import Dataflow
 
 NAME = "explore"
 HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
@@ -27,9 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write every evaluated point (layer x mapping x phase) to this CSV; "
                              "the plans table goes beside it as <stem>_plans.csv and the best "
                              "plan's per-layer breakdown as <stem>_best_layers.csv")
-    parser.add_argument("--dataflows", default="ws,os,is", metavar="LIST",
+    parser.add_argument("--dataflows", type=choice_list(Dataflow, "dataflow"), default="ws,os,is",
+                        metavar="LIST",
                         help="comma-separated dataflows to consider (default: ws,os,is)")
-    parser.add_argument("--strategies", default="data,data-chips,hybrid", metavar="LIST",
+    parser.add_argument("--strategies", type=choice_list(_strategies, "strategy"),
+                        default="data,data-chips,hybrid", metavar="LIST",
                         help="comma-separated plan strategies: data, data-chips, hybrid "
                              "(default: all)")
     add_bandwidth_arguments(parser)
@@ -43,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parallel workers (default: all CPUs)")
     parser.add_argument("--top", type=nonnegative_int, default=0, metavar="K",
                         help="print only the K slowest layers of the breakdown (default: all)")
+
+
+def _strategies() -> tuple[str, ...]:
+    from accelsim.dse.explore import STRATEGIES
+
+    return STRATEGIES
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,9 +68,8 @@ def run(args: argparse.Namespace) -> int:
     system = build_system(system_path(args.system), chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
     wl = load_workload_arg(args.workload)
-    split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
-    res = explore(system, wl, args.batch, args.scheme, dataflows=split(args.dataflows),
-                  strategies=split(args.strategies), compression=args.compression,
+    res = explore(system, wl, args.batch, args.scheme, dataflows=args.dataflows,
+                  strategies=args.strategies, compression=args.compression,
                   executor=args.executor,
                   max_workers=args.workers, progress=True)
     b = res.best

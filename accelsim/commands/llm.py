@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from accelsim.commands._common import nonnegative_float, positive_int
+from accelsim.commands._common import (chip_count, dimension, model_layers, nonnegative_float,
+                                       positive_int)
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT run on nodes like "
@@ -20,18 +21,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="node file (e.g. arch_configs/dgx-h100.toml) or shipped name")
     m = parser.add_argument_group("model")
-    for flag, meta in (("--layers", "L"), ("--hidden", "H"), ("--heads", "A"), ("--seq", "S"),
-                       ("--vocab", "V")):
-        m.add_argument(flag, type=positive_int, required=True, metavar=meta)
-    m.add_argument("--ffn", type=positive_int, default=None, metavar="F",
+    m.add_argument("--layers", type=model_layers, required=True, metavar="L")
+    for flag, meta in (("--hidden", "H"), ("--heads", "A"), ("--seq", "S"), ("--vocab", "V")):
+        m.add_argument(flag, type=dimension, required=True, metavar=meta)
+    m.add_argument("--ffn", type=dimension, default=None, metavar="F",
                    help="FFN size (default 4 x H)")
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
     m.add_argument("--flash-attention", action="store_true",
                    help="attention kernel that keeps no score matrix (causal half skipped)")
     p = parser.add_argument_group("plan")
-    for flag, meta in (("--tp", "T"), ("--pp", "P"), ("--dp", "D"), ("--micro-batch", "b")):
-        p.add_argument(flag, type=positive_int, default=None, metavar=meta)
+    for flag, meta in (("--tp", "T"), ("--pp", "P"), ("--dp", "D")):
+        p.add_argument(flag, type=chip_count, default=None, metavar=meta)
+    p.add_argument("--micro-batch", type=positive_int, default=None, metavar="b")
     p.add_argument("--global-batch", type=positive_int, required=True, metavar="B")
     p.add_argument("--interleave", type=positive_int, default=1, metavar="v",
                    help="model chunks per pipeline stage (default 1: plain 1F1B)")
@@ -61,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = parser.add_argument_group("search")
     s.add_argument("--search", action="store_true",
                    help="rank every plan for --gpus GPUs (or T x P x D) instead of one plan")
-    s.add_argument("--gpus", type=positive_int, default=None, metavar="N")
+    s.add_argument("--gpus", type=chip_count, default=None, metavar="N")
     s.add_argument("--top", type=positive_int, default=10, metavar="K",
                    help="plans shown (default 10)")
     s.add_argument("--executor", choices=("serial", "process"), default="serial")
@@ -81,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
                       vocab=args.vocab, ffn=args.ffn or 0,
                       tied_embeddings=not args.untied_embeddings,
                       flash_attention=args.flash_attention)
+    # a scheme the chip has no datapath for is refused here, naming the flag (as gemm does)
+    from accelsim.commands._common import require_precisions
+    from accelsim.llm.schemes import get_scheme as llm_scheme
+
+    require_precisions(build_system(path), path, [llm_scheme(args.scheme).gemm_precision],
+                       f"--scheme {args.scheme}")
     if args.search:
         return _search(args, model, path, _params(args))
     missing = [f"--{n.replace('_', '-')}" for n in ("tp", "pp", "dp", "micro_batch")

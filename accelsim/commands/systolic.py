@@ -61,9 +61,11 @@ def run(args: argparse.Namespace) -> int:
     with pd.option_context("display.max_rows", None, "display.width", 200,
                            "display.float_format", "{:.4f}".format):
         print(df.to_string(index=False))
-    total = int(df["compute_cycles"].sum())
-    util = float((df.M * df.N * df.K * df["count"]).sum()
-                 / (args.rows * args.cols * args.macs_per_pe * total))
+    # totals in Python integers: MACs of a large batch overflow int64 where cycles still fit
+    total = sum(int(c) for c in df["compute_cycles"])
+    macs = sum(int(m) * int(n) * int(k) * int(c)
+               for m, n, k, c in zip(df.M, df.N, df.K, df["count"]))
+    util = macs / (args.rows * args.cols * args.macs_per_pe * total)
     print(f"# {wl.name}: {len(df)} GEMM layers, {args.phase}, batch {args.batch}, "
           f"{args.rows}x{args.cols} {args.dataflow}: {total:,} cycles, utilization {util:.3f}"
           + (" (SCALE-Sim convention)" if args.scalesim_compat else ""))

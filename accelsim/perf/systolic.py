@@ -243,9 +243,18 @@ def workload_cycles(workload, rows: int, cols: int, dataflow: Dataflow | str = D
     cyc = gemm_cycles_array(df.M, df.N, df.K, rows, cols, dataflow, macs_per_pe=macs_per_pe)
     s_r, s_c, _ = mp.dims(df.M.to_numpy(), df.N.to_numpy(), -(-df.K.to_numpy() // macs_per_pe))
     folds = (-(-s_r // rows)) * (-(-s_c // cols))
-    df["compute_cycles"] = cyc * df["count"] - (1 if scalesim_compat else 0)
-    df["folds"] = folds * df["count"]
-    df["mapping_efficiency"] = s_r * s_c / (folds * rows * cols)
+    count = df["count"].to_numpy()
+    # each layer's cycles x count, and their sum, must fit int64 too (a batch of 2^53 wrapped
+    # the total and printed a negative utilization)
+    per_layer = cyc.astype(np.float64) * count
+    if per_layer.sum() >= 2.0**62:
+        worst = df.layer.iloc[int(np.argmax(per_layer))]
+        raise SizeError(f"{workload.name}: {per_layer.sum():.3g} cycles in all (layer {worst!r}: "
+                        f"{per_layer.max():.3g}) do not fit 64-bit integers: lower the batch")
+    df["compute_cycles"] = cyc * count - (1 if scalesim_compat else 0)
+    df["folds"] = folds * count
+    df["mapping_efficiency"] = (s_r.astype(np.float64) * s_c
+                                / (folds.astype(np.float64) * rows * cols))
     df["utilization"] = (df.M.astype(np.float64) * df.N * df.K * df["count"]
                          / (float(rows * cols * macs_per_pe) * cyc.astype(np.float64)
                             * df["count"]))

@@ -86,6 +86,8 @@ def plot_table(table, path: str | Path, *, x: str, y: str, hue: str | None = Non
     if kind not in KINDS:
         raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     _check_columns(table, (x, y, hue, facet))
+    if table.empty:
+        raise InputError("nothing to plot: the table has a header but no rows")
     import pandas as pd
 
     if not pd.api.types.is_numeric_dtype(table[y]):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.errors import InputError
+from accelsim.workload.loader import MAX_DIM
 from accelsim.workload.model import Layer, Workload
 
 
@@ -49,6 +50,13 @@ class GptConfig:
                              f"{self.heads}")
         if self.positions and self.positions < self.seq:
             raise InputError(f"GptConfig: positions {self.positions} < seq {self.seq}")
+        # every dimension of the generated layers must load back (a workload's limit)
+        for what, v in (("3 x hidden (the fused QKV projection)", 3 * self.hidden),
+                        ("ffn", self.ffn_size), ("seq", self.seq), ("vocab", self.vocab),
+                        ("positions", self.n_positions)):
+            if v > MAX_DIM:
+                raise InputError(f"GptConfig: {what} = {v:,} is over the {MAX_DIM:,} a layer "
+                                 "dimension may have")
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
