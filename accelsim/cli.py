@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import importlib
 import os
 import pkgutil
 import sys
 import traceback
+import warnings
 
 import accelsim
 from accelsim import commands
@@ -174,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         _install_audit()
     _written = []
     try:
-        return int(args._run(args) or 0)
+        with warnings.catch_warnings():
+            # a library's warning (matplotlib, pandas, numpy) is one line naming the command,
+            # not a site-packages path and a source line
+            warnings.showwarning = functools.partial(_one_line_warning, prog)
+            return int(args._run(args) or 0)
     except AccelsimError as exc:  # what the user's input or request caused: one line
         msg = str(exc)
     except KeyboardInterrupt:
@@ -194,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         _written = None
     print(f"{prog}: error: {_one_line(msg)}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _one_line_warning(prog, message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
 
 
 def _report_bug(prog: str, exc: BaseException) -> int:

@@ -460,3 +460,21 @@ def test_collective_prints_significant_digits_at_any_scale(capsys):
                  "--bytes", str(2**53), "--link-GBps", "1e-6"]) == 0
     out = capsys.readouterr().out
     assert "bus bandwidth        2e-06 GB/s" in out and "0.000" not in out
+
+
+def test_a_library_warning_is_one_line_naming_the_command(monkeypatch, capsys):
+    """Warnings from libraries (matplotlib, pandas, numpy) printed their site-packages path and
+    source line; every command now shows one line per warning."""
+    import warnings
+
+    import accelsim.commands.formats as formats
+
+    def warn(args):
+        warnings.warn_explicit("Glyph 128512 missing from\n font(s) DejaVu Sans.", UserWarning,
+                               "/venv/lib/site-packages/matplotlib/backends/agg.py", 240)
+        return 0
+
+    monkeypatch.setattr(formats, "run", warn)
+    assert main(["formats"]) == 0
+    err = capsys.readouterr().err
+    assert err == "accelsim formats: warning: Glyph 128512 missing from font(s) DejaVu Sans.\n"
