@@ -8,6 +8,7 @@ every room may import it, it imports nothing of accelsim.
 
 from __future__ import annotations
 
+import numbers
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,7 +16,7 @@ from typing import Any, TypeVar
 E = TypeVar("E", bound=Enum)
 
 __all__ = ["ABSENT", "AccelsimError", "BUG_REPORT", "ConfigError", "Infeasible", "InputError",
-           "SizeError", "UserError", "choose"]
+           "SizeError", "UserError", "check_int", "choose"]
 
 #: Where a bug is reported (the one line the CLI prints for an exception outside the family).
 BUG_REPORT = ("this is a bug in accelsim, not in your input: please report it to the accelsim "
@@ -71,3 +72,18 @@ def choose(vocabulary: type[E], value: Any, what: str) -> E:
     except ValueError:
         raise InputError(f"unknown {what} {value!r}; choose from "
                          f"{', '.join(m.value for m in vocabulary)}") from None
+
+
+def check_int(name: str, value: Any, lo: int = 1, hi: int | None = None) -> int:
+    """``value`` as an int when it is an integer (a Python or numpy integer, not a bool) in
+    ``[lo, hi]``; else an InputError naming ``name``, the value and the range. The one check
+    behind every "must be a positive integer" of the library."""
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) \
+        and lo <= value and (hi is None or value <= hi)
+    if not ok:
+        if hi is not None:
+            want = f"an integer in [{lo:,}, {hi:,}]"
+        else:
+            want = "a positive integer" if lo == 1 else f"an integer >= {lo:,}"
+        raise InputError(f"{name} must be {want}, got {value!r}")
+    return int(value)

@@ -21,7 +21,7 @@ from typing import Any
 
 from accelsim.arch.config import PLAUSIBLE, apply_overrides, read_toml, system_from_dict
 from accelsim.arch.model import System
-from accelsim.errors import InputError
+from accelsim.errors import InputError, check_int
 
 _GB = 1e9
 
@@ -118,8 +118,7 @@ def resized_overrides(system_table: Mapping[str, Any], chips: int,
     ``hybrid-cube-mesh-64``); any other count is :class:`Unbuildable`. Other topologies keep their
     name, with as many boards as the chips fill (or one board of all chips). ``topology_given``:
     the caller sets the topology itself, so only the boards are adjusted."""
-    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
-        raise ValueError(f"system.chips must be a positive integer, got {chips!r}")
+    check_int("system.chips", chips)
     per_board = int(system_table["chips_per_board"])
     topo = str(system_table.get("topology", ""))
     if not topology_given and topo in BOARD_TOPOLOGIES and per_board == 8:

@@ -17,6 +17,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from accelsim.errors import check_int
 from accelsim.numerics import FORMAT_NAMES, get_format
 
 _ROUNDINGS = ("rne", "rna", "rz")
@@ -66,11 +67,9 @@ class EngineConfig:
             if v is not None and (not _is_int(v) or v < 0):
                 raise ValueError(f"{key} must be a non-negative integer or None, got {v!r}")
         for key in ("block_width", "chunk"):
-            v = getattr(self, key)
-            if v is not None and (not _is_int(v) or v < 1):
-                raise ValueError(f"{key} must be a positive integer or None, got {v!r}")
-        if not _is_int(self.split_k) or self.split_k < 1:
-            raise ValueError(f"split_k must be a positive integer, got {self.split_k!r}")
+            if getattr(self, key) is not None:
+                check_int(key, getattr(self, key))  # or None
+        check_int("split_k", self.split_k)
         if self.block_width is None:
             if self.align_bits is not None or self.chunk is not None or self.step_bits is not None:
                 raise ValueError("block_width=None (one exact step over all of K) excludes "

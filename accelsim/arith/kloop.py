@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from accelsim.errors import InputError
+from accelsim.errors import check_int
 
 
 def k_loop(path, tile, K: int, chunk: int | None, on_step=None):
@@ -60,11 +60,8 @@ def run_tiles(path, K: int, chunk: int | None, threads: int | None = None) -> np
 def check_threads(threads) -> None:
     """InputError unless ``threads`` is None (the usable cores) or an integer >= 1 (a bad count
     was silently ignored: 0 or -3 ran on one thread, 2.5 on the default)."""
-    if threads is None:
-        return
-    if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
-        raise InputError(f"threads must be an integer >= 1 or None (the usable cores), "
-                         f"got {threads!r}")
+    if threads is not None:
+        check_int("threads", threads)  # None: the usable cores
 
 
 def default_threads() -> int:

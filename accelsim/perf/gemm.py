@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.errors import choose
+from accelsim.errors import check_int, choose
 from accelsim.perf.systolic import DATAFLOWS, Dataflow, gemm_cycles_array
 
 #: Bytes per element of GEMM operands / tensors in memory, per compute precision.
@@ -231,8 +231,7 @@ def gemm_time(system, m: int, n: int, k: int, precision: str, *, count: int = 1,
     (operands read and the result written in ``precision``'s storage bytes). ``dataflow``
     None: the best of ws/os/is."""
     for name, v in (("m", m), ("n", n), ("k", k), ("count", count)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        check_int(name, v)
     if precision not in OPERAND_BYTES:
         raise ValueError(f"unknown precision {precision!r}; expected one of "
                          f"{', '.join(OPERAND_BYTES)}")

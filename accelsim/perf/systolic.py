@@ -38,7 +38,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from accelsim.errors import InputError, SizeError, choose
+from accelsim.errors import InputError, SizeError, check_int, choose
 from accelsim.workload.model import Phase
 
 
@@ -83,8 +83,7 @@ def _mapping(dataflow: Dataflow | str) -> DataflowMapping:
 
 def _check_positive_int(**kw) -> None:
     for name, v in kw.items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        check_int(name, v)
 
 
 @dataclass(frozen=True)

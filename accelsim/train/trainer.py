@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
-from accelsim.errors import InputError
+from accelsim.errors import InputError, check_int
 
 from .data import Dataset, load_dataset
 from .datapath import Datapath
@@ -44,9 +44,7 @@ class TrainConfig:
 
     def __post_init__(self):
         for key in ("steps", "batch_size"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{key} must be a positive integer, got {v!r}")
+            check_int(key, getattr(self, key))
         if not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
         if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):

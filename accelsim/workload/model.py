@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from accelsim.errors import choose
+from accelsim.errors import check_int, choose
 
 GEMM_KINDS = ("conv", "linear", "matmul")
 ELEMENTWISE_KINDS = ("batchnorm", "layernorm", "relu", "gelu", "tanh", "add", "maxpool",
@@ -230,8 +230,7 @@ class Layer:
     def gemms(self, batch: int) -> dict[str, Gemm]:
         """GEMMs per phase for a minibatch: keys ``fwd``, ``bwd_data`` (absent when
         ``input_grad`` is False) and ``wgrad``; an empty dict for non-GEMM layers."""
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        check_int("batch", batch)
         k = self.kind
         if k == "conv":
             g = self.groups
@@ -271,8 +270,7 @@ class Layer:
         avgpool fwd r=in w=out op=window*out, bwd r=out w=in op=in;
         embedding fwd gather r=w=tokens*dim op0, bwd scatter-add r=w=op=tokens*dim.
         """
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        check_int("batch", batch)
         k = self.kind
         if k in GEMM_KINDS:
             return {}
