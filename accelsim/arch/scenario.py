@@ -118,7 +118,7 @@ def resized_overrides(system_table: Mapping[str, Any], chips: int,
     ``hybrid-cube-mesh-64``); any other count is :class:`Unbuildable`. Other topologies keep their
     name, with as many boards as the chips fill (or one board of all chips). ``topology_given``:
     the caller sets the topology itself, so only the boards are adjusted."""
-    check_int("system.chips", chips)
+    chips = check_int("system.chips", chips)
     per_board = int(system_table["chips_per_board"])
     topo = str(system_table.get("topology", ""))
     if not topology_given and topo in BOARD_TOPOLOGIES and per_board == 8:

@@ -230,8 +230,9 @@ def gemm_time(system, m: int, n: int, k: int, precision: str, *, count: int = 1,
     """Time of ``count`` GEMMs ``[m, k] @ [k, n]`` in ``precision`` on one chip of ``system``
     (operands read and the result written in ``precision``'s storage bytes). ``dataflow``
     None: the best of ws/os/is."""
-    for name, v in (("m", m), ("n", n), ("k", k), ("count", count)):
-        check_int(name, v)
+    # Python ints from here on: the FLOP and byte products below are exact at any size
+    m, n, k, count = (check_int(name, v) for name, v in
+                      (("m", m), ("n", n), ("k", k), ("count", count)))
     if precision not in OPERAND_BYTES:
         raise ValueError(f"unknown precision {precision!r}; expected one of "
                          f"{', '.join(OPERAND_BYTES)}")

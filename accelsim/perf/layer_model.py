@@ -168,7 +168,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
     One row per mapping x phase. Infeasible rows (a split finer than the work, no tile fits
     the scratchpad) have ``feasible=False``, ``time_s=inf`` and a ``reason``.
     """
-    check_int("batch", batch)
+    batch = check_int("batch", batch)
     core, chip = system.chip.core, system.chip
     maps = list(mappings)
     n = len(maps)

@@ -230,7 +230,7 @@ class Layer:
     def gemms(self, batch: int) -> dict[str, Gemm]:
         """GEMMs per phase for a minibatch: keys ``fwd``, ``bwd_data`` (absent when
         ``input_grad`` is False) and ``wgrad``; an empty dict for non-GEMM layers."""
-        check_int("batch", batch)
+        batch = check_int("batch", batch)  # a Python int: exact products at any size
         k = self.kind
         if k == "conv":
             g = self.groups
@@ -270,7 +270,7 @@ class Layer:
         avgpool fwd r=in w=out op=window*out, bwd r=out w=in op=in;
         embedding fwd gather r=w=tokens*dim op0, bwd scatter-add r=w=op=tokens*dim.
         """
-        check_int("batch", batch)
+        batch = check_int("batch", batch)  # a Python int: exact products at any size
         k = self.kind
         if k in GEMM_KINDS:
             return {}
