@@ -41,6 +41,7 @@ CASES = [
     ("sweep --out {tmp}/x.csv --set workload=nosuch", 2, "workload not found"),
     ("sweep --out {tmp}/x.csv --set chip_GBps=32 --set inter_board_GBps=4", 2, "chip_GBps splits"),
     ("plot {tmp}/none.csv --x a --y b --out {tmp}/p.png", 2, "no such file"),
+    ("plot {tmp} --x a --y b --out {tmp}/p.png", 2, "not a regular file (a table was expected)"),
     ("systolic --workload tiny-cnn --rows 1000000000000 --cols 1000000000000", 2,
      "argument --rows: must be an integer in [1, 65,536], got '1000000000000'"),
     ("collective --topology dgx1 --op all-reduce --bytes 100000000 --engine des --packet-bytes 1",

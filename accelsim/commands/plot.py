@@ -37,7 +37,8 @@ def run(args) -> int:
 
     src = Path(args.table)
     if not src.is_file():
-        raise UserError(f"{src}: no such file")
+        raise UserError(f"{src}: " + ("not a regular file (a table was expected)" if src.exists()
+                                      else "no such file"))
     if not args.out.lower().endswith(".png"):
         raise UserError(f"--out {args.out}: must end in .png")
     check_output_path(args.out, "--out")
