@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 E = TypeVar("E", bound=Enum)
 
-__all__ = ["ABSENT", "AccelsimError", "BUG_REPORT", "ConfigError", "Infeasible", "InputError",
+__all__ = ["ABSENT", "MAX_COUNT", "AccelsimError", "BUG_REPORT", "ConfigError", "Infeasible", "InputError",
            "SizeError", "UserError", "check_int", "choose"]
 
 #: Where a bug is reported (the one line the CLI prints for an exception outside the family).
@@ -36,6 +36,10 @@ class InputError(AccelsimError, ValueError):
 class UserError(InputError):
     """A bad command line: a flag value, a combination of flags, an unusable path."""
 
+
+#: Largest count or size the models take unless a quantity states its own limit: every integer
+#: up to 2^53 is exact in float64, the models' arithmetic (CLI flags, sweep keys)
+MAX_COUNT = 2**53
 
 #: "no value": a key that is absent from a config, shown without a ``(got ...)`` part.
 ABSENT = object()

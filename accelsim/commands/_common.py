@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from accelsim.errors import UserError
+from accelsim.errors import MAX_COUNT, UserError
+from accelsim.workload.loader import MAX_DIM as WORKLOAD_MAX_DIM
 
 
 def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -> Path:
@@ -41,12 +42,9 @@ def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -
     return p
 
 
-#: Largest count or size a flag takes unless it states its own limit: every integer up to 2^53
-#: is exact in float64 (the models' arithmetic), and a product of two stays far from overflow.
-MAX_COUNT = 2**53
-#: Largest tensor dimension (GEMM m/n/k, a layer's sizes): int32, as a workload file allows
-#: (accelsim.workload.loader.MAX_DIM) and as BLAS/cuBLAS take them.
-MAX_DIM = 2**31 - 1
+#: Largest tensor dimension (GEMM m/n/k, a model's sizes): what a workload file allows (int32,
+#: as BLAS/cuBLAS take them)
+MAX_DIM = WORKLOAD_MAX_DIM
 #: Most transformer layers a generated model may have (the largest published models have ~10^2;
 #: a workload file holds ~12 rows per layer, and 10^4 layers still generate in about a second)
 MAX_MODEL_LAYERS = 10_000

@@ -27,7 +27,7 @@ from accelsim.arch.schemes import get_scheme
 from accelsim.dse.hfp8_study import DEFAULT_SYSTEM, DEFAULT_WORKLOAD, PAPER_SETUP, PAPER_SETUP_SOURCE
 from accelsim.dse.step import STEP_COLUMNS, TrainingParams, training_step
 from accelsim.dse.sweep import Infeasible, SweepSpec
-from accelsim.errors import InputError
+from accelsim.errors import MAX_COUNT, InputError
 from accelsim.paths import resolve_input
 from accelsim.workload import Workload
 
@@ -132,9 +132,8 @@ class Scenario:
                 "inter_board_GBps": arch_scenario.inter_board_GBps(s)}
 
 
-#: Largest minibatch a point may ask for: every integer up to 2^53 is exact in float64, the step
-#: model's arithmetic (the same bound as the CLI's --batch/--minibatch flags)
-MAX_MINIBATCH = 2**53
+#: Largest minibatch a point may ask for (the CLI's --batch/--minibatch bound)
+MAX_MINIBATCH = MAX_COUNT
 
 
 def build_scenario(point: Mapping[str, Any]) -> Scenario:
