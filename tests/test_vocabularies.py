@@ -11,14 +11,14 @@ import pytest
 
 from accelsim.arch.schemes import AllGatherPayload, CommPhase, Placement, get_scheme
 from accelsim.errors import InputError, choose
-from accelsim.netsim import Engine
+from accelsim.netsim import Engine, Mode
 from accelsim.perf.systolic import DATAFLOWS, Dataflow, gemm_cycles
 from accelsim.workload import PHASES, Phase
 
 
 @pytest.mark.parametrize("enum_cls,values", [
     (Dataflow, ("ws", "os", "is")), (Phase, ("fwd", "bwd_data", "wgrad")),
-    (Engine, ("analytic", "des")), (Placement, ("replicated", "sharded")),
+    (Engine, ("analytic", "des")), (Mode, ("symmetric", "explicit")), (Placement, ("replicated", "sharded")),
     (CommPhase, ("reduce_scatter", "all_gather", "weight_update")),
     (AllGatherPayload, ("gradients", "weights")),
 ])

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.netsim import topology as topo
     from accelsim.netsim.limits import SizeLimitError
     from accelsim.errors import choose
-    from accelsim.netsim.phases import ENGINES, Engine, time_schedule
+    from accelsim.netsim.phases import ENGINES, Engine, Mode, time_schedule
     from accelsim.netsim.schedule import best_schedule
 
     if args.nbytes % args.elem_bytes:
@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     n, bpe = args.nbytes // args.elem_bytes, float(args.elem_bytes)
     # the flag's string dies here: one Engine each ("both": the two side by side)
     engines = ENGINES if args.engine == "both" else (choose(Engine, args.engine, "--engine"),)
+    mode = choose(Mode, args.mode, "--mode")
     kw = dict(alpha_s=args.alpha_us * 1e-6, packet_bytes=args.packet_bytes,
               max_packets=args.max_packets)
     try:
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                             inter_board_Bps=None if args.inter_board_GBps is None
                             else args.inter_board_GBps * 1e9,
                             latency_s=None if args.latency_us is None else args.latency_us * 1e-6)
-        if args.mode == "symmetric":
+        if mode is Mode.SYMMETRIC:
             pl = symmetric.plan_for(spec, max_links=args.max_links)
             name = pl.name
             res = [symmetric.time_collective(pl, args.op, n, bpe, e, pad=not args.no_pad, **kw)

@@ -21,6 +21,7 @@ from accelsim.netsim.phases import (
     ENGINES,
     MODES,
     Engine,
+    Mode,
     PhaseTimes,
     collective_time,
     phase_times,
@@ -32,7 +33,7 @@ from accelsim.netsim.system import gradient_reduction_times, system_graph
 from accelsim.netsim.update import UpdateParams, compression_cost, weight_update_cost
 
 __all__ = [
-    "CollectiveTime", "ENGINES", "Engine", "MODES", "PhaseTimes", "RingLevel", "RingPlan", "Schedule",
+    "CollectiveTime", "ENGINES", "Engine", "MODES", "Mode", "PhaseTimes", "RingLevel", "RingPlan", "Schedule",
     "SizeLimitError", "UpdateParams", "analytic_time", "best_schedule", "collective_time",
     "compression_cost", "gradient_reduction_times", "hierarchical_schedule", "phase_times",
     "plan", "plan_for", "plan_from_graph", "ring_collective_time", "ring_schedule",

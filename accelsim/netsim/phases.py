@@ -41,7 +41,15 @@ class Engine(StrEnum):
 
 
 ENGINES: tuple[Engine, ...] = tuple(Engine)
-MODES = ("symmetric", "explicit")
+class Mode(StrEnum):
+    """How a collective's schedule is built: the symmetric plan (closed form / one representative
+    rank, any size) or every transfer explicitly (the reference, O(chips^2))."""
+
+    SYMMETRIC = "symmetric"
+    EXPLICIT = "explicit"
+
+
+MODES: tuple[Mode, ...] = tuple(Mode)
 
 
 @dataclass(frozen=True)
