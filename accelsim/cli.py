@@ -1,64 +1,44 @@
 """The ``accelsim`` command line: one sub-command per module in :mod:`accelsim.commands`.
 
-The pipeline, in the order a user meets it::
+The pipeline, in the order a user meets it (every command; tests/test_cli_hostile.py checks
+that this list names them all)::
 
-    formats      number-format table and precision plot          (numerics -> report)
-    swamping     accumulation-error study of dot-product engines  (arith -> report)
-    check-config / layers / systolic / explore                     (arch, workload -> perf -> dse)
-    collective / comm                                              (netsim)
-    figures / sweep / plot                                         (dse + netsim -> report)
+    formats      number-format table and precision plot            (numerics -> report)
+    swamping     accumulation-error study of dot-product engines    (arith -> report)
+    train        train small networks through a quantized datapath  (arith -> train -> report)
+    check-config / workload                                          (arch, workload)
+    layers / systolic / gemm / op                                    (arch, workload -> perf -> engine)
+    predict / explore                                                (perf + netsim -> engine -> dse)
+    collective / comm                                                (netsim)
+    llm          3-D parallel LLM training: one plan or a search     (engine -> llm)
+    figures / sweep / plot                                           (dse + netsim -> report)
 
-Every user error ends here as one line on stderr and a non-zero exit: no traceback.
+An error the user's input causes (the :class:`~accelsim.errors.AccelsimError` family) ends here
+as one line on stderr and exit status 2; anything else is a bug in accelsim, reported as one line
+that says so (exit status 70; the traceback under ``ACCELSIM_DEBUG=1``).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import functools
 import importlib
 import os
 import pkgutil
 import sys
-from pathlib import Path
+import traceback
+import warnings
 
 import accelsim
 from accelsim import commands
+from accelsim.errors import BUG_REPORT, AccelsimError, UserError  # noqa: F401 - UserError: old home
 
 EXIT_USAGE = 2
+#: an exception outside the AccelsimError family: a bug (sysexits.h EX_SOFTWARE)
+EXIT_BUG = 70
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
-
-
-class UserError(Exception):
-    """An error caused by the user's input; printed as one line, exit status 2."""
-
-
-def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -> Path:
-    """Refuse, before any computing, an output path that cannot be written: its parent is not a
-    directory or not writable, or the target is a directory (a file was meant) / a file (a
-    folder was meant). Missing parent folders are created."""
-    p = Path(path)
-    if directory:
-        if p.exists() and not p.is_dir():
-            raise UserError(f"{flag} {p}: exists and is not a directory")
-        target_dir = p
-    else:
-        if p.is_dir():
-            raise UserError(f"{flag} {p}: is a directory; give a file name")
-        target_dir = p.parent if str(p.parent) else Path(".")
-    for anc in [target_dir, *target_dir.parents]:
-        if anc.exists():
-            if not anc.is_dir():
-                raise UserError(f"{flag} {p}: {anc} is not a directory")
-            break
-    try:
-        target_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"{flag} {p}: cannot create {target_dir}: {exc.strerror or exc}") from None
-    if not os.access(target_dir, os.W_OK | os.X_OK):
-        raise UserError(f"{flag} {p}: {target_dir} is not writable")
-    if not directory and p.exists() and not os.access(p, os.W_OK):
-        raise UserError(f"{flag} {p}: file is not writable")
-    return p
 
 
 class _Parser(argparse.ArgumentParser):
@@ -106,7 +86,60 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+#: errno values of a write that ran out of room: disk full, over RLIMIT_FSIZE, over a quota
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+#: where files that are not a command's output are written (the interpreter, its packages)
+_NOT_OUTPUTS = tuple({sys.prefix, sys.base_prefix, os.path.dirname(accelsim.__file__)})
+#: files this command opened for writing, in order (None outside a command); see _audit
+_written: list[str] | None = None
+
+
+def _audit(event: str, args) -> None:
+    """Audit hook: remember every file the running command opens for writing, so that a full
+    disk names the file being written and the ones saved before it (pandas, matplotlib and
+    numpy raise ENOSPC/EFBIG without a file name)."""
+    if _written is None:
+        return
+    if event == "os.rename":  # a temporary file renamed into place (an atomic save)
+        src, dst = (os.fspath(a) if isinstance(a, str | os.PathLike) else a for a in args[:2])
+        if src in _written:
+            _written[_written.index(src)] = dst
+        return
+    if event != "open":
+        return
+    path, mode, flags = args
+    writing = any(c in mode for c in "wax+") if isinstance(mode, str) \
+        else isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR)
+    if writing and isinstance(path, str | os.PathLike):
+        name = os.fspath(path)
+        if "__pycache__" in name or name.startswith(_NOT_OUTPUTS):
+            return  # Python's bytecode cache, library caches: not the command's output
+        if name in _written:
+            _written.remove(name)
+        _written.append(name)
+
+
+_audit_installed = False
+
+
+def _install_audit() -> None:
+    """Add the audit hook once per process (hooks cannot be removed; outside main() it does
+    nothing)."""
+    global _audit_installed
+    sys.addaudithook(_audit)
+    _audit_installed = True
+
+
 def _os_error(exc: OSError) -> str:
+    if exc.errno in _NO_ROOM and _written:
+        *saved, last = _written
+        where = exc.filename or last
+        saved = [s for s in saved if s != where]
+        kept = (f"saved before it: {', '.join(saved[-5:])}"
+                + (f" and {len(saved) - 5} more" if len(saved) > 5 else "")) if saved \
+            else "nothing else was saved"
+        return (f"cannot write {where}: {exc.strerror} (disk full or over a file-size limit); "
+                f"{where} is incomplete, {kept}")
     if exc.filename is None or not exc.strerror:
         return str(exc)  # a message of our own (e.g. a workload name that is not shipped)
     return f"{exc.filename}: {exc.strerror}"
@@ -124,7 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     first = argv[0] if argv and not argv[0].startswith("-") else None
     parser = build_parser(first)
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except SystemExit as exc:  # a bad flag value: its one line is printed; return the status
+        if exc.code in (0, None):  # --help, --version
+            raise
+        return int(exc.code)
     if extra:  # a misspelt flag after a command: report it as that command's error
         prog = f"accelsim {args.command}" if getattr(args, "command", None) else "accelsim"
         print(f"{prog}: error: unrecognized arguments: {' '.join(extra)} (see {prog} --help)",
@@ -134,13 +172,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     prog = f"accelsim {args.command}"
+    global _written
+    if not _audit_installed:
+        _install_audit()
+    _written = []
     try:
-        return int(args._run(args) or 0)
-    except UserError as exc:
+        with warnings.catch_warnings():
+            # a library's warning (matplotlib, pandas, numpy) is one line naming the command,
+            # not a site-packages path and a source line
+            warnings.showwarning = functools.partial(_one_line_warning, prog)
+            return int(args._run(args) or 0)
+    except AccelsimError as exc:  # what the user's input or request caused: one line
         msg = str(exc)
-    except (ValueError, KeyError) as exc:
-        # Input errors raised by the library carry their own message (file, key, value).
-        msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -150,12 +193,28 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except MemoryError:
         msg = "out of memory: the requested size is too large for this machine"
-    except OverflowError as exc:
-        msg = f"number too large: {exc}"
-    except OSError as exc:
+    except OSError as exc:  # the user's files, folders and disk
         msg = _os_error(exc)
+    except Exception as exc:  # anything else is a bug in accelsim, never "bad input"
+        return _report_bug(prog, exc)
+    finally:
+        _written = None
     print(f"{prog}: error: {_one_line(msg)}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _one_line_warning(prog, message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
+
+
+def _report_bug(prog: str, exc: BaseException) -> int:
+    """One line saying that ``exc`` is a bug and where to report it; the traceback too under
+    ``ACCELSIM_DEBUG=1``."""
+    if os.environ.get("ACCELSIM_DEBUG", "") not in ("", "0"):
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"{prog}: internal error: {type(exc).__name__}: {_one_line(exc)[:300]} - {BUG_REPORT}",
+          file=sys.stderr)
+    return EXIT_BUG
 
 
 def entry() -> None:  # pragma: no cover - the console script
@@ -172,7 +231,4 @@ def entry() -> None:  # pragma: no cover - the console script
 
 
 if __name__ == "__main__":  # pragma: no cover
-    # run the imported module's entry, so that commands raise the same UserError class
-    from accelsim.cli import entry as _entry
-
-    _entry()
+    entry()

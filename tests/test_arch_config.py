@@ -182,3 +182,23 @@ def read_toml_cached():
     if not hasattr(read_toml_cached, "data"):
         read_toml_cached.data = read_toml(REPO / "arch_configs" / "rapid-1chip.toml")
     return copy.deepcopy(read_toml_cached.data)
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path, capsys):
+    """A config (or workload, or sweep file) saved with a UTF-8 BOM by a Windows editor loads
+    exactly as without it (was "TOML error: Invalid statement (at line 1, column 1)")."""
+    from accelsim.dse.sweep import load_sweep_file
+    from accelsim.workload import load_workload
+
+    src = REPO / "arch_configs" / "h100-sxm.toml"
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbf" + src.read_bytes())
+    assert load_system(bom) == load_system(src)
+    assert main(["check-config", str(bom)]) == 0
+    wl = REPO / "workloads" / "tiny-cnn.toml"
+    wbom = tmp_path / "w.toml"
+    wbom.write_bytes(b"\xef\xbb\xbf" + wl.read_bytes())
+    assert load_workload(wbom).layers == load_workload(wl).layers
+    sweep = tmp_path / "s.toml"
+    sweep.write_bytes(b"\xef\xbb\xbf[axes]\nscheme = [\"fp16\", \"fp8\"]\n")
+    assert dict(load_sweep_file(sweep).axes) == {"scheme": ("fp16", "fp8")}

@@ -193,3 +193,25 @@ def test_decode_of_codes_feeds_matmul():
     v = v[np.isfinite(v)]
     out = matmul(v[None, :], np.ones((v.size, 1)), get_engine("exact"))
     assert out[0, 0] == 0.0  # the finite e4m3fn values are symmetric about zero
+
+
+@pytest.mark.parametrize("threads", [0, -3, 2.5, True, "4"])
+@pytest.mark.parametrize("preset", ["exact", "hfp8"])
+def test_a_bad_thread_count_is_refused_naming_it(threads, preset):
+    """``threads`` was silently ignored (0 and -3 ran on one thread, 2.5 on the default), also
+    on engines that never tile (exact sums)."""
+    from accelsim.errors import InputError
+
+    a = np.ones((4, 8))
+    with pytest.raises(InputError, match=rf"threads must be a positive integer, got {threads!r}"):
+        matmul(a, a.T, get_engine(preset), threads=threads)
+
+
+def test_a_good_thread_count_never_changes_a_bit():
+    rng = np.random.default_rng(0)
+    eng = get_engine("hfp8")
+    a = quantize(rng.standard_normal((16, 64)), eng.a_format)
+    b = quantize(rng.standard_normal((64, 8)), eng.b_format)
+    ref = matmul(a, b, eng, threads=1)
+    for t in (2, np.int64(3), None):
+        assert np.array_equal(matmul(a, b, eng, threads=t), ref)

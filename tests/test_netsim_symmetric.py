@@ -261,7 +261,7 @@ def test_cli_edges(capsys):
                       ("--link-GBps", "inf"), ("--packet-bytes", "nan")):
         rc, _, err = run_cli(capsys, "--topology", "ring", "--chips", "8", "--op", "all-reduce",
                              "--bytes", "1000", "--link-GBps", "25", flag, bad)
-        assert rc == 2 and f"{flag} must be " in err and "finite" in err and bad in err
+        assert rc == 2 and f"argument {flag}: must be " in err and "finite" in err and bad in err
     rc, _, err = run_cli(capsys, "--topology", "ring", "--chips", "4096", "--op", "all-reduce",
                          "--bytes", "51200000", "--link-GBps", "25", "--mode", "explicit")
     assert rc == 2 and "67,092,480 transfers" in err and "--max-transfers" in err

@@ -40,6 +40,8 @@ from typing import Any
 
 from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link,
                                  MemoryLevel, System)
+from accelsim.errors import ABSENT, ConfigError
+
 
 #: Topology names a config may use; graphs are built by accelsim.netsim.topology ("single" =
 #: one chip, no network; "multi-board" = N boards of 8 hybrid cube-mesh chips, rail-aligned).
@@ -50,21 +52,8 @@ _GB = 1e9
 _UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 
 
-class ConfigError(ValueError):
-    """A bad config: ``file``, dotted ``key`` path and offending ``value``; one-line message."""
-
-    def __init__(self, file: str | Path, key: str, value: Any, message: str):
-        self.file = str(file)
-        self.key = key
-        self.value = value
-        self.reason = message
-        shown = "" if value is _ABSENT else f" (got {value!r})"
-        super().__init__(f"{self.file}: {key}: {message}{shown}".replace("\n", " "))
-
-
-_ABSENT = object()
 #: Marker returned by :meth:`Table.raw` for an absent optional key (public alias).
-ABSENT = _ABSENT
+_ABSENT = ABSENT
 
 
 #: Plausible ranges of config values, in the file's units, by key name (the last part of the
@@ -354,7 +343,8 @@ MAX_CONFIG_BYTES = 64 * 2**20
 
 
 def read_text(path: str | Path) -> str:
-    """The text of a config-like file; a missing or unreadable file is a :class:`ConfigError`."""
+    """The text of a config-like file (UTF-8, with or without a byte-order mark); a missing or
+    unreadable file is a :class:`ConfigError`."""
     path = Path(path)
     try:
         st = path.stat()  # follows symlinks; a loop is an OSError below
@@ -364,7 +354,8 @@ def read_text(path: str | Path) -> str:
         if st.st_size > MAX_CONFIG_BYTES:
             raise ConfigError(path, "<file>", str(path), f"{st.st_size:,} bytes is more than "
                               f"the {MAX_CONFIG_BYTES:,} a config or workload may have")
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (Windows editors save one) is dropped, not a TOML error
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(path, "<file>", str(path), "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:

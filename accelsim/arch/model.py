@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from accelsim.errors import check_int
+
 #: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``).
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4", "fp4",
               "mxfp8", "mxfp6", "mxfp4", "nvfp4")
@@ -54,9 +56,7 @@ class MemoryLevel:
     shared_by: int
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.shared_by, int) and self.shared_by >= 1):
-            raise ValueError(f"MemoryLevel {self.name!r}: shared_by must be a positive integer, "
-                             f"got {self.shared_by!r}")
+        check_int(f"MemoryLevel {self.name!r}: shared_by", self.shared_by)
         if not (self.capacity_bytes > 0 and self.bandwidth_Bps > 0):
             raise ValueError(f"MemoryLevel {self.name!r}: capacity and bandwidth must be > 0")
 

@@ -19,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from accelsim.arch.config import apply_overrides, read_toml, system_from_dict
+from accelsim.arch.config import PLAUSIBLE, apply_overrides, read_toml, system_from_dict
 from accelsim.arch.model import System
+from accelsim.errors import InputError, check_int
 
 _GB = 1e9
 
@@ -31,15 +32,21 @@ BOARD_TOPOLOGIES = ("dgx1", "hybrid-cube-mesh-64", "multi-board")
 INTER_BOARD_KEY = "system.inter_board.bandwidth_GBps"
 
 
-class Unbuildable(ValueError):
+class Unbuildable(InputError):
     """The requested scenario cannot be built from this system (e.g. a chip count that does not
     fill its boards). A sweep records such a point as infeasible, with this reason."""
 
 
 def _positive(name: str, value: Any) -> float:
+    """A bandwidth override in GB/s, inside the plausible range a config file must keep (one
+    bound for configs, flags and sweep axes: 1e-300 GB/s printed a 300-digit time)."""
+    lo, hi = PLAUSIBLE["bandwidth_GBps"]
     if isinstance(value, bool) or not isinstance(value, int | float) \
             or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number of GB/s, got {value!r}")
+        raise InputError(f"{name} must be a positive finite number of GB/s, got {value!r}")
+    if not lo <= value <= hi:
+        raise InputError(f"{name} must be a number of GB/s in [{lo:g}, {hi:g}] (the plausible "
+                         f"range of a config's bandwidth_GBps), got {value!r}")
     return float(value)
 
 
@@ -111,8 +118,7 @@ def resized_overrides(system_table: Mapping[str, Any], chips: int,
     ``hybrid-cube-mesh-64``); any other count is :class:`Unbuildable`. Other topologies keep their
     name, with as many boards as the chips fill (or one board of all chips). ``topology_given``:
     the caller sets the topology itself, so only the boards are adjusted."""
-    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
-        raise ValueError(f"system.chips must be a positive integer, got {chips!r}")
+    chips = check_int("system.chips", chips)
     per_board = int(system_table["chips_per_board"])
     topo = str(system_table.get("topology", ""))
     if not topology_given and topo in BOARD_TOPOLOGIES and per_board == 8:

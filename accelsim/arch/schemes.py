@@ -34,11 +34,39 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from accelsim.arch.model import OPERAND_BYTES, PRECISIONS
 from accelsim.arch.states import BF16, FP8_LM, FP32, HFP8_GEMM, HIF8, TE_FP8, StateFormats
+from accelsim.errors import InputError, choose
 
-PHASES = ("reduce_scatter", "all_gather", "weight_update")
+
+# Closed vocabularies of a scheme, resolved once when a Scheme is built (str-valued: a member
+# prints and compares as its string, so tables and the "->"-joined phase order are unchanged).
+class CommPhase(StrEnum):
+    """A phase of the gradient reduction and weight update around a training step."""
+
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_GATHER = "all_gather"
+    WEIGHT_UPDATE = "weight_update"
+
+
+class Placement(StrEnum):
+    """Where the optimizer step runs: every chip on the whole model after the all-gather, or
+    each chip on its 1/N shard between reduce-scatter and all-gather."""
+
+    REPLICATED = "replicated"
+    SHARDED = "sharded"
+
+
+class AllGatherPayload(StrEnum):
+    """What the all-gather carries: reduced gradients or updated weights."""
+
+    GRADIENTS = "gradients"
+    WEIGHTS = "weights"
+
+
+PHASES: tuple[CommPhase, ...] = tuple(CommPhase)
 #: optimizers a plan can name: (state tensors, vector ops per updated element); the update cost
 #: model (:mod:`accelsim.netsim.update`) reads them from here
 OPTIMIZERS = {
@@ -62,18 +90,18 @@ class Scheme:
     description: str
     compute_precision: str  # precision of the GEMMs (one of PRECISIONS; used by accelsim.perf)
     first_last_fp16: bool  # first and last GEMM layers in high_precision (FP8/HFP8 practice)
-    phase_order: tuple[str, ...]
+    phase_order: tuple[CommPhase, ...]
     reduce_scatter_bytes_per_elem: float  # gradient payload of the reduce-scatter
     all_gather_bytes_per_elem: float  # payload of the all-gather
-    all_gather_payload: str  # "gradients" | "weights"
-    update_placement: str  # "replicated" | "sharded"
+    all_gather_payload: AllGatherPayload
+    update_placement: Placement
     gradient_bytes: float  # reduced gradient as stored for the update
     master_weight_bytes: float  # the weight copy the optimizer reads and writes
     residual_bytes: float  # round-off residual read and written per updated element (0 = none)
     optimizer_state_bytes: float  # bytes of ONE optimizer state tensor (momentum; Adam has two)
     compute_copy_bytes: float  # extra low-precision weight copy written for compute (0 = none)
     residual_ops_per_elem: float  # extra vector ops per updated element for the residual split
-    compressible_phases: tuple[str, ...] = ("reduce_scatter",)  # gradient compression applies
+    compressible_phases: tuple[CommPhase, ...] = (CommPhase.REDUCE_SCATTER,)  # compression applies
     high_precision: str = "fp16"  # precision of the first/last layers when first_last_fp16
     layer_overrides: tuple[tuple[str, str], ...] = ()  # (layer name, precision) pairs
     policy_source: str = ""  # where the overrides came from (file or flag), for error messages
@@ -81,6 +109,17 @@ class Scheme:
     sgd: bool = True  # the fields above define the SGD recipes (False: AdamW only)
 
     def __post_init__(self) -> None:
+        where = f"scheme {self.name!r}: "
+        resolved = {
+            "phase_order": tuple(choose(CommPhase, p, where + "phase") for p in self.phase_order),
+            "compressible_phases": tuple(choose(CommPhase, p, where + "compressible phase")
+                                         for p in self.compressible_phases),
+            "all_gather_payload": choose(AllGatherPayload, self.all_gather_payload,
+                                         where + "all_gather_payload"),
+            "update_placement": choose(Placement, self.update_placement,
+                                       where + "update_placement")}
+        for f, v in resolved.items():
+            object.__setattr__(self, f, v)
         if sorted(self.phase_order) != sorted(PHASES):
             raise ValueError(f"scheme {self.name!r}: phase_order {self.phase_order} must be a "
                              f"permutation of {PHASES}")
@@ -91,21 +130,16 @@ class Scheme:
                 where = f"{self.policy_source}: " if self.policy_source else ""
                 raise ValueError(f"{where}scheme {self.name!r}: {what} {prec!r} not in "
                                  f"{PRECISIONS}")
-        if self.all_gather_payload not in ("gradients", "weights"):
-            raise ValueError(f"scheme {self.name!r}: all_gather_payload "
-                             f"{self.all_gather_payload!r} not in ('gradients', 'weights')")
-        if self.update_placement not in ("replicated", "sharded"):
-            raise ValueError(f"scheme {self.name!r}: update_placement "
-                             f"{self.update_placement!r} not in ('replicated', 'sharded')")
         # Sharded update must sit between the two collectives, replicated after both.
-        wu = self.phase_order.index("weight_update")
-        ag = self.phase_order.index("all_gather")
-        if self.update_placement == "sharded" and not wu < ag:
+        wu = self.phase_order.index(CommPhase.WEIGHT_UPDATE)
+        ag = self.phase_order.index(CommPhase.ALL_GATHER)
+        if self.update_placement is Placement.SHARDED and not wu < ag:
             raise ValueError(f"scheme {self.name!r}: a sharded update must precede the all-gather")
-        if self.update_placement == "replicated" and not wu > ag:
+        if self.update_placement is Placement.REPLICATED and not wu > ag:
             raise ValueError(f"scheme {self.name!r}: a replicated update must follow the "
                              "all-gather")
-        if (self.all_gather_payload == "weights") != (self.update_placement == "sharded"):
+        if (self.all_gather_payload is AllGatherPayload.WEIGHTS) \
+                != (self.update_placement is Placement.SHARDED):
             raise ValueError(f"scheme {self.name!r}: all-gathering weights requires a sharded "
                              "update (and gradients a replicated one)")
         for f in ("reduce_scatter_bytes_per_elem", "all_gather_bytes_per_elem", "gradient_bytes",
@@ -117,13 +151,13 @@ class Scheme:
             if getattr(self, f) < 0:
                 raise ValueError(f"scheme {self.name!r}: {f} must be >= 0, got {getattr(self, f)}")
         for ph in self.compressible_phases:
-            if ph not in ("reduce_scatter", "all_gather"):
+            if ph is CommPhase.WEIGHT_UPDATE:
                 raise ValueError(f"scheme {self.name!r}: compressible phase {ph!r} is not a "
                                  "collective")
 
     @property
     def sharded_update(self) -> bool:
-        return self.update_placement == "sharded"
+        return self.update_placement is Placement.SHARDED
 
     @property
     def optimizers(self) -> tuple[str, ...]:
@@ -178,13 +212,13 @@ def _for_optimizer(scheme: Scheme, optimizer: str) -> Scheme:
 def check_optimizer(scheme: Scheme, optimizer: str) -> None:
     """Raise ValueError unless ``scheme`` defines formats for ``optimizer``."""
     if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+        raise InputError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
     if optimizer not in scheme.optimizers:
         others = [n for n, sc in _SCHEMES.items() if optimizer in sc.optimizers
                   and (n.startswith(f"{scheme.name}-")
                        or sc.compute_precision == scheme.compute_precision)]
         hint = f" (schemes that do, at its precision: {', '.join(others)})" if others else ""
-        raise ValueError(f"scheme {scheme.name!r} defines no {optimizer} recipe; it defines "
+        raise InputError(f"scheme {scheme.name!r} defines no {optimizer} recipe; it defines "
                          f"{', '.join(scheme.optimizers)}{hint}")
 
 

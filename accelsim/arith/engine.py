@@ -17,6 +17,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from accelsim.errors import check_int
 from accelsim.numerics import FORMAT_NAMES, get_format
 
 _ROUNDINGS = ("rne", "rna", "rz")
@@ -66,11 +67,9 @@ class EngineConfig:
             if v is not None and (not _is_int(v) or v < 0):
                 raise ValueError(f"{key} must be a non-negative integer or None, got {v!r}")
         for key in ("block_width", "chunk"):
-            v = getattr(self, key)
-            if v is not None and (not _is_int(v) or v < 1):
-                raise ValueError(f"{key} must be a positive integer or None, got {v!r}")
-        if not _is_int(self.split_k) or self.split_k < 1:
-            raise ValueError(f"split_k must be a positive integer, got {self.split_k!r}")
+            if getattr(self, key) is not None:
+                check_int(key, getattr(self, key))  # or None
+        check_int("split_k", self.split_k)
         if self.block_width is None:
             if self.align_bits is not None or self.chunk is not None or self.step_bits is not None:
                 raise ValueError("block_width=None (one exact step over all of K) excludes "
@@ -176,18 +175,16 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(EngineConfig) if f.name != "n
 
 
 def get_engine(name: str, **overrides) -> EngineConfig:
-    """A preset by name with fields replaced, e.g. ``get_engine("h100-fp8", fast_accum=True)``.
+    """A scalar-datapath preset by name with fields replaced, e.g. ``get_engine("h100-fp8",
+    fast_accum=True)`` (the package's :func:`accelsim.arith.get_engine` also knows the
+    block-scaled engines).
 
     ``fast_accum=True`` disables promotion (chunk=None); ``fast_accum=False`` keeps the preset's
     promotion interval (an error for presets that have none).
     """
-    from .blockscaled import BLOCK_PRESETS, get_block_engine  # (imports this module)
-
-    if name in BLOCK_PRESETS:  # block-scaled GEMM engines: a BlockScaledEngine
-        return get_block_engine(name, **overrides)
     if name not in PRESETS:
         raise ValueError(f"unknown engine preset {name!r}; choose from "
-                         f"{', '.join(PRESET_NAMES + tuple(BLOCK_PRESETS))}")
+                         f"{', '.join(PRESET_NAMES)}")
     base = PRESETS[name]
     kw = dict(overrides)
     if "fast_accum" in kw:

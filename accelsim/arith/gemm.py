@@ -33,7 +33,7 @@ from ._fast import field_exponents, floor_log2, round_fast, round_to_odd, two_su
 from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
 from .exact import exact_sums
-from .kloop import k_loop, run_tiles
+from .kloop import check_threads, k_loop, run_tiles
 
 
 def _fmt(name):
@@ -111,6 +111,7 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
     datapath ``choose_path`` picks (``fast=False``: the float64 reference); ``split_k``
     partitions are rounded to fp32 and summed in fp32.
     """
+    check_threads(threads)
     M, K = A.shape
     N = 1 if paired else B.shape[1]
     if K == 0:

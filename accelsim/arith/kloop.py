@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from accelsim.errors import check_int
+
 
 def k_loop(path, tile, K: int, chunk: int | None, on_step=None):
     """Run the engine's steps over K for one tile of outputs; the accumulator (working dtype).
@@ -53,6 +55,13 @@ def run_tiles(path, K: int, chunk: int | None, threads: int | None = None) -> np
         for t in tiles:
             one(t)
     return out
+
+
+def check_threads(threads) -> None:
+    """InputError unless ``threads`` is None (the usable cores) or an integer >= 1 (a bad count
+    was silently ignored: 0 or -3 ran on one thread, 2.5 on the default)."""
+    if threads is not None:
+        check_int("threads", threads)  # None: the usable cores
 
 
 def default_threads() -> int:

@@ -25,6 +25,8 @@ import dataclasses
 
 import numpy as np
 
+from accelsim.errors import check_int
+
 from .engine import EngineConfig
 from .gemm import _check_operand, engine_result
 
@@ -34,8 +36,7 @@ DATAFLOWS = ("ws", "os")
 def systolic_matmul(a, b, engine: EngineConfig, *, rows: int, cols: int, dataflow: str = "ws") -> np.ndarray:
     """A @ B as a rows x cols array of engine PEs computes it; returns (M, N) float32 like matmul."""
     for key, v in (("rows", rows), ("cols", cols)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{key} must be a positive integer, got {v!r}")
+        check_int(key, v)
     if dataflow not in DATAFLOWS:
         raise ValueError(f"dataflow={dataflow!r} is not one of {', '.join(DATAFLOWS)}")
     if engine.block_width is None:

@@ -5,64 +5,182 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
+from accelsim.errors import MAX_COUNT, UserError
+from accelsim.workload.loader import MAX_DIM as WORKLOAD_MAX_DIM
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
+
+def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -> Path:
+    """Refuse, before any computing, an output path that cannot be written: its parent is not a
+    directory or not writable, or the target is a directory (a file was meant) / a file (a
+    folder was meant). Missing parent folders are created."""
+    p = Path(path)
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise UserError(f"{flag} {p}: exists and is not a directory")
+        target_dir = p
+    else:
+        if p.is_dir():
+            raise UserError(f"{flag} {p}: is a directory; give a file name")
+        target_dir = p.parent if str(p.parent) else Path(".")
+    for anc in [target_dir, *target_dir.parents]:
+        if anc.exists():
+            if not anc.is_dir():
+                raise UserError(f"{flag} {p}: {anc} is not a directory")
+            break
     try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return v
+        target_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{flag} {p}: cannot create {target_dir}: {exc.strerror or exc}") from None
+    if not os.access(target_dir, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {p}: {target_dir} is not writable")
+    if not directory and p.exists() and not os.access(p, os.W_OK):
+        raise UserError(f"{flag} {p}: file is not writable")
+    return p
 
 
-def nonnegative_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(v) and v >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return v
+#: Largest tensor dimension (GEMM m/n/k, a model's sizes): what a workload file allows (int32,
+#: as BLAS/cuBLAS take them)
+MAX_DIM = WORKLOAD_MAX_DIM
+#: Most transformer layers a generated model may have (the largest published models have ~10^2;
+#: a workload file holds ~12 rows per layer, and 10^4 layers still generate in about a second)
+MAX_MODEL_LAYERS = 10_000
+#: Most chips (GPUs) a plan or topology may span: a config's plausible ``chips`` range
+MAX_CHIPS = 10_000_000
+#: Seeds of numpy's Generator: any integer in [0, 2^64 - 1] (numpy refuses negative ones).
+MAX_SEED = 2**64 - 1
 
 
-def _integer(text: str, minimum: int) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < minimum:
-        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text!r}")
-    return v
+def _range_text(lo, hi, lo_open: bool = False) -> str:
+    def num(x):
+        return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+    if hi is None:
+        return f"{'>' if lo_open else '>='} {num(lo)}"
+    return f"{'(' if lo_open else '['}{num(lo)}, {num(hi)}]"
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    return _integer(text, 1)
+def int_type(lo: int, hi: int | None = MAX_COUNT, what: str = "an integer"):
+    """argparse type: an integer in ``[lo, hi]``; argparse prefixes the flag, the message says
+    the value and the range ("argument --m: must be an integer in [1, 2,147,483,647], got
+    '99999999999999999999'")."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(
+                f"must be {what} in {_range_text(lo, hi)}, got {text!r}"
+                if hi is not None else f"must be {what} {_range_text(lo, hi)}, got {text!r}")
+        return v
+
+    parse.__name__ = f"integer in {_range_text(lo, hi)}"  # argparse's "invalid <name> value"
+    return parse
 
 
-def nonnegative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    return _integer(text, 0)
+def float_type(lo: float, hi: float | None = None, *, lo_open: bool = False):
+    """argparse type: a finite number in ``[lo, hi]`` (``(lo, hi]`` when ``lo_open``)."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (hi is None or v <= hi)
+        if not ok:
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {'in ' if hi is not None else ''}"
+                f"{_range_text(lo, hi, lo_open)}, got {text!r}")
+        return v
+
+    parse.__name__ = f"number in {_range_text(lo, hi, lo_open)}"
+    return parse
+
+
+#: argparse types: a finite number > 0 / >= 0; an integer in [1, MAX_COUNT] / [0, MAX_COUNT];
+#: a tensor dimension in [1, MAX_DIM]; a seed in [0, MAX_SEED]
+positive_float = float_type(0.0, lo_open=True)
+nonnegative_float = float_type(0.0)
+positive_int = int_type(1)
+nonnegative_int = int_type(0)
+dimension = int_type(1, MAX_DIM)
+model_layers = int_type(1, MAX_MODEL_LAYERS)
+chip_count = int_type(1, MAX_CHIPS)
+seed = int_type(0, MAX_SEED, "a seed (an integer)")
+
+
+def vocabulary(enum_cls, what: str):
+    """argparse type: the member of a closed vocabulary (a str-valued Enum) a flag names,
+    resolved once here; an unknown name lists the choices."""
+
+    def parse(text: str):
+        try:
+            return enum_cls(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {text!r}; choose from "
+                f"{', '.join(m.value for m in enum_cls)}") from None
+
+    parse.__name__ = what
+    return parse
+
+
+def choice_list(choices, what: str):
+    """argparse type: a comma-separated, non-empty list of names from ``choices`` (a str-valued
+    Enum class, or a callable returning a tuple of names, called when the flag is parsed), as a
+    tuple; an unknown or missing name lists the choices."""
+
+    def parse(text: str) -> tuple:
+        known = tuple(choices) if isinstance(choices, type) else tuple(choices())
+        names = [x.strip() for x in text.split(",") if x.strip()]
+        if not names:
+            raise argparse.ArgumentTypeError(f"names no {what}; choose from "
+                                             f"{', '.join(map(str, known))}")
+        bad = [x for x in names if x not in known]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from "
+                                             f"{', '.join(map(str, known))}")
+        return tuple(known[known.index(x)] for x in dict.fromkeys(names))
+
+    parse.__name__ = f"{what} list"
+    return parse
+
+
+def config_range_float(key: str):
+    """argparse type for a flag that sets config key ``key`` (e.g. ``bandwidth_GBps``): the same
+    plausible range a config file must keep (:data:`accelsim.arch.config.PLAUSIBLE`)."""
+    from accelsim.arch.config import PLAUSIBLE
+
+    lo, hi = PLAUSIBLE[key]
+    return float_type(lo, hi)
+
+
+def config_range_int(key: str):
+    """argparse type for an integer flag that sets config key ``key`` (``rows``, ``chips``)."""
+    from accelsim.arch.config import PLAUSIBLE
+
+    lo, hi = PLAUSIBLE[key]
+    return int_type(int(lo), int(hi))
 
 
 def add_bandwidth_arguments(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
     """--chip-GBps / --link-GBps (mutually exclusive) and --inter-board-GBps."""
     nargs = "+" if many else None
     g = parser.add_mutually_exclusive_group()
-    g.add_argument("--chip-GBps", type=positive_float, nargs=nargs, default=None, metavar="GBPS",
+    bandwidth = config_range_float("bandwidth_GBps")
+    g.add_argument("--chip-GBps", type=bandwidth, nargs=nargs, default=None, metavar="GBPS",
                    help="a chip's total off-chip bandwidth in one direction, split evenly over "
                         "its links (the HFP8 paper's 'off-chip bandwidth'; default: as configured)"
                         + ("; several values make a sweep" if many else ""))
-    g.add_argument("--link-GBps", type=positive_float, nargs=nargs, default=None, metavar="GBPS",
+    g.add_argument("--link-GBps", type=bandwidth, nargs=nargs, default=None, metavar="GBPS",
                    help="one off-chip link in one direction (every link of a chip; default: as "
                         "configured)" + ("; several values make a sweep" if many else ""))
-    parser.add_argument("--inter-board-GBps", type=positive_float, default=None, metavar="GBPS",
+    parser.add_argument("--inter-board-GBps", type=bandwidth, default=None, metavar="GBPS",
                         help="one board-to-board link in one direction, applied after "
                              "--link-GBps (default: as configured)")
 
@@ -77,7 +195,7 @@ def optimizer_choices() -> tuple[str, ...]:
 def check_scheme_optimizer(schemes, optimizer: str) -> None:
     """Refuse (one line, naming both flags) a scheme that defines no recipe for the optimizer."""
     from accelsim.arch.schemes import check_optimizer, get_scheme
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
 
     for name in schemes:
         try:
@@ -95,8 +213,6 @@ def scheme_choices() -> tuple[str, ...]:
 
 def require_precisions(system, path, precisions, flag: str) -> None:
     """UserError unless the system's cores have a MAC rate for every one of ``precisions``."""
-    from accelsim.cli import UserError
-
     for prec in dict.fromkeys(precisions):
         if not system.chip.core.supports(prec):
             raise UserError(f"{path}: core.macs_per_pe_per_cycle has no {prec} rate "

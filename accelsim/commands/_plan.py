@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.commands._common import nonnegative_float, positive_int
+from accelsim.commands._common import chip_count, nonnegative_float, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: bool,
@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                              ("--dp", "D", "data-parallel replicas (llm: or --gpus N)"),
                              ("--micro-batch", "b", "samples per micro-batch per replica "
                                                     "(llm default 1)")):
-        p.add_argument(flag, type=positive_int, default=None, metavar=meta, help=what)
+        p.add_argument(flag, type=positive_int if flag == "--micro-batch" else chip_count,
+                       default=None, metavar=meta, help=what)
     p.add_argument("--global-batch", type=positive_int, required=global_batch_required,
                    default=None, metavar="B", help="samples per iteration over all replicas")
     p.add_argument("--interleave", type=positive_int, default=1, metavar="v",
@@ -59,7 +60,7 @@ def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_bat
                global_batch: int):
     """The :class:`accelsim.engine.Plan` of the flags (sizes already defaulted by the caller);
     an impossible plan is a one-line user error naming the flags."""
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.engine.plan import Plan
 
     try:

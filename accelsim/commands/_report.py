@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check(args: argparse.Namespace) -> None:
     """Refuse unwritable output paths before any computing."""
-    from accelsim.cli import check_output_path
+    from accelsim.commands._common import check_output_path
 
     if args.breakdown is not None:
         check_output_path(args.breakdown, "--breakdown")

@@ -27,6 +27,6 @@ def summary(system) -> str:
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch import load_system
 
-    # ConfigError is a ValueError: the CLI prints its one-line message and exits 2.
+    # a ConfigError (an AccelsimError): the CLI prints its one-line message and exits 2
     print(summary(load_system(args.file)))
     return 0

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-
+from accelsim.commands._common import (MAX_COUNT, config_range_float, float_type, int_type,
+                                       positive_int)
+from accelsim.errors import UserError
 
 NAME = "collective"
 HELP = ("Time one reduce-scatter / all-gather / all-reduce / all-to-all on a topology (ring, "
         "dgx1, hfp8-64, ...) with the analytic alpha-beta model or the simpy discrete-event "
         "simulation; prints time and bus bandwidth (nccl-tests convention).")
+
+#: Largest per-hop latency / per-step overhead a flag takes (1 s), as a config's latency_ns
+MAX_LATENCY_US = 1e6
 
 TOPOLOGY_CHOICES = ("ring", "dgx1", "hfp8-64", "torus-2d", "fully-connected", "switch",
                     "multi-board")
@@ -21,32 +25,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="interconnect: ring, dgx1 (8-GPU hybrid cube-mesh), hfp8-64 (8 cube-"
                         "mesh boards, rail-aligned), torus-2d, fully-connected, switch, "
                         "multi-board (--chips a multiple of 8)")
-    parser.add_argument("--chips", type=int, default=None,
+    parser.add_argument("--chips", type=positive_int, default=None,
                         help="number of chips P (fixed: 8 for dgx1, 64 for hfp8-64)")
     parser.add_argument("--op", required=True,
                         choices=("reduce-scatter", "all-gather", "all-reduce", "all-to-all"),
                         help="collective operation (all-to-all: every rank sends N/P to every "
                         "rank)")
-    parser.add_argument("--bytes", type=int, required=True, dest="nbytes",
+    parser.add_argument("--bytes", type=positive_int, required=True, dest="nbytes",
                         help="vector size N in bytes (nccl-tests 'size': the whole vector; "
                         "all-to-all: each rank's send buffer)")
-    parser.add_argument("--elem-bytes", type=int, default=1,
+    parser.add_argument("--elem-bytes", type=int_type(1, 1024), default=1,
                         help="element size in bytes; N must be a multiple of it (default 1)")
-    parser.add_argument("--link-GBps", type=float, default=None,
+    parser.add_argument("--link-GBps", type=config_range_float("bandwidth_GBps"), default=None,
                         help="bandwidth of one link in one direction, GB/s (1e9 B/s); default "
                         "25 (NVLink2) for dgx1/hfp8-64, required otherwise")
-    parser.add_argument("--inter-board-GBps", type=float, default=None,
+    parser.add_argument("--inter-board-GBps", type=config_range_float("bandwidth_GBps"),
+                        default=None,
                         help="board-to-board link bandwidth for hfp8-64/multi-board "
                         "(default: --link-GBps)")
-    parser.add_argument("--latency-us", type=float, default=None,
+    parser.add_argument("--latency-us", type=float_type(0.0, MAX_LATENCY_US), default=None,
                         help="per-hop link latency in microseconds (default 1 us for dgx1-based "
                         "topologies, 0 otherwise)")
-    parser.add_argument("--alpha-us", type=float, default=0.0,
+    parser.add_argument("--alpha-us", type=float_type(0.0, MAX_LATENCY_US), default=0.0,
                         help="extra software overhead per step, microseconds (default 0)")
     parser.add_argument("--engine", choices=("analytic", "des", "both"), default="analytic",
                         help="analytic alpha-beta model, simpy discrete-event simulation, or "
                         "both side by side (JSON: analytic fields plus des_* fields)")
-    parser.add_argument("--packet-bytes", type=float, default=None,
+    parser.add_argument("--packet-bytes", type=float_type(1.0, MAX_COUNT),
+                        default=None,
                         help="DES packet size in bytes (default: one packet per transfer)")
     parser.add_argument("--mode", choices=("symmetric", "explicit"), default="symmetric",
                         help="symmetric: closed form (analytic) / one representative rank (DES), "
@@ -54,27 +60,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "reference, O(chips^2))")
     # defaults: accelsim.netsim.limits (resolved in run(), so that building the parser does not
     # import the network simulator)
-    parser.add_argument("--max-transfers", type=int, default=None,
+    parser.add_argument("--max-transfers", type=positive_int, default=None,
                         help="refuse explicit schedules of more transfers (default 4,000,000)")
-    parser.add_argument("--max-packets", type=int, default=None,
+    parser.add_argument("--max-packets", type=positive_int, default=None,
                         help="refuse DES runs of more packets (default 1,000,000)")
-    parser.add_argument("--max-links", type=int, default=None,
+    parser.add_argument("--max-links", type=positive_int, default=None,
                         help="refuse topology graphs of more links (default 2,000,000; ring, "
                         "switch, multi-board and torus need no graph in symmetric mode)")
     parser.add_argument("--no-pad", action="store_true",
                         help="error out instead of zero-padding when the elements do not split "
                         "evenly over rings x chips")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _number(name: str, x, *, minimum: float = 0.0, strict: bool = True, optional: bool = True):
-    """A finite number > ``minimum`` (>= when not ``strict``); None passes when optional."""
-    if x is None and optional:
-        return None
-    if x is None or not math.isfinite(x) or (x <= minimum if strict else x < minimum):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum:g} and finite, "
-                         f"got {x!r}")
-    return x
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,34 +84,28 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.netsim import symmetric
     from accelsim.netsim import topology as topo
     from accelsim.netsim.limits import SizeLimitError
-    from accelsim.netsim.phases import time_schedule
+    from accelsim.errors import choose
+    from accelsim.netsim.phases import ENGINES, Engine, Mode, time_schedule
     from accelsim.netsim.schedule import best_schedule
 
-    _number("--link-GBps", args.link_GBps)
-    _number("--inter-board-GBps", args.inter_board_GBps)
-    _number("--bytes", args.nbytes, optional=False)
-    _number("--elem-bytes", args.elem_bytes, optional=False)
-    _number("--packet-bytes", args.packet_bytes)
-    _number("--latency-us", args.latency_us, strict=False)
-    _number("--alpha-us", args.alpha_us, strict=False, optional=False)
-    for flag in ("--max-transfers", "--max-packets", "--max-links"):
-        _number(flag, getattr(args, flag[2:].replace("-", "_")), optional=False)
     if args.nbytes % args.elem_bytes:
-        raise ValueError(f"--bytes {args.nbytes} is not a multiple of --elem-bytes "
-                         f"{args.elem_bytes}")
+        raise UserError(f"--bytes {args.nbytes} is not a multiple of --elem-bytes "
+                        f"{args.elem_bytes}")
     flags = {"max_transfers": "--max-transfers", "max_packets": "--max-packets",
              "max_links": "--max-links"}
-    spec = topo.resolve(args.topology, args.chips,
-                        bandwidth_Bps=None if args.link_GBps is None else args.link_GBps * 1e9,
-                        inter_board_Bps=None if args.inter_board_GBps is None
-                        else args.inter_board_GBps * 1e9,
-                        latency_s=None if args.latency_us is None else args.latency_us * 1e-6)
     n, bpe = args.nbytes // args.elem_bytes, float(args.elem_bytes)
-    engines = ("analytic", "des") if args.engine == "both" else (args.engine,)
+    # the flag's string dies here: one Engine each ("both": the two side by side)
+    engines = ENGINES if args.engine == "both" else (choose(Engine, args.engine, "--engine"),)
+    mode = choose(Mode, args.mode, "--mode")
     kw = dict(alpha_s=args.alpha_us * 1e-6, packet_bytes=args.packet_bytes,
               max_packets=args.max_packets)
     try:
-        if args.op == "all-to-all" and args.mode == "symmetric":
+        spec = topo.resolve(args.topology, args.chips,
+                            bandwidth_Bps=None if args.link_GBps is None else args.link_GBps * 1e9,
+                            inter_board_Bps=None if args.inter_board_GBps is None
+                            else args.inter_board_GBps * 1e9,
+                            latency_s=None if args.latency_us is None else args.latency_us * 1e-6)
+        if args.op == "all-to-all" and mode is Mode.SYMMETRIC:
             from accelsim.netsim import alltoall
             pl = alltoall.plan_for(spec)
             name = pl.name
@@ -127,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             s = alltoall.explicit_schedule(g, float(args.nbytes),
                                            max_transfers=args.max_transfers)
             res = [time_schedule(s, e, **kw) for e in engines]
-        elif args.mode == "symmetric":
+        elif mode is Mode.SYMMETRIC:
             pl = symmetric.plan_for(spec, max_links=args.max_links)
             name = pl.name
             res = [symmetric.time_collective(pl, args.op, n, bpe, e, pad=not args.no_pad, **kw)
@@ -139,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
                               max_transfers=args.max_transfers)
             res = [time_schedule(s, e, **kw) for e in engines]
     except SizeLimitError as exc:
-        raise ValueError(exc.message(flags.get(exc.knob, exc.knob))) from None
+        raise UserError(exc.message(flags.get(exc.knob, exc.knob))) from None
+    except ValueError as exc:  # netsim's checks of these flags' values (e.g. --no-pad: chunks)
+        raise UserError(str(exc)) from None
     r = res[0]
     out = r.as_dict()
     out["topology"] = name
@@ -154,9 +146,9 @@ def run(args: argparse.Namespace) -> int:
             ("chips", r.chips), ("algorithm", f"{r.algorithm} ({r.mode})"),
             ("size", f"{r.payload_bytes:.0f} B (padded {r.padded_bytes:.0f} B)"),
             ("steps / transfers", f"{r.steps:,} / {r.transfers:,}"),
-            ("time", f"{r.time_s * 1e6:.3f} us"),
-            ("algorithm bandwidth", f"{r.algbw_GBps:.3f} GB/s"),
-            ("bus bandwidth", f"{r.bus_bandwidth_GBps:.3f} GB/s")]
+            ("time", f"{r.time_s * 1e6:.6g} us"),  # significant digits at any scale
+            ("algorithm bandwidth", f"{r.algbw_GBps:.6g} GB/s"),
+            ("bus bandwidth", f"{r.bus_bandwidth_GBps:.6g} GB/s")]
     if r.engine == "des":
         rows.append(("simulated events", f"{r.events} in {r.wall_s:.3f} s"))
     if len(res) == 2:

@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 
 from accelsim.commands import _report
-from accelsim.commands._common import (add_bandwidth_arguments, nonnegative_int,
-                                       optimizer_choices, positive_int, scheme_choices)
+from accelsim.commands._common import (add_bandwidth_arguments, choice_list, float_type,
+                                       nonnegative_int, optimizer_choices, positive_int,
+                                       scheme_choices)
+from accelsim.perf.systolic import Dataflow
 
 NAME = "explore"
 HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
@@ -28,13 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write every evaluated point (layer x mapping x phase) to this CSV; "
                              "the plans table goes beside it as <stem>_plans.csv and the best "
                              "plan's per-layer breakdown as <stem>_best_layers.csv")
-    parser.add_argument("--dataflows", default="ws,os,is", metavar="LIST",
+    parser.add_argument("--dataflows", type=choice_list(Dataflow, "dataflow"), default="ws,os,is",
+                        metavar="LIST",
                         help="comma-separated dataflows to consider (default: ws,os,is)")
-    parser.add_argument("--strategies", default="data,data-chips,hybrid", metavar="LIST",
+    parser.add_argument("--strategies", type=choice_list(_strategies, "strategy"),
+                        default="data,data-chips,hybrid", metavar="LIST",
                         help="comma-separated plan strategies: data, data-chips, hybrid "
                              "(default: all)")
     add_bandwidth_arguments(parser)
-    parser.add_argument("--compression", type=float, default=1.0, metavar="X",
+    parser.add_argument("--compression", type=float_type(1.0), default=1.0, metavar="X",
                         help="gradient compression factor for the reduce-scatter (default: 1)")
     parser.add_argument("--executor", choices=["serial", "process", "thread", "dask"],
                         default="serial",
@@ -50,16 +54,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _report.add_arguments(parser)
 
 
+def _strategies() -> tuple[str, ...]:
+    from accelsim.dse.explore import STRATEGIES
+
+    return STRATEGIES
+
+
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from accelsim.arch import build_system
-    from accelsim.cli import UserError, check_output_path
-    from accelsim.commands._common import check_scheme_optimizer, load_workload_arg, system_path
+    from accelsim.commands._common import (check_output_path, check_scheme_optimizer,
+                                           load_workload_arg, system_path)
+    from accelsim.errors import UserError
     from accelsim.dse import explore
 
-    if not args.compression >= 1:
-        raise UserError(f"--compression must be >= 1, got {args.compression}")
     if args.out is not None:
         check_output_path(args.out, "--out")
     _report.check(args)
@@ -67,9 +76,8 @@ def run(args: argparse.Namespace) -> int:
     system = build_system(system_path(args.system), chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
     wl = load_workload_arg(args.workload)
-    split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
-    res = explore(system, wl, args.batch, args.scheme, dataflows=split(args.dataflows),
-                  strategies=split(args.strategies), compression=args.compression,
+    res = explore(system, wl, args.batch, args.scheme, dataflows=args.dataflows,
+                  strategies=args.strategies, compression=args.compression,
                   executor=args.executor, optimizer=args.optimizer,
                   max_workers=args.workers, progress=True)
     b = res.best

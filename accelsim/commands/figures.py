@@ -3,6 +3,10 @@ Figs. 8-9), the compression sweep, the DGX-1 check and a Markdown summary into o
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from accelsim.commands._common import positive_int
+
 NAME = "figures"
 HELP = ("regenerate the throughput study (paper Figs. 8-9, compression sweep, DGX-1 check) as "
         "CSV + PNG + summary.md + manifest.json")
@@ -23,7 +27,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dgx1", default=None, metavar="TOML",
                         help="DGX-1 config for the real-world check (default: "
                              "arch_configs/dgx1-v100.toml; 'none' skips the check)")
-    parser.add_argument("--minibatch", type=int, default=None, metavar="N",
+    parser.add_argument("--minibatch", type=positive_int, default=None, metavar="N",
                         help="global minibatch (default: the calibrated PAPER_SETUP value, 384); "
                              "the DGX-1 check always uses NVIDIA's 256 per GPU")
     parser.add_argument("--optimizer", choices=optimizer_choices(),
@@ -38,8 +42,8 @@ def run(args) -> int:
 
     import dataclasses
 
-    from accelsim.cli import UserError, check_output_path
-    from accelsim.commands._common import check_scheme_optimizer
+    from accelsim.commands._common import check_output_path, check_scheme_optimizer
+    from accelsim.errors import UserError
     from accelsim.dse import hfp8_study as study
     from accelsim.dse.sweep import Infeasible
     from accelsim.paths import resolve_input
@@ -55,8 +59,11 @@ def run(args) -> int:
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     check_output_path(args.out, "--out", directory=True)
+    from accelsim.errors import choose
+    from accelsim.netsim import Engine
+
     check_scheme_optimizer(study.SCHEMES, args.optimizer)
-    params = dataclasses.replace(study.PAPER_SETUP, engine=args.engine,
+    params = dataclasses.replace(study.PAPER_SETUP, engine=choose(Engine, args.engine, "--engine"),
                                  optimizer=args.optimizer)
     if args.minibatch is not None:
         try:
@@ -71,6 +78,7 @@ def run(args) -> int:
                         "(try a smaller --minibatch)") from None
     formats_table = _formats_table()
     files = report.write_study(result, args.out, formats_table=formats_table,
+                              calibration=_read_calibration(Path(args.out)),
                               argv=["accelsim", "figures", *_argv(args)],
                               elapsed_s=time.perf_counter() - t0)
     for f in files:
@@ -85,6 +93,27 @@ def run(args) -> int:
                   f"{r.predicted:.0f} img/s ({r.error_pct:+.1f} %)")
     print(f"done in {time.perf_counter() - t0:.1f} s ({args.engine} engine)")
     return 0
+
+
+#: tables that ``scripts/calibrate.py --out DIR`` leaves in DIR; the summary shows them
+CALIBRATION_FILES = ("calibration.csv", "calibration_ranges.csv")
+
+
+def _read_calibration(out: Path):
+    """(residuals, ranges) tables of ``scripts/calibrate.py`` in ``out``, or None when it has not
+    been run there (read here: the report room takes tables, not files)."""
+    import pandas as pd
+
+    paths = [out / f for f in CALIBRATION_FILES]
+    if not all(p.is_file() for p in paths):
+        return None
+    try:
+        return tuple(pd.read_csv(p) for p in paths)
+    except (OSError, ValueError) as exc:  # damaged tables: say so rather than fail the run
+        from accelsim.errors import UserError
+
+        raise UserError(f"{out}: cannot read the calibration tables {', '.join(CALIBRATION_FILES)}"
+                        f": {' '.join(str(exc).split())}") from None
 
 
 def _argv(args) -> list[str]:

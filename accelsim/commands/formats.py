@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.numerics.table import format_table, precision_table
     from accelsim.report.formats import plot_precision, table_to_markdown
 
-    from accelsim.cli import check_output_path
+    from accelsim.commands._common import check_output_path
 
     out = check_output_path(Path(args.out), "--out", directory=True)
     table = format_table()

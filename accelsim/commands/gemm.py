@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from accelsim.commands._common import positive_int, scheme_choices
+from accelsim.commands._common import dimension, scheme_choices
 
 NAME = "gemm"
 HELP = ("Time and TFLOP/s of one GEMM [M,K] @ [K,N] on one chip of a system config "
@@ -16,9 +16,9 @@ HELP = ("Time and TFLOP/s of one GEMM [M,K] @ [K,N] on one chip of a system conf
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="arch_configs/*.toml file or shipped name (e.g. h100-sxm)")
-    parser.add_argument("--m", type=positive_int, required=True, help="rows of A and C")
-    parser.add_argument("--n", type=positive_int, required=True, help="columns of B and C")
-    parser.add_argument("--k", type=positive_int, required=True, help="reduction dimension")
+    parser.add_argument("--m", type=dimension, required=True, help="rows of A and C")
+    parser.add_argument("--n", type=dimension, required=True, help="columns of B and C")
+    parser.add_argument("--k", type=dimension, required=True, help="reduction dimension")
     parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
                         help="precision of the GEMM (a scheme's compute precision; default fp16)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

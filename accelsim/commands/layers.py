@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from accelsim.commands._common import positive_int
+
 NAME = "layers"
 HELP = ("Table of GEMM shapes (M, N, K) and FLOPs per layer and phase (fwd, bwd_data, wgrad), "
         "plus element-wise work, for a workload TOML or a SCALE-Sim topology CSV.")
@@ -14,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload", metavar="WORKLOAD",
                         help="workload TOML file, SCALE-Sim topology .csv, or the name of a "
                              "shipped workload (resnet50, bert-base, tiny-cnn)")
-    parser.add_argument("--batch", type=int, default=1, metavar="N",
+    parser.add_argument("--batch", type=positive_int, default=1, metavar="N",
                         help="minibatch size per GEMM (default: 1)")
     parser.add_argument("--csv", type=Path, default=None, metavar="OUT",
                         help="also write the tidy table (one row per layer x phase) to OUT as CSV")
@@ -25,11 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
     from accelsim.commands._common import load_workload_arg
 
-    if args.batch < 1:
-        raise UserError(f"--batch must be >= 1, got {args.batch}")
     if args.csv is not None:
         check_output_path(args.csv, "--csv")
     wl = load_workload_arg(args.workload)

@@ -8,7 +8,7 @@ import json
 import sys
 
 from accelsim.commands import _plan, _report
-from accelsim.commands._common import positive_int
+from accelsim.commands._common import chip_count, dimension, model_layers, positive_int
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT run on nodes like "
@@ -22,10 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="node file (e.g. arch_configs/dgx-h100.toml) or shipped name")
     m = parser.add_argument_group("model")
-    for flag, meta in (("--layers", "L"), ("--hidden", "H"), ("--heads", "A"), ("--seq", "S"),
-                       ("--vocab", "V")):
-        m.add_argument(flag, type=positive_int, required=True, metavar=meta)
-    m.add_argument("--ffn", type=positive_int, default=None, metavar="F",
+    m.add_argument("--layers", type=model_layers, required=True, metavar="L")
+    for flag, meta in (("--hidden", "H"), ("--heads", "A"), ("--seq", "S"), ("--vocab", "V")):
+        m.add_argument(flag, type=dimension, required=True, metavar=meta)
+    m.add_argument("--ffn", type=dimension, default=None, metavar="F",
                    help="FFN size (default 4 x H)")
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = parser.add_argument_group("search")
     s.add_argument("--search", action="store_true",
                    help="rank every plan for --gpus GPUs (or T x P x D) instead of one plan")
-    s.add_argument("--gpus", type=positive_int, default=None, metavar="N",
+    s.add_argument("--gpus", type=chip_count, default=None, metavar="N",
                    help="GPUs of the run: with --search the count to plan for; for one plan "
                         "dp = N / (tp x pp)")
     s.add_argument("--top", type=positive_int, default=10, metavar="K",
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch import build_system
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.commands._common import system_path
     from accelsim.engine import predict
     from accelsim.workload.gpt import GptConfig
@@ -80,6 +80,17 @@ def run(args: argparse.Namespace) -> int:
                       flash_attention=args.flash_attention)
     if args.search and (args.breakdown or args.trace):
         raise UserError("--breakdown and --trace are for one prediction, not --search")
+    # a scheme the chip has no datapath for is refused here, naming the flag (as gemm does);
+    # one it computes no faster than its high precision gets predict's note
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.commands._common import (check_scheme_optimizer, datapath_note,
+                                           require_precisions)
+
+    system = build_system(path)
+    scheme = get_scheme(args.scheme)
+    require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
+    check_scheme_optimizer([args.scheme], args.optimizer)
+    datapath_note(system, scheme)
     if args.search:
         return _search(args, model, path, _params(args))
     tp, pp = args.tp or 1, args.pp or 1
@@ -96,8 +107,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--out is for --search tables")
     plan = _plan.build_plan(args, tp=tp, pp=pp, dp=dp, micro_batch=args.micro_batch or 1,
                             global_batch=args.global_batch)
+    try:  # the plan's own checks (tp divides heads, a TP group in a node): invalid flags
+        plan.check_model(model)
+        plan.check_placement(system.chips)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     _report.check(args)
-    system = build_system(path)
     r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp}, {args.scheme}")
@@ -118,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _params(args: argparse.Namespace):
     """The global parameters with the command line's overrides (the one place they are set)."""
-    from accelsim.cli import UserError
     from accelsim.engine import LlmParams
+    from accelsim.errors import UserError
 
     if args.memory_reserve is None:
         return LlmParams()
@@ -132,7 +147,8 @@ def _params(args: argparse.Namespace):
 def _search(args, model, path, params) -> int:
     import pandas as pd
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.llm.search import search
 
     gpus = args.gpus

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 def _attention(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.engine import LlmParams
     from accelsim.engine.graph import AttentionOp, attention_parts, attention_precision

@@ -31,11 +31,14 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import sys
+    import warnings
     from pathlib import Path
 
     import pandas as pd
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import AccelsimError, UserError
     from accelsim.report.plot import plot_table
 
     if not args.out.lower().endswith(".png"):
@@ -51,18 +54,28 @@ def run(args) -> int:
         raise UserError(f"{' and '.join('--' + f for f in missing)} required to plot a table")
     src = Path(args.table)
     if not src.is_file():
-        raise UserError(f"{src}: no such file")
+        raise UserError(f"{src}: " + ("not a regular file (a table was expected)" if src.exists()
+                                      else "no such file"))
+    if not args.out.lower().endswith(".png"):
+        raise UserError(f"--out {args.out}: must end in .png")
     check_output_path(args.out, "--out")
     try:
         table = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
     except (ValueError, OSError, ImportError, pd.errors.ParserError) as exc:
         raise UserError(f"{src}: cannot read the table: {' '.join(str(exc).split())}") from None
-    try:
-        out = plot_table(table, args.out, x=args.x, y=args.y, hue=args.hue, facet=args.facet,
-                         kind=args.kind, logx=args.logx, logy=args.logy, title=args.title)
-    except ValueError as exc:
-        raise UserError(f"{src}: {exc}") from None
-    print(out)
+    with warnings.catch_warnings(record=True) as caught:
+        # matplotlib's warnings (a glyph missing from the font, a tight_layout that cannot fit
+        # the labels) carry site-packages paths: shown below as one line each, or not at all
+        warnings.simplefilter("always")
+        try:
+            out = plot_table(table, args.out, x=args.x, y=args.y, hue=args.hue,
+                             facet=args.facet, kind=args.kind, logx=args.logx, logy=args.logy,
+                             title=args.title)
+        except AccelsimError as exc:
+            raise UserError(f"{src}: {exc}") from None
+    for text in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+        print(f"accelsim plot: warning: {text}", file=sys.stderr)
+    print(f"wrote {out} ({args.y} vs {args.x}, {len(table):,} rows of {src})")
     return 0
 
 
@@ -73,7 +86,8 @@ def _plot_trace(args) -> int:
 
     import pandas as pd
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.report.trace import plot_trace
 
     src = Path(args.trace)

@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_policy, load_system
     from accelsim.arch.schemes import get_scheme, with_policy
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
     from accelsim.commands._common import datapath_note
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 def _transformer(args, system, workload, scheme, fusion: bool):
     """A generated transformer workload through the engine's transformer path (what ``llm``
     runs): ``--batch`` is the micro-batch, dp defaults to the system's chips over tp x pp."""
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.engine import LlmParams
     from accelsim.engine.transformer import predict
 

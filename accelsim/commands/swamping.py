@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import positive_int
+from accelsim.commands._common import positive_int, seed
 
 NAME = "swamping"
 HELP = ("Relative error of long dot products (K = 64..65536, positive and zero-mean data) for "
@@ -22,7 +22,7 @@ MAX_OPERAND_BYTES = 2 * 2**30
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", default="reports",
                         help="output directory (default: reports)")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=seed, default=0,
                         help="seed of the numpy Generator that draws the operands (default: 0)")
     parser.add_argument("--reps", type=positive_int, default=64,
                         help="dot products per K and distribution (default: 64)")
@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
         study_engines, swamping_table)
     from accelsim.report.swamping import plot_block_swamping, plot_swamping
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
 
     out = Path(args.out)
     # operands are float64 arrays of reps x K per distribution: refuse before allocating
@@ -53,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
                         f"{MAX_OPERAND_BYTES / 2**30:.0f} GiB (lower --reps or --max-k)")
     check_output_path(out, "--out", directory=True)
     if args.sweep_k % max(CHUNKS):
-        raise ValueError(f"--sweep-k {args.sweep_k}: must be a multiple of {max(CHUNKS)}")
+        raise UserError(f"--sweep-k {args.sweep_k}: must be a multiple of {max(CHUNKS)}")
     if args.max_k < 64 or args.max_k & (args.max_k - 1):
-        raise ValueError(f"--max-k {args.max_k}: must be a power of two >= 64")
+        raise UserError(f"--max-k {args.max_k}: must be a power of two >= 64")
     k_values = tuple(2**i for i in range(6, args.max_k.bit_length()))
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)

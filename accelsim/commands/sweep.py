@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from accelsim.commands._common import positive_int
+
 NAME = "sweep"
 HELP = ("sweep the training-step model over scenario keys (off-chip bandwidth, compression, "
         "chips, cores, array size, scheme, minibatch, ...); rows are appended to one table as "
@@ -47,12 +49,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--executor", choices=("serial", "process", "dask"), default="process",
                         help="where points run: this process, a local process pool (default), or "
                              "a Dask cluster (needs accelsim[dask])")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=positive_int, default=None,
                         help="worker processes (default: all cores)")
     parser.add_argument("--dask-address", default=None, metavar="HOST:PORT",
                         help="scheduler of a running Dask cluster (default: start a local one)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("--max-points", type=int, default=None, metavar="N",
+    parser.add_argument("--max-points", type=positive_int, default=None, metavar="N",
                         help="refuse sweeps (and ranges) with more points than this, counted "
                              "before anything is built (default: 100,000)")
     parser.add_argument("--dry-run", action="store_true",
@@ -86,8 +88,6 @@ def max_points(args) -> int:
 
     if args.max_points is None:
         return sw.MAX_POINTS
-    if args.max_points < 1:
-        raise ValueError(f"--max-points must be >= 1, got {args.max_points}")
     return args.max_points
 
 
@@ -97,13 +97,12 @@ def run(args) -> int:
     import warnings
     from pathlib import Path
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.commands._common import exit_interrupted, journal_rows
     from accelsim.dse import scenario
     from accelsim.dse import sweep as sw
 
-    if args.workers is not None and args.workers < 1:
-        raise UserError(f"--workers must be >= 1, got {args.workers}")
     try:
         spec = build_spec(args)
     except (ValueError, FileNotFoundError) as exc:

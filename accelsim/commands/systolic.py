@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from accelsim.commands._common import config_range_int, int_type, positive_int, vocabulary
+from accelsim.perf.systolic import DATAFLOWS, Dataflow
+from accelsim.workload.model import PHASES, Phase
+
 NAME = "systolic"
 HELP = ("Per-layer compute cycles on an R x C systolic array (ws/os/is dataflow) for a SCALE-Sim "
         "topology CSV or a workload TOML; --scalesim-compat reproduces SCALE-Sim v3's cycles.")
@@ -16,18 +20,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="SCALE-Sim topology CSV (Layer name, IFMAP Height, ..., Strides)")
     src.add_argument("--workload", metavar="WORKLOAD",
                      help="workload TOML file or shipped workload name (e.g. resnet50)")
-    parser.add_argument("--rows", type=int, required=True, metavar="R", help="array rows")
-    parser.add_argument("--cols", type=int, required=True, metavar="C", help="array columns")
-    parser.add_argument("--dataflow", choices=["ws", "os", "is"], default="ws",
+    parser.add_argument("--rows", type=config_range_int("rows"), required=True, metavar="R", help="array rows")
+    parser.add_argument("--cols", type=config_range_int("cols"), required=True, metavar="C", help="array columns")
+    parser.add_argument("--dataflow", type=vocabulary(Dataflow, "dataflow"), choices=DATAFLOWS,
+                        default=Dataflow.WS,
                         help="weight-, output- or input-stationary (default: ws)")
     parser.add_argument("--scalesim-compat", action="store_true",
                         help="SCALE-Sim v3 shape rules (no padding, output size rounded up) and "
                              "cycle convention (index of the last cycle, from 0)")
-    parser.add_argument("--batch", type=int, default=1, metavar="N",
+    parser.add_argument("--batch", type=positive_int, default=1, metavar="N",
                         help="minibatch size (default: 1, as SCALE-Sim)")
-    parser.add_argument("--phase", choices=["fwd", "bwd_data", "wgrad"], default="fwd",
+    parser.add_argument("--phase", type=vocabulary(Phase, "phase"), choices=PHASES,
+                        default=Phase.FWD,
                         help="training phase whose GEMMs are timed (default: fwd)")
-    parser.add_argument("--macs-per-pe", type=int, default=1, metavar="P",
+    parser.add_argument("--macs-per-pe", type=int_type(1, 10_000), default=1, metavar="P",
                         help="MACs per PE per cycle along K (e.g. 2 for an FP8 mode; default 1)")
     parser.add_argument("--out", type=Path, default=None, metavar="OUT.csv",
                         help="write the table (one row per layer, in order) to OUT.csv")
@@ -36,21 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
     from accelsim.commands._common import load_workload_arg
     from accelsim.perf.systolic import workload_cycles
     from accelsim.workload import read_scalesim_topology
 
-    for name in ("rows", "cols", "batch", "macs_per_pe"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    from accelsim.arch.config import PLAUSIBLE
-
-    for name in ("rows", "cols"):
-        hi = PLAUSIBLE[name][1]
-        if getattr(args, name) > hi:
-            raise UserError(f"--{name} {getattr(args, name)}: more than the plausible {hi:,} "
-                            "(docs/configs.md)")
     if args.out is not None:
         check_output_path(args.out, "--out")
     if args.topology_csv is not None:
@@ -65,9 +61,11 @@ def run(args: argparse.Namespace) -> int:
     with pd.option_context("display.max_rows", None, "display.width", 200,
                            "display.float_format", "{:.4f}".format):
         print(df.to_string(index=False))
-    total = int(df["compute_cycles"].sum())
-    util = float((df.M * df.N * df.K * df["count"]).sum()
-                 / (args.rows * args.cols * args.macs_per_pe * total))
+    # totals in Python integers: MACs of a large batch overflow int64 where cycles still fit
+    total = sum(int(c) for c in df["compute_cycles"])
+    macs = sum(int(m) * int(n) * int(k) * int(c)
+               for m, n, k, c in zip(df.M, df.N, df.K, df["count"]))
+    util = macs / (args.rows * args.cols * args.macs_per_pe * total)
     print(f"# {wl.name}: {len(df)} GEMM layers, {args.phase}, batch {args.batch}, "
           f"{args.rows}x{args.cols} {args.dataflow}: {total:,} cycles, utilization {util:.3f}"
           + (" (SCALE-Sim convention)" if args.scalesim_compat else ""))

@@ -11,6 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
+from accelsim.commands._common import nonnegative_int, positive_float, positive_int, seed
+
 NAME = "train"
 HELP = ("Train mlp/cnn/transformer on digits (or a synthetic sequence task) with every GEMM "
         "quantized to a recipe's formats and summed on an arith engine; --compare plots recipes.")
@@ -25,12 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=f"comma-separated recipes to train and plot ({', '.join(RECIPE_NAMES)})")
     parser.add_argument("--model", choices=MODEL_NAMES, default="mlp", help="default: mlp")
     parser.add_argument("--dataset", choices=DATASET_NAMES, default="digits", help="default: digits")
-    parser.add_argument("--steps", type=int, default=1000, help="training steps (default: 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of split, init, batches, rounding")
-    parser.add_argument("--batch-size", type=int, default=32, help="minibatch size (default: 32)")
-    parser.add_argument("--lr", type=float, default=None,
+    parser.add_argument("--steps", type=positive_int, default=1000, help="training steps (default: 1000)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of split, init, batches, rounding")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="minibatch size (default: 32)")
+    parser.add_argument("--lr", type=positive_float, default=None,
                         help="learning rate (default: 0.05 for SGD recipes, 3e-3 for AdamW)")
-    parser.add_argument("--eval-every", type=int, default=None, metavar="N",
+    parser.add_argument("--eval-every", type=nonnegative_int, default=None, metavar="N",
                         help="test accuracy every N steps; 0: only at the end (default: steps/20 with "
                              "--compare, else only at the end)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -43,15 +45,9 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import pandas as pd
 
-    from accelsim.cli import UserError
+    from accelsim.errors import UserError
     from accelsim.train import RECIPE_NAMES, TrainConfig, train
 
-    if args.steps < 1:
-        raise UserError(f"--steps must be >= 1, got {args.steps}")
-    if args.batch_size < 1:
-        raise UserError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.eval_every is not None and args.eval_every < 0:
-        raise UserError(f"--eval-every must be >= 0, got {args.eval_every}")
     if args.compare is not None:
         recipes = [r.strip() for r in args.compare.split(",") if r.strip()]
         if not recipes:
@@ -69,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                 "eval_every": eval_every}
     stem = f"train_{args.model}_{args.dataset}"
     if args.compare is not None:
-        from accelsim.cli import check_output_path
+        from accelsim.commands._common import check_output_path
 
         check_output_path(args.out, "--out", directory=True)
     done = 0

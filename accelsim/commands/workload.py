@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.commands._common import positive_int
+from accelsim.commands._common import dimension, model_layers
 
 NAME = "workload"
 HELP = ("Generate workloads: 'workload gpt --layers L --hidden H --heads A --seq S --vocab V "
@@ -16,9 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = sub.add_parser("gpt", help="GPT-2/GPT-3 style decoder-only Transformer")
     g.add_argument("--preset", choices=("gpt2-small", "gpt3-175b"), default=None,
                    help="start from a published model; explicit flags override its numbers")
-    for flag, meta in (("--layers", "L"), ("--hidden", "H"), ("--heads", "A"), ("--seq", "S"),
-                       ("--vocab", "V"), ("--ffn", "F"), ("--positions", "P")):
-        g.add_argument(flag, type=positive_int, default=None, metavar=meta)
+    g.add_argument("--layers", type=model_layers, default=None, metavar="L")
+    for flag, meta in (("--hidden", "H"), ("--heads", "A"), ("--seq", "S"), ("--vocab", "V"),
+                       ("--ffn", "F"), ("--positions", "P")):
+        g.add_argument(flag, type=dimension, default=None, metavar=meta)
     g.add_argument("--untied-embeddings", action="store_true")
     g.add_argument("--no-causal", action="store_true", help="bidirectional attention")
     g.add_argument("--flash-attention", action="store_true")
@@ -29,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from accelsim.cli import UserError, check_output_path
+    from accelsim.commands._common import check_output_path
+    from accelsim.errors import UserError
     from accelsim.workload.gpt import PRESETS, GptConfig, workload_toml
 
     out = check_output_path(args.out, "--out")

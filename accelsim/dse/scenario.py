@@ -28,6 +28,7 @@ from accelsim.dse.hfp8_study import DEFAULT_SYSTEM, DEFAULT_WORKLOAD, PAPER_SETU
 from accelsim.dse.training import training_step
 from accelsim.engine.schedule import STEP_COLUMNS, TrainingParams
 from accelsim.dse.sweep import Infeasible, SweepSpec
+from accelsim.errors import MAX_COUNT, InputError
 from accelsim.paths import resolve_input
 from accelsim.workload import Workload
 
@@ -132,6 +133,10 @@ class Scenario:
                 "inter_board_GBps": arch_scenario.inter_board_GBps(s)}
 
 
+#: Largest minibatch a point may ask for (the CLI's --batch/--minibatch bound)
+MAX_MINIBATCH = MAX_COUNT
+
+
 def build_scenario(point: Mapping[str, Any]) -> Scenario:
     """The scenario of a sweep point (keys missing from the point take :func:`defaults`).
     ValueError/ConfigError for bad keys or values; :class:`Infeasible` for a chip count the
@@ -146,6 +151,9 @@ def build_scenario(point: Mapping[str, Any]) -> Scenario:
     workload = _workload(str(p["workload"]))
     scheme = get_scheme(str(p["scheme"])).name
     kw = {k: _int_if_integral(p[k]) if k == "minibatch" else p[k] for k in PARAM_KEYS}
+    mb = kw.get("minibatch")
+    if isinstance(mb, int) and not isinstance(mb, bool) and mb > MAX_MINIBATCH:
+        raise InputError(f"minibatch must be an integer in [1, {MAX_MINIBATCH:,}], got {mb!r}")
     return Scenario(system, workload, scheme, TrainingParams(**kw))
 
 
@@ -210,7 +218,7 @@ def validate_spec(spec: SweepSpec) -> None:
             pass  # a design that does not fit is a result, not an input error
         except (ValueError, ConfigError, FileNotFoundError, TypeError) as exc:
             where = f"{k}={point[k]!r}: " if k is not None else ""
-            raise ValueError(f"{where}{exc}") from None
+            raise InputError(f"{where}{exc}") from None
 
 
 def sample_kind(workload: Workload) -> str:

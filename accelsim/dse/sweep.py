@@ -43,6 +43,7 @@ from accelsim.dse.sweep_journal import (
     JournalWarning,
     cell_text,
 )
+from accelsim.errors import check_int
 
 __all__ = ["CRC_COLUMN", "EXECUTORS", "ID_COLUMN", "MAX_POINTS", "STATUS_COLUMNS", "GroupAllBut",
            "Infeasible", "JournalError", "JournalIOError", "JournalLocked", "JournalWarning",
@@ -158,9 +159,8 @@ def run_sweep(
 
     if executor not in EXECUTORS:
         raise ValueError(f"sweep: unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):
-        raise ValueError(f"sweep: workers must be an integer >= 1, got {workers!r}")
+    if workers is not None:
+        check_int("sweep: workers", workers)
     out_cols = _columns_of(evaluate, columns)
     # columns in a canonical order: the same sweep with its axes given in another order is the
     # same table (and resumes into it)

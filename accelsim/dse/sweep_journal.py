@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from accelsim.errors import AccelsimError, InputError
+
 try:
     import fcntl
 except ImportError:  # not POSIX: an O_EXCL lock file whose holder's pid is checked instead
@@ -36,7 +38,7 @@ _CRC_RE = re.compile(rb"[0-9a-f]{8}\Z")
 _WARN_LINES = 5
 
 
-class JournalError(ValueError):
+class JournalError(InputError):
     """A sweep table that cannot be used as this sweep's journal (other columns, not a table)."""
 
 
@@ -44,7 +46,7 @@ class JournalLocked(JournalError):
     """Another live sweep is writing the same journal."""
 
 
-class JournalIOError(OSError):
+class JournalIOError(AccelsimError, OSError):
     """The journal (or its quarantine) could not be written: ``errno`` is the system's, the
     message names the file, what is kept and how to go on."""
 

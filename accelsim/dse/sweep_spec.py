@@ -18,19 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelsim.errors import Infeasible  # noqa: F401 - re-exported: sweeps import it from here
+
 #: Columns every sweep table starts with / carries, in this order around the parameters.
 ID_COLUMN = "point_id"
 STATUS_COLUMNS = ("status", "reason")
 #: Most points a sweep (or one range) may have unless the caller raises the limit: counted before
 #: anything is built, so a typo such as ``1:1000000000:1`` is refused at once, not cut or run.
 MAX_POINTS = 100_000
-
-
-
-class Infeasible(Exception):
-    """Raised by an evaluator for a point that is valid input but cannot run (e.g. does not fit).
-
-    The sweep records it as a row with ``status="infeasible"`` and ``reason=str(exc)``."""
 
 
 @dataclass(frozen=True)
@@ -248,7 +243,7 @@ def load_sweep_file(path: str | os.PathLike, *, defaults: Mapping[str, Any] | No
     """
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))  # a BOM is not TOML
     except FileNotFoundError:
         raise FileNotFoundError(f"sweep file not found: {p}") from None
     except IsADirectoryError:

@@ -38,6 +38,7 @@ from accelsim.engine.memory import Memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.ring import bus_factor, ring_collective_time
 from accelsim.workload.gpt import GptConfig
+from accelsim.errors import InputError
 
 ENGINES = ("analytic", "des")
 #: DES packet size: collectives move in pipelined chunks of this many bytes (assumption: the
@@ -74,7 +75,7 @@ class Fabric:
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
+            raise InputError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
 
     def ring(self, kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
              latency_s: float) -> float:
@@ -85,10 +86,10 @@ class Fabric:
     @classmethod
     def of(cls, system: System, params: LlmParams, engine: str = "analytic") -> Fabric:
         if system.boards != 1:
-            raise ValueError(f"system {system.name!r}: the llm model takes a node file "
+            raise InputError(f"system {system.name!r}: the llm model takes a node file "
                              f"(boards = 1), got boards = {system.boards}")
         if system.inter_board_link is None:
-            raise ValueError(f"system {system.name!r}: no inter_board link (the per-GPU NIC) "
+            raise InputError(f"system {system.name!r}: no inter_board link (the per-GPU NIC) "
                              "to reach other nodes")
         e = params.network_efficiency
         ln, ib = system.link, system.inter_board_link

@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from accelsim.arch import System
 from accelsim.perf.gemm import OPERAND_BYTES, gemm_time
+from accelsim.errors import InputError
 
 
 class Phase(StrEnum):
@@ -92,10 +93,10 @@ class AttentionOp:
         for f in ("batch", "heads", "seq", "head_dim"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"attention {f} must be an integer >= 1, got {v!r}")
+                raise InputError(f"attention {f} must be an integer >= 1, got {v!r}")
         kv = self.kv_heads or self.heads
         if kv < 1 or self.heads % kv:
-            raise ValueError(f"attention heads {self.heads} must be a multiple of kv_heads {kv}")
+            raise InputError(f"attention heads {self.heads} must be a multiple of kv_heads {kv}")
 
     @property
     def fraction(self) -> float:

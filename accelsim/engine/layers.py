@@ -20,6 +20,7 @@ from accelsim.perf.gemm import FITTED, Efficiency
 from accelsim.perf.layer_model import Mapping, evaluate_layer
 from accelsim.perf.precision import layer_precisions
 from accelsim.perf.systolic import DATAFLOWS
+from accelsim.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
     from accelsim.arch.schemes import get_scheme
 
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        raise InputError(f"batch must be a positive integer, got {batch!r}")
     sc = get_scheme(scheme)
     prec = layer_precisions(workload, sc)
     total = batch * system.chips
@@ -65,7 +66,7 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
         cols = evaluate_layer(system, layer, total, prec[layer.name], maps, efficiency=efficiency)
         bad = ~cols["feasible"]
         if bad.any():
-            raise ValueError(f"layer {layer.name!r}: {cols['reason'][bad][0]}")
+            raise InputError(f"layer {layer.name!r}: {cols['reason'][bad][0]}")
         n = len(maps)
         for j, phase in enumerate(cols["phase"][::n]):
             t = cols["time_s"][j * n:(j + 1) * n]

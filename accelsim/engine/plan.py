@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from accelsim.arch.schemes import OPTIMIZERS
 from accelsim.workload.gpt import GptConfig
+from accelsim.errors import InputError
 
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -48,22 +49,22 @@ class Plan:
         for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"plan {f} must be an integer >= 1, got {v!r}")
+                raise InputError(f"plan {f} must be an integer >= 1, got {v!r}")
         if self.recompute not in RECOMPUTE:
-            raise ValueError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, "
+            raise InputError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, "
                              f"got {self.recompute!r}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"plan optimizer must be one of {', '.join(OPTIMIZERS)}, "
+            raise InputError(f"plan optimizer must be one of {', '.join(OPTIMIZERS)}, "
                              f"got {self.optimizer!r}")
         if self.zero not in ZERO_STAGES:
-            raise ValueError(f"plan zero must be one of 0, 1, 2, 3, got {self.zero!r}")
+            raise InputError(f"plan zero must be one of 0, 1, 2, 3, got {self.zero!r}")
         if self.global_batch % (self.micro_batch * self.dp):
-            raise ValueError(f"global batch {self.global_batch} is not a multiple of "
+            raise InputError(f"global batch {self.global_batch} is not a multiple of "
                              f"micro-batch x dp = {self.micro_batch} x {self.dp}")
         if self.interleave > 1 and self.pp == 1:
-            raise ValueError(f"interleave {self.interleave} needs pipeline parallelism (pp > 1)")
+            raise InputError(f"interleave {self.interleave} needs pipeline parallelism (pp > 1)")
         if self.interleave > 1 and self.n_micro % self.pp:
-            raise ValueError(f"interleaved schedule needs micro-batches per pipeline "
+            raise InputError(f"interleaved schedule needs micro-batches per pipeline "
                              f"({self.n_micro}) to be a multiple of pp ({self.pp})")
 
     @property
@@ -78,14 +79,14 @@ class Plan:
     def check_model(self, model: GptConfig) -> None:
         """Raise ValueError when ``model`` cannot be split this way (invalid, not infeasible)."""
         if model.heads % self.tp:
-            raise ValueError(f"heads {model.heads} not divisible by tp {self.tp}")
+            raise InputError(f"heads {model.heads} not divisible by tp {self.tp}")
         if model.ffn_size % self.tp:
-            raise ValueError(f"ffn {model.ffn_size} not divisible by tp {self.tp}")
+            raise InputError(f"ffn {model.ffn_size} not divisible by tp {self.tp}")
         if model.layers % (self.pp * self.interleave):
-            raise ValueError(f"layers {model.layers} not divisible by pp x interleave = "
+            raise InputError(f"layers {model.layers} not divisible by pp x interleave = "
                              f"{self.pp} x {self.interleave}")
         if self.sequence_parallel and model.seq % self.tp:
-            raise ValueError(f"sequence parallelism needs seq {model.seq} divisible by tp "
+            raise InputError(f"sequence parallelism needs seq {model.seq} divisible by tp "
                              f"{self.tp}")
 
 
@@ -94,7 +95,7 @@ class Plan:
         ``gpus_per_node`` GPUs (its collectives run on every layer; Megatron-LM keeps them on
         the node's NVLink/NVSwitch). Checked here, once, for every front-end."""
         if self.tp > gpus_per_node or gpus_per_node % self.tp:
-            raise ValueError(f"tp {self.tp} must divide the {gpus_per_node} GPUs of a node "
+            raise InputError(f"tp {self.tp} must divide the {gpus_per_node} GPUs of a node "
                              "(a tensor-parallel group stays inside one node)")
 
 
@@ -124,7 +125,7 @@ class LlmParams:
         for f in ("network_efficiency", "memory_efficiency"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
-                raise ValueError(f"LlmParams.{f} must be in (0, 1], got {v!r}")
+                raise InputError(f"LlmParams.{f} must be in (0, 1], got {v!r}")
         v = self.memory_reserve_GiB
         if not isinstance(v, (int, float)) or not 0 <= v < 1024:
-            raise ValueError(f"LlmParams.memory_reserve_GiB must be in [0, 1024), got {v!r}")
+            raise InputError(f"LlmParams.memory_reserve_GiB must be in [0, 1024), got {v!r}")

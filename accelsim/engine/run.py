@@ -29,6 +29,7 @@ from accelsim.engine.schedule import (
 from accelsim.engine.trace import Row, Timeline
 from accelsim.perf.gemm import FITTED
 from accelsim.workload import Workload
+from accelsim.errors import InputError
 
 
 def comm_phases(system: System, workload: Workload, scheme: str,
@@ -222,13 +223,13 @@ def simulate(system: System, workload, plan: Plan, scheme, options: Options = Op
     model = workload if isinstance(workload, GptConfig) else workload.transformer
     if model is not None:
         if options.fusion is False:
-            raise ValueError("the transformer path models fused kernels only (fusion off is "
+            raise InputError("the transformer path models fused kernels only (fusion off is "
                              "not modelled)")
         return predict(model, plan, scheme, system, options.stack,
                        engine=options.collective_engine)
     if (plan.tp, plan.pp, plan.dp) != (1, 1, system.chips) \
             or plan.global_batch != plan.micro_batch * system.chips:
-        raise ValueError(f"workload {workload.name!r} is a layer list: it trains data parallel "
+        raise InputError(f"workload {workload.name!r} is a layer list: it trains data parallel "
                          f"over the system's {system.chips} chips (tp 1, pp 1, dp "
                          f"{system.chips}, global batch = micro-batch x dp); got tp {plan.tp}, "
                          f"pp {plan.pp}, dp {plan.dp}, global batch {plan.global_batch}")

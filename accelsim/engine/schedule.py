@@ -30,6 +30,7 @@ import numpy as np
 
 from accelsim.arch.schemes import OPTIMIZERS
 from accelsim.ring import bus_factor
+from accelsim.errors import InputError
 
 
 ENGINES = ("analytic", "des")
@@ -63,24 +64,24 @@ class TrainingParams:
     def __post_init__(self) -> None:
         if isinstance(self.minibatch, bool) or not isinstance(self.minibatch, int) \
                 or self.minibatch < 1:
-            raise ValueError(f"minibatch must be a positive integer, got {self.minibatch!r}")
+            raise InputError(f"minibatch must be a positive integer, got {self.minibatch!r}")
         for name in ("overlap", "per_tensor_overhead_s", "memory_efficiency", "compression"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite number, got {v!r}")
+                raise InputError(f"{name} must be a finite number, got {v!r}")
         if not 0.0 <= self.overlap <= 1.0:
-            raise ValueError(f"overlap must be in [0, 1], got {self.overlap!r}")
+            raise InputError(f"overlap must be in [0, 1], got {self.overlap!r}")
         if self.per_tensor_overhead_s < 0:
-            raise ValueError(f"per_tensor_overhead_s must be >= 0, got {self.per_tensor_overhead_s!r}")
+            raise InputError(f"per_tensor_overhead_s must be >= 0, got {self.per_tensor_overhead_s!r}")
         if not 0.0 < self.memory_efficiency <= 1.0:
-            raise ValueError(f"memory_efficiency must be in (0, 1], got {self.memory_efficiency!r}")
+            raise InputError(f"memory_efficiency must be in (0, 1], got {self.memory_efficiency!r}")
         if self.compression < 1:
-            raise ValueError(f"compression must be >= 1, got {self.compression!r}")
+            raise InputError(f"compression must be >= 1, got {self.compression!r}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, "
+            raise InputError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, "
                              f"got {self.optimizer!r}")
         if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+            raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
 
 
 # --------------------------------------------------------------------------- data
@@ -101,9 +102,9 @@ class ComputeProfile:
         for f in ("fwd_s", "bwd_data_s", "wgrad_s", "flops", "peak_flops", "elementwise_s"):
             v = getattr(self, f)
             if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"ComputeProfile.{f} must be finite and >= 0, got {v!r}")
+                raise InputError(f"ComputeProfile.{f} must be finite and >= 0, got {v!r}")
         if self.minibatch < 1:
-            raise ValueError(f"ComputeProfile.minibatch must be >= 1, got {self.minibatch}")
+            raise InputError(f"ComputeProfile.minibatch must be >= 1, got {self.minibatch}")
 
     @property
     def compute_s(self) -> float:
@@ -127,7 +128,7 @@ class CommPhases:
         for f in fields(self):
             v = getattr(self, f.name)
             if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"CommPhases.{f.name} must be finite and >= 0, got {v!r}")
+                raise InputError(f"CommPhases.{f.name} must be finite and >= 0, got {v!r}")
 
     @property
     def comm_s(self) -> float:
@@ -180,7 +181,7 @@ def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) 
     """Per-iteration time and throughput from compute and communication, the reduce-scatter
     hidden behind ``overlap`` x the backward pass (:func:`step_time`)."""
     if not (0.0 <= overlap <= 1.0):
-        raise ValueError(f"overlap must be in [0, 1], got {overlap!r}")
+        raise InputError(f"overlap must be in [0, 1], got {overlap!r}")
     return step_time(profile, comm, hidden_s=overlap * profile.backward_s)
 
 
@@ -193,7 +194,7 @@ def step_time(profile: ComputeProfile, comm: CommPhases, *, hidden_s: float) -> 
     hidden = comm.comm_s - exposed
     step = profile.compute_s + comm.compression_s + exposed
     if step <= 0:
-        raise ValueError("training step time is zero: compute and communication are both empty")
+        raise InputError("training step time is zero: compute and communication are both empty")
     achieved = profile.flops / step
     return StepTime(
         scheme=profile.scheme, minibatch=profile.minibatch, fwd_s=profile.fwd_s,

@@ -40,6 +40,7 @@ from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
 from accelsim.workload.gpt import GptConfig
+from accelsim.errors import InputError
 
 @dataclass(frozen=True)
 class OpTime:
@@ -303,7 +304,7 @@ def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
     plan.check_model(model)
     plan.check_placement(system.chips)
     if not system.chip.core.supports(sc.gemm_precision):
-        raise ValueError(f"system {system.name!r} has no {sc.gemm_precision} rate "
+        raise InputError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")
     fabric = Fabric.of(system, params, engine)
     mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)

@@ -25,6 +25,8 @@ from accelsim.netsim.limits import SizeLimitError
 from accelsim.netsim.phases import (
     ENGINES,
     MODES,
+    Engine,
+    Mode,
     PhaseTimes,
     collective_time,
     phase_times,
@@ -36,8 +38,9 @@ from accelsim.netsim.system import gradient_reduction_times, system_graph
 from accelsim.netsim.update import UpdateParams, compression_cost, weight_update_cost
 
 __all__ = [
-    "AllToAllPlan", "CollectiveTime", "ENGINES", "MODES", "PhaseTimes", "RingLevel", "RingPlan",
-    "Schedule", "all_to_all_v_time", "alltoall", "alltoallv", "time_all_to_all",
+    "AllToAllPlan", "CollectiveTime", "ENGINES", "Engine", "MODES", "Mode", "PhaseTimes",
+    "RingLevel", "RingPlan", "Schedule", "all_to_all_v_time", "alltoall", "alltoallv",
+    "time_all_to_all",
     "SizeLimitError", "UpdateParams", "analytic_time", "best_schedule", "collective_time",
     "compression_cost", "gradient_reduction_times", "hierarchical_schedule", "phase_times",
     "plan", "plan_for", "plan_from_graph", "ring_collective_time", "ring_schedule",

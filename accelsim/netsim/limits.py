@@ -7,6 +7,8 @@ Each limit is a default that a caller may raise (``max_transfers=``, ``max_packe
 
 from __future__ import annotations
 
+from accelsim.errors import InputError
+
 # An explicit schedule costs ~100-200 bytes per transfer at its peak (columns, routes,
 # dependencies and the analytic engine's per-hop arrays): 4 M transfers is well under 1 GB.
 MAX_TRANSFERS = 4_000_000
@@ -17,7 +19,7 @@ MAX_PACKETS = 1_000_000
 MAX_GRAPH_LINKS = 2_000_000
 
 
-class SizeLimitError(ValueError):
+class SizeLimitError(InputError):
     """A request larger than a size guard allows (``count`` > ``limit``)."""
 
     def __init__(self, what: str, count: int, limit: int, unit: str, knob: str, hint: str = ""):

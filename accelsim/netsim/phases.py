@@ -20,6 +20,7 @@ import dataclasses
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from enum import StrEnum
 
 import networkx as nx
 
@@ -32,8 +33,24 @@ from accelsim.netsim.schedule import Schedule, best_schedule, link_table
 from accelsim.netsim.symmetric import RingPlan
 from accelsim.netsim.update import UpdateParams, compression_cost, weight_update_cost
 
-ENGINES = ("analytic", "des")
-MODES = ("symmetric", "explicit")
+class Engine(StrEnum):
+    """How a collective is timed: the closed-form alpha-beta model or the simpy discrete-event
+    simulation (a member prints and compares as its string)."""
+
+    ANALYTIC = "analytic"
+    DES = "des"
+
+
+ENGINES: tuple[Engine, ...] = tuple(Engine)
+class Mode(StrEnum):
+    """How a collective's schedule is built: the symmetric plan (closed form / one representative
+    rank, any size) or every transfer explicitly (the reference, O(chips^2))."""
+
+    SYMMETRIC = "symmetric"
+    EXPLICIT = "explicit"
+
+
+MODES: tuple[Mode, ...] = tuple(Mode)
 
 
 @dataclass(frozen=True)

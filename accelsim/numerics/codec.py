@@ -12,7 +12,8 @@ import numpy as np
 
 from . import fast
 from .formats import FloatFormat, get_format
-from .general import decode_table, encode_general, pow2, quantize_general  # noqa: F401 (public twins)
+from .general import decode_table, encode_general, quantize_general  # noqa: F401 (public twins)
+from .rounding import pow2  # noqa: F401 (public)
 from .rounding import check_mode
 
 _CHUNK = 1 << 16

@@ -14,12 +14,7 @@ import numpy as np
 
 from . import hif8
 from .formats import FloatFormat, get_format
-from .rounding import SOURCE_ROUNDED, round_up
-
-
-def pow2(k: np.ndarray) -> np.ndarray:
-    """2.0**k for integer arrays with -1022 <= k <= 1023, built from the bits (exact, fast)."""
-    return ((np.asarray(k, dtype=np.int64) + 1023) << 52).view(np.float64)
+from .rounding import SOURCE_ROUNDED, pow2, round_up
 
 
 def _quantum(f: FloatFormat, e: np.ndarray) -> np.ndarray:

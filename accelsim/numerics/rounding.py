@@ -31,10 +31,13 @@ def check_mode(rounding: str, rng) -> str:
     return rounding
 
 
+def pow2(k: np.ndarray) -> np.ndarray:
+    """2.0**k for integer arrays with -1022 <= k <= 1023, built from the bits (exact, fast)."""
+    return ((np.asarray(k, dtype=np.int64) + 1023) << 52).view(np.float64)
+
+
 def _source_significand_lsbs(a: np.ndarray, e: np.ndarray, src_mbits: int, nbits: int) -> np.ndarray:
     """The ``nbits`` least significant bits of |x|'s ``src_mbits``-bit fraction (|x| in binade e)."""
-    from .general import pow2
-
     sig = a * pow2(np.clip(src_mbits - e, -1022, 1023))  # integer significand, exact
     return sig.astype(np.int64) & (2**nbits - 1)
 

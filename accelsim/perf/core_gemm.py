@@ -10,7 +10,8 @@ import itertools
 import numpy as np
 
 from accelsim.perf.gemm import OPERAND_BYTES, Efficiency, chip_gemm_time, mac_rate
-from accelsim.perf.systolic import DATAFLOWS, MAPPINGS, gemm_cycles_array
+from accelsim.errors import choose
+from accelsim.perf.systolic import DATAFLOWS, MAPPINGS, Dataflow, gemm_cycles_array
 
 ACCUMULATOR_BYTES = 2  # FP16 partial sums and weight gradients
 TILE_LADDER = (1, 4, 16, 64)  # tile = min(dim, array granule x factor), plus the whole dim
@@ -38,8 +39,7 @@ def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
         np.asarray(out_bytes, dtype=np.float64), np.asarray(a_unique, dtype=np.float64),
         np.asarray(c_unique, dtype=np.float64), np.asarray(dataflow))
     for name in np.unique(dfl):
-        if name not in MAPPINGS:
-            raise ValueError(f"unknown dataflow {name!r}; expected one of {DATAFLOWS}")
+        choose(Dataflow, str(name), "dataflow")
     R, C = core.rows, core.cols
     mpe, slow = mac_rate(core, precision)
     b_in = OPERAND_BYTES[precision]

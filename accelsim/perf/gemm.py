@@ -36,7 +36,8 @@ import numpy as np
 # Bytes per element of GEMM operands / tensors in memory, per compute precision (block scales
 # included): defined once in accelsim.arch.model, re-exported here for perf's callers.
 from accelsim.arch.model import OPERAND_BYTES  # noqa: F401
-from accelsim.perf.systolic import DATAFLOWS, gemm_cycles_array
+from accelsim.errors import check_int, choose
+from accelsim.perf.systolic import DATAFLOWS, Dataflow, gemm_cycles_array
 
 _TILE_FACTORS = (1, 2, 4, 8)  # core tile = array granule x factor (capped at the dimension)
 _BLOCK_FACTORS = tuple(2 ** i for i in range(11))  # level block = core tile x factor
@@ -137,8 +138,7 @@ def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
     fraction of A / C that exists in memory (an implicit-GEMM convolution expands its input on
     chip). Returns arrays time_s, compute_s, memory_s, launch_s, level_<name>_s, memory_bytes,
     tile_m, tile_n, waves, bound (a name)."""
-    if dataflow not in DATAFLOWS:
-        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {DATAFLOWS}")
+    dataflow = choose(Dataflow, dataflow, "dataflow")
     core = chip.core
     b_in = OPERAND_BYTES[precision]
     b_acc = 4.0  # FP32 accumulators in the core (capacity check only)
@@ -160,10 +160,14 @@ def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
                             macs_per_pe=mpe).reshape(tm.shape)
     tiles = _cdiv(M[:, None], tm) * _cdiv(N[:, None], tn) * count[:, None]
     waves = _cdiv(tiles, chip.cores)
-    compute_s = waves * cyc * slow / core.frequency_Hz / efficiency.array_efficiency
+    # products of sizes (cycles x waves, bytes) in float64: int64 wraps silently beyond 2^63
+    # (M = N = K = 2^24 gave negative traffic), a float keeps 15 digits at any size
+    compute_s = waves.astype(np.float64) * cyc * slow / core.frequency_Hz \
+        / efficiency.array_efficiency
     ks = np.minimum(Kx, _K_SLICE)
     fits = tm * tn * b_acc + 2 * (tm + tn) * ks * b_in <= core.scratchpad_bytes
-    cnt, Mx, Nx = count[:, None].astype(float), M[:, None], N[:, None]
+    cnt, Mx, Nx = count[:, None].astype(float), M[:, None].astype(float), N[:, None].astype(float)
+    Kx = Kx.astype(np.float64)
 
     def traffic(bm, bn):  # bytes into a level holding blocks bm x bn, from the level above
         return cnt * ((Mx * Kx * a_u[:, None] * _cdiv(Nx, bn) + Kx * Nx * _cdiv(Mx, bm)) * b_in
@@ -226,14 +230,14 @@ def gemm_time(system, m: int, n: int, k: int, precision: str, *, count: int = 1,
     """Time of ``count`` GEMMs ``[m, k] @ [k, n]`` in ``precision`` on one chip of ``system``
     (operands read and the result written in ``precision``'s storage bytes). ``dataflow``
     None: the best of ws/os/is."""
-    for name, v in (("m", m), ("n", n), ("k", k), ("count", count)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    # Python ints from here on: the FLOP and byte products below are exact at any size
+    m, n, k, count = (check_int(name, v) for name, v in
+                      (("m", m), ("n", n), ("k", k), ("count", count)))
     if precision not in OPERAND_BYTES:
         raise ValueError(f"unknown precision {precision!r}; expected one of "
                          f"{', '.join(OPERAND_BYTES)}")
     chip = system.chip
-    flows = DATAFLOWS if dataflow is None else (dataflow,)
+    flows = DATAFLOWS if dataflow is None else (choose(Dataflow, dataflow, "dataflow"),)
     res = {d: chip_gemm_time(chip, m, n, k, count, precision, d, efficiency=efficiency)
            for d in flows}
     d = min(res, key=lambda x: float(res[x]["time_s"][0]))

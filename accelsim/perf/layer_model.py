@@ -56,7 +56,8 @@ from accelsim.perf.core_gemm import ACCUMULATOR_BYTES, ceil_div, core_gemm_time,
 from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
 from accelsim.perf.kernel import kernel_time
 from accelsim.perf.precision import as_scheme, layer_precisions
-from accelsim.perf.systolic import DATAFLOWS
+from accelsim.errors import check_int, choose
+from accelsim.perf.systolic import DATAFLOWS, Dataflow
 from accelsim.perf.winograd import applies as winograd_applies
 from accelsim.perf.winograd import winograd_time
 from accelsim.ring import ring_collective_time
@@ -108,15 +109,12 @@ class Mapping:
     chip_mp: int
     core_dp: int
     core_mp: int
-    dataflow: str = "ws"
+    dataflow: Dataflow = Dataflow.WS
 
     def __post_init__(self) -> None:
         for f in ("chip_dp", "chip_mp", "core_dp", "core_mp"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"Mapping.{f} must be a positive integer, got {v!r}")
-        if self.dataflow not in DATAFLOWS:
-            raise ValueError(f"Mapping.dataflow {self.dataflow!r} not in {DATAFLOWS}")
+            check_int(f"Mapping.{f}", getattr(self, f))
+        object.__setattr__(self, "dataflow", choose(Dataflow, self.dataflow, "Mapping.dataflow"))
 
     @property
     def label(self) -> str:
@@ -170,8 +168,7 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
     One row per mapping x phase. Infeasible rows (a split finer than the work, no tile fits
     the scratchpad) have ``feasible=False``, ``time_s=inf`` and a ``reason``.
     """
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    batch = check_int("batch", batch)
     core, chip = system.chip.core, system.chip
     maps = list(mappings)
     n = len(maps)

@@ -4,6 +4,8 @@ file; element-wise layers move tensors in their consumer GEMM's precision)."""
 
 from __future__ import annotations
 
+from accelsim.errors import InputError
+
 
 def layer_precision(workload, layer, scheme) -> str:
     """Precision of one layer under a scheme (see :func:`layer_precisions`)."""
@@ -24,7 +26,7 @@ def layer_precisions(workload, scheme) -> dict[str, str]:
     for name in overrides:
         if name not in names:
             where = scheme.policy_source or "precision policy"
-            raise ValueError(f"{where}: layer {name!r} is not in workload {workload.name!r}")
+            raise InputError(f"{where}: layer {name!r} is not in workload {workload.name!r}")
     out: dict[str, str] = {}
     consumer = scheme.high_precision  # walking backwards: precision of the next GEMM layer
     for layer in reversed(workload.layers):

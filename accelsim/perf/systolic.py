@@ -34,10 +34,24 @@ the two agree exactly (see ``scripts/scalesim_crosscheck.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
-DATAFLOWS = ("ws", "os", "is")
+from accelsim.errors import InputError, SizeError, check_int, choose
+from accelsim.workload.model import Phase
+
+
+class Dataflow(StrEnum):
+    """What stays in the array: the weights, the outputs or the inputs (SCALE-Sim's names; a
+    member prints and compares as its string, so tables and flags keep "ws"/"os"/"is")."""
+
+    WS = "ws"
+    OS = "os"
+    IS = "is"
+
+
+DATAFLOWS: tuple[Dataflow, ...] = tuple(Dataflow)
 
 
 @dataclass(frozen=True)
@@ -56,24 +70,20 @@ class DataflowMapping:
         return d[self.spatial_rows], d[self.spatial_cols], d[self.streamed]
 
 
-MAPPINGS: dict[str, DataflowMapping] = {
-    "ws": DataflowMapping("ws", "K", "N", "M", True),
-    "os": DataflowMapping("os", "M", "N", "K", False),
-    "is": DataflowMapping("is", "K", "M", "N", True),
+MAPPINGS: dict[Dataflow, DataflowMapping] = {
+    Dataflow.WS: DataflowMapping("ws", "K", "N", "M", True),
+    Dataflow.OS: DataflowMapping("os", "M", "N", "K", False),
+    Dataflow.IS: DataflowMapping("is", "K", "M", "N", True),
 }
 
 
-def _mapping(dataflow: str) -> DataflowMapping:
-    try:
-        return MAPPINGS[dataflow]
-    except KeyError:
-        raise ValueError(f"unknown dataflow {dataflow!r}; expected one of {DATAFLOWS}") from None
+def _mapping(dataflow: Dataflow | str) -> DataflowMapping:
+    return MAPPINGS[choose(Dataflow, dataflow, "dataflow")]
 
 
 def _check_positive_int(**kw) -> None:
     for name, v in kw.items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        check_int(name, v)
 
 
 @dataclass(frozen=True)
@@ -113,8 +123,9 @@ class SystolicResult:
         return self.macs / (self.rows * self.cols * self.macs_per_pe * self.cycles)
 
 
-def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: str = "ws", *,
-                macs_per_pe: int = 1, scalesim_compat: bool = False) -> int:
+def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int,
+                dataflow: Dataflow | str = Dataflow.WS, *, macs_per_pe: int = 1,
+                scalesim_compat: bool = False) -> int:
     """Cycles of ``A[M,K] @ B[K,N]`` on a ``rows x cols`` array (slow reference: loops folds).
 
     ``macs_per_pe`` > 1 models a PE that reduces that many consecutive K elements per cycle
@@ -134,7 +145,7 @@ def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int, dataflow: str = "w
     return total - 1 if scalesim_compat else total
 
 
-def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: str = "ws", *,
+def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: Dataflow | str = Dataflow.WS, *,
                       macs_per_pe: int = 1, scalesim_compat: bool = False) -> np.ndarray:
     """Vectorized twin of :func:`gemm_cycles` over arrays of M, N, K (int64 result)."""
     _check_positive_int(rows=rows, cols=cols, macs_per_pe=macs_per_pe)
@@ -151,8 +162,8 @@ def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: str = "ws", *,
                 * np.ceil(np.asarray(s_c, dtype=np.float64) / cols)
                 * (preload + np.asarray(t, dtype=np.float64) + rows + cols - 2))
     if np.any(estimate >= 2.0**62):
-        raise OverflowError(f"cycle count {float(np.max(estimate)):.3g} does not fit 64-bit "
-                            "integers: the GEMM is too large for this array")
+        raise SizeError(f"cycle count {float(np.max(estimate)):.3g} does not fit 64-bit "
+                        "integers: the GEMM is too large for this array")
     folds = (-(-s_r // rows)) * (-(-s_c // cols))
     cycles = folds * (preload + t + rows + cols - 2)
     return cycles - 1 if scalesim_compat else cycles
@@ -196,8 +207,10 @@ def conv_gemm_dims(ifmap_h: int, ifmap_w: int, filter_h: int, filter_w: int, cha
     return batch * oh * ow, filters, filter_h * filter_w * channels
 
 
-def workload_cycles(workload, rows: int, cols: int, dataflow: str = "ws", *, batch: int = 1,
-                    phase: str = "fwd", macs_per_pe: int = 1, scalesim_compat: bool = False):
+def workload_cycles(workload, rows: int, cols: int, dataflow: Dataflow | str = Dataflow.WS, *,
+                    batch: int = 1,
+                    phase: Phase | str = Phase.FWD, macs_per_pe: int = 1,
+                    scalesim_compat: bool = False):
     """Per-layer array cycles of one phase of every GEMM layer (tidy pandas DataFrame).
 
     ``scalesim_compat`` lowers convolutions with SCALE-Sim's shape rules (no padding, output
@@ -209,6 +222,8 @@ def workload_cycles(workload, rows: int, cols: int, dataflow: str = "ws", *, bat
     import pandas as pd
     from dataclasses import replace
 
+    phase = choose(Phase, phase, "phase")
+    dataflow = choose(Dataflow, dataflow, "dataflow")
     rows_out = []
     for layer in workload.layers:
         if not layer.is_gemm:
@@ -220,15 +235,25 @@ def workload_cycles(workload, rows: int, cols: int, dataflow: str = "ws", *, bat
             continue
         rows_out.append((layer.name, g.M, g.N, g.K, g.count))
     if not rows_out:
-        raise ValueError(f"workload {workload.name!r} has no GEMM layers with a {phase!r} phase")
+        raise InputError(f"workload {workload.name!r} has no GEMM layers with a "
+                         f"{phase.value!r} phase")
     df = pd.DataFrame(rows_out, columns=["layer", "M", "N", "K", "count"])
     mp = _mapping(dataflow)
     cyc = gemm_cycles_array(df.M, df.N, df.K, rows, cols, dataflow, macs_per_pe=macs_per_pe)
     s_r, s_c, _ = mp.dims(df.M.to_numpy(), df.N.to_numpy(), -(-df.K.to_numpy() // macs_per_pe))
     folds = (-(-s_r // rows)) * (-(-s_c // cols))
-    df["compute_cycles"] = cyc * df["count"] - (1 if scalesim_compat else 0)
-    df["folds"] = folds * df["count"]
-    df["mapping_efficiency"] = s_r * s_c / (folds * rows * cols)
+    count = df["count"].to_numpy()
+    # each layer's cycles x count, and their sum, must fit int64 too (a batch of 2^53 wrapped
+    # the total and printed a negative utilization)
+    per_layer = cyc.astype(np.float64) * count
+    if per_layer.sum() >= 2.0**62:
+        worst = df.layer.iloc[int(np.argmax(per_layer))]
+        raise SizeError(f"{workload.name}: {per_layer.sum():.3g} cycles in all (layer {worst!r}: "
+                        f"{per_layer.max():.3g}) do not fit 64-bit integers: lower the batch")
+    df["compute_cycles"] = cyc * count - (1 if scalesim_compat else 0)
+    df["folds"] = folds * count
+    df["mapping_efficiency"] = (s_r.astype(np.float64) * s_c
+                                / (folds.astype(np.float64) * rows * cols))
     df["utilization"] = (df.M.astype(np.float64) * df.N * df.K * df["count"]
                          / (float(rows * cols * macs_per_pe) * cyc.astype(np.float64)
                             * df["count"]))

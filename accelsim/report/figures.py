@@ -200,22 +200,18 @@ FIGURE_FILES = {
 }
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequence[str] = (),
-                elapsed_s: float | None = None) -> list[Path]:
+def write_study(result, out_dir: str | Path, *, formats_table=None, calibration=None,
+                argv: Sequence[str] = (), elapsed_s: float | None = None) -> list[Path]:
     """Write a finished study (``tables`` + ``meta``) as CSVs, PNGs, summary.md and
     manifest.json into ``out_dir``; returns the files written. ``formats_table``: Markdown of
-    the number-format table to include in the summary (None: omitted)."""
+    the number-format table to include in the summary (None: omitted); ``calibration``: the
+    (residuals, ranges) tables of ``scripts/calibrate.py`` (None: that section is omitted)."""
     import datetime
     import json
     import platform
 
     import accelsim
+    from accelsim.dse.hfp8_study import sha256_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -241,7 +237,6 @@ def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequen
             title=f"{wl_name} FP16 training, DGX-1 (V100) [{eng['dgx1']}]"))
     now = datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
     summary = out / "summary.md"
-    calibration = _read_calibration(out)
     summary.write_text(summary_markdown(result, formats_table=formats_table, date=now,
                                         elapsed_s=elapsed_s, calibration=calibration))
     written.append(summary)
@@ -257,26 +252,12 @@ def write_study(result, out_dir: str | Path, *, formats_table=None, argv: Sequen
         "python": platform.python_version(),
         "platform": platform.platform(),
         "elapsed_s": elapsed_s,
-        "outputs": [{"path": p.name, "sha256": _sha256(p)} for p in written],
+        "outputs": [{"path": p.name, "sha256": sha256_file(p)} for p in written],
     }
     mp = out / "manifest.json"
     mp.write_text(json.dumps(manifest, indent=2) + "\n")
     written.append(mp)
     return written
-
-
-CALIBRATION_FILES = ("calibration.csv", "calibration_ranges.csv")  # from scripts/calibrate.py
-
-
-def _read_calibration(out: Path):
-    """(residuals, ranges) tables that ``scripts/calibrate.py --out DIR`` left in ``out``, or
-    None when it has not been run there."""
-    import pandas as pd
-
-    paths = [out / f for f in CALIBRATION_FILES]
-    if not all(p.is_file() for p in paths):
-        return None
-    return tuple(pd.read_csv(p) for p in paths)
 
 
 def _calibration_lines(calibration, prm) -> list[str]:

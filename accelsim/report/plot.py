@@ -6,13 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from accelsim.errors import InputError
+
 KINDS = ("line", "bar")
+#: Most panels (--facet values), lines or bar groups per panel (--hue values) and bars in one
+#: figure: more cannot be read and takes matplotlib minutes to hours (tens of thousands of
+#: facets never finished); a table that large wants another --facet/--hue column or a filter.
+MAX_FACETS = 48
+MAX_HUES = 40
+MAX_BARS = 4000
 
 
 def _check_columns(table, columns: Sequence[str | None]) -> None:
     missing = [c for c in columns if c is not None and c not in table.columns]
     if missing:
-        raise ValueError(f"column(s) {', '.join(map(repr, missing))} not in the table; columns: "
+        raise InputError(f"column(s) {', '.join(map(repr, missing))} not in the table; columns: "
                          f"{', '.join(map(str, table.columns))}")
 
 
@@ -23,6 +31,46 @@ def _label(col: str) -> str:
         if col.endswith(suffix) and len(col) > len(suffix):
             return col[: -len(suffix)].replace("_", " ") + unit
     return col.replace("_", " ")
+
+
+def _check_plottable(t, *, x, y, hue, facet, kind, logx, logy) -> None:
+    """InputError for a figure that would be blank (no finite y; no positive y on a log axis) or
+    too large to draw (counts over MAX_FACETS / MAX_HUES / MAX_BARS), naming the flag and count."""
+    import numpy as np
+
+    yv = t[y].astype("float64").to_numpy()
+    finite = np.isfinite(yv)
+    if not finite.any():
+        raise InputError(f"--y {y}: no finite value in the {len(t):,} rows to plot (all NaN, "
+                         "empty or infinite): the figure would be blank")
+    if logy and not (yv[finite] > 0).any():
+        raise InputError(f"--y {y}: no positive value to draw on --logy's logarithmic axis")
+    if t[x].isna().all():
+        raise InputError(f"--x {x}: every value is empty (NaN) in the {len(t):,} rows to plot")
+    if logx and kind == "line" and _numeric(t[x]) and not (t[x].astype("float64") > 0).any():
+        raise InputError(f"--x {x}: no positive value to draw on --logx's logarithmic axis")
+    n_facets = t[facet].nunique(dropna=False) if facet else 1
+    if n_facets > MAX_FACETS:
+        raise InputError(f"--facet {facet}: {n_facets:,} values make {n_facets:,} panels, more "
+                         f"than the {MAX_FACETS} a figure can show (facet by a column with fewer "
+                         "values, or filter the table)")
+    n_hues = t[hue].nunique(dropna=False) if hue else 1
+    if n_hues > MAX_HUES:
+        raise InputError(f"--hue {hue}: {n_hues:,} values make {n_hues:,} lines per panel, "
+                         f"more than the {MAX_HUES} a figure can show (use a column with fewer "
+                         "values, or --facet)")
+    if kind == "bar":
+        n_bars = t[x].nunique(dropna=False) * n_hues * n_facets
+        if n_bars > MAX_BARS:
+            raise InputError(f"--kind bar: {t[x].nunique(dropna=False):,} --x values x {n_hues:,} "
+                             f"--hue values x {n_facets:,} --facet values = {n_bars:,} bars, "
+                             f"more than the {MAX_BARS:,} a figure can show (use --kind line)")
+
+
+def _numeric(column) -> bool:
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(column)
 
 
 def plot_table(table, path: str | Path, *, x: str, y: str, hue: str | None = None,
@@ -36,12 +84,14 @@ def plot_table(table, path: str | Path, *, x: str, y: str, hue: str | None = Non
     import matplotlib.pyplot as plt
 
     if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     _check_columns(table, (x, y, hue, facet))
+    if table.empty:
+        raise InputError("nothing to plot: the table has a header but no rows")
     import pandas as pd
 
     if not pd.api.types.is_numeric_dtype(table[y]):
-        raise ValueError(f"--y {y}: not a numeric column (numeric columns: "
+        raise InputError(f"--y {y}: not a numeric column (numeric columns: "
                          f"{', '.join(c for c in table.columns if pd.api.types.is_numeric_dtype(table[c]))})")
     t = table
     dropped = 0
@@ -50,7 +100,8 @@ def plot_table(table, path: str | Path, *, x: str, y: str, hue: str | None = Non
         dropped = int((~ok).sum())
         t = t[ok]
     if t.empty:
-        raise ValueError("nothing to plot: the table has no rows with status ok")
+        raise InputError("nothing to plot: the table has no rows with status ok")
+    _check_plottable(t, x=x, y=y, hue=hue, facet=facet, kind=kind, logx=logx, logy=logy)
     facets = list(dict.fromkeys(t[facet])) if facet else [None]
     n = len(facets)
     cols = min(n, 3)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from accelsim.errors import InputError
+
 from .data import Dataset
 from .layers import (AvgPool2d, BatchNorm, Conv2d, Flatten, Layer, Linear, MeanPool,
                      PositionalEmbedding, ReLU, Residual, Sequential, TransformerBlock)
@@ -53,7 +55,7 @@ def build_model(name: str, data: Dataset, rng: np.random.Generator) -> Sequentia
         return mlp(L, F, data.n_classes, rng)
     if name == "cnn":
         if not data.image or L % 2 or F % 2:
-            raise ValueError(f"model 'cnn' needs an image dataset with even sides, not {data.name!r}")
+            raise InputError(f"model 'cnn' needs an image dataset with even sides, not {data.name!r}")
         return cnn(L, F, data.n_classes, rng)
     if name == "transformer":
         return transformer(L, F, data.n_classes, rng)

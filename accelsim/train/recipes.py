@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from accelsim.arith import PRESET_NAMES as ENGINE_NAMES
 from accelsim.arith import get_engine
+from accelsim.errors import check_int
 from accelsim.numerics import FORMAT_NAMES, ROUNDING_MODES
 
 ROLES = ("act", "weight", "grad")
@@ -117,11 +118,8 @@ class Recipe:
         if not self.init_loss_scale > 0:
             raise ValueError(f"recipe {self.name!r}: init_loss_scale must be > 0, got {self.init_loss_scale!r}")
         _check("allreduce", self.allreduce, ALLREDUCES)
-        if not isinstance(self.workers, int) or self.workers < 1:
-            raise ValueError(f"recipe {self.name!r}: workers must be a positive integer, got {self.workers!r}")
-        if not isinstance(self.scale_window, int) or self.scale_window < 1:
-            raise ValueError(f"recipe {self.name!r}: scale_window must be a positive integer, "
-                             f"got {self.scale_window!r}")
+        check_int(f"recipe {self.name!r}: workers", self.workers)
+        check_int(f"recipe {self.name!r}: scale_window", self.scale_window)
 
     def precision(self, tag: str) -> Precision:
         """Precision of a layer tagged ``body``, ``first``, ``last`` or ``shortcut``."""

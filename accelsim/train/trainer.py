@@ -16,6 +16,8 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
+from accelsim.errors import InputError, check_int
+
 from .data import Dataset, load_dataset
 from .datapath import Datapath
 from .layers import Layer, SoftmaxCrossEntropy, parameters
@@ -42,9 +44,7 @@ class TrainConfig:
 
     def __post_init__(self):
         for key in ("steps", "batch_size"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{key} must be a positive integer, got {v!r}")
+            check_int(key, getattr(self, key))
         if not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
         if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
@@ -150,7 +150,7 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
     tr = Trainer(model, recipe, lr, r_round)
     n = len(data.y_train)
     if config.batch_size > n:
-        raise ValueError(f"batch_size {config.batch_size} is larger than the {n} training "
+        raise InputError(f"batch_size {config.batch_size} is larger than the {n} training "
                          f"samples of {config.dataset!r}")
     order, pos = r_batch.permutation(n), 0
     rows = []

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelsim.errors import InputError
+from accelsim.workload.model import MAX_DIM
 from accelsim.workload.model import Layer, Workload
 
 
@@ -38,16 +40,23 @@ class GptConfig:
         for f in ("layers", "hidden", "heads", "seq", "vocab"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"GptConfig.{f} must be an integer >= 1, got {v!r}")
+                raise InputError(f"GptConfig.{f} must be an integer >= 1, got {v!r}")
         for f in ("ffn", "positions"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"GptConfig.{f} must be an integer >= 0 (0: default), got {v!r}")
+                raise InputError(f"GptConfig.{f} must be an integer >= 0 (0: default), got {v!r}")
         if self.hidden % self.heads:
-            raise ValueError(f"GptConfig: hidden {self.hidden} is not a multiple of heads "
+            raise InputError(f"GptConfig: hidden {self.hidden} is not a multiple of heads "
                              f"{self.heads}")
         if self.positions and self.positions < self.seq:
-            raise ValueError(f"GptConfig: positions {self.positions} < seq {self.seq}")
+            raise InputError(f"GptConfig: positions {self.positions} < seq {self.seq}")
+        # every dimension of the generated layers must load back (a workload's limit)
+        for what, v in (("3 x hidden (the fused QKV projection)", 3 * self.hidden),
+                        ("ffn", self.ffn_size), ("seq", self.seq), ("vocab", self.vocab),
+                        ("positions", self.n_positions)):
+            if v > MAX_DIM:
+                raise InputError(f"GptConfig: {what} = {v:,} is over the {MAX_DIM:,} a layer "
+                                 "dimension may have")
 
     # ---- derived sizes -------------------------------------------------------------------
     @property

@@ -34,7 +34,7 @@ from typing import Any
 
 from accelsim.arch.config import ABSENT as _ABSENT
 from accelsim.arch.config import ConfigError, Table, read_toml
-from accelsim.workload.model import KINDS, SHAPE_MODES, Layer, Workload, conv_out
+from accelsim.workload.model import KINDS, MAX_DIM, SHAPE_MODES, Layer, Workload, conv_out
 
 _KEYS = {
     "conv": {"in_channels", "out_channels", "in_hw", "kernel", "stride", "padding", "groups",
@@ -45,11 +45,6 @@ _KEYS = {
     "avgpool": {"shape", "kernel", "stride", "padding", "shape_mode"},
     "embedding": {"vocab", "dim", "tokens"},
 }
-
-
-#: largest layer dimension accepted (channels, features, sizes, tokens, counts): beyond it a
-#: value is a typo, and the GEMM dimensions it feeds would overflow 64-bit arithmetic
-MAX_DIM = 2**31 - 1
 
 
 class _LayerTable(Table):

@@ -31,12 +31,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
+from accelsim.errors import check_int, choose
+
+#: largest layer dimension accepted (channels, features, sizes, tokens, counts): beyond it a
+#: value is a typo, and the GEMM dimensions it feeds would overflow 64-bit arithmetic
+MAX_DIM = 2**31 - 1
 GEMM_KINDS = ("conv", "linear", "matmul")
 ELEMENTWISE_KINDS = ("batchnorm", "layernorm", "relu", "gelu", "tanh", "add", "maxpool",
                      "avgpool", "softmax", "embedding")
 KINDS = GEMM_KINDS + ELEMENTWISE_KINDS
-PHASES = ("fwd", "bwd_data", "wgrad")
+
+
+class Phase(StrEnum):
+    """A GEMM's training phase: forward, backward to the data, weight gradient (a member prints
+    and compares as its string: table columns keep "fwd"/"bwd_data"/"wgrad")."""
+
+    FWD = "fwd"
+    BWD_DATA = "bwd_data"
+    WGRAD = "wgrad"
+
+
+PHASES: tuple[Phase, ...] = tuple(Phase)
 SHAPE_MODES = ("torch", "scalesim")
 
 
@@ -216,8 +233,7 @@ class Layer:
     def gemms(self, batch: int) -> dict[str, Gemm]:
         """GEMMs per phase for a minibatch: keys ``fwd``, ``bwd_data`` (absent when
         ``input_grad`` is False) and ``wgrad``; an empty dict for non-GEMM layers."""
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        batch = check_int("batch", batch)  # a Python int: exact products at any size
         k = self.kind
         if k == "conv":
             g = self.groups
@@ -257,8 +273,7 @@ class Layer:
         avgpool fwd r=in w=out op=window*out, bwd r=out w=in op=in;
         embedding fwd gather r=w=tokens*dim op0, bwd scatter-add r=w=op=tokens*dim.
         """
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive integer, got {batch!r}")
+        batch = check_int("batch", batch)  # a Python int: exact products at any size
         k = self.kind
         if k in GEMM_KINDS:
             return {}
@@ -331,10 +346,9 @@ class Workload:
                 return layer
         raise KeyError(f"workload {self.name!r} has no layer {name!r}")
 
-    def macs(self, batch: int = 1, phase: str = "fwd") -> int:
+    def macs(self, batch: int = 1, phase: Phase | str = Phase.FWD) -> int:
         """Total GEMM MACs of one phase (``fwd``, ``bwd_data`` or ``wgrad``)."""
-        if phase not in PHASES:
-            raise ValueError(f"unknown phase {phase!r}; expected one of {', '.join(PHASES)}")
+        phase = choose(Phase, phase, "phase")
         return sum(g.macs for layer in self.layers
                    for p, g in layer.gemms(batch).items() if p == phase)
 
