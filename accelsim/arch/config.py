@@ -40,6 +40,7 @@ from typing import Any
 
 from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link,
                                  MemoryLevel, System)
+from accelsim.paths import locate
 
 #: Topology names a config may use; graphs are built by accelsim.netsim.topology ("single" =
 #: one chip, no network; "multi-board" = N boards of 8 hybrid cube-mesh chips, rail-aligned).
@@ -448,7 +449,10 @@ def load_policy(path: str | Path, scheme) -> Any:
 def load_system(path: str | Path, overrides: Mapping[str, Any] | None = None) -> System:
     """Load ``arch_configs/*.toml`` strictly into a :class:`System` (SI units inside).
 
-    ``overrides`` maps dotted TOML keys (in the file's units) to new values, for sweeps."""
+    ``path`` is a file or the name of a shipped config (``"h100-sxm"``, see
+    :mod:`accelsim.paths`). ``overrides`` maps dotted TOML keys (in the file's units) to new
+    values, for sweeps."""
+    path = locate(path, "system")
     data = read_toml(path)
     if overrides:
         data = apply_overrides(data, overrides, source=path)
