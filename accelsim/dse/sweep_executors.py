@@ -24,7 +24,8 @@ import traceback
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-EXECUTORS = ("serial", "process", "dask")
+#: ``auto`` is resolved by :func:`choose_executor` before anything runs
+EXECUTORS = ("auto", "serial", "process", "dask")
 
 Point = Mapping[str, Any]
 Row = Mapping[str, Any]
@@ -37,6 +38,51 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def check_executor(executor: str) -> None:
+    """Refuse an unknown executor, or one whose optional dependency is missing, before anything
+    runs (no journal, no progress bar): one line naming the extra to install."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"sweep: unknown executor {executor!r}; "
+                         f"choose from {', '.join(EXECUTORS)}")
+    if executor == "dask":
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise ValueError(DASK_MISSING) from None
+
+
+#: ``auto`` starts a process pool only with at least this many compute-profile groups per worker
+#: (grouped sweeps) or points per worker (ungrouped). Measured on the 2-core container of the
+#: README (``/tmp``-style runs of ``accelsim sweep``, best of 3, machine shared): a pool start-up
+#: costs 0.5-1 s; with 1, 2, 4 or 6 profiles over 2 workers the pool ran at 0.5-0.9x serial, with
+#: 12 profiles at 0.9-1.7x (bench_sweep: 1.74x idle). One profile is 0.3-1.5 s of work; an
+#: ungrouped point (a scenario evaluator hit, an LLM plan) ~1-5 ms.
+MIN_GROUPS_PER_WORKER = 6
+MIN_POINTS_PER_WORKER = 500
+
+
+def choose_executor(points: Sequence[Point], workers: int,
+                    group_key: Callable[[Point], Hashable] | None = None) -> str:
+    """``"process"`` where a pool of ``workers`` can beat one process, else ``"serial"``.
+
+    The rule: a pool needs at least 2 workers and enough independent work to pay for its start-up:
+    :data:`MIN_GROUPS_PER_WORKER` distinct ``group_key`` values per worker (points of one group
+    share set-up, so a group is the unit of work), or, without a key,
+    :data:`MIN_POINTS_PER_WORKER` points per worker."""
+    if workers < 2 or not points:
+        return "serial"
+    if group_key is not None:
+        units, need = len({group_key(p) for p in points}), MIN_GROUPS_PER_WORKER
+    else:
+        units, need = len(points), MIN_POINTS_PER_WORKER
+    return "process" if units >= need * workers else "serial"
+
+
+#: the one message for a Dask run without the dask extra
+DASK_MISSING = ("sweep: executor 'dask' needs dask.distributed, which is not installed: "
+                "pip install 'accelsim[dask]'")
 
 
 def make_tasks(points: Sequence[Point], workers: int,
@@ -75,9 +121,9 @@ def run_tasks(fn: Callable[[Point], Row], tasks: Sequence[Sequence[Point]],
     (default ``record``), the workers are stopped, and the error is re-raised here.
     ``close_fds``: descriptors of this process that forked workers must not keep (the journal and
     its lock)."""
-    if executor not in EXECUTORS:
-        raise ValueError(f"sweep: unknown executor {executor!r}; "
-                         f"choose from {', '.join(EXECUTORS)}")
+    check_executor(executor)
+    if executor == "auto":
+        raise ValueError("run_tasks: resolve executor 'auto' with choose_executor() first")
     salvage = salvage or record
     if executor == "serial" or not tasks:
         for task in tasks:
@@ -328,8 +374,7 @@ def _run_dask(fn, tasks, record, salvage, *, workers: int, address: str | None) 
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
-        raise ValueError("sweep: executor 'dask' needs dask.distributed "
-                         "(pip install 'accelsim[dask]')") from None
+        raise ValueError(DASK_MISSING) from None
     cluster = None
     if address:
         client = Client(address)
