@@ -112,3 +112,21 @@ def shipped_files() -> list[Path]:
                 out.update(f.relative_to(root) for f in d.iterdir()
                            if f.is_file() and not f.name.startswith("."))
     return sorted(out)
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` as a report records it: a shipped file as ``arch_configs/<name>.toml`` (the same
+    from any folder, checkout or installed package), any other file as given."""
+    p = Path(path)
+    try:
+        resolved = p.resolve()
+    except OSError:
+        return str(path)
+    for root in data_roots():
+        try:
+            rel = resolved.relative_to(root.resolve())
+        except ValueError:
+            continue
+        if len(rel.parts) == 2 and rel.parts[0] in SHIPPED:
+            return rel.as_posix()
+    return str(path)
