@@ -138,7 +138,7 @@ def _round(x, fmt, rounding, saturate, rng, nan_to_zero, values: bool):
 def quantize(
     x,
     fmt,
-    rounding: str | None = "rne",
+    rounding: str | None = None,
     *,
     saturate: bool = False,
     rng: np.random.Generator | None = None,
@@ -147,8 +147,9 @@ def quantize(
     """Round ``x`` to values representable in ``fmt``; returns float64 of the same shape.
 
     One correct rounding from the exact input value (float64, int64 and long double inputs
-    included). ``rounding=None`` uses the format's ``default_rounding`` (``rna`` for dlfloat16
-    and hif8). Overflow goes to +-inf (NaN where the format has no inf), or to +-max with
+    included). ``rounding``: the format's own ``default_rounding`` unless named (``rne`` for the
+    IEEE-style formats, ``rna``, round half away, for dlfloat16 and HiF8's TA): a mode the format
+    does not define, such as ``rne`` for hif8, must be asked for by name. Overflow goes to +-inf (NaN where the format has no inf), or to +-max with
     ``saturate=True`` (``rz`` always saturates, as in IEEE 754; sr14/sr2/hybrid saturate a value
     that overflows their FP32/bf16 source too). ``nan_to_zero`` maps NaN inputs to 0 (HiF8
     option). ``saturate`` and ``nan_to_zero`` must be bools, ``rng`` a numpy Generator or None.
@@ -160,7 +161,7 @@ def quantize(
 def encode(
     x,
     fmt,
-    rounding: str | None = "rne",
+    rounding: str | None = None,
     *,
     saturate: bool = False,
     rng: np.random.Generator | None = None,
