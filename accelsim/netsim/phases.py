@@ -25,6 +25,7 @@ import networkx as nx
 
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.netsim import symmetric
+from accelsim.netsim import topology as topo
 from accelsim.netsim.analytic import CollectiveTime, analytic_time
 from accelsim.netsim.limits import MAX_PACKETS, MAX_TRANSFERS
 from accelsim.netsim.schedule import Schedule, best_schedule, link_table
@@ -148,6 +149,8 @@ def collective_time(topology: nx.Graph | RingPlan, op: str, n_elems: int,
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     pl = topology if isinstance(topology, RingPlan) else None
+    if pl is None:
+        topo.validate(topology)  # a custom graph: missing attributes named, GB/s converted
     if pl is None and mode == "symmetric":
         pl = plan_of(topology)
     if pl is not None:
