@@ -36,9 +36,10 @@ def test_bandwidth_in_GBps_equals_the_generator_and_bytes_per_second():
         assert got == collective_time(ref, op, 10**6, 2.0).time_s
         assert got == collective_time(build_topology("ring", 8, link_GBps=50.0), op, 10**6,
                                       2.0).time_s
-    # ring all-reduce: 2 (p-1)/p of the payload over one link's bandwidth
+    # ring all-reduce: 2 (p-1)/p of the payload over k = 2 directional rings (both directions
+    # of the cycle) of 50 GB/s links
     assert collective_time(g, "all-reduce", 8 * 10**6, 1.0).time_s == pytest.approx(
-        2 * 7 / 8 * 8e6 / 50e9)
+        2 * 7 / 8 * 8e6 / (2 * 50e9))
 
 
 def test_disagreeing_units_and_bad_values_are_refused():
