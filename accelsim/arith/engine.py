@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from accelsim.numerics import FORMAT_NAMES, get_format
 
@@ -175,7 +176,7 @@ PRESET_NAMES = tuple(PRESETS)
 _FIELDS = tuple(f.name for f in dataclasses.fields(EngineConfig) if f.name != "name")
 
 
-def get_engine(name: str, **overrides) -> EngineConfig:
+def get_engine(name: str, **overrides: Any) -> EngineConfig:
     """A preset by name with fields replaced, e.g. ``get_engine("h100-fp8", fast_accum=True)``.
 
     ``fast_accum=True`` disables promotion (chunk=None); ``fast_accum=False`` keeps the preset's

@@ -11,9 +11,14 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import numpy.typing as npt
 
 from . import fast
 from .formats import FloatFormat, get_format
+
+#: what a ``fmt`` argument takes: a preset name, a FloatFormat, or a numpy/ml_dtypes dtype
+#: (or its scalar type) with the same values (see :func:`get_format`)
+FormatLike = str | FloatFormat | np.dtype | type
 from .general import decode_table, encode_general, pow2, quantize_general  # noqa: F401 (public twins)
 from .rounding import check_mode
 
@@ -164,14 +169,14 @@ def _round(x, fmt, rounding, saturate, rng, nan_to_zero, values: bool):
 
 # ---------------------------------------------------------------- public API
 def quantize(
-    x,
-    fmt,
+    x: npt.ArrayLike,
+    fmt: FormatLike,
     rounding: str | None = None,
     *,
     saturate: bool = False,
     rng: np.random.Generator | None = None,
     nan_to_zero: bool = False,
-) -> np.ndarray:
+) -> np.ndarray | np.generic:
     """Round ``x`` to values representable in ``fmt``.
 
     ``fmt``: a format name, a :class:`FloatFormat` or a numpy/ml_dtypes dtype
@@ -193,20 +198,20 @@ def quantize(
 
 
 def encode(
-    x,
-    fmt,
+    x: npt.ArrayLike,
+    fmt: FormatLike,
     rounding: str | None = None,
     *,
     saturate: bool = False,
     rng: np.random.Generator | None = None,
     nan_to_zero: bool = False,
-) -> np.ndarray:
+) -> np.ndarray | np.generic:
     """Round ``x`` like :func:`quantize` and return the codes (uint8/uint16/uint32; a scalar
     for a scalar)."""
     return _round(x, fmt, rounding, saturate, rng, nan_to_zero, values=False)
 
 
-def decode(codes, fmt) -> np.ndarray:
+def decode(codes: npt.ArrayLike, fmt: FormatLike) -> np.ndarray | np.generic:
     """float64 values of integer ``codes`` in ``fmt``'s bit layout (a scalar for a scalar code).
     Peak memory: the output
     plus one chunk (codes are looked up 2^16 at a time)."""

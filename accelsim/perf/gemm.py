@@ -30,10 +30,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accelsim.perf.systolic import DATAFLOWS, gemm_cycles_array
+
+if TYPE_CHECKING:
+    from accelsim.arch import System
 
 #: Bytes per element of GEMM operands / tensors in memory, per compute precision.
 OPERAND_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "hfp8": 1, "hif8": 1,
@@ -221,7 +225,7 @@ def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
     return out
 
 
-def gemm_time(system, m: int, n: int, k: int, precision: str, *, count: int = 1,
+def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: int = 1,
               dataflow: str | None = None, efficiency: Efficiency = FITTED) -> GemmTime:
     """Time of ``count`` GEMMs ``[m, k] @ [k, n]`` in ``precision`` on one chip of ``system``
     (operands read and the result written in ``precision``'s storage bytes). ``dataflow``
