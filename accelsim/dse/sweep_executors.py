@@ -53,31 +53,28 @@ def check_executor(executor: str) -> None:
             raise ValueError(DASK_MISSING) from None
 
 
-#: ``auto`` starts a process pool only with at least this many compute-profile groups per worker
-#: (grouped sweeps) or points per worker (ungrouped). Measured on the 2-core container of the
-#: README (``/tmp``-style runs of ``accelsim sweep``, best of 3, machine shared): a pool start-up
-#: costs 0.5-1 s; with 1, 2, 4 or 6 profiles over 2 workers the pool ran at 0.5-0.9x serial, with
-#: 12 profiles at 0.9-1.7x (bench_sweep: 1.74x idle). One profile is 0.3-1.5 s of work; an
-#: ungrouped point (a scenario evaluator hit, an LLM plan) ~1-5 ms.
+#: ``auto`` starts a process pool only for a grouped sweep with at least this many groups (points
+#: that share an expensive set-up, e.g. one compute profile) per worker. Measured on the README's
+#: 2-core container (``accelsim sweep``, 3 runs each, machine shared): a pool start-up costs
+#: 0.5-1 s; with 1, 2, 4 or 6 compute profiles over 2 workers the pool ran at 0.5-0.9x serial,
+#: with 12 at 0.9-1.7x (bench_sweep, idle: 1.74x). Ungrouped points have no known cost and each
+#: row crosses a pipe: the LLM plan search (13,824 plans of ~0.2-0.3 ms) ran at 0.64-0.96x serial
+#: on 2 loaded cores (bench_llm), so ``auto`` runs them serially.
 MIN_GROUPS_PER_WORKER = 6
-MIN_POINTS_PER_WORKER = 500
 
 
 def choose_executor(points: Sequence[Point], workers: int,
                     group_key: Callable[[Point], Hashable] | None = None) -> str:
     """``"process"`` where a pool of ``workers`` can beat one process, else ``"serial"``.
 
-    The rule: a pool needs at least 2 workers and enough independent work to pay for its start-up:
-    :data:`MIN_GROUPS_PER_WORKER` distinct ``group_key`` values per worker (points of one group
-    share set-up, so a group is the unit of work), or, without a key,
-    :data:`MIN_POINTS_PER_WORKER` points per worker."""
-    if workers < 2 or not points:
+    The rule: at least 2 workers, a ``group_key`` (points of one group share set-up, so a group
+    is the unit of work whose cost pays for the pool), and at least
+    :data:`MIN_GROUPS_PER_WORKER` distinct groups per worker. Ask for ``"process"`` by name to
+    run cheap ungrouped points on a pool anyway."""
+    if workers < 2 or not points or group_key is None:
         return "serial"
-    if group_key is not None:
-        units, need = len({group_key(p) for p in points}), MIN_GROUPS_PER_WORKER
-    else:
-        units, need = len(points), MIN_POINTS_PER_WORKER
-    return "process" if units >= need * workers else "serial"
+    groups = len({group_key(p) for p in points})
+    return "process" if groups >= MIN_GROUPS_PER_WORKER * workers else "serial"
 
 
 #: the one message for a Dask run without the dask extra
