@@ -128,10 +128,11 @@ def test_auto_executor_runs_small_sweeps_serially():
     small = sw.spec_from_assignments(axes=["chip_GBps=32,64"], defaults=scenario.defaults())
     many = sw.spec_from_assignments(axes=["scheme=fp16,fp8,hfp8", "minibatch=256,384,512,768"],
                                     defaults=scenario.defaults())
-    kf = key
-    assert sw.choose_executor(small.points(), 2, key) == "serial"
-    assert sw.choose_executor(many.points(), 2, kf) == "process"
-    assert sw.choose_executor(many.points(), 1, kf) == "serial"
-    assert sw.choose_executor(many.points(), 4, kf) == "serial"  # 12 profiles over 4 workers
+    idle = {"idle": 16.0}  # as on an idle 16-core machine (the rule reads the load otherwise)
+    assert sw.choose_executor(small.points(), 2, key, **idle) == "serial"
+    assert sw.choose_executor(many.points(), 2, key, **idle) == "process"
+    assert sw.choose_executor(many.points(), 1, key, **idle) == "serial"
+    assert sw.choose_executor(many.points(), 4, key, **idle) == "serial"  # 12 over 4 workers
+    assert sw.choose_executor(many.points(), 2, key, idle=1.5) == "serial"  # a busy machine
     # ungrouped points (cost unknown, one pipe message per row) stay serial
-    assert sw.choose_executor([{"x": i} for i in range(100_000)], 2) == "serial"
+    assert sw.choose_executor([{"x": i} for i in range(100_000)], 2, **idle) == "serial"

@@ -46,8 +46,9 @@ def add_arguments(parser) -> None:
                              "kept and not recomputed")
     parser.add_argument("--executor", choices=("auto", "serial", "process", "dask"),
                         default="auto",
-                        help="where points run: auto (default: a local process pool when there "
-                             "are at least 6 compute profiles per worker, else this process), "
+                        help="where points run: auto (default: a local process pool when 2 cores "
+                             "are idle and there are at least 6 compute profiles per worker, "
+                             "else this process), "
                              "serial, process, or a Dask cluster (needs pip install "
                              "'accelsim[dask]')")
     parser.add_argument("--workers", type=int, default=None,

@@ -63,15 +63,30 @@ def check_executor(executor: str) -> None:
 MIN_GROUPS_PER_WORKER = 6
 
 
+def idle_cores() -> float:
+    """Usable cores minus the 1-minute load average (what other processes keep busy); the
+    usable cores where the platform has no load average."""
+    cores = default_workers()
+    try:
+        return max(0.0, cores - os.getloadavg()[0])
+    except (AttributeError, OSError):  # no load average (Windows)
+        return float(cores)
+
+
 def choose_executor(points: Sequence[Point], workers: int,
-                    group_key: Callable[[Point], Hashable] | None = None) -> str:
+                    group_key: Callable[[Point], Hashable] | None = None, *,
+                    idle: float | None = None) -> str:
     """``"process"`` where a pool of ``workers`` can beat one process, else ``"serial"``.
 
-    The rule: at least 2 workers, a ``group_key`` (points of one group share set-up, so a group
-    is the unit of work whose cost pays for the pool), and at least
+    The rule: at least 2 workers and 2 idle cores (``idle``, default :func:`idle_cores`: on a
+    busy machine a pool only adds start-up and contention: bench_sweep at load 10 on 2 cores ran
+    the grouped 12-profile sweep at 0.38-1.10x serial), a ``group_key`` (points of one group
+    share set-up, so a group is the unit of work whose cost pays for the pool), and at least
     :data:`MIN_GROUPS_PER_WORKER` distinct groups per worker. Ask for ``"process"`` by name to
-    run cheap ungrouped points on a pool anyway."""
+    run a pool anyway; the rows are the same whichever runs them."""
     if workers < 2 or not points or group_key is None:
+        return "serial"
+    if (idle_cores() if idle is None else idle) < 2:
         return "serial"
     groups = len({group_key(p) for p in points})
     return "process" if groups >= MIN_GROUPS_PER_WORKER * workers else "serial"
