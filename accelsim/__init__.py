@@ -10,6 +10,8 @@ stays fast; the rooms hold the rest, see docs/api.md)::
     accelsim.matmul(a, b, eng); accelsim.dot(a[0], b[:, 0], eng)
     h100 = accelsim.build_system("h100-sxm")        # a shipped config name or a file
     accelsim.gemm_time(h100, 4096, 4096, 4096, "bf16").tflops
+    accelsim.predict(accelsim.build_system("a100-sxm"), accelsim.load_workload("resnet50"), 64,
+                     "fp16", fusion=False).as_dict()["samples_per_s"]
     accelsim.training_step(accelsim.build_system("hfp8-64chip"), accelsim.load_workload("resnet50"),
                            "hfp8", accelsim.TrainingParams(minibatch=384)).samples_per_s
     g = accelsim.build_topology("ring", 8, link_GBps=50)
@@ -27,7 +29,8 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-#: public name -> module that defines it (imported on first use, PEP 562)
+#: public name -> module that defines it, or ``module:name`` where it is defined under another
+#: name (imported on first use, PEP 562)
 _EXPORTS = {
     # numerics: formats and rounding
     "quantize": "accelsim.numerics",
@@ -49,11 +52,13 @@ _EXPORTS = {
     "load_workload": "accelsim.workload",
     "Workload": "accelsim.workload",
     "shipped_names": "accelsim.paths",
-    # performance: one GEMM, one training step, a sweep of them
+    # performance: one GEMM, one training iteration (predict: a layer workload on a chip or GPU
+    # per batch; training_step: the data-parallel study step), a sweep of them
     "gemm_time": "accelsim.perf.gemm",
     "GemmTime": "accelsim.perf.gemm",
-    "training_step": "accelsim.dse.step",
-    "TrainingParams": "accelsim.dse.step",
+    "predict": "accelsim.engine.run:predict_workload",
+    "training_step": "accelsim.dse.training",
+    "TrainingParams": "accelsim.engine.schedule",
     "training_sweep": "accelsim.dse.scenario",
     # collectives on topologies
     "build_topology": "accelsim.netsim.topology",
@@ -68,7 +73,8 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'accelsim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, _, attr = module.partition(":")
+    value = getattr(importlib.import_module(module), attr or name)
     globals()[name] = value
     return value
 
@@ -81,7 +87,9 @@ if TYPE_CHECKING:  # static checkers and IDEs see the names without the lazy imp
     from accelsim.arch import ConfigError, System, build_system
     from accelsim.arith import EngineConfig, dot, get_engine, matmul
     from accelsim.dse.scenario import training_sweep
-    from accelsim.dse.step import TrainingParams, training_step
+    from accelsim.dse.training import training_step
+    from accelsim.engine.run import predict_workload as predict
+    from accelsim.engine.schedule import TrainingParams
     from accelsim.netsim import CollectiveTime, collective_time
     from accelsim.netsim.topology import build_topology
     from accelsim.numerics import (FORMAT_NAMES, ROUNDING_MODES, FloatFormat, decode, encode,

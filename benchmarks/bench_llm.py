@@ -33,8 +33,8 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from accelsim.arch import build_system
-    from accelsim.llm import Plan, predict
-    from accelsim.llm.predict import _gemm_s
+    from accelsim.engine import Plan, predict
+    from accelsim.engine.transformer import _gemm_s
     from accelsim.llm.search import search, search_spec
     from accelsim.workload.gpt import GptConfig
 

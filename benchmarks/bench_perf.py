@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     t = _timeit(lambda: layer_table(sys64, resnet, 1024, "hfp8"), args.repeat)
     rows.append(("ResNet-50 layer x phase roofline table (175 layers, 1 mapping)", t, ""))
 
-    from accelsim.commands.predict import predict_step
+    from accelsim.engine.run import predict_step
     from accelsim.perf.gemm import gemm_time
 
     a100 = load_system(REPO / "arch_configs" / "a100-sxm.toml")

@@ -19,7 +19,7 @@ The model is accelsim's own: collective times from netsim (independent of the kn
 weight-update and compression costs from netsim's functions, compute profiles from the explorer
 (cached per minibatch), the published metrics from ``hfp8_published.paper_metrics``. Only the
 step-time rule is evaluated here on arrays (:func:`step_arrays`, the vectorized twin of
-``step.combine``; tests/test_training_calibration.py checks them against each other).
+``schedule.combine``; tests/test_training_calibration.py checks them against each other).
 
 Stages: a coarse grid over all knobs for every candidate minibatch, then a fine grid around the
 best region; the fit is the fine-grid point with the smallest worst deviation. Identifiability:
@@ -51,7 +51,9 @@ from accelsim.arch import build_system, load_system, with_chip_bandwidth  # noqa
 from accelsim.arch.scenario import single_chip_overrides  # noqa: E402
 from accelsim.dse import hfp8_published as published  # noqa: E402
 from accelsim.dse import hfp8_study as study  # noqa: E402
-from accelsim.dse import step  # noqa: E402
+from accelsim.dse import training  # noqa: E402
+from accelsim.engine import run as engine_run  # noqa: E402
+from accelsim.engine import schedule  # noqa: E402
 from accelsim.netsim import UpdateParams, compression_cost, weight_update_cost  # noqa: E402
 from accelsim.netsim.system import chip_rates  # noqa: E402
 from accelsim.paths import resolve_input  # noqa: E402
@@ -90,8 +92,8 @@ COARSE_N = {"per_tensor_overhead_s": 51, "memory_efficiency": 32, "overlap": 26}
 KNOBS = ("per_tensor_overhead_s", "memory_efficiency", "overlap")
 
 
-def step_arrays(profile: step.ComputeProfile, rs, ag, wu, cs, overlap):
-    """(step_s, exposed_comm_s) of :func:`accelsim.dse.step.combine` on numpy arrays of
+def step_arrays(profile: schedule.ComputeProfile, rs, ag, wu, cs, overlap):
+    """(step_s, exposed_comm_s) of :func:`accelsim.engine.schedule.combine` on numpy arrays of
     parameter sets: step = compute + compression pass + exposed comm, the reduce-scatter
     hidden behind at most ``overlap`` x backward (never more than the reduce-scatter)."""
     hidden = np.minimum(np.maximum(np.multiply(overlap, profile.backward_s), 0.0), rs)
@@ -112,8 +114,8 @@ class Calibrator:
                          for c in study.COMPRESSIONS]
         self.coll = {}
         for s, b, c in self.settings:
-            base = step.TrainingParams(minibatch=system.chips, compression=c, engine=engine)
-            ph = step.comm_phases(with_chip_bandwidth(system, b), workload, s, base)
+            base = schedule.TrainingParams(minibatch=system.chips, compression=c, engine=engine)
+            ph = engine_run.comm_phases(with_chip_bandwidth(system, b), workload, s, base)
             self.coll[s, b, c] = (ph.reduce_scatter_s, ph.all_gather_s)
         self._profiles: dict[int, dict] = {}
 
@@ -147,7 +149,7 @@ class Calibrator:
     def profiles(self, per_chip: int) -> dict:
         if per_chip not in self._profiles:
             mb = per_chip * self.system.chips
-            self._profiles[per_chip] = {s: step.compute_profile(self.system, self.workload, s, mb)
+            self._profiles[per_chip] = {s: training.compute_profile(self.system, self.workload, s, mb)
                                         for s in study.SCHEMES}
         return self._profiles[per_chip]
 
@@ -274,9 +276,9 @@ def dgx1_arrays(cal, dgx1_path, t, eff, overlap):
     out = {}
     for gpus, _ in published.DGX1_PUBLISHED:
         system = build_system(dgx1_path, single_chip_overrides() if gpus == 1 else {})
-        p = step.TrainingParams(minibatch=published.DGX1_MINIBATCH_PER_GPU * gpus)
-        prof = step.compute_profile(system, cal.workload, "fp16", p.minibatch)
-        ph = step.comm_phases(system, cal.workload, "fp16", p)
+        p = schedule.TrainingParams(minibatch=published.DGX1_MINIBATCH_PER_GPU * gpus)
+        prof = training.compute_profile(system, cal.workload, "fp16", p.minibatch)
+        ph = engine_run.comm_phases(system, cal.workload, "fp16", p)
         wu = cal.update_s("fp16", t, eff, system=system, n_chips=system.chips)
         st, _ = step_arrays(prof, ph.reduce_scatter_s, ph.all_gather_s, wu, 0.0, overlap)
         out[gpus] = p.minibatch / st

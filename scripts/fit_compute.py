@@ -38,7 +38,7 @@ def predict(case, eff, launch_us=None):
 
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
-    from accelsim.commands.predict import predict_step
+    from accelsim.engine.run import predict_step
     from accelsim.perf.gemm import gemm_time
     from accelsim.workload import load_workload
 

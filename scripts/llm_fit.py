@@ -24,8 +24,8 @@ import sys
 import numpy as np
 
 from accelsim.arch import build_system
-from accelsim.llm import LlmParams, Plan, predict
-from accelsim.llm.memory import GIB
+from accelsim.engine import LlmParams, Plan, predict
+from accelsim.engine.memory import GIB
 from accelsim.llm.published import (FP8LM_SEQ, FP8LM_TABLE1, FP8LM_TABLE5, FP8LM_VOCAB,
                                     MEGATRON_SEQ, MEGATRON_TABLE1, MEGATRON_VOCAB)
 from accelsim.paths import REPO_ROOT

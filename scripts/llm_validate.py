@@ -21,8 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 from accelsim.arch import build_system
-from accelsim.llm import Plan, predict
-from accelsim.llm.memory import GIB
+from accelsim.engine import Plan, predict
+from accelsim.engine.memory import GIB
 from accelsim.llm.published import FP8LM_TABLE1, FP8LM_TABLE5, FP8LM_TABLE7
 from accelsim.paths import REPO_ROOT
 from accelsim.workload.gpt import narayanan_model_flops

@@ -279,7 +279,7 @@ def main() -> int:
 
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
-    from accelsim.commands.predict import predict_step
+    from accelsim.engine.run import predict_step
     from accelsim.perf.gemm import FITTED, gemm_time
     from accelsim.perf.published import GEMM_CASES, GEMM_SWEEPS, RESNET50_CASES
     from accelsim.workload import load_workload

@@ -16,7 +16,8 @@ import pytest
 from accelsim.cli import main
 from accelsim.dse import hfp8_published as published
 from accelsim.dse import hfp8_study as study
-from accelsim.dse import step
+from accelsim.dse import training
+from accelsim.engine import schedule
 
 REPO = Path(__file__).resolve().parents[1]
 LINKS = (32.0, 64.0, 128.0)
@@ -142,8 +143,8 @@ def test_schemes_agree_when_communication_is_free(out):
 
     system = load_system(REPO / study.DEFAULT_SYSTEM)
     workload = load_workload(REPO / study.DEFAULT_WORKLOAD)
-    free = step.CommPhases(0.0, 0.0, 0.0)
-    ips = {s: step.combine(step.compute_profile(system, workload, s, study.PAPER_SETUP.minibatch),
+    free = schedule.CommPhases(0.0, 0.0, 0.0)
+    ips = {s: schedule.combine(training.compute_profile(system, workload, s, study.PAPER_SETUP.minibatch),
                          free).samples_per_s for s in study.SCHEMES}
     assert ips["fp8"] == ips["hfp8"]  # same compute precision: only communication differs
     assert ips["fp16"] < ips["fp8"]  # FP8 compute is faster

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from accelsim.dse.step import CommPhases, ComputeProfile, combine
+from accelsim.engine.schedule import CommPhases, ComputeProfile, combine
 from accelsim.report import figures as F
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""Imports flow one way (STYLE.md): numerics <- arith; arch/workload <- perf/netsim <- dse <- cli;
+"""Imports flow one way: numerics <- arith; arch/workload <- perf/netsim <- engine <- dse <- llm <- cli;
 report takes tables only. simpy only in netsim, matplotlib only in report, networkx only in netsim."""
 
 from __future__ import annotations
@@ -12,16 +12,19 @@ PKG = Path(__file__).resolve().parents[1] / "accelsim"
 
 # room -> rooms (and third-party libraries) it must not import
 FORBIDDEN = {
-    "numerics": {"arith", "arch", "workload", "perf", "netsim", "dse", "report", "cli", "commands"},
-    "arith": {"arch", "workload", "perf", "netsim", "dse", "cli", "commands"},
-    "arch": {"perf", "netsim", "dse", "report", "cli", "commands", "arith"},
-    "workload": {"perf", "netsim", "dse", "report", "cli", "commands", "arith"},
-    "perf": {"netsim", "dse", "report", "cli", "commands"},
-    "netsim": {"perf", "dse", "report", "cli", "commands"},
-    "dse": {"report", "cli", "commands"},
+    "numerics": {"arith", "arch", "workload", "perf", "netsim", "engine", "dse", "llm", "report",
+                 "cli", "commands"},
+    "arith": {"arch", "workload", "perf", "netsim", "engine", "dse", "llm", "cli", "commands"},
+    "arch": {"perf", "netsim", "engine", "dse", "llm", "report", "cli", "commands", "arith"},
+    "workload": {"perf", "netsim", "engine", "dse", "llm", "report", "cli", "commands", "arith"},
+    "perf": {"netsim", "engine", "dse", "llm", "report", "cli", "commands"},
+    "netsim": {"perf", "engine", "dse", "llm", "report", "cli", "commands"},
+    "engine": {"dse", "llm", "report", "cli", "commands"},
+    "dse": {"llm", "report", "cli", "commands"},
     "llm": {"report", "cli", "commands"},
     "report": {"cli", "commands"},
-    "train": {"arch", "workload", "perf", "netsim", "dse", "report", "cli", "commands"},
+    "train": {"arch", "workload", "perf", "netsim", "engine", "dse", "llm", "report", "cli",
+              "commands"},
 }
 #: top-level single-job modules every room may use (no accelsim imports of their own)
 SHARED_MODULES = {"ring", "paths"}

@@ -8,7 +8,15 @@ import dataclasses
 import pytest
 
 from accelsim.arch import build_system
-from accelsim.llm import Fabric, LlmParams, Plan, comm, get_scheme, memory
+from accelsim.arch.schemes import get_scheme
+from accelsim.engine import Fabric, LlmParams, Plan
+from accelsim.engine.memory import memory
+from accelsim.engine.comm import comm
+
+
+def adamw_formats(name):
+    """The AdamW state formats of scheme ``name`` (what an LLM plan trains with)."""
+    return get_scheme(name).formats("adamw")
 from accelsim.netsim.analytic import ring_collective_time
 from accelsim.paths import REPO_ROOT
 from accelsim.workload.gpt import GptConfig
@@ -21,7 +29,7 @@ M = GptConfig(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200)
 def _comm(scheme="bf16", **kw):
     base = dict(tp=4, pp=8, dp=4, micro_batch=1, global_batch=32)
     plan = Plan(**{**base, **kw})
-    sc = get_scheme(scheme)
+    sc = adamw_formats(scheme)
     return comm(M, plan, sc, FAB, memory(M, plan, sc)), plan
 
 
@@ -89,7 +97,7 @@ def test_weight_comm_fp8_lm_ratio():
     # (embeddings, LayerNorms, biases) as bf16
     bf, _ = _comm("bf16", zero=1)
     f8, _ = _comm("fp8-lm", zero=1)
-    mem = memory(M, Plan(tp=4, pp=8, dp=4, micro_batch=1, global_batch=32), get_scheme("bf16"))
+    mem = memory(M, Plan(tp=4, pp=8, dp=4, micro_batch=1, global_batch=32), adamw_formats("bf16"))
     lin = mem.linear_params / mem.params
     assert 0.95 < lin < 1  # the first stage also holds the vocabulary-parallel embedding
     assert f8.weight_bytes / bf.weight_bytes == pytest.approx(2 / 6 * lin + (1 - lin))
@@ -117,7 +125,7 @@ def test_faster_links_never_slower():
         H100.inter_board_link, bandwidth_Bps=2 * H100.inter_board_link.bandwidth_Bps))
     fab = Fabric.of(fast_sys, LlmParams(network_efficiency=1.0))
     plan = Plan(tp=4, pp=8, dp=4, micro_batch=1, global_batch=32)
-    fast = comm(M, plan, get_scheme("bf16"), fab, memory(M, plan, get_scheme("bf16")))
+    fast = comm(M, plan, adamw_formats("bf16"), fab, memory(M, plan, adamw_formats("bf16")))
     assert fast.dp_s < slow.dp_s and fast.tp_layer_pass_s == slow.tp_layer_pass_s
 
 

@@ -8,11 +8,18 @@ import dataclasses
 
 import pytest
 
-from accelsim.llm import ParamCounts, Plan, get_scheme, memory, param_bytes
-from accelsim.llm.memory import activation_bytes_per_layer, in_flight_layers, model_state_bytes
+from accelsim.arch.schemes import get_scheme
+from accelsim.engine import ParamCounts, Plan, param_bytes
+from accelsim.engine.memory import memory
+from accelsim.engine.memory import activation_bytes_per_layer, in_flight_layers, model_state_bytes
 from accelsim.workload.gpt import GptConfig
 
-BF16 = get_scheme("bf16")
+
+def adamw_formats(name):
+    """The AdamW state formats of scheme ``name`` (what an LLM plan trains with)."""
+    return get_scheme(name).formats("adamw")
+
+BF16 = adamw_formats("bf16")
 # Korthikanti et al. Table 3's 530B model (h 20480, a 128, s 2048, L 105)
 M530 = GptConfig(layers=105, hidden=20480, heads=128, seq=2048, vocab=51200)
 
@@ -57,12 +64,12 @@ def test_flash_attention_keeps_no_score_matrix():
 def test_bytes_per_parameter_fp8_lm():
     # FP8-LM section 2.3: 16 bytes per parameter with the FP32 optimizer path, 6 with precision
     # decoupling (FP16 master 2 + FP8 gradient 1 + FP8 m 1 + FP16 v 2)
-    assert get_scheme("bf16").bytes_per_param == 16
-    assert get_scheme("te-fp8").bytes_per_param == 16
-    assert get_scheme("fp8-lm").bytes_per_param == 6
+    assert adamw_formats("bf16").bytes_per_param == 16
+    assert adamw_formats("te-fp8").bytes_per_param == 16
+    assert adamw_formats("fp8-lm").bytes_per_param == 6
     # Megatron bf16 keeps the working copy (2 B) and an fp32 gradient buffer on top of fp32
     # master + moments
-    assert get_scheme("bf16").weight_bytes + get_scheme("bf16").bytes_per_param == 18
+    assert adamw_formats("bf16").weight_bytes + adamw_formats("bf16").bytes_per_param == 18
 
 
 def test_fp8_lm_states_only_for_linear_weights():
@@ -70,7 +77,7 @@ def test_fp8_lm_states_only_for_linear_weights():
     # biases keep bf16's 2 + 4 + 12 bytes (ZeRO-1 over dp shards the 12)
     m = GptConfig(layers=24, hidden=2048, heads=16, seq=2048, vocab=51200)
     plan = Plan(tp=2, pp=2, dp=4, micro_batch=1, global_batch=8, zero=1)
-    mem = memory(m, plan, get_scheme("fp8-lm"))
+    mem = memory(m, plan, adamw_formats("fp8-lm"))
     lin, rest = mem.linear_params, mem.params - mem.linear_params
     assert lin == 12 * (4 * 2048 ** 2 + 2 * 2048 * 8192) / 2
     assert mem.grads_bytes == pytest.approx(lin * 1 + rest * 4)
@@ -80,13 +87,13 @@ def test_fp8_lm_states_only_for_linear_weights():
 
 def test_param_bytes_prices_linear_weights_and_the_rest_apart():
     c = ParamCounts(linear=1000, rest=10)
-    fp8, bf = get_scheme("fp8-lm"), BF16
+    fp8, bf = adamw_formats("fp8-lm"), BF16
     # FP8-LM: FP8 gradients (1 B) on the linear weight matrices, bf16's fp32 buffer (4 B) on the
     # rest; a scheme without other_scheme prices everything alike
     assert param_bytes(c, fp8, lambda s: s.grad_bytes) == 1000 * 1 + 10 * 4
     assert param_bytes(c, fp8, lambda s: s.optimizer_bytes) == 1000 * 5 + 10 * 12
     assert param_bytes(c, bf, lambda s: s.grad_bytes) == 1010 * 4
-    te = get_scheme("te-fp8")
+    te = adamw_formats("te-fp8")
     assert param_bytes(c, te, lambda s: s.weight_bytes) == 1010 * 2
     # Transformer Engine's FP8 weight + transpose cache sits on the linear weights only
     w, g, o = model_state_bytes(c, te, zero=0, dp=1)
@@ -102,16 +109,16 @@ def test_scheme_other_is_read_only_by_param_bytes():
     import ast
     from pathlib import Path
 
-    import accelsim.llm as llm
+    import accelsim
 
     readers = set()
-    for f in sorted(Path(llm.__file__).parent.glob("*.py")):
+    for f in sorted(Path(accelsim.__file__).parent.rglob("*.py")):
         tree = ast.parse(f.read_text())
         for fn in ast.walk(tree):
             if isinstance(fn, ast.FunctionDef):
                 if any(isinstance(n, ast.Attribute) and n.attr == "other" for n in ast.walk(fn)):
                     readers.add(f"{f.name}:{fn.name}")
-    assert readers == {"schemes.py:param_bytes"}
+    assert readers == {"states.py:param_bytes"}
 
 
 def test_zero_figure1():
@@ -134,7 +141,7 @@ def test_memory_shrinks_with_every_sharding_knob():
     assert acts == sorted(acts, reverse=True)
     sp = memory(m, Plan(**base, sequence_parallel=True), BF16).activations_bytes
     assert sp < acts[0]
-    fp8 = memory(m, Plan(**base), get_scheme("fp8-lm")).total_bytes
+    fp8 = memory(m, Plan(**base), adamw_formats("fp8-lm")).total_bytes
     assert fp8 < totals[0]
 
 

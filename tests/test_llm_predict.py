@@ -10,7 +10,7 @@ import pytest
 
 from accelsim.arch import build_system
 from accelsim.cli import main
-from accelsim.llm import LlmParams, Plan, predict
+from accelsim.engine import LlmParams, Plan, predict
 from accelsim.llm.search import search
 from accelsim.paths import REPO_ROOT
 from accelsim.workload.gpt import GptConfig, narayanan_flops
@@ -131,28 +131,44 @@ def test_search_drops_what_does_not_fit():
     assert (t[t.status == "ok"].memory_GiB_per_gpu <= 80).all()
 
 
-@pytest.mark.parametrize("scheme", ["hfp8", "hif8"])
+@pytest.mark.parametrize("scheme", ["hfp8-gemm", "hif8"])
 def test_8bit_paper_schemes_run_the_same_plans(scheme):
     bf = predict(M, Plan(**PLAN), "bf16", H100)
     r = predict(M, Plan(**PLAN), scheme, H100)
     assert r.forward_s < bf.forward_s  # 8-bit GEMMs at twice the bf16 rate on H100
     # the same states as bf16, but HFP8 (Sun et al. 2019) keeps FP16 gradients (2 B, not fp32)
-    grad_saving = (4 - 2) * r.memory.params if scheme == "hfp8" else 0.0
+    grad_saving = (4 - 2) * r.memory.params if scheme == "hfp8-gemm" else 0.0
     assert r.memory.model_states_bytes == pytest.approx(bf.memory.model_states_bytes - grad_saving)
-    with pytest.raises(ValueError, match="unknown LLM scheme"):
+    with pytest.raises(ValueError, match="unknown scheme 'fp4-lm'"):
         predict(M, Plan(**PLAN), "fp4-lm", H100)
 
 
+def test_one_name_one_recipe_and_the_optimizer_picks_the_formats():
+    """The paper's HFP8 system scheme (8-bit weights, sharded update) has no AdamW recipe: the
+    LLM papers' HFP8 GEMMs with 16-bit states are another name; FP8-LM defines AdamW only."""
+    with pytest.raises(ValueError, match="hfp8-gemm"):
+        predict(M, Plan(**PLAN), "hfp8", H100)
+    with pytest.raises(ValueError, match="fp8-lm.*no sgd-momentum recipe"):
+        predict(M, Plan(**PLAN, optimizer="sgd-momentum"), "fp8-lm", H100)
+    adamw = predict(M, Plan(**PLAN), "bf16", H100).memory
+    sgd = predict(M, Plan(**PLAN, optimizer="sgd-momentum"), "bf16", H100).memory
+    # AdamW (Megatron): fp32 main gradient, master weight and two moments; SGD with momentum
+    # in bf16 (the HFP8 paper's recipe at 16 bits): 2-byte gradient, master and one momentum
+    assert adamw.grads_bytes == pytest.approx(2 * sgd.grads_bytes)
+    assert adamw.optimizer_bytes == pytest.approx((4 + 8) / (2 + 2) * sgd.optimizer_bytes)
+
+
 def test_optimizer_step_prices_each_parameter_at_its_own_bytes():
-    # read weight, gradient, master, moments; write weight, master, moments -- bf16 2+4+12 and
-    # 2+12 = 32 B per parameter; FP8-LM's linear weight matrices 2+1+5 and 2+5 = 15 B, its
-    # embeddings, LayerNorms and biases bf16's 32 B (they are not FP8 tensors); ZeRO-1 shards it
+    # the one update model (netsim.update_bytes_per_elem): read gradient, master, moments;
+    # write master, moments and the 16-bit working weight -- bf16 4+4+8 and 4+8+2 = 30 B per
+    # parameter; FP8-LM's linear weight matrices 1+2+3 and 2+3+2 = 13 B, its embeddings,
+    # LayerNorms and biases bf16's 30 B (they are not FP8 tensors); ZeRO-1 shards it
     hbm = H100.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
     plan = Plan(**PLAN, zero=1)
-    for scheme, lin_bytes in (("bf16", 32), ("fp8-lm", 15)):
+    for scheme, lin_bytes in (("bf16", 30), ("fp8-lm", 13)):
         r = predict(M, plan, scheme, H100)
         mem = r.memory
-        expect = (mem.linear_params * lin_bytes + (mem.params - mem.linear_params) * 32) / 4
+        expect = (mem.linear_params * lin_bytes + (mem.params - mem.linear_params) * 30) / 4
         assert r.optimizer_s == pytest.approx(expect / hbm, rel=1e-12)
     # a model whose vocabulary dominates: the non-linear share is priced at bf16, not FP8-LM
     wide = GptConfig(layers=2, hidden=1024, heads=16, seq=512, vocab=256000)
@@ -160,8 +176,8 @@ def test_optimizer_step_prices_each_parameter_at_its_own_bytes():
     r = predict(wide, small, "fp8-lm", H100)
     lin, n = r.memory.linear_params, r.memory.params
     assert lin < 0.2 * n
-    assert r.optimizer_s == pytest.approx((lin * 15 + (n - lin) * 32) / 2 / hbm, rel=1e-12)
-    flat = n * 15 / 2 / hbm  # the old pricing: every parameter at FP8-LM's bytes
+    assert r.optimizer_s == pytest.approx((lin * 13 + (n - lin) * 30) / 2 / hbm, rel=1e-12)
+    flat = n * 13 / 2 / hbm  # the old pricing: every parameter at FP8-LM's bytes
     assert r.optimizer_s > 1.8 * flat
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from accelsim.arch import build_system
-from accelsim.llm import LlmParams
+from accelsim.engine import LlmParams
 from accelsim.paths import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))

@@ -11,7 +11,7 @@ import pytest
 from accelsim.arch import load_system
 from accelsim.cli import main
 from accelsim.perf.precision import layer_precisions
-from accelsim.perf.step import phase_sums
+from accelsim.engine.layers import phase_sums
 from accelsim.workload import load_workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,7 +118,8 @@ def test_fusion_is_a_no_op_without_the_switch_on_the_hfp8_system():
 
 @pytest.mark.parametrize("config", ["rapid-1chip", "dgx-a100"])
 def test_training_step_of_a_workload_without_weights(tmp_path, config):
-    from accelsim.dse.step import TrainingParams, training_step
+    from accelsim.dse.training import training_step
+    from accelsim.engine.schedule import TrainingParams
 
     wl_path = tmp_path / "one.toml"
     wl_path.write_text(ONE_GEMM)

@@ -1,6 +1,6 @@
 """PAPER_SETUP is the output of scripts/calibrate.py, not numbers typed into the model: the coarse
 stage of the script's minimax fit is re-run here around PAPER_SETUP's minibatch and must land on
-it; the script's vectorized step rule is checked against step.combine (the owner) through the
+it; the script's vectorized step rule is checked against schedule.combine (the owner) through the
 real study pipeline; the fitted knobs sit inside the script's physical bounds."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 from accelsim.arch import load_system, with_chip_bandwidth
 from accelsim.dse import hfp8_published as published
 from accelsim.dse import hfp8_study as study
-from accelsim.dse import step
+from accelsim.dse import training
+from accelsim.engine import schedule
 from accelsim.workload import load_workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,7 +52,7 @@ def test_paper_setup_knobs_are_inside_the_physical_bounds(calibrate):
 
 def test_vectorized_step_rule_matches_the_study_pipeline(cal):
     """The script's array evaluation (step_arrays + netsim's costs) gives the same rows and
-    published metrics as hfp8_study.throughput_grid (step.training_step -> step.combine) for
+    published metrics as hfp8_study.throughput_grid (training.training_step -> schedule.combine) for
     PAPER_SETUP and for a few other knob sets."""
     rng = np.random.default_rng(16)
     k = _per_chip(cal)
@@ -65,7 +66,7 @@ def test_vectorized_step_rule_matches_the_study_pipeline(cal):
     fast = {(r["scheme"], r["chip_GBps"], r["compression"]): r for r in fast}
     for i, p in enumerate(sets):
         for s, b, c in [("fp16", 32.0, 1.0), ("fp8", 64.0, 256.0), ("hfp8", 128.0, 32.0)]:
-            ref = step.training_step(with_chip_bandwidth(cal.system, b), cal.workload, s,
+            ref = training.training_step(with_chip_bandwidth(cal.system, b), cal.workload, s,
                                      dataclasses.replace(p, compression=c))
             r = fast[s, b, c]
             for col in ("samples_per_s", "weight_update_s", "comm_fraction", "compression_s",

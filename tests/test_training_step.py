@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accelsim.dse.step import CommPhases, ComputeProfile, TrainingParams, combine
+from accelsim.engine.schedule import CommPhases, ComputeProfile, TrainingParams, combine
 
 times = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 pos = st.floats(min_value=1e-6, max_value=1.0, allow_nan=False)

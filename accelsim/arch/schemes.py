@@ -20,6 +20,14 @@ by :func:`accelsim.perf.layer_precisions`; :func:`with_policy` derives a scheme 
 
 Per-element byte counts are the schemes' storage precisions; the weight-update cost model that
 uses them lives in :mod:`accelsim.netsim.update`.
+
+**The optimizer is part of the plan, not of the scheme name.** The fields above are the recipe
+under SGD (with momentum: one state tensor at ``optimizer_state_bytes``), as the HFP8 paper
+trains. Under AdamW a scheme keeps its mixed-precision AdamW formats (``adamw``, a
+:class:`accelsim.arch.states.StateFormats`: Megatron-LM / Transformer Engine / FP8-LM bytes per
+state and per communicated tensor); :meth:`Scheme.for_optimizer` gives the recipe a plan runs.
+Schemes that LLM training papers define (``te-fp8``, ``fp8-lm``, ``hif8``, ``hfp8-gemm``) live in
+the same registry; a scheme without formats for an optimizer refuses it by name.
 """
 
 from __future__ import annotations
@@ -27,8 +35,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from accelsim.arch.model import PRECISIONS
+from accelsim.arch.states import BF16, FP8_LM, FP32, HFP8_GEMM, HIF8, TE_FP8, StateFormats
 
 PHASES = ("reduce_scatter", "all_gather", "weight_update")
+#: optimizers a plan can name: (state tensors, vector ops per updated element); the update cost
+#: model (:mod:`accelsim.netsim.update`) reads them from here
+OPTIMIZERS = {
+    "sgd": (0, 2.0),
+    "sgd-momentum": (1, 4.0),
+    "adamw": (2, 12.0),
+}
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,8 @@ class Scheme:
     high_precision: str = "fp16"  # precision of the first/last layers when first_last_fp16
     layer_overrides: tuple[tuple[str, str], ...] = ()  # (layer name, precision) pairs
     policy_source: str = ""  # where the overrides came from (file or flag), for error messages
+    adamw: StateFormats | None = None  # mixed-precision AdamW formats (None: AdamW undefined)
+    sgd: bool = True  # the fields above define the SGD recipes (False: AdamW only)
 
     def __post_init__(self) -> None:
         if sorted(self.phase_order) != sorted(PHASES):
@@ -105,6 +123,60 @@ class Scheme:
     @property
     def sharded_update(self) -> bool:
         return self.update_placement == "sharded"
+
+    @property
+    def optimizers(self) -> tuple[str, ...]:
+        """The optimizers this scheme defines state formats for."""
+        return (("sgd", "sgd-momentum") if self.sgd else ()) + (("adamw",) if self.adamw else ())
+
+    def formats(self, optimizer: str) -> StateFormats:
+        """The per-parameter state and communication formats under ``optimizer``: the AdamW
+        formats, or the SGD recipe's for SGD: the working weight in the master weight's format
+        (the accounting :func:`accelsim.engine.memory.layer_memory_bytes` uses), the residual
+        counted with the master, one state per momentum, the compute copy as a cached copy."""
+        check_optimizer(self, optimizer)
+        if optimizer == "adamw":
+            return self.adamw
+        n_state = OPTIMIZERS[optimizer][0]
+        return StateFormats(
+            self.name, self.compute_precision, self.master_weight_bytes, self.gradient_bytes,
+            self.master_weight_bytes + self.residual_bytes,
+            n_state * self.optimizer_state_bytes, self.reduce_scatter_bytes_per_elem,
+            self.all_gather_bytes_per_elem if self.all_gather_payload == "weights"
+            else self.master_weight_bytes,
+            2, 2, 2, self.description, fp8_weight_cache_bytes=self.compute_copy_bytes)
+
+    def for_optimizer(self, optimizer: str) -> Scheme:
+        """The data-parallel recipe under ``optimizer``: this scheme for SGD; for AdamW the
+        gradient reduction, update and states at the AdamW formats (gradients all-reduced at
+        ``grad_comm_bytes``, a replicated update of the master weight and both moments, the
+        working weight written back at ``weight_bytes`` plus any cached low-precision copy)."""
+        check_optimizer(self, optimizer)
+        if optimizer != "adamw":
+            return self
+        f = self.adamw
+        master = f.master_bytes or f.weight_bytes  # no separate master: the weight is updated
+        copy = (f.weight_bytes if f.master_bytes else 0.0) + f.fp8_weight_cache_bytes
+        return replace(self, phase_order=("reduce_scatter", "all_gather", "weight_update"),
+                       reduce_scatter_bytes_per_elem=f.grad_comm_bytes,
+                       all_gather_bytes_per_elem=f.grad_comm_bytes,
+                       all_gather_payload="gradients", update_placement="replicated",
+                       gradient_bytes=f.grad_bytes, master_weight_bytes=master,
+                       residual_bytes=0.0, optimizer_state_bytes=f.moment_bytes / 2,
+                       compute_copy_bytes=copy, residual_ops_per_elem=0.0)
+
+
+def check_optimizer(scheme: Scheme, optimizer: str) -> None:
+    """Raise ValueError unless ``scheme`` defines formats for ``optimizer``."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+    if optimizer not in scheme.optimizers:
+        others = [n for n, sc in _SCHEMES.items() if optimizer in sc.optimizers
+                  and (n.startswith(f"{scheme.name}-")
+                       or sc.compute_precision == scheme.compute_precision)]
+        hint = f" (schemes that do, at its precision: {', '.join(others)})" if others else ""
+        raise ValueError(f"scheme {scheme.name!r} defines no {optimizer} recipe; it defines "
+                         f"{', '.join(scheme.optimizers)}{hint}")
 
 
 _SCHEMES: dict[str, Scheme] = {
@@ -189,9 +261,23 @@ def _like_fp16(name: str, precision: str, nbytes: float, what: str) -> Scheme:
     )
 
 
-_SCHEMES["bf16"] = _like_fp16("bf16", "bf16", 2.0, "BF16 compute")
-_SCHEMES["tf32"] = _like_fp16("tf32", "tf32", 4.0, "TF32 tensor-core compute, FP32 storage")
-_SCHEMES["fp32"] = _like_fp16("fp32", "fp32", 4.0, "FP32 compute")
+_SCHEMES["bf16"] = replace(_like_fp16("bf16", "bf16", 2.0, "BF16 compute"), adamw=BF16)
+_SCHEMES["tf32"] = replace(_like_fp16("tf32", "tf32", 4.0, "TF32 tensor-core compute, FP32 storage"),
+                           adamw=replace(FP32, name="tf32", gemm_precision="tf32"))
+_SCHEMES["fp32"] = replace(_like_fp16("fp32", "fp32", 4.0, "FP32 compute"), adamw=FP32)
+# AdamW under the paper's fp16 / fp8 compute: the bf16 formats at 16-bit fp16 (FP16 AMP), plus
+# the 8-bit compute copy for fp8. hfp8 (8-bit weights, sharded update) has no AdamW recipe: the
+# LLM papers' HFP8 GEMMs with 16-bit states are ``hfp8-gemm``.
+_SCHEMES["fp16"] = replace(_SCHEMES["fp16"], adamw=replace(BF16, name="fp16",
+                                                            gemm_precision="fp16"))
+_SCHEMES["fp8"] = replace(_SCHEMES["fp8"], adamw=replace(BF16, name="fp8", gemm_precision="fp8",
+                                                          fp8_weight_cache_bytes=1))
+# The LLM papers' schemes (states and communication as bf16 under SGD, for te-fp8 and hif8)
+for _f in (TE_FP8, HIF8, HFP8_GEMM):
+    _SCHEMES[_f.name] = replace(_like_fp16(_f.name, _f.gemm_precision, 2.0, _f.description),
+                                adamw=_f)
+_SCHEMES["fp8-lm"] = replace(_like_fp16("fp8-lm", "fp8", 2.0, FP8_LM.description), adamw=FP8_LM,
+                             sgd=False)  # FP8-LM defines its formats for AdamW only
 
 SCHEME_NAMES: tuple[str, ...] = tuple(_SCHEMES)
 

@@ -119,3 +119,22 @@ def exit_interrupted(command: str, saved: str, out) -> None:
           f"to resume", file=sys.stderr, flush=True)
     raise SystemExit(130) from None
 
+
+
+def datapath_note(system, scheme) -> None:
+    """Tell the user (stderr) when the chip computes the scheme's precision no faster than its
+    high precision: the config has no faster datapath for it, so the scheme runs there at the
+    wider rate and any gain comes from smaller tensors in memory. PRECISIONS runs from wide to
+    narrow: the note is for a narrower scheme (fp8 beside fp16), never for fp32/tf32/bf16
+    beside the fp16 default."""
+    import sys
+
+    from accelsim.arch.model import PRECISIONS
+
+    core, cp, hp = system.chip.core, scheme.compute_precision, scheme.high_precision
+    narrower = PRECISIONS.index(cp) > PRECISIONS.index(hp)
+    if narrower and core.supports(hp) and \
+            core.macs_per_cycle_per_pe(cp) <= core.macs_per_cycle_per_pe(hp):
+        print(f"note: {system.name} computes {cp} no faster than {hp} (its config has no "
+              f"faster {cp} datapath); any gain over {hp} comes from {cp}'s smaller tensors "
+              "in memory", file=sys.stderr)

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default 1 = none)")
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing engine")
-    parser.add_argument("--optimizer", choices=("sgd", "sgd-momentum", "adam"),
+    parser.add_argument("--optimizer", choices=("sgd", "sgd-momentum", "adamw"),
                         default="sgd-momentum", help="optimizer of the weight update")
     parser.add_argument("--memory-efficiency", type=positive_float, default=None,
                         help="fraction of peak memory bandwidth the update kernel reaches "

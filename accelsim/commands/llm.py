@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from accelsim.commands._common import nonnegative_float, positive_int
+from accelsim.commands import _plan, _report
+from accelsim.commands._common import positive_int
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT run on nodes like "
@@ -14,8 +15,8 @@ HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT r
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from accelsim.llm.plan import RECOMPUTE, LlmParams
-    from accelsim.llm.schemes import SCHEMES
+    from accelsim.arch.schemes import SCHEME_NAMES
+    from accelsim.engine.plan import LlmParams
 
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="node file (e.g. arch_configs/dgx-h100.toml) or shipped name")
@@ -29,32 +30,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="a separate LM-head matrix (default: tied to the word embedding)")
     m.add_argument("--flash-attention", action="store_true",
                    help="attention kernel that keeps no score matrix (causal half skipped)")
-    p = parser.add_argument_group("plan")
-    for flag, meta in (("--tp", "T"), ("--pp", "P"), ("--dp", "D"), ("--micro-batch", "b")):
-        p.add_argument(flag, type=positive_int, default=None, metavar=meta)
-    p.add_argument("--global-batch", type=positive_int, required=True, metavar="B")
-    p.add_argument("--interleave", type=positive_int, default=1, metavar="v",
-                   help="model chunks per pipeline stage (default 1: plain 1F1B)")
-    p.add_argument("--recompute", choices=RECOMPUTE, default="none")
-    p.add_argument("--sequence-parallel", action="store_true")
-    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0)
-    p.add_argument("--overlap-grad-reduce", action="store_true",
-                   help="reduce gradients during the last backward pass (PyTorch DDP buckets)")
-    p.add_argument("--no-grad-accumulation-fusion", action="store_true",
-                   help="accumulate weight gradients in a separate kernel per micro-batch "
-                        "(Megatron's --no-gradient-accumulation-fusion, as FP8-LM ran)")
-    parser.add_argument("--scheme", choices=tuple(SCHEMES), required=True)
+    parser.add_argument("--scheme", choices=SCHEME_NAMES, required=True,
+                        help="training scheme (one registry with predict's); with "
+                             "--optimizer it fixes every state format")
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
-    parser.add_argument("--memory-reserve", type=nonnegative_float, default=None, metavar="GIB",
-                        help="GiB per GPU counted on top of the training tensors (weights, "
-                             "gradients, optimizer states, activations): the CUDA context, NCCL "
-                             "communicator buffers and the caching allocator's reserve of a "
-                             "Megatron-LM / MS-AMP run. Default "
-                             f"{LlmParams().memory_reserve_GiB:g}, fitted by scripts/llm_fit.py "
-                             "on FP8-LM's H100 runs and applied to every system and model as is "
-                             "(also in --search's fit check); 0 for a bare tensor count. "
-                             "Reported as memory_reserve_GiB, included in memory_GiB_per_gpu")
+    parser.add_argument("--fusion", choices=("on",), default="on",
+                        help="the transformer path models Megatron-LM's fused kernels (fused "
+                             "softmax, flash attention where asked); an unfused stack is not "
+                             "modelled")
+    _plan.add_arguments(
+        parser, global_batch_required=True, optimizer_default="adamw",
+        reserve_help="GiB per GPU counted on top of the training tensors (weights, "
+        "gradients, optimizer states, activations): the CUDA context, NCCL communicator "
+        "buffers and the caching allocator's reserve of a Megatron-LM / MS-AMP run. Default "
+        f"{LlmParams().memory_reserve_GiB:g}, fitted by scripts/llm_fit.py on FP8-LM's H100 "
+        "runs and applied to every system and model as is (also in --search's fit check); "
+        "0 for a bare tensor count. Reported as memory_reserve_GiB, included in "
+        "memory_GiB_per_gpu")
+    _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
                              "_GiB 2^30 bytes, _GB 1e9 bytes; docs/llm.md has the table)")
@@ -73,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch import build_system
     from accelsim.cli import UserError
     from accelsim.commands._common import system_path
-    from accelsim.llm import Plan, predict
+    from accelsim.engine import predict
     from accelsim.workload.gpt import GptConfig
 
     path = system_path(args.system)
@@ -81,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
                       vocab=args.vocab, ffn=args.ffn or 0,
                       tied_embeddings=not args.untied_embeddings,
                       flash_attention=args.flash_attention)
+    if args.search and (args.breakdown or args.trace):
+        raise UserError("--breakdown and --trace are for one prediction, not --search")
     if args.search:
         return _search(args, model, path, _params(args))
     missing = [f"--{n.replace('_', '-')}" for n in ("tp", "pp", "dp", "micro_batch")
@@ -89,13 +85,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{', '.join(missing)} required for one prediction (or use --search)")
     if args.out is not None:
         raise UserError("--out is for --search tables")
-    plan = Plan(tp=args.tp, pp=args.pp, dp=args.dp, micro_batch=args.micro_batch,
-                global_batch=args.global_batch, interleave=args.interleave,
-                recompute=args.recompute, sequence_parallel=args.sequence_parallel,
-                zero=args.zero, overlap_grad_reduce=args.overlap_grad_reduce,
-                grad_accumulation_fusion=not args.no_grad_accumulation_fusion)
+    plan = _plan.build_plan(args, tp=args.tp, pp=args.pp, dp=args.dp,
+                            micro_batch=args.micro_batch, global_batch=args.global_batch)
+    _report.check(args)
     system = build_system(path)
     r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
+    _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
+                  f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp}, {args.scheme}")
     d = r.as_dict()
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))
@@ -114,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 def _params(args: argparse.Namespace):
     """The global parameters with the command line's overrides (the one place they are set)."""
     from accelsim.cli import UserError
-    from accelsim.llm import LlmParams
+    from accelsim.engine import LlmParams
 
     if args.memory_reserve is None:
         return LlmParams()
@@ -139,7 +135,8 @@ def _search(args, model, path, params) -> int:
         check_output_path(args.out, "--out")
     try:
         table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
-                       executor=args.executor, workers=args.workers, out=args.out)
+                       optimizer=args.optimizer, executor=args.executor,
+                       workers=args.workers, out=args.out)
     except KeyboardInterrupt:
         if args.out is None:
             raise

@@ -1,16 +1,22 @@
-"""``accelsim plot``: a PNG from any sweep table (CSV or Parquet)."""
+"""``accelsim plot``: a PNG from any sweep table (CSV or Parquet), or the timeline of a trace
+written by ``--trace`` (``accelsim plot --trace OUT.json --out timeline.png``)."""
 
 from __future__ import annotations
 
 NAME = "plot"
 HELP = ("plot any sweep table: choose the x and y columns, and optionally a hue (one line per "
-        "value) and a facet (one panel per value); writes a PNG")
+        "value) and a facet (one panel per value); or --trace a Chrome trace as a timeline; "
+        "writes a PNG")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("table", metavar="TABLE", help="a sweep table (.csv or .parquet)")
-    parser.add_argument("--x", required=True, metavar="COLUMN", help="column on the x axis")
-    parser.add_argument("--y", required=True, metavar="COLUMN",
+    parser.add_argument("table", metavar="TABLE", nargs="?", default=None,
+                        help="a sweep table (.csv or .parquet)")
+    parser.add_argument("--trace", default=None, metavar="TRACE.json",
+                        help="instead of a table: draw a trace written by predict/llm/explore "
+                             "--trace as one track per stream")
+    parser.add_argument("--x", default=None, metavar="COLUMN", help="column on the x axis")
+    parser.add_argument("--y", default=None, metavar="COLUMN",
                         help="column on the y axis (e.g. samples_per_s, step_s)")
     parser.add_argument("--hue", default=None, metavar="COLUMN",
                         help="one line / bar group per value of this column")
@@ -32,11 +38,20 @@ def run(args) -> int:
     from accelsim.cli import UserError, check_output_path
     from accelsim.report.plot import plot_table
 
+    if not args.out.lower().endswith(".png"):
+        raise UserError(f"--out {args.out}: must end in .png")
+    if args.trace is not None:
+        if args.table is not None:
+            raise UserError("give a TABLE or --trace, not both")
+        return _plot_trace(args)
+    if args.table is None:
+        raise UserError("a TABLE to plot (or --trace TRACE.json) is required")
+    missing = [f for f in ("x", "y") if getattr(args, f) is None]
+    if missing:
+        raise UserError(f"{' and '.join('--' + f for f in missing)} required to plot a table")
     src = Path(args.table)
     if not src.is_file():
         raise UserError(f"{src}: no such file")
-    if not args.out.lower().endswith(".png"):
-        raise UserError(f"--out {args.out}: must end in .png")
     check_output_path(args.out, "--out")
     try:
         table = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
@@ -47,5 +62,40 @@ def run(args) -> int:
                          kind=args.kind, logx=args.logx, logy=args.logy, title=args.title)
     except ValueError as exc:
         raise UserError(f"{src}: {exc}") from None
+    print(out)
+    return 0
+
+
+def _plot_trace(args) -> int:
+    """Read a Chrome trace (the complete events and thread names) into a table and draw it."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from accelsim.cli import UserError, check_output_path
+    from accelsim.report.trace import plot_trace
+
+    src = Path(args.trace)
+    if not src.is_file():
+        raise UserError(f"--trace {src}: no such file")
+    check_output_path(args.out, "--out")
+    try:
+        data = json.loads(src.read_text())
+        raw = data["traceEvents"] if isinstance(data, dict) else data
+        names = {e.get("tid"): e["args"]["name"] for e in raw
+                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        rows = [{"name": str(e["name"]), "track": names.get(e.get("tid"), str(e.get("tid"))),
+                 "start_s": float(e["ts"]) / 1e6, "dur_s": float(e["dur"]) / 1e6}
+                for e in raw if e.get("ph") == "X"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
+            ValueError) as exc:
+        raise UserError(f"--trace {src}: not a Chrome trace of complete events "
+                        f"({type(exc).__name__}: {exc})") from None
+    events = pd.DataFrame(rows, columns=["name", "track", "start_s", "dur_s"])
+    try:
+        out = plot_trace(events, args.out, title=args.title or src.name)
+    except ValueError as exc:
+        raise UserError(f"--trace {src}: {exc}") from None
     print(out)
     return 0

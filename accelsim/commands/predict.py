@@ -1,5 +1,7 @@
 """``accelsim predict``: one training iteration of a workload on a system (samples/s, step
-time, TFLOP/s, memory), from the compute model plus the gradient-reduction model."""
+time, TFLOP/s, memory) through the engine (:mod:`accelsim.engine`): a layer workload data
+parallel over the system's chips, or a generated transformer workload under any plan -- the same
+code ``accelsim llm`` runs."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import argparse
 import json
 import sys
 
+from accelsim.commands import _plan, _report
 from accelsim.commands._common import positive_int, scheme_choices
 
 NAME = "predict"
@@ -20,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
                         help="workload TOML file or shipped name (e.g. resnet50)")
     parser.add_argument("--batch", type=positive_int, required=True, metavar="B",
-                        help="samples per chip per iteration")
+                        help="samples per chip per iteration (a transformer plan: the "
+                             "micro-batch, with --global-batch B x dp unless given)")
     parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
                         help="training scheme")
     parser.add_argument("--fusion", choices=("on", "off"), default=None,
@@ -42,65 +46,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "[policy.layers] NAME = PRECISION); flags below override it")
     parser.add_argument("--precision-override", action="append", default=[],
                         metavar="LAYER=PREC", help="per-layer compute precision (repeatable)")
+    _plan.add_arguments(
+        parser, global_batch_required=False, optimizer_default="sgd-momentum",
+        reserve_help="GiB per chip on top of the training tensors (CUDA context, communicator "
+        "buffers, allocator slack; default 0: a bare tensor count, predict's stated stack; "
+        "llm's Megatron-LM stack reserves 11.3)")
+    _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
-                 layout: str | None = None, efficiency=None,
-                 winograd: bool | None = None) -> dict:
-    """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
-    on/off; activation ``layout`` and ``winograd`` None = the config's; ``winograd=True`` needs
-    a chip with a memory hierarchy, else ValueError): the compute model
-    (:func:`accelsim.perf.step.phase_sums`) plus the gradient reduction and weight update of
-    :mod:`accelsim.dse.step`. Returns the JSON fields."""
-    from accelsim.arch.schemes import get_scheme
-    from accelsim.dse.step import CommPhases, ComputeProfile, TrainingParams, combine
-    from accelsim.dse.step import comm_phases
-    from accelsim.perf.gemm import FITTED
-    from accelsim.perf.step import phase_sums
-
-    eff = FITTED if efficiency is None else efficiency
-    system = system.with_fusion(fusion)
-    if layout is not None:
-        system = system.with_layout(layout)
-    if winograd is not None:
-        system = system.with_winograd(winograd)
-    scheme = get_scheme(scheme)
-    ps = phase_sums(system, workload, batch, scheme, efficiency=eff)
-    minibatch = batch * system.chips
-    profile = ComputeProfile(scheme=scheme.name, minibatch=minibatch, fwd_s=ps.fwd_s,
-                             bwd_data_s=ps.bwd_data_s, wgrad_s=ps.wgrad_s, flops=ps.flops,
-                             peak_flops=system.peak_flops(scheme.compute_precision),
-                             elementwise_s=ps.elementwise_s)
-    params = TrainingParams(minibatch=minibatch, memory_efficiency=eff.memory_efficiency)
-    if workload.n_params == 0:  # nothing to reduce or update (e.g. a workload of matmuls)
-        comm = CommPhases(0.0, 0.0, 0.0, 0.0)
-    else:
-        comm = comm_phases(system, workload, scheme, params)
-    st = combine(profile, comm, overlap=params.overlap)
-    return {
-        "system": system.name, "workload": workload.name, "scheme": scheme.name,
-        "batch": batch, "chips": system.chips, "fusion": "on" if fusion else "off",
-        "layout": system.chip.layout, "winograd": "on" if system.chip.winograd else "off",
-        "samples_per_s": st.samples_per_s, "step_time_s": st.step_s,
-        "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
-        "memory_GiB": ps.memory_bytes / 2**30,
-        "memory_capacity_GiB": system.chip.memory_capacity_bytes / 2**30,
-        "fits_memory": bool(ps.memory_bytes <= system.chip.memory_capacity_bytes),
-        "compute_s": st.compute_s, "fwd_s": st.fwd_s, "bwd_data_s": st.bwd_data_s,
-        "wgrad_s": st.wgrad_s, "elementwise_s": st.elementwise_s, "launch_s": ps.launch_s,
-        "comm_s": st.comm_s, "exposed_comm_s": st.exposed_comm_s,
-        "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
-    }
 
 
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_policy, load_system
-    from accelsim.arch.model import PRECISIONS
     from accelsim.arch.schemes import get_scheme, with_policy
     from accelsim.cli import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
+    from accelsim.commands._common import datapath_note
+    from accelsim.engine.run import predict_workload
     from accelsim.workload import load_workload
 
     spath = resolve_input(args.system, "system")
@@ -128,19 +90,32 @@ def run(args: argparse.Namespace) -> int:
                          source=src)
     require_precisions(system, spath, [scheme.compute_precision, scheme.high_precision,
                                        *overrides.values()], f"--scheme {args.scheme}")
-    core = system.chip.core
-    cp = scheme.compute_precision
-    # PRECISIONS runs from wide to narrow: the note is for a narrower scheme (fp8 beside fp16)
-    # that the chip computes no faster, never for fp32/tf32/bf16 beside the fp16 default
-    narrower = PRECISIONS.index(cp) > PRECISIONS.index(scheme.high_precision)
-    if narrower and core.supports(scheme.high_precision) and \
-            core.macs_per_cycle_per_pe(cp) <= core.macs_per_cycle_per_pe(scheme.high_precision):
-        print(f"note: {system.name} computes {cp} no faster than {scheme.high_precision} (its "
-              f"config has no faster {cp} datapath); any gain over {scheme.high_precision} comes "
-              f"from {cp}'s smaller tensors in memory", file=sys.stderr)
-    winograd = None if args.winograd is None else args.winograd == "on"
-    out = predict_step(system, workload, args.batch, scheme, fusion=fusion, layout=args.layout,
-                       winograd=winograd)
+    datapath_note(system, scheme)
+    _report.check(args)
+    reserve = (args.memory_reserve or 0.0) * 2**30
+    if workload.transformer is not None:
+        r = _transformer(args, system, workload, scheme, fusion)
+        out = _transformer_fields(r, system, workload)
+        timeline = r.timeline
+    else:
+        unused = _plan.transformer_only_flags(args)
+        if unused or args.micro_batch is not None or args.global_batch is not None \
+                or (args.dp is not None and args.dp != system.chips):
+            given = unused + [f for f, v in (("--micro-batch", args.micro_batch),
+                                             ("--global-batch", args.global_batch),
+                                             ("--dp", args.dp)) if v is not None]
+            raise UserError(f"{', '.join(given)}: workload {wpath} is a layer list, trained "
+                            f"data parallel over the system's {system.chips} chips at --batch "
+                            "per chip; tensor/pipeline plans need a transformer workload "
+                            "(accelsim workload gpt)")
+        winograd = None if args.winograd is None else args.winograd == "on"
+        r = predict_workload(system, workload, args.batch, scheme, fusion=fusion,
+                             layout=args.layout, winograd=winograd, optimizer=args.optimizer,
+                             memory_reserve_bytes=reserve)
+        out = r.as_dict()
+        timeline = r.timeline
+    _report.write(args, r.rows(), timeline,
+                  f"accelsim predict: {workload.name} on {system.name}, {scheme.name}")
     if args.json:
         print(json.dumps(out))
     else:
@@ -152,3 +127,54 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: needs {out['memory_GiB']:.1f} GiB per chip > "
                   f"{out['memory_capacity_GiB']:g} GiB of memory (lower --batch)", file=sys.stderr)
     return 0
+
+
+def _transformer(args, system, workload, scheme, fusion: bool):
+    """A generated transformer workload through the engine's transformer path (what ``llm``
+    runs): ``--batch`` is the micro-batch, dp defaults to the system's chips over tp x pp."""
+    from accelsim.cli import UserError
+    from accelsim.engine import LlmParams
+    from accelsim.engine.transformer import predict
+
+    for flag, v in (("--layout", args.layout), ("--winograd", args.winograd),
+                    ("--first-last-high", args.first_last_high), ("--policy", args.policy)):
+        if v is not None:
+            raise UserError(f"{flag}: not used by a transformer workload (its GEMMs run at the "
+                            "scheme's precision, attention in bf16)")
+    if args.precision_override:
+        raise UserError("--precision-override: not used by a transformer workload")
+    if not fusion:
+        raise UserError("--fusion off: the transformer path models Megatron-LM's fused kernels; "
+                        "an unfused transformer stack is not modelled")
+    tp, pp = args.tp or 1, args.pp or 1
+    if args.dp is None and system.chips % (tp * pp):
+        raise UserError(f"--tp {tp} x --pp {pp} does not divide the system's {system.chips} "
+                        "chips: give --dp")
+    dp = args.dp or max(1, system.chips // (tp * pp))
+    micro = args.micro_batch or args.batch
+    plan = _plan.build_plan(args, tp=tp, pp=pp, dp=dp, micro_batch=micro,
+                            global_batch=args.global_batch or micro * dp)
+    try:
+        params = LlmParams(memory_reserve_GiB=args.memory_reserve or 0.0)
+    except ValueError as exc:
+        raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
+    return predict(workload.transformer, plan, scheme, system, params)
+
+
+def _transformer_fields(r, system, workload) -> dict:
+    """predict's JSON fields for a transformer prediction (the plan and memory parts as llm
+    names them)."""
+    d = r.as_dict()
+    gpus = r.plan.gpus
+    cap = system.chip.memory_capacity_bytes / 2**30
+    out = {"system": system.name, "workload": workload.name, "scheme": d["scheme"],
+           "optimizer": r.plan.optimizer, "batch": r.plan.micro_batch, "chips": gpus,
+           "fusion": "on", "samples_per_s": d["samples_per_s"],
+           "step_time_s": d["iteration_time_s"],
+           "tflops": d["tflops_per_gpu"] * gpus, "peak_tflops": r.peak_flops_per_gpu * gpus / 1e12,
+           "memory_GiB": d["memory_GiB_per_gpu"], "memory_capacity_GiB": cap,
+           "fits_memory": bool(d["memory_GiB_per_gpu"] <= cap)}
+    skip = {"iteration_time_s", "samples_per_s", "tflops_per_gpu", "memory_GiB_per_gpu",
+            "scheme", "gpus"}
+    out.update({k: v for k, v in d.items() if k not in skip})
+    return out

@@ -49,7 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.dse.step import exposed_comm_s
+from accelsim.engine.memory import layer_memory_bytes
+from accelsim.engine.schedule import exposed_comm_s, reduce_scatter_hidden_s
 from accelsim.perf.layer_model import (
     NORM_PARAM_BYTES,
     OPERAND_BYTES,
@@ -327,7 +328,7 @@ class _LayerInfo:
     params: np.ndarray
     act_bytes_per_sample: np.ndarray  # activations kept for backward, one sample (bytes)
     elementwise: np.ndarray  # bool: channel-split (mp) element-wise layers split their stash
-    weight_bytes: np.ndarray  # compute copy + gradient bytes per parameter
+    weight_bytes: np.ndarray  # compute-weight bytes per parameter (storage precision)
     gemm_flops: float  # all GEMM FLOPs of one step (whole minibatch)
 
     @classmethod
@@ -340,7 +341,7 @@ class _LayerInfo:
                 flops += sum(g.flops for g in layer.gemms(batch).values())
             params.append(layer.n_params)
             act.append(layer.saved_elements * ob)
-            wb.append((ob if layer.is_gemm else NORM_PARAM_BYTES) + scheme.gradient_bytes)
+            wb.append(ob if layer.is_gemm else NORM_PARAM_BYTES)
         return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
                    np.array([not la.is_gemm for la in workload.layers]),
                    np.array(wb, dtype=np.float64), flops)
@@ -355,15 +356,8 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
     rs, ag, wu = (float(pick[c].sum()) for c in ("rs_s", "ag_s", "wu_s"))
     hidden = 0.0
     if overlap:
-        t = 0.0
-        rs_free = 0.0
-        cols = [pick[c].to_numpy()[::-1] for c in ("wgrad", "bwd", "rs_s", "bwd_data")]
-        for wg, bw, rs_l, bd in zip(*cols):  # back-propagation order
-            t += wg + bw  # the layer's weight (or BN parameter) gradient is ready here
-            if rs_l > 0:
-                rs_free = max(t, rs_free) + rs_l
-            t += bd
-        hidden = rs - max(0.0, rs_free - t)  # the reduce-scatter that ran inside backprop
+        hidden = reduce_scatter_hidden_s(pick["wgrad"].to_numpy(), pick["bwd"].to_numpy(),
+                                         pick["rs_s"].to_numpy(), pick["bwd_data"].to_numpy())
     exposed = exposed_comm_s(rs, ag, wu, hidden)
     compute = fwd + bwd_data + wgrad
     step = compute + exposed
@@ -371,15 +365,10 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
     idx = pick["index"].to_numpy()
     m = pick["chip_mp"].to_numpy(dtype=np.float64)
     dp = pick["chip_dp"].to_numpy(dtype=np.float64)
-    # model state: compute weights + gradients per parameter, optimizer-side copies sharded
-    # over the data-parallel chips for a sharded update; plus activations stashed for backward
-    state = (scheme.master_weight_bytes + scheme.optimizer_state_bytes
-             + scheme.compute_copy_bytes + scheme.residual_bytes)
-    state = state / dp if scheme.sharded_update else state
-    w = info.params[idx] / m
-    mem = float((w * (info.weight_bytes[idx] + state)).sum()
-                + (np.ceil(batch / dp) * info.act_bytes_per_sample[idx]
-                   / np.where(info.elementwise[idx], m, 1.0)).sum())
+    mem = layer_memory_bytes(info.params[idx], info.weight_bytes[idx],
+                             info.act_bytes_per_sample[idx], info.elementwise[idx],
+                             batch, scheme, dp=pick["chip_dp"].to_numpy(dtype=np.float64),
+                             mp=pick["chip_mp"].to_numpy(dtype=np.float64))
     row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=compute,
                reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu, exposed_comm_s=exposed,
                step_s=step, samples_per_s=batch / step, achieved_flops=info.gemm_flops / step,

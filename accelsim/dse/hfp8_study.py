@@ -20,7 +20,8 @@ from accelsim.dse.hfp8_published import (
     paper_comparison,
     qualitative_claims,
 )
-from accelsim.dse.step import TrainingParams, compute_profile, training_step
+from accelsim.dse.training import compute_profile, training_step
+from accelsim.engine.schedule import TrainingParams
 
 DEFAULT_SYSTEM = "arch_configs/hfp8-64chip.toml"
 DEFAULT_WORKLOAD = "workloads/resnet50.toml"
@@ -33,7 +34,7 @@ COMPRESSIONS = (1.0, 32.0, 64.0, 128.0, 256.0, 512.0)
 #: reproduce): a minimax fit of all four knobs to the ten published appendix-D numbers
 #: (:data:`accelsim.dse.hfp8_published.PUBLISHED`) inside physical bounds (the script's
 #: ``BOUNDS``, each with its source; docs/calibration.md). Compute mapped by
-#: :data:`accelsim.dse.step.COMPUTE_STRATEGY`. Physically: 0.86 us per parameter tensor per
+#: :data:`accelsim.dse.training.COMPUTE_STRATEGY`. Physically: 0.86 us per parameter tensor per
 #: update step, an update kernel at 67 % of the 900 GB/s chip memory bandwidth, 6 images/chip,
 #: the gradient reduce-scatter running during the last 15 % of back-propagation. With overlap 0
 #: the best compromise leaves three numbers 0.3 pp outside tolerance (printed by the script).

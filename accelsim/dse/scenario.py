@@ -26,7 +26,8 @@ from accelsim.arch import ConfigError, System, Unbuildable, build_system
 from accelsim.arch import scenario as arch_scenario
 from accelsim.arch.schemes import get_scheme
 from accelsim.dse.hfp8_study import DEFAULT_SYSTEM, DEFAULT_WORKLOAD, PAPER_SETUP, PAPER_SETUP_SOURCE
-from accelsim.dse.step import STEP_COLUMNS, TrainingParams, training_step
+from accelsim.dse.training import training_step
+from accelsim.engine.schedule import STEP_COLUMNS, TrainingParams
 from accelsim.dse.sweep import MAX_POINTS, Infeasible, SweepSpec
 from accelsim.paths import resolve_input
 from accelsim.workload import Workload

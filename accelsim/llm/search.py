@@ -12,8 +12,8 @@ from typing import Any
 
 from accelsim.arch import System, build_system
 from accelsim.dse.sweep import Infeasible, SweepSpec, run_sweep
-from accelsim.llm.plan import RECOMPUTE, ZERO_STAGES, LlmParams, Plan
-from accelsim.llm.predict import predict
+from accelsim.engine.plan import RECOMPUTE, ZERO_STAGES, LlmParams, Plan
+from accelsim.engine.transformer import predict
 from accelsim.workload.gpt import GptConfig
 
 OUTPUT_COLUMNS = ("dp", "iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu",
@@ -48,12 +48,11 @@ def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
         plan = Plan(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=point["micro_batch"],
                     global_batch=point["global_batch"], interleave=point["interleave"],
                     recompute=point["recompute"], sequence_parallel=point["sequence_parallel"],
-                    zero=point["zero"])
+                    zero=point["zero"], optimizer=point["optimizer"])
         plan.check_model(model)
+        plan.check_placement(system.chips)
     except ValueError as exc:
         raise Infeasible(str(exc)) from None
-    if tp > system.chips:
-        raise Infeasible(f"tp {tp} spans more than one {system.chips}-GPU node")
     params = LlmParams(network_efficiency=point["network_efficiency"],
                        memory_efficiency=point["memory_efficiency"],
                        memory_reserve_GiB=point["memory_reserve_GiB"])
@@ -70,7 +69,7 @@ evaluate_plan.columns = OUTPUT_COLUMNS
 
 
 def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int, scheme: str,
-                params: LlmParams = LlmParams(), *, max_tp: int = 8,
+                params: LlmParams = LlmParams(), *, optimizer: str = "adamw", max_tp: int = 8,
                 micro_batches: tuple[int, ...] = (1, 2, 4, 8),
                 interleaves: tuple[int, ...] = (1, 2, 4)) -> SweepSpec:
     """The search space as a sweep: TP and PP powers of two (PP also any divisor of the layer
@@ -79,6 +78,7 @@ def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int
         raise ValueError(f"gpus and global batch must be >= 1, got {gpus}, {global_batch}")
     pps = sorted({p for p in range(1, model.layers + 1) if model.layers % p == 0 and p <= gpus})
     base = dict(system=str(system_path), gpus=gpus, global_batch=global_batch, scheme=scheme,
+                optimizer=optimizer,
                 network_efficiency=params.network_efficiency,
                 memory_efficiency=params.memory_efficiency,
                 memory_reserve_GiB=params.memory_reserve_GiB,

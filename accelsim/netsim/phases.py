@@ -180,7 +180,7 @@ def phase_times(g: nx.Graph | RingPlan, n_params: int, scheme: Scheme | str, *,
     latency; ``reduce_Bps``: rate at which a chip adds an incoming partial-sum chunk (None =
     free); ``mode``: see :func:`collective_time`.  Other knobs: :class:`UpdateParams`.
     """
-    sc = get_scheme(scheme)
+    sc = get_scheme(scheme).for_optimizer(optimizer)  # the recipe the plan trains
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     if not (isinstance(compression, (int, float)) and math.isfinite(compression)

@@ -14,7 +14,10 @@ and keeps its FP16 round-off residual).  Per element (SGD with momentum, mu m + 
     read : gradient, master weight, momentum, residual (hfp8)
     write: master weight, momentum, residual (hfp8), low-precision compute copy (fp8)
 
-Adam keeps two state tensors (m, v) and does ~12 vector ops per element (moments, bias
+The scheme is first resolved for the optimizer (:meth:`accelsim.arch.Scheme.for_optimizer`: under
+AdamW its mixed-precision formats, e.g. bf16's fp32 gradient, master weight and moments, with the
+16-bit working weight written back as the compute copy). AdamW keeps two state tensors (m, v)
+and does ~12 vector ops per element (moments, bias
 correction, sqrt, divide); plain SGD keeps none.  Vector-op counts are operation counts of the
 update formulas, not measurements.
 
@@ -33,14 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.arch.schemes import OPTIMIZERS, Scheme, get_scheme
 
-OPTIMIZERS = {
-    # name: (number of state tensors, vector ops per element)
-    "sgd": (0, 2.0),
-    "sgd-momentum": (1, 4.0),
-    "adam": (2, 12.0),
-}
 
 
 @dataclass(frozen=True)
@@ -91,8 +88,9 @@ def _check_rate(name: str, x: float) -> None:
 
 def update_bytes_per_elem(scheme: Scheme | str,
                           optimizer: str = "sgd-momentum") -> tuple[float, float]:
-    """(bytes read, bytes written) per updated element."""
-    sc = get_scheme(scheme)
+    """(bytes read, bytes written) per updated element: the one per-parameter update formula
+    (the engine's transformer path prices its optimizer step with it too)."""
+    sc = get_scheme(scheme).for_optimizer(optimizer)
     n_state = _optimizer(optimizer)[0]
     read = sc.gradient_bytes + sc.master_weight_bytes + n_state * sc.optimizer_state_bytes \
         + sc.residual_bytes
@@ -120,7 +118,7 @@ def weight_update_cost(n_params: int, scheme: Scheme | str, n_chips: int, *, mem
                        vector_ops_per_s: float, optimizer: str = "sgd-momentum",
                        n_tensors: int = 0, params: UpdateParams = UpdateParams()) -> UpdateCost:
     """Per-chip optimizer step for ``n_params`` parameters under ``scheme`` on ``n_chips``."""
-    sc = get_scheme(scheme)
+    sc = get_scheme(scheme).for_optimizer(optimizer)
     if not isinstance(n_params, int) or n_params < 0:  # 0: a model without weights
         raise ValueError(f"n_params must be an integer >= 0, got {n_params!r}")
     if not isinstance(n_chips, int) or n_chips < 1:

@@ -16,7 +16,6 @@ _EXPORTS = {
     **dict.fromkeys(("BOUNDS", "Mapping", "data_parallel", "evaluate_layer", "layer_table"),
                     "layer_model"),
     **dict.fromkeys(("layer_precision", "layer_precisions"), "precision"),
-    **dict.fromkeys(("PhaseSums", "phase_sums"), "step"),
     **dict.fromkeys(("DATAFLOWS", "SystolicResult", "conv_gemm_dims", "conv_output_size",
                      "gemm_cycles", "gemm_cycles_array", "systolic_gemm", "workload_cycles"),
                     "systolic"),

@@ -154,6 +154,7 @@ class GptConfig:
                          f"V={self.vocab} ({flags or 'no flags'})"),
             source="accelsim.workload.gpt (generated)",
             published_params=self.n_params,
+            transformer=self,
         )
 
 
@@ -191,6 +192,11 @@ def narayanan_model_flops(batch: int, layers: int, hidden: int, seq: int, vocab:
     return 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
 
 
+#: the fields of :class:`GptConfig` a generated workload file records (``[workload.transformer]``)
+TRANSFORMER_KEYS = ("layers", "hidden", "heads", "seq", "vocab", "ffn", "positions",
+                    "tied_embeddings", "causal", "flash_attention")
+
+
 def _fmt(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -222,6 +228,8 @@ def workload_toml(cfg: GptConfig) -> str:
     meta = dict(name=wl.name, description=wl.description, source=wl.source,
                 published_params=cfg.n_params)
     out += [f"{k} = {_fmt(v)}" for k, v in meta.items()]
+    out += ["", "[workload.transformer]"]
+    out += [f"{k} = {_fmt(getattr(cfg, k))}" for k in TRANSFORMER_KEYS]
     for layer in wl.layers:
         out += ["", "[[layer]]", f"name = {_fmt(layer.name)}", f"kind = {_fmt(layer.kind)}"]
         out += [f"{k} = {_fmt(v)}" for k, v in _layer_keys(layer).items()]

@@ -147,6 +147,9 @@ def workload_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -
         published = meta.integer("published_params")
     else:
         published = None
+    transformer = None
+    if meta.raw("transformer", optional=True) is not _ABSENT:
+        transformer = _transformer(meta.table("transformer"), name)
     meta.finish()
     raw_layers = root.raw("layer")
     if not isinstance(raw_layers, list) or not raw_layers:
@@ -160,8 +163,28 @@ def workload_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -
         seen.add(layer.name)
     _check_shapes_fit(file, layers)
     layers[0] = replace(layers[0], input_grad=False)
+    if transformer is not None and transformer.workload().layers != tuple(layers):
+        raise ConfigError(file, "workload.transformer", "...",
+                          "does not generate the file's [[layer]] list (edit one, regenerate "
+                          "with `accelsim workload gpt`, or delete the table)")
     return Workload(name=name, layers=tuple(layers), description=description, source=src,
-                    published_params=published)
+                    published_params=published, transformer=transformer)
+
+
+def _transformer(t: Table, name: str):
+    """The ``[workload.transformer]`` table of a generated GPT workload -> its GptConfig."""
+    from accelsim.workload.gpt import GptConfig
+
+    f = {k: t.integer(k) for k in ("layers", "hidden", "heads", "seq", "vocab")}
+    f.update({k: t.integer(k, minimum=0) for k in ("ffn", "positions")})
+    f.update({k: t.boolean(k, default=d) for k, d in (("tied_embeddings", True),
+                                                       ("causal", True),
+                                                       ("flash_attention", False))})
+    t.finish()
+    try:
+        return GptConfig(name=name, **f)
+    except ValueError as exc:
+        raise ConfigError(t.file, t.path, "...", str(exc)) from None
 
 
 #: layers whose input is a (C, H, W) feature map, and the kinds whose output is one

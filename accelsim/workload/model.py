@@ -296,6 +296,10 @@ class Workload:
     description: str = ""
     source: str = ""
     published_params: int | None = None
+    #: the transformer these layers were generated from (:class:`accelsim.workload.gpt.GptConfig`),
+    #: kept so the engine times it as a transformer (attention as one op, tensor/pipeline plans);
+    #: None for a hand-written layer list
+    transformer: object | None = None
 
     @property
     def n_params(self) -> int:

@@ -23,7 +23,7 @@ Times use :func:`accelsim.ring.ring_collective_time` (the ring term of accelsim)
 on request netsim's discrete-event engine on a switch ring (``engine="des"``), per tier: inside
 a node at the NVSwitch port bandwidth, across nodes at the NIC bandwidth, a group spanning both
 as a hierarchical reduce-scatter / all-gather (node, then rail). The data-parallel volumes price
-each parameter at its scheme's bytes through :func:`accelsim.llm.schemes.param_bytes`.
+each parameter at its scheme's bytes through :func:`accelsim.arch.llm_schemes.param_bytes`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import math
 from dataclasses import dataclass
 
 from accelsim.arch import System
-from accelsim.llm.memory import Memory
-from accelsim.llm.plan import LlmParams, Plan
-from accelsim.llm.schemes import LlmScheme, param_bytes
+from accelsim.arch.states import StateFormats, param_bytes
+from accelsim.engine.memory import Memory
+from accelsim.engine.plan import LlmParams, Plan
 from accelsim.ring import ring_collective_time
 from accelsim.workload.gpt import GptConfig
 
@@ -150,7 +150,13 @@ class Comm:
     tp_layer_pass_s: float  # one layer, one micro-batch, one forward pass
     tp_layer_bwd_s: float  # one layer, one micro-batch, one backward pass (exposed part)
     pp_p2p_s: float  # one activation (or gradient) transfer between stages
-    dp_s: float  # gradient / weight collectives after the pipeline flush
+    dp_reduce_s: float  # the gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1-3)
+    dp_gather_s: float  # the ZeRO weight all-gathers after the update (0 for ZeRO 0)
+
+    @property
+    def dp_s(self) -> float:
+        """Gradient and weight collectives of the data-parallel group per iteration."""
+        return self.dp_reduce_s + self.dp_gather_s
 
     @property
     def activation_bytes(self) -> float:
@@ -166,7 +172,7 @@ def tp_passes(plan: Plan) -> int:
     return 3 if plan.recompute == "full" else 2
 
 
-def comm(model: GptConfig, plan: Plan, scheme: LlmScheme, fabric: Fabric, mem: Memory) -> Comm:
+def comm(model: GptConfig, plan: Plan, scheme: StateFormats, fabric: Fabric, mem: Memory) -> Comm:
     """Volumes and times of the tensor-, pipeline- and data-parallel traffic of one GPU;
     ``mem`` gives the stage's parameters (all, and the linear weight matrices)."""
     t, p, d, v = plan.tp, plan.pp, plan.dp, plan.interleave
@@ -203,12 +209,12 @@ def comm(model: GptConfig, plan: Plan, scheme: LlmScheme, fabric: Fabric, mem: M
     wb = param_bytes(mem.counts, scheme, lambda x: x.weight_comm_bytes)
     if plan.zero == 0:
         dp_bytes = ring_sent("all-reduce", d, gb)
-        dp_s = fabric.collective_s("all-reduce", gb, d, t)
+        dp_reduce_s, dp_gather_s = fabric.collective_s("all-reduce", gb, d, t), 0.0
     else:
         gathers = 2 if plan.zero == 3 else 1
         dp_bytes = ring_sent("reduce-scatter", d, gb) + gathers * ring_sent("all-gather", d, wb)
-        dp_s = (fabric.collective_s("reduce-scatter", gb, d, t)
-                + gathers * fabric.collective_s("all-gather", wb, d, t))
+        dp_reduce_s = fabric.collective_s("reduce-scatter", gb, d, t)
+        dp_gather_s = gathers * fabric.collective_s("all-gather", wb, d, t)
     return Comm(tp_bytes=tp_bytes, tp_input_bytes=tp_input_bytes, pp_bytes=pp_bytes,
                 dp_bytes=dp_bytes, tp_layer_pass_s=2 * fwd_s, tp_layer_bwd_s=2 * bwd_s,
-                pp_p2p_s=pp_p2p_s, dp_s=dp_s)
+                pp_p2p_s=pp_p2p_s, dp_reduce_s=dp_reduce_s, dp_gather_s=dp_gather_s)

@@ -1,44 +1,35 @@
-"""The training-step model: one iteration of data-parallel training = per-layer compute
-(forward, backward-data, weight-gradient; the explorer's best mapping) followed by gradient
-reduction (reduce-scatter, weight update, all-gather; :mod:`accelsim.netsim`).
+"""The one schedule: how per-op times compose into an iteration (the owner of every overlap
+and composition rule; :mod:`accelsim.engine.run` calls it for every front-end).
 
-Models the throughput study of the HFP8 paper (Sun et al., NeurIPS 2019, appendix D)::
+Data-parallel step (the HFP8 paper's throughput study, Sun et al., NeurIPS 2019, appendix D,
+and ``predict``)::
 
     step_s        = compute_s + compression_s + exposed_comm_s
-    compute_s     = fwd_s + bwd_data_s + wgrad_s            (best mapping found by the explorer)
+    compute_s     = fwd_s + bwd_data_s + wgrad_s
     comm_s        = reduce_scatter_s + all_gather_s + weight_update_s
     compression_s = the local gradient-compression pass (chip memory/vector work, not network)
-    exposed       = comm_s - min(overlap * (bwd_data_s + wgrad_s), reduce_scatter_s)
+    exposed       = comm_s - min(hidden, reduce_scatter_s)
     samples_per_s = minibatch / step_s
 
-``overlap`` is the fraction of the backward pass during which the gradient reduce-scatter may run
-(layer-wise gradients are ready early); the all-gather and weight update need the fully reduced
-gradients and are never hidden. A scenario is a typed :class:`accelsim.arch.System` (bandwidth
-and other overrides already applied, :mod:`accelsim.arch.scenario`), a ``Workload``, a scheme and
-one frozen :class:`TrainingParams`.
+``hidden`` is how much back-propagation can cover: ``overlap`` x the backward pass
+(:func:`combine`), or a per-layer timeline of when each layer's gradient is ready
+(:func:`reduce_scatter_hidden_s`); the all-gather and weight update need the fully reduced
+gradients and are never hidden (:func:`exposed_comm_s`, the one overlap rule).
+
+Pipeline (1F1B, Narayanan et al. SC'21 section 2.2): ``m`` micro-batch slots of forward +
+backward plus the bubble ``(p - 1) / v`` slots (:func:`pipeline_s`).
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from accelsim.arch import System
-from accelsim.arch.schemes import get_scheme
-from accelsim.dse.sweep import Infeasible
-from accelsim.workload import Workload
+from accelsim.arch.schemes import OPTIMIZERS
+
 
 ENGINES = ("analytic", "des")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam")
-
-#: How the compute of one iteration is mapped (see :mod:`accelsim.dse.explore`): chips are data
-#: parallel, as in the paper, so the gradient reduction is the whole model over all chips; the
-#: cores of a chip are free per layer (minibatch or output-channel split), as the paper's
-#: design-space exploration tool "maps each layer".
-COMPUTE_STRATEGY = "data-chips"
-
 
 # --------------------------------------------------------------------------- parameters
 @dataclass(frozen=True)
@@ -53,7 +44,7 @@ class TrainingParams:
         (descriptor setup, synchronisation, scale bookkeeping); a sharded (HFP8) update still
         visits every tensor's slice, so this cost does not shrink with the shard.
     memory_efficiency: fraction of peak chip memory bandwidth a streaming update kernel reaches.
-    optimizer: sgd, sgd-momentum or adam (optimizer state per parameter).
+    optimizer: sgd, sgd-momentum or adamw (with the scheme, the formats of every state).
     compression: gradient compression factor of the reduce-scatter (1 = none).
     engine: collective timing engine, analytic (alpha-beta) or des (simpy).
     """
@@ -177,7 +168,7 @@ def exposed_comm_s(reduce_scatter_s: float, all_gather_s: float, weight_update_s
     """The one overlap rule: only the reduce-scatter can hide behind back-propagation (the
     all-gather and the weight update need the fully reduced gradients), never more of it than
     there is. ``hidden_s`` is how much back-propagation could cover: a fraction of the backward
-    pass here, a per-layer timeline in :mod:`accelsim.dse.explore`."""
+    pass (:func:`combine`) or a per-layer timeline (:func:`reduce_scatter_hidden_s`)."""
     return reduce_scatter_s + all_gather_s + weight_update_s \
         - min(max(hidden_s, 0.0), reduce_scatter_s)
 
@@ -206,72 +197,32 @@ def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) 
     )
 
 
-# --------------------------------------------------------------------------- communication
-def comm_phases(system: System, workload: Workload, scheme: str,
-                params: TrainingParams) -> CommPhases:
-    """Gradient-reduction phases from :func:`accelsim.netsim.gradient_reduction_times` on the
-    system as built (its link bandwidths are the scenario's). On one chip there is nothing to
-    reduce: only the weight update remains."""
-    from accelsim.netsim import UpdateParams, gradient_reduction_times
+# --------------------------------------------------------------------------- timelines
+def reduce_scatter_hidden_s(wgrad_s, elementwise_bwd_s, reduce_scatter_s, bwd_data_s) -> float:
+    """Reduce-scatter time that runs inside back-propagation, from a per-layer timeline.
 
-    upd = UpdateParams(memory_efficiency=params.memory_efficiency,
-                       per_tensor_overhead_s=params.per_tensor_overhead_s)
-    p = gradient_reduction_times(system, int(workload.n_params), scheme,
-                                 compression=params.compression, engine=params.engine,
-                                 optimizer=params.optimizer,
-                                 n_tensors=workload.n_param_tensors, update=upd)
-    return CommPhases(reduce_scatter_s=p.reduce_scatter_s - p.compression_s,
-                      all_gather_s=p.all_gather_s, weight_update_s=p.weight_update_s,
-                      compression_s=p.compression_s)
-
-
-# --------------------------------------------------------------------------- compute
-def compute_profile(system: System, workload: Workload, scheme: str,
-                    minibatch: int) -> ComputeProfile:
-    """Forward / backward-data / weight-gradient time of the best plan the explorer finds
-    under :data:`COMPUTE_STRATEGY` (every chip takes a slice of the minibatch, as in the paper;
-    inside a chip each layer picks how its cores split the work, best dataflow and scratchpad
-    tiles). Element-wise layers' backward time counts as backward-data (it sits on the error
-    path).
-
-    Cached per argument set. The data-parallel chip mapping never moves activations between
-    chips, so the off-chip links do not enter compute: the cache key drops them, and a bandwidth
-    sweep computes each profile once."""
-    links = replace(system.link, bandwidth_Bps=1.0, latency_s=0.0)
-    return _compute_profile(replace(system, link=links, inter_board_link=links), workload,
-                            get_scheme(scheme).name, int(minibatch))
+    The arguments are per-layer arrays in forward order. Walking the layers in
+    back-propagation order, a layer's gradient is ready once its weight gradient (or its
+    element-wise backward) is done; its reduce-scatter starts then, or when the previous one
+    ends; the layer's data gradient follows. What ends after the backward pass is exposed."""
+    t = 0.0
+    rs_free = 0.0
+    total_rs = 0.0
+    for wg, bw, rs_l, bd in zip(*(list(x)[::-1] for x in (wgrad_s, elementwise_bwd_s,
+                                                         reduce_scatter_s, bwd_data_s))):
+        t += wg + bw
+        if rs_l > 0:
+            rs_free = max(t, rs_free) + rs_l
+            total_rs += rs_l
+        t += bd
+    return total_rs - max(0.0, rs_free - t)
 
 
-@functools.lru_cache(maxsize=64)
-def _compute_profile(system: System, workload: Workload, scheme: str,
-                     minibatch: int) -> ComputeProfile:
-    from accelsim.dse.explore import explore
-
-    if minibatch < system.chips:
-        raise Infeasible(f"minibatch {minibatch} < {system.chips} chips: a chip would be idle "
-                         "(data parallelism needs at least one sample per chip)")
-    sc = get_scheme(scheme)
-    # Gradient communication is charged by the step model, not inside the plan choice: with a
-    # data-parallel mapping and no overlap every dataflow pays the same communication.
-    zero = {"reduce_scatter_s": 0.0, "all_gather_s": 0.0, "weight_update_s": 0.0}
-    res = explore(system, workload, minibatch, sc, strategies=(COMPUTE_STRATEGY,),
-                  overlap=(False,), comm=zero, executor="serial")
-    if not res.best.get("feasible", True):
-        raise Infeasible(f"no feasible plan: {res.best.get('reason', '')}")
-    lay = res.layers
-    gemm = lay["layer"].map({ly.name: ly.is_gemm for ly in workload.layers}).astype(bool)
-    return ComputeProfile(scheme=sc.name, minibatch=minibatch, fwd_s=res.fwd_s,
-                          bwd_data_s=res.bwd_data_s, wgrad_s=res.wgrad_s,
-                          flops=float(lay["flops"].sum()),
-                          peak_flops=float(system.peak_flops(sc.compute_precision)),
-                          elementwise_s=float(lay.loc[~gemm, "time_s"].sum()))
-
-
-# --------------------------------------------------------------------------- one training step
-def training_step(system: System, workload: Workload, scheme: str,
-                  params: TrainingParams) -> StepTime:
-    """Per-iteration time and samples/s of ``workload`` on ``system`` under ``scheme``."""
-    if not isinstance(params, TrainingParams):
-        raise TypeError(f"params must be TrainingParams, got {type(params).__name__}")
-    profile = compute_profile(system, workload, scheme, params.minibatch)
-    return combine(profile, comm_phases(system, workload, scheme, params), overlap=params.overlap)
+def pipeline_s(slot_s: float, n_micro: int, stages: int, interleave: int = 1
+               ) -> tuple[float, float]:
+    """``(pipeline, bubble)`` seconds of a 1F1B pipeline of ``n_micro`` micro-batches over
+    ``stages`` stages with ``interleave`` model chunks per stage, one micro-batch's forward +
+    backward on the slowest stage taking ``slot_s`` (Narayanan et al. SC'21: the bubble is
+    ``(p - 1) / v`` slots)."""
+    bubble = (stages - 1) / interleave * slot_s
+    return n_micro * slot_s + bubble, bubble

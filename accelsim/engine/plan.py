@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelsim.arch.schemes import OPTIMIZERS
 from accelsim.workload.gpt import GptConfig
 
 RECOMPUTE = ("none", "selective", "full")
@@ -21,6 +22,9 @@ class Plan:
     ``interleave`` is the number of model chunks per pipeline stage (1: plain 1F1B).
     ``overlap_grad_reduce``: the gradient reduction runs during the last micro-batch's backward
     pass (PyTorch DDP buckets) instead of after the pipeline flush (Megatron's local DDP).
+    ``optimizer``: ``adamw`` (default, as Megatron-LM trains), ``sgd-momentum`` or ``sgd``; with
+    the scheme it fixes the formats of every training state
+    (:meth:`accelsim.arch.Scheme.formats`).
     ``grad_accumulation_fusion``: the weight-gradient GEMM accumulates into the main-gradient
     buffer in its epilogue (Megatron's default); off (``--no-gradient-accumulation-fusion``, as
     FP8-LM's public scripts run), every micro-batch writes its 16-bit weight gradient and a
@@ -38,6 +42,7 @@ class Plan:
     zero: int = 0
     overlap_grad_reduce: bool = False
     grad_accumulation_fusion: bool = True
+    optimizer: str = "adamw"
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):
@@ -47,6 +52,9 @@ class Plan:
         if self.recompute not in RECOMPUTE:
             raise ValueError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, "
                              f"got {self.recompute!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"plan optimizer must be one of {', '.join(OPTIMIZERS)}, "
+                             f"got {self.optimizer!r}")
         if self.zero not in ZERO_STAGES:
             raise ValueError(f"plan zero must be one of 0, 1, 2, 3, got {self.zero!r}")
         if self.global_batch % (self.micro_batch * self.dp):
@@ -79,6 +87,15 @@ class Plan:
         if self.sequence_parallel and model.seq % self.tp:
             raise ValueError(f"sequence parallelism needs seq {model.seq} divisible by tp "
                              f"{self.tp}")
+
+
+    def check_placement(self, gpus_per_node: int) -> None:
+        """Raise ValueError when the tensor-parallel group does not fit in one node of
+        ``gpus_per_node`` GPUs (its collectives run on every layer; Megatron-LM keeps them on
+        the node's NVLink/NVSwitch). Checked here, once, for every front-end."""
+        if self.tp > gpus_per_node or gpus_per_node % self.tp:
+            raise ValueError(f"tp {self.tp} must divide the {gpus_per_node} GPUs of a node "
+                             "(a tensor-parallel group stays inside one node)")
 
 
 @dataclass(frozen=True)

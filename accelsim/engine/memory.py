@@ -1,4 +1,12 @@
-"""Memory per GPU of a 3-D parallel GPT training run: model states (weights, gradients,
+"""The one memory account: what a chip holds per training iteration.
+
+Layer workloads (``predict``, the explorer's plans; :func:`layer_memory_bytes`): per parameter
+the compute weight (storage precision; normalisation parameters FP16), its gradient, the master
+weight, optimizer state, compute copy and residual of the scheme -- the optimizer-side copies
+sharded over the data-parallel chips for a sharded update -- plus the activations each layer
+keeps for its backward pass.
+
+Transformers under 3-D parallelism (``llm``; :func:`memory`): model states (weights, gradients,
 optimizer states per scheme, sharded by ZeRO stage) and activations (Korthikanti et al. 2022,
 "Reducing Activation Recomputation in Large Transformer Models", arXiv:2205.05198, section 4).
 
@@ -15,18 +23,61 @@ Without pipeline parallelism that stage also holds the loss: the 16-bit logits a
 copy for Megatron's vocabulary-parallel cross entropy (kept for its backward), 6 bytes per
 logit. A scheme with ``other_scheme`` (fp8-lm) keeps its own bytes for the linear layers'
 weight matrices only and the other scheme's for the rest
-(:func:`accelsim.llm.schemes.param_bytes`).
+(:func:`accelsim.arch.llm_schemes.param_bytes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from accelsim.llm.plan import Plan
-from accelsim.llm.schemes import LlmScheme, ParamCounts, param_bytes
+import numpy as np
+
+from accelsim.arch.states import StateFormats, ParamCounts, param_bytes
+from accelsim.arch.schemes import OPTIMIZERS, get_scheme
+from accelsim.engine.plan import Plan
+from accelsim.perf.gemm import OPERAND_BYTES
+from accelsim.perf.layer_model import NORM_PARAM_BYTES
 from accelsim.workload.gpt import GptConfig
 
 GIB = 2 ** 30
+
+
+def layer_memory_bytes(params, weight_bytes, act_bytes_per_sample, elementwise, batch: int,
+                       scheme, *, dp, mp=1.0, optimizer: str = "sgd-momentum") -> float:
+    """Bytes one chip holds for a layer workload (arrays indexed by layer) at global
+    ``batch`` under ``dp`` data-parallel x ``mp`` model-parallel chips per layer (scalars or
+    per-layer arrays): per parameter of its 1/mp slice the compute weight (``weight_bytes``),
+    gradient and the scheme's optimizer-side copies (master weight, optimizer state, compute
+    copy, residual; sharded over ``dp`` for a sharded update; one optimizer state per state
+    tensor of ``optimizer``); the activations of its ``ceil(batch / dp)`` samples
+    (channel-split element-wise layers split their stash too)."""
+    sc = get_scheme(scheme).for_optimizer(optimizer)
+    n_state = OPTIMIZERS[optimizer][0]
+    dp = np.asarray(dp, dtype=np.float64)
+    mp = np.asarray(mp, dtype=np.float64)
+    state = (sc.master_weight_bytes + n_state * sc.optimizer_state_bytes + sc.compute_copy_bytes
+             + sc.residual_bytes)
+    state = state / dp if sc.sharded_update else state
+    w = np.asarray(params, dtype=np.float64) / mp
+    act = np.ceil(batch / dp) * np.asarray(act_bytes_per_sample, dtype=np.float64) \
+        / np.where(elementwise, mp, 1.0)
+    return float((w * (np.asarray(weight_bytes) + sc.gradient_bytes + state)).sum()
+                 + act.sum())
+
+
+def workload_memory_bytes(workload, batch: int, scheme, precisions: dict[str, str], *,
+                          dp: int = 1, optimizer: str = "sgd-momentum") -> float:
+    """Bytes one chip holds when ``dp`` chips train ``workload`` data parallel at ``batch``
+    samples each (:func:`layer_memory_bytes` with every layer whole on every chip)."""
+    params, wb, act, ew = [], [], [], []
+    for layer in workload.layers:
+        b = OPERAND_BYTES[precisions[layer.name]]
+        params.append(layer.n_params)
+        wb.append(b if layer.is_gemm else NORM_PARAM_BYTES)
+        act.append(layer.saved_elements * b)
+        ew.append(not layer.is_gemm)
+    return layer_memory_bytes(params, wb, act, np.array(ew, dtype=bool), batch * dp, scheme,
+                              dp=dp, optimizer=optimizer)
 
 
 @dataclass(frozen=True)
@@ -85,7 +136,7 @@ def stage_linear_params(model: GptConfig, plan: Plan) -> float:
 LOGIT_BYTES = 2 + 4
 
 
-def activation_bytes_per_layer(model: GptConfig, plan: Plan, scheme: LlmScheme) -> float:
+def activation_bytes_per_layer(model: GptConfig, plan: Plan, scheme: StateFormats) -> float:
     """Saved activations of one layer and one micro-batch on one GPU (bytes)."""
     s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
     sbh = s * b * h
@@ -110,7 +161,7 @@ def in_flight_layers(model: GptConfig, plan: Plan) -> float:
     return per_stage * in_flight * factor
 
 
-def model_state_bytes(counts: ParamCounts, scheme: LlmScheme, zero: int, dp: int
+def model_state_bytes(counts: ParamCounts, scheme: StateFormats, zero: int, dp: int
                       ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) bytes of ``counts`` parameters on one GPU under
     ZeRO stage ``zero`` over ``dp`` ranks (Rajbhandari et al. SC'20, section 5: stage 1 shards
@@ -123,7 +174,7 @@ def model_state_bytes(counts: ParamCounts, scheme: LlmScheme, zero: int, dp: int
     return w, g, o
 
 
-def memory(model: GptConfig, plan: Plan, scheme: LlmScheme, reserve_bytes: float = 0.0
+def memory(model: GptConfig, plan: Plan, scheme: StateFormats, reserve_bytes: float = 0.0
            ) -> Memory:
     """Memory per GPU: model states after ZeRO sharding and activations of the first stage,
     plus ``reserve_bytes`` outside the tensors (``LlmParams.memory_reserve_GiB``)."""

@@ -1,5 +1,8 @@
-"""Precision schemes for LLM training as data: bytes per parameter of every training state,
-bytes per element of every communicated tensor, and the GEMM precision.
+"""Training-state and communication formats of mixed-precision AdamW training, as data: bytes per
+parameter of every training state, bytes per element of every communicated tensor, and the GEMM
+precision. A :class:`accelsim.arch.Scheme` carries one :class:`StateFormats` as its ``adamw``
+recipe (the one scheme registry is :mod:`accelsim.arch.schemes`); the engine's transformer path
+and every AdamW plan read it.
 
 Sources:
 * ``bf16``: Megatron-LM mixed precision (Narayanan et al. SC'21): bf16 working weights (2), an
@@ -30,8 +33,10 @@ Sources:
   FP8 parameter: the GEMM's 16-bit gradient written (2), the FP8 main gradient dequantized
   (read 1, write 2), the sum (read 2 + 2, write 2), its amax and FP8 cast (read 2 + 2,
   write 1) and the copy back (read 1, write 1).
-* ``hfp8``: Sun et al. NeurIPS 2019 (HFP8): 8-bit GEMMs (1-4-3 forward, 1-5-2 backward), FP16
-  weights and gradients, FP32 master weights and moments, FP16 gradient communication.
+* ``hfp8-gemm``: Sun et al. NeurIPS 2019 (HFP8) GEMMs (1-4-3 forward, 1-5-2 backward) under
+  ordinary mixed-precision AdamW: FP16 weights and gradients, FP32 master weights and moments,
+  FP16 gradient communication. (The paper's own system scheme, ``hfp8``, keeps 8-bit weights, a
+  sharded update and an 8-bit all-gather: a different recipe, hence a different name.)
 * ``hif8``: HiFloat8 (Luo et al. 2024) GEMMs at the 8-bit rate; states and communication as
   ``bf16`` (assumption: the paper changes the number format, not the optimizer).
 """
@@ -43,7 +48,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class LlmScheme:
+class StateFormats:
     """Bytes per element of each training state / communicated tensor under one scheme.
 
     gemm_precision: the precision key of the system's MAC rates that linear layers run in
@@ -62,8 +67,8 @@ class LlmScheme:
         add it into the main gradient); bf16: 2 + (2 + 4 read, 4 written) = 12.
     fp8_weight_cache_bytes: cached low-precision copies per linear weight parameter, on top of
         ``weight_bytes`` (Transformer Engine's FP8 weight and its transpose).
-    other_scheme: when set, the scheme whose bytes the parameters outside the linear layers'
-        weight matrices (embeddings, LayerNorms, biases) keep; empty: the same scheme for all.
+    other_formats: when set, the formats the parameters outside the linear layers' weight
+        matrices (embeddings, LayerNorms, biases) keep; None: the same formats for all.
     """
 
     name: str
@@ -78,7 +83,7 @@ class LlmScheme:
     act_reduce_bytes: float
     saved_linear_input_bytes: float
     description: str = ""
-    other_scheme: str = ""
+    other_formats: StateFormats | None = None
     fp8_weight_cache_bytes: float = 0
     grad_accumulation_bytes: float = 12
 
@@ -89,7 +94,7 @@ class LlmScheme:
                   "grad_accumulation_bytes"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or v < 0:
-                raise ValueError(f"LlmScheme {self.name}: {f} must be >= 0, got {v!r}")
+                raise ValueError(f"StateFormats {self.name}: {f} must be >= 0, got {v!r}")
 
     @property
     def optimizer_bytes(self) -> float:
@@ -103,29 +108,32 @@ class LlmScheme:
         return self.grad_bytes + self.optimizer_bytes
 
     @property
-    def other(self) -> LlmScheme:
-        """The scheme of the parameters outside the linear layers' weight matrices."""
-        return get_scheme(self.other_scheme) if self.other_scheme else self
+    def other(self) -> StateFormats:
+        """The formats of the parameters outside the linear layers' weight matrices."""
+        return self.other_formats if self.other_formats is not None else self
 
 
-SCHEMES: dict[str, LlmScheme] = {
-    "bf16": LlmScheme("bf16", "bf16", 2, 4, 4, 8, 4, 2, 2, 2, 2,
-                      "Megatron-LM bf16 mixed precision, fp32 gradient buffer and reduction"),
-    "te-fp8": LlmScheme("te-fp8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 1,
-                        "Transformer Engine: FP8 GEMMs, cached FP8 weights, the rest as bf16",
-                        fp8_weight_cache_bytes=2),
-    # FP8-LM: FP8 gradient (1), FP16 master (2), FP8 m (1) + FP16 v (2) = eq. 8's 6 bytes, 16-bit
-    # working weights (see the module docstring); the SP all-gather in FP8, reduce-scatters 16-bit
-    "fp8-lm": LlmScheme("fp8-lm", "fp8", 2, 1, 2, 3, 1, 1, 1, 2, 2,
-                        "FP8-LM O3: FP8 GEMMs, gradients, all-reduce, decoupled AdamW, "
-                        "FP8 ZeRO and sequence-parallel all-gather", other_scheme="bf16",
-                        grad_accumulation_bytes=18),
-    "hfp8": LlmScheme("hfp8", "hfp8", 2, 2, 4, 8, 2, 2, 2, 2, 2,
-                      "HFP8 (Sun et al. 2019): hybrid FP8 GEMMs, FP16 weights/gradients/comm",
-                      grad_accumulation_bytes=8),
-    "hif8": LlmScheme("hif8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
-                      "HiFloat8 GEMMs at the 8-bit rate, states and communication as bf16"),
-}
+BF16 = StateFormats("bf16", "bf16", 2, 4, 4, 8, 4, 2, 2, 2, 2,
+                    "Megatron-LM bf16 mixed precision, fp32 gradient buffer and reduction")
+TE_FP8 = StateFormats("te-fp8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 1,
+                      "Transformer Engine: FP8 GEMMs, cached FP8 weights, the rest as bf16",
+                      fp8_weight_cache_bytes=2)
+# FP8-LM: FP8 gradient (1), FP16 master (2), FP8 m (1) + FP16 v (2) = eq. 8's 6 bytes, 16-bit
+# working weights (see the module docstring); the SP all-gather in FP8, reduce-scatters 16-bit
+FP8_LM = StateFormats("fp8-lm", "fp8", 2, 1, 2, 3, 1, 1, 1, 2, 2,
+                      "FP8-LM O3: FP8 GEMMs, gradients, all-reduce, decoupled AdamW, "
+                      "FP8 ZeRO and sequence-parallel all-gather", other_formats=BF16,
+                      grad_accumulation_bytes=18)
+HFP8_GEMM = StateFormats("hfp8-gemm", "hfp8", 2, 2, 4, 8, 2, 2, 2, 2, 2,
+                         "HFP8 GEMMs (Sun et al. 2019), FP16 weights/gradients/comm, "
+                         "fp32 master and moments", grad_accumulation_bytes=8)
+HIF8 = StateFormats("hif8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
+                    "HiFloat8 GEMMs at the 8-bit rate, states and communication as bf16")
+#: 32-bit training (fp32 or TF32 tensor cores): the weights are the master copy (no second one),
+#: 4-byte gradients, moments and communication; an unfused accumulation reads and writes 4 + 4
+FP32 = StateFormats("fp32", "fp32", 4, 4, 0, 8, 4, 4, 4, 4, 4,
+                    "FP32 weights, gradients, moments and communication",
+                    grad_accumulation_bytes=16)
 
 
 @dataclass(frozen=True)
@@ -151,17 +159,10 @@ class ParamCounts:
         return self.linear + self.rest
 
 
-def param_bytes(counts: ParamCounts, scheme: LlmScheme,
-                per_param: Callable[[LlmScheme], float]) -> float:
+def param_bytes(counts: ParamCounts, scheme: StateFormats,
+                per_param: Callable[[StateFormats], float]) -> float:
     """Bytes of one per-parameter quantity over ``counts``: ``per_param(scheme)`` bytes for each
     linear weight-matrix parameter, ``per_param(scheme.other)`` for each of the rest. The
     one place the split is priced (memory states, DP communication, gradient accumulation,
     optimizer step), e.g. ``param_bytes(c, s, lambda x: x.grad_bytes)``."""
     return counts.linear * per_param(scheme) + counts.rest * per_param(scheme.other)
-
-
-def get_scheme(name: str) -> LlmScheme:
-    try:
-        return SCHEMES[name]
-    except KeyError:
-        raise ValueError(f"unknown LLM scheme {name!r}; known: {', '.join(SCHEMES)}") from None

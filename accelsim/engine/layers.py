@@ -1,4 +1,5 @@
-"""Compute of one data-parallel training iteration, summed per phase, without the explorer.
+"""Compute of one data-parallel training iteration of a layer workload, summed per phase
+(the engine's compute stage for ``predict``; the explorer searches mappings instead).
 
 Every chip takes ``batch`` samples (data parallel over all chips, as the HFP8 paper and GPU
 frameworks do); inside a chip each layer is timed by :func:`accelsim.perf.evaluate_layer`
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
+from accelsim.engine.memory import workload_memory_bytes
+from accelsim.perf.gemm import FITTED, Efficiency
 from accelsim.perf.layer_model import Mapping, evaluate_layer
 from accelsim.perf.precision import layer_precisions
 from accelsim.perf.systolic import DATAFLOWS
@@ -32,34 +34,19 @@ class PhaseSums:
     flops: float  # useful FLOPs of the whole system per iteration
     dataflow: str
     memory_bytes: float  # per chip: weights, gradients, optimizer state, stashed activations
+    #: per layer and phase on one chip under the chosen dataflow: (layer, phase, seconds,
+    #: FLOPs of the whole system, modelled chip-memory bytes per chip, bound)
+    layer_phases: tuple[tuple[str, str, float, float, float, str], ...] = ()
 
     @property
     def compute_s(self) -> float:
         return self.fwd_s + self.bwd_data_s + self.wgrad_s
 
 
-def memory_bytes(workload, batch: int, scheme, precisions: dict[str, str]) -> float:
-    """Bytes one data-parallel chip holds at ``batch`` samples: per parameter the compute weight
-    (operand bytes; normalisation parameters FP16), its gradient, the master weight, optimizer
-    state, compute copy and residual of the scheme, plus the activations each layer keeps for
-    its backward pass (:attr:`accelsim.workload.Layer.saved_elements`, in the layer's storage
-    precision). The same accounting as the explorer's plan memory for a pure data-parallel
-    plan on one chip."""
-    from accelsim.perf.layer_model import NORM_PARAM_BYTES
-
-    state = (scheme.gradient_bytes + scheme.master_weight_bytes + scheme.optimizer_state_bytes
-             + scheme.compute_copy_bytes + scheme.residual_bytes)
-    total = 0.0
-    for layer in workload.layers:
-        b = OPERAND_BYTES[precisions[layer.name]]
-        weight = b if layer.is_gemm else NORM_PARAM_BYTES
-        total += layer.n_params * (weight + state) + batch * layer.saved_elements * b
-    return float(total)
-
-
-def phase_sums(system, workload, batch: int, scheme, *,
-               efficiency: Efficiency = FITTED) -> PhaseSums:
-    """Compute time per phase of one iteration at ``batch`` samples per chip (best dataflow)."""
+def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency = FITTED,
+               optimizer: str = "sgd-momentum") -> PhaseSums:
+    """Compute time per phase of one iteration at ``batch`` samples per chip (best dataflow),
+    and the memory a chip holds under ``optimizer``'s state formats."""
     from accelsim.arch.schemes import get_scheme
 
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -70,6 +57,10 @@ def phase_sums(system, workload, batch: int, scheme, *,
     maps = [Mapping(system.chips, 1, system.chip.cores, 1, d) for d in DATAFLOWS]
     sums = np.zeros((len(maps), 5))  # fwd, bwd_data, wgrad, elementwise, launch
     flops = 0.0
+    per_layer = []
+    # chip-memory bytes from the memory stream's time (perf times it at this bandwidth)
+    mem_Bps = system.chip.memory_bandwidth_Bps * (efficiency.memory_efficiency
+                                                  if system.chip.has_hierarchy else 1.0)
     for layer in workload.layers:
         cols = evaluate_layer(system, layer, total, prec[layer.name], maps, efficiency=efficiency)
         bad = ~cols["feasible"]
@@ -84,8 +75,16 @@ def phase_sums(system, workload, batch: int, scheme, *,
             if not layer.is_gemm:
                 sums[:, 3] += t
             flops += float(cols["flops"][j * n])
+            per_layer.append((layer.name, phase, t, float(cols["flops"][j * n]),
+                              cols["memory_s"][j * n:(j + 1) * n] * mem_Bps,
+                              cols["bound"][j * n:(j + 1) * n]))
     best = int(np.argmin(sums[:, :3].sum(axis=1)))
     fwd, bwd, wg, ew, launch = (float(x) for x in sums[best])
+    rows = tuple((name, ph, float(t[best]), fl, float(by[best]), str(bd[best]))
+                 for name, ph, t, fl, by, bd in per_layer)
     return PhaseSums(fwd_s=fwd, bwd_data_s=bwd, wgrad_s=wg, elementwise_s=ew, launch_s=launch,
                      flops=flops, dataflow=DATAFLOWS[best],
-                     memory_bytes=memory_bytes(workload, batch, sc, prec))
+                     memory_bytes=workload_memory_bytes(workload, batch, sc.for_optimizer(optimizer),
+                                                        prec, dp=system.chips,
+                                                        optimizer=optimizer),
+                     layer_phases=rows)

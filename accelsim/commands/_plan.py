@@ -1,0 +1,73 @@
+"""The plan flags every training front-end takes (``predict``, ``llm``): one definition of the
+parallel plan (:class:`accelsim.engine.Plan`), the optimizer and the software stack's memory
+reserve, so the two front-ends answer the same question with the same words."""
+
+from __future__ import annotations
+
+import argparse
+
+from accelsim.commands._common import nonnegative_float, positive_int
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: bool,
+                  optimizer_default: str, reserve_help: str) -> None:
+    from accelsim.arch.schemes import OPTIMIZERS
+    from accelsim.engine.plan import RECOMPUTE
+
+    p = parser.add_argument_group("plan")
+    for flag, meta, what in (("--tp", "T", "tensor-parallel GPUs (inside one node)"),
+                             ("--pp", "P", "pipeline stages"),
+                             ("--dp", "D", "data-parallel replicas"),
+                             ("--micro-batch", "b", "samples per micro-batch per replica")):
+        p.add_argument(flag, type=positive_int, default=None, metavar=meta, help=what)
+    p.add_argument("--global-batch", type=positive_int, required=global_batch_required,
+                   default=None, metavar="B", help="samples per iteration over all replicas")
+    p.add_argument("--interleave", type=positive_int, default=1, metavar="v",
+                   help="model chunks per pipeline stage (default 1: plain 1F1B)")
+    p.add_argument("--recompute", choices=RECOMPUTE, default="none",
+                   help="activation recomputation (default none)")
+    p.add_argument("--sequence-parallel", action="store_true")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
+                   help="ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also "
+                        "weights (default 0)")
+    p.add_argument("--overlap-grad-reduce", action="store_true",
+                   help="reduce gradients during the last backward pass (PyTorch DDP buckets)")
+    p.add_argument("--no-grad-accumulation-fusion", action="store_true",
+                   help="accumulate weight gradients in a separate kernel per micro-batch "
+                        "(Megatron's --no-gradient-accumulation-fusion, as FP8-LM ran)")
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=optimizer_default,
+                   help="optimizer, and with the scheme every state's format "
+                        f"(default {optimizer_default})")
+    p.add_argument("--memory-reserve", type=nonnegative_float, default=None, metavar="GIB",
+                   help=reserve_help)
+
+
+#: plan flags a data-parallel layer workload cannot use (name -> value that means "not used")
+TRANSFORMER_ONLY = {"tp": None, "pp": None, "interleave": 1, "recompute": "none",
+                    "sequence_parallel": False, "zero": 0, "overlap_grad_reduce": False,
+                    "no_grad_accumulation_fusion": False}
+
+
+def transformer_only_flags(args: argparse.Namespace) -> list[str]:
+    """The plan flags given that only a transformer workload's plan understands."""
+    return [f"--{k.replace('_', '-')}" for k, unused in TRANSFORMER_ONLY.items()
+            if getattr(args, k) not in (unused, 1 if k in ("tp", "pp") else unused)]
+
+
+def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_batch: int,
+               global_batch: int):
+    """The :class:`accelsim.engine.Plan` of the flags (sizes already defaulted by the caller);
+    an impossible plan is a one-line user error naming the flags."""
+    from accelsim.cli import UserError
+    from accelsim.engine.plan import Plan
+
+    try:
+        return Plan(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=global_batch,
+                    interleave=args.interleave, recompute=args.recompute,
+                    sequence_parallel=args.sequence_parallel, zero=args.zero,
+                    overlap_grad_reduce=args.overlap_grad_reduce,
+                    grad_accumulation_fusion=not args.no_grad_accumulation_fusion,
+                    optimizer=args.optimizer)
+    except ValueError as exc:
+        raise UserError(f"plan (--tp {tp} --pp {pp} --dp {dp} --micro-batch {micro_batch} "
+                        f"--global-batch {global_batch}): {exc}") from None

@@ -1,0 +1,161 @@
+"""The op graph: what one training iteration executes, as typed ops with their shapes, FLOPs and
+bytes (properties of the op, not recomputed by callers), and the one place each op kind is timed.
+
+Compute ops are timed by perf's kernel formula (:func:`accelsim.perf.gemm.gemm_time` for GEMMs,
+bytes over the achievable HBM bandwidth for element-wise kernels); communication ops by the
+fabric of :mod:`accelsim.engine.comm` (netsim's ring term, or its DES on request). Front-ends
+build ops (the transformer path of :mod:`accelsim.engine.transformer`, ``accelsim op``) and the
+schedule composes their times (:mod:`accelsim.engine.schedule`); the per-op rows become the
+breakdown table and the trace (:mod:`accelsim.engine.trace`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from enum import StrEnum
+
+from accelsim.arch import System
+from accelsim.perf.gemm import OPERAND_BYTES, gemm_time
+
+
+class Phase(StrEnum):
+    """When an op runs in an iteration."""
+
+    FWD = "fwd"
+    BWD = "bwd"  # data gradient + weight gradient of a transformer op, or element-wise backward
+    BWD_DATA = "bwd_data"
+    WGRAD = "wgrad"
+    STEP = "step"  # after back-propagation: gradient reduction, weight update, bubble
+
+
+class Stream(StrEnum):
+    """The trace track an op occupies (one per stream: compute and each kind of traffic)."""
+
+    COMPUTE = "compute"
+    TP = "tp_comm"
+    DP = "dp_comm"
+    PP = "pp_send_recv"
+
+
+@dataclass(frozen=True)
+class GemmOp:
+    """``count`` independent ``C[m, n] = A[m, k] @ B[k, n]`` at ``precision``; ``fraction`` of
+    the work is done (a causal flash kernel skips the masked half)."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    precision: str
+    count: int = 1
+    fraction: float = 1.0
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k * self.count * self.fraction
+
+    @property
+    def bytes(self) -> float:
+        """Compulsory operand and result traffic (each matrix once)."""
+        b = OPERAND_BYTES[self.precision]
+        return (self.m * self.k + self.k * self.n + self.m * self.n) * b * self.count \
+            * self.fraction
+
+    @property
+    def backward(self) -> tuple[GemmOp, GemmOp]:
+        """The data-gradient (m, k, n) and weight-gradient (k, n, m) GEMMs of the same shapes."""
+        return (GemmOp(f"{self.name}.dgrad", self.m, self.k, self.n, self.precision, self.count,
+                       self.fraction),
+                GemmOp(f"{self.name}.wgrad", self.k, self.n, self.m, self.precision, self.count,
+                       self.fraction))
+
+
+@dataclass(frozen=True)
+class AttentionOp:
+    """Scaled dot-product attention of ``batch`` sequences: ``heads`` query heads over
+    ``kv_heads`` key/value heads (GQA; equal: multi-head), ``seq`` queries and keys of
+    ``head_dim``. ``causal`` masks the future; a ``flash`` kernel keeps no score matrix (its
+    softmax fused, the masked half skipped), an unfused one writes the ``s x s`` scores and runs
+    softmax, mask and dropout over them in memory."""
+
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int
+    kv_heads: int = 0  # 0: as many as heads
+    causal: bool = True
+    flash: bool = False
+    precision: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for f in ("batch", "heads", "seq", "head_dim"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"attention {f} must be an integer >= 1, got {v!r}")
+        kv = self.kv_heads or self.heads
+        if kv < 1 or self.heads % kv:
+            raise ValueError(f"attention heads {self.heads} must be a multiple of kv_heads {kv}")
+
+    @property
+    def fraction(self) -> float:
+        """Share of the s x s score work a kernel does (a causal flash kernel skips half)."""
+        return 0.5 if (self.causal and self.flash) else 1.0
+
+    @property
+    def gemms(self) -> tuple[GemmOp, GemmOp]:
+        """Scores Q K^T and P V, one per (sequence, query head)."""
+        n = self.batch * self.heads
+        return (GemmOp("scores", self.seq, self.seq, self.head_dim, self.precision, n,
+                       self.fraction),
+                GemmOp("pv", self.seq, self.head_dim, self.seq, self.precision, n,
+                       self.fraction))
+
+    @property
+    def score_bytes(self) -> float:
+        """HBM bytes of the unfused softmax + mask + dropout over the scores (16-bit: 7 bytes
+        per score, Korthikanti et al. 2022's accounting); 0 for a flash kernel."""
+        return 0.0 if self.flash else 7.0 * self.batch * self.heads * self.seq * self.seq
+
+    @property
+    def flops(self) -> float:
+        """Forward FLOPs (the backward pass does twice as many)."""
+        return sum(g.flops for g in self.gemms)
+
+
+@dataclass(frozen=True)
+class ElementwiseOp:
+    """A memory-bound kernel that moves ``bytes`` through HBM (norms, activations, residual
+    adds, dropout, casts)."""
+
+    name: str
+    bytes: float
+    flops: float = 0.0
+
+
+@functools.lru_cache(maxsize=65536)
+def gemm_s(system: System, op: GemmOp) -> float:
+    """Seconds of one GEMM op on one chip of ``system`` (perf's one kernel formula)."""
+    return op.fraction * gemm_time(system, op.m, op.n, op.k, op.precision, count=op.count).time_s
+
+
+def gemm_fwd_bwd_s(system: System, op: GemmOp) -> tuple[float, float]:
+    """(forward, backward) seconds: the op, then its data- and weight-gradient GEMMs."""
+    d, w = op.backward
+    return gemm_s(system, op), gemm_s(system, d) + gemm_s(system, w)
+
+
+def attention_s(system: System, op: AttentionOp, hbm_Bps: float) -> tuple[float, float]:
+    """(forward, backward) seconds of an attention op: its two GEMMs and, unfused, the softmax
+    pass over the scores at ``hbm_Bps`` (the backward pass: two GEMMs per GEMM, and the score
+    pass twice)."""
+    f = b = 0.0
+    for g in op.gemms:
+        gf, gb = gemm_fwd_bwd_s(system, g)
+        f, b = f + gf, b + gb
+    return f + op.score_bytes / hbm_Bps, b + 2 * op.score_bytes / hbm_Bps
+
+
+def elementwise_s(op: ElementwiseOp, hbm_Bps: float) -> float:
+    """Seconds of a memory-bound kernel streaming at ``hbm_Bps``."""
+    return op.bytes / hbm_Bps

@@ -1,0 +1,182 @@
+"""The engine's entry points: one training iteration of a workload on a system under a plan,
+timed by perf (compute), netsim (communication) and the one schedule
+(:mod:`accelsim.engine.schedule`), with the one memory account (:mod:`accelsim.engine.memory`).
+
+* :func:`predict_step`: a layer workload, data parallel over a system's chips (``predict``);
+* :func:`data_parallel_step`: gradient reduction, update and schedule for a compute profile
+  (``predict``, the HFP8 study and sweeps, whose compute mapping comes from the explorer);
+* :func:`accelsim.engine.transformer.predict`: a transformer under 3-D parallelism (``llm``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelsim.arch import System
+from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.engine.graph import Phase, Stream
+from accelsim.engine.layers import PhaseSums, phase_sums
+from accelsim.engine.schedule import (
+    CommPhases,
+    ComputeProfile,
+    StepTime,
+    TrainingParams,
+    combine,
+)
+from accelsim.engine.trace import Row, Timeline
+from accelsim.perf.gemm import FITTED, Efficiency
+from accelsim.workload import Workload
+
+
+def comm_phases(system: System, workload: Workload, scheme: str,
+                params: TrainingParams) -> CommPhases:
+    """Gradient-reduction phases from :func:`accelsim.netsim.gradient_reduction_times` on the
+    system as built (its link bandwidths are the scenario's). On one chip there is nothing to
+    reduce: only the weight update remains."""
+    from accelsim.netsim import UpdateParams, gradient_reduction_times
+
+    upd = UpdateParams(memory_efficiency=params.memory_efficiency,
+                       per_tensor_overhead_s=params.per_tensor_overhead_s)
+    p = gradient_reduction_times(system, int(workload.n_params), scheme,
+                                 compression=params.compression, engine=params.engine,
+                                 optimizer=params.optimizer,
+                                 n_tensors=workload.n_param_tensors, update=upd)
+    return CommPhases(reduce_scatter_s=p.reduce_scatter_s - p.compression_s,
+                      all_gather_s=p.all_gather_s, weight_update_s=p.weight_update_s,
+                      compression_s=p.compression_s)
+
+
+def data_parallel_step(system: System, workload: Workload, scheme, params: TrainingParams,
+                       profile: ComputeProfile) -> StepTime:
+    """One data-parallel iteration: ``profile``'s compute, the gradient reduction and weight
+    update of ``workload``'s parameters over ``system``'s chips, composed by the schedule."""
+    if workload.n_params == 0:  # nothing to reduce or update (e.g. a workload of matmuls)
+        comm = CommPhases(0.0, 0.0, 0.0, 0.0)
+    else:
+        comm = comm_phases(system, workload, scheme, params)
+    return combine(profile, comm, overlap=params.overlap)
+
+
+@dataclass(frozen=True)
+class WorkloadPrediction:
+    """One data-parallel training iteration of a layer workload (``predict``): the schedule's
+    :class:`StepTime`, the compute profile per layer and phase, and the memory account."""
+
+    system: System
+    workload: Workload
+    scheme: Scheme
+    optimizer: str
+    batch: int  # samples per chip
+    fusion: bool
+    phases: PhaseSums
+    step: StepTime
+    memory_reserve_bytes: float = 0.0
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.phases.memory_bytes + self.memory_reserve_bytes
+
+    def as_dict(self) -> dict:
+        """The JSON fields of ``accelsim predict``."""
+        st, ps, system = self.step, self.phases, self.system
+        cap = system.chip.memory_capacity_bytes
+        return {
+            "system": system.name, "workload": self.workload.name, "scheme": self.scheme.name,
+            "optimizer": self.optimizer, "batch": self.batch, "chips": system.chips,
+            "fusion": "on" if self.fusion else "off", "layout": system.chip.layout,
+            "winograd": "on" if system.chip.winograd else "off",
+            "samples_per_s": st.samples_per_s, "step_time_s": st.step_s,
+            "tflops": st.achieved_flops_per_s / 1e12, "peak_tflops": st.peak_flops_per_s / 1e12,
+            "memory_GiB": self.memory_bytes / 2**30,
+            "memory_reserve_GiB": self.memory_reserve_bytes / 2**30,
+            "memory_capacity_GiB": cap / 2**30,
+            "fits_memory": bool(self.memory_bytes <= cap),
+            "compute_s": st.compute_s, "fwd_s": st.fwd_s, "bwd_data_s": st.bwd_data_s,
+            "wgrad_s": st.wgrad_s, "elementwise_s": st.elementwise_s, "launch_s": ps.launch_s,
+            "comm_s": st.comm_s, "exposed_comm_s": st.exposed_comm_s,
+            "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
+        }
+
+    def rows(self) -> list[Row]:
+        """The breakdown: every layer's phases on the compute stream (all exposed: one chip's
+        compute is the critical path), then the gradient reduction (only its unhidden part
+        exposed), the compression pass and the weight update."""
+        out = [Row(name, op=kind_of(self.workload, name), phase=Phase(ph), stage=0, count=1,
+                   time_s=t, exposed_s=t, flops=fl, bytes=by, bound=bd)
+               for name, ph, t, fl, by, bd in self.phases.layer_phases]
+        st = self.step
+        rs_exposed = st.reduce_scatter_s - st.hidden_comm_s
+        for op, t, shown, stream in (
+                ("compression", st.compression_s, st.compression_s, Stream.COMPUTE),
+                ("reduce_scatter", st.reduce_scatter_s, rs_exposed, Stream.DP),
+                ("all_gather", st.all_gather_s, st.all_gather_s, Stream.DP),
+                ("weight_update", st.weight_update_s, st.weight_update_s, Stream.COMPUTE)):
+            if t > 0:
+                out.append(Row("grads", op, Phase.STEP, 0, 1, t, shown, 0.0, 0.0, op, stream))
+        return out
+
+    def timeline(self) -> Timeline:
+        """Forward through the layers, backward in reverse, then the gradient reduction (its
+        hidden part beside the end of back-propagation) and the update, in the scheme's phase
+        order."""
+        tl = Timeline()
+        fwd = [r for r in self.phases.layer_phases if r[1] == "fwd"]
+        bwd = [r for r in self.phases.layer_phases if r[1] != "fwd"]
+        for name, ph, t, *_ in fwd + bwd[::-1]:
+            tl.run(f"{name} ({ph})", t)
+        st = self.step
+        tl.run("compression", st.compression_s)
+        tl.beside("reduce_scatter (hidden)", tl.t - st.hidden_comm_s, st.hidden_comm_s,
+                  Stream.DP)
+        for ph in self.scheme.phase_order:
+            if ph == "reduce_scatter":
+                tl.run("reduce_scatter", st.reduce_scatter_s - st.hidden_comm_s, Stream.DP)
+            elif ph == "all_gather":
+                tl.run("all_gather", st.all_gather_s, Stream.DP)
+            else:
+                tl.run("weight_update", st.weight_update_s)
+        return tl
+
+
+def kind_of(workload: Workload, layer: str) -> str:
+    """The op kind of a workload layer (conv, linear, batchnorm, ...)."""
+    return workload.layer(layer).kind
+
+
+def predict_workload(system: System, workload: Workload, batch: int, scheme: str | Scheme, *,
+                     fusion: bool, layout: str | None = None,
+                     efficiency: Efficiency | None = None, winograd: bool | None = None,
+                     optimizer: str = "sgd-momentum",
+                     memory_reserve_bytes: float = 0.0) -> WorkloadPrediction:
+    """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
+    on/off; activation ``layout`` and ``winograd`` None = the config's; ``winograd=True`` needs
+    a chip with a memory hierarchy, else ValueError) under ``optimizer``'s state formats: the
+    compute model (:func:`accelsim.engine.layers.phase_sums`) plus the gradient reduction and
+    weight update (:func:`data_parallel_step`); ``memory_reserve_bytes`` outside the tensors."""
+    eff = FITTED if efficiency is None else efficiency
+    system = system.with_fusion(fusion)
+    if layout is not None:
+        system = system.with_layout(layout)
+    if winograd is not None:
+        system = system.with_winograd(winograd)
+    scheme = get_scheme(scheme)
+    ps = phase_sums(system, workload, batch, scheme, efficiency=eff, optimizer=optimizer)
+    minibatch = batch * system.chips
+    profile = ComputeProfile(scheme=scheme.name, minibatch=minibatch, fwd_s=ps.fwd_s,
+                             bwd_data_s=ps.bwd_data_s, wgrad_s=ps.wgrad_s, flops=ps.flops,
+                             peak_flops=system.peak_flops(scheme.compute_precision),
+                             elementwise_s=ps.elementwise_s)
+    params = TrainingParams(minibatch=minibatch, memory_efficiency=eff.memory_efficiency,
+                            optimizer=optimizer)
+    st = data_parallel_step(system, workload, scheme, params, profile)
+    return WorkloadPrediction(system=system, workload=workload, scheme=scheme,
+                              optimizer=optimizer, batch=batch, fusion=fusion, phases=ps,
+                              step=st, memory_reserve_bytes=memory_reserve_bytes)
+
+
+def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
+                 layout: str | None = None, efficiency=None,
+                 winograd: bool | None = None) -> dict:
+    """:func:`predict_workload`'s JSON fields (the SGD-momentum recipe, no memory reserve)."""
+    return predict_workload(system, workload, batch, scheme, fusion=fusion, layout=layout,
+                            efficiency=efficiency, winograd=winograd).as_dict()

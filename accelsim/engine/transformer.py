@@ -1,0 +1,349 @@
+"""Iteration time, throughput, TFLOPS and MFU of a 3-D parallel GPT training run on a node file.
+
+Per layer and micro-batch the tensor-parallel GEMMs (Megatron column/row split: QKV (T, 3h/t, h),
+scores and P.V per head, projection (T, h, h/t), FC1 (T, F/t, h), FC2 (T, h, F/t), T = b s
+tokens; backward = data-gradient + weight-gradient GEMMs of the same shapes) are timed by
+:func:`accelsim.perf.gemm.gemm_time`, element-wise kernels by their bytes over HBM bandwidth,
+and the tensor-parallel collectives by :mod:`accelsim.engine.comm` (not overlapped, as in
+Megatron-LM 2021). The last pipeline stage also runs the LM head. The 1F1B pipeline takes
+``(m + p - 1)`` micro-batch slots of forward + backward, interleaved ``(m + (p-1)/v)``
+(Narayanan et al. SC'21, section 2.2); point-to-point transfers sit on the critical path once
+per chunk; the data-parallel collectives and the optimizer step follow the pipeline flush.
+Without gradient-accumulation fusion each micro-batch's backward pass also streams its weight
+gradients through HBM: the scheme's ``grad_accumulation_bytes`` per parameter (bf16: the
+16-bit gradient written and read, the fp32 main gradient read and written).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelsim.arch import System
+from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.arch.states import StateFormats, param_bytes
+from accelsim.engine.comm import Comm, Fabric, comm
+from accelsim.engine.memory import GIB, Memory, memory
+from accelsim.engine.plan import LlmParams, Plan
+from accelsim.engine.graph import (
+    AttentionOp,
+    ElementwiseOp,
+    GemmOp,
+    Phase,
+    Stream,
+    attention_s,
+    elementwise_s,
+    gemm_fwd_bwd_s,
+)
+from accelsim.engine.schedule import exposed_comm_s, pipeline_s
+from accelsim.engine.trace import Row, Timeline
+from accelsim.netsim.update import update_bytes_per_elem
+from accelsim.workload.gpt import GptConfig
+
+ATTENTION_PRECISION = "bf16"  # score and P.V matmuls stay 16-bit in every scheme
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One op of one transformer layer (or of the LM head) on one micro-batch: seconds on its
+    stream, FLOPs and HBM bytes, what bounds it."""
+
+    op: str
+    phase: Phase
+    time_s: float
+    flops: float
+    bytes: float
+    bound: str
+    stream: Stream = Stream.COMPUTE
+
+
+def _elementwise_bytes(model: GptConfig, plan: Plan, gp: str) -> float:
+    """HBM bytes of one layer's element-wise kernels per micro-batch, forward (16-bit):
+    LayerNorms 2 x 4, dropout + residual 2 x 7 (replicated over the tensor-parallel ranks unless
+    sequence parallel), bias + GeLU 16 (FFN-sized, split); 8-bit GEMM inputs add their casts
+    (read 2 bytes, write 1 byte per element of the four linear inputs). The score softmax is
+    the attention op's (:attr:`accelsim.engine.graph.AttentionOp.score_bytes`)."""
+    s, b, h, t = model.seq, plan.micro_batch, model.hidden, plan.tp
+    f, T = model.ffn_size, model.seq * plan.micro_batch
+    sbh = s * b * h
+    nbytes = 22 * sbh / (t if plan.sequence_parallel else 1) + 16 * sbh * (f / (4 * h)) / t
+    if gp in ("fp8", "hfp8"):
+        nbytes += 3 * T * (2 * h + (h + f) / t)
+    return nbytes
+
+
+def layer_ops(model: GptConfig, plan: Plan, formats: StateFormats) -> tuple[
+        tuple[GemmOp, ...], AttentionOp, ElementwiseOp, GemmOp]:
+    """The ops of one layer on one GPU and one micro-batch under Megatron's tensor-parallel
+    split (QKV (T, 3h/t, h), projection (T, h, h/t), FC1 (T, F/t, h), FC2 (T, h, F/t), T = b s
+    tokens; attention over the GPU's a/t heads), and the LM head (vocabulary-parallel)."""
+    s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
+    f, T, gp = model.ffn_size, model.seq * plan.micro_batch, formats.gemm_precision
+    linear = (GemmOp("qkv", T, 3 * h // t, h, gp), GemmOp("proj", T, h, h // t, gp),
+              GemmOp("fc1", T, f // t, h, gp), GemmOp("fc2", T, h, f // t, gp))
+    attn = AttentionOp(batch=b, heads=a // t, seq=s, head_dim=model.head_dim,
+                       causal=model.causal, flash=model.flash_attention,
+                       precision=ATTENTION_PRECISION)
+    ew = ElementwiseOp("elementwise", _elementwise_bytes(model, plan, gp))
+    head = GemmOp("lm_head", T, -(-model.vocab // t), h, gp)
+    return linear, attn, ew, head
+
+
+def layer_op_times(model: GptConfig, plan: Plan, formats: StateFormats, system: System,
+                   params: LlmParams) -> tuple[list[OpTime], list[OpTime]]:
+    """Per-op times of one layer and of the LM head (with its softmax / cross-entropy passes
+    over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch."""
+    linear, attn, ew, head = layer_ops(model, plan, formats)
+    bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
+    rows: list[OpTime] = []
+    for g in linear:
+        fw, bk = gemm_fwd_bwd_s(system, g)
+        rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, "gemm"))
+        rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, "gemm"))
+    af, ab = attention_s(system, attn, bw)
+    ab_bytes = sum(g.bytes for g in attn.gemms) + attn.score_bytes
+    rows.append(OpTime("attention", Phase.FWD, af, attn.flops, ab_bytes, "gemm"))
+    rows.append(OpTime("attention", Phase.BWD, ab, 2 * attn.flops, 2 * ab_bytes, "gemm"))
+    rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
+    rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
+                       "memory"))
+    T, V = model.seq * plan.micro_batch, model.vocab / plan.tp
+    hf, hb = gemm_fwd_bwd_s(system, head)
+    loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
+    head_rows = [OpTime("lm_head", Phase.FWD, hf, head.flops, head.bytes, "gemm"),
+                 OpTime("lm_head", Phase.BWD, hb, 2 * head.flops, 2 * head.bytes, "gemm"),
+                 OpTime("loss", Phase.FWD, loss_f / bw, 0.0, loss_f, "memory"),
+                 OpTime("loss", Phase.BWD, loss_b / bw, 0.0, loss_b, "memory")]
+    return rows, head_rows
+
+
+def _phase_s(rows: list[OpTime], phase: Phase, names: tuple[str, ...] | None = None) -> float:
+    return sum(r.time_s for r in rows if r.phase == phase and (names is None or r.op in names))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One plan's predicted iteration (all per GPU unless named otherwise)."""
+
+    model: GptConfig
+    plan: Plan
+    scheme: str
+    iteration_time_s: float
+    pipeline_s: float
+    bubble_s: float
+    dp_comm_s: float  # exposed (not hidden behind the backward pass)
+    optimizer_s: float
+    forward_s: float  # one micro-batch, slowest stage, incl. TP comm and p2p
+    backward_s: float
+    model_flops: float  # per iteration, whole job, no recomputation
+    hardware_flops: float  # per iteration, whole job, with recomputation
+    peak_flops_per_gpu: float
+    memory: Memory
+    comm: Comm
+    layer_ops: tuple[OpTime, ...] = ()  # one layer, one micro-batch
+    head_ops: tuple[OpTime, ...] = ()  # the LM head and loss, one micro-batch
+    recompute_s: float = 0.0  # per layer and micro-batch, in the backward pass
+    grad_accumulation_s: float = 0.0  # per micro-batch (unfused accumulation)
+
+    def rows(self) -> list[Row]:
+        """The breakdown (:mod:`accelsim.engine.trace`): every op of every layer, phase and
+        stage over the iteration; the critical path is the first stage's layers plus the LM
+        head (the stage the model times), so other stages' layers are not exposed."""
+        p, m, v = self.plan, self.plan.n_micro, self.plan.interleave
+        L = self.model.layers
+        per_chunk = L // (p.pp * v)
+        cm = self.comm
+        out: list[Row] = []
+        for i in range(L):
+            stage = (i // per_chunk) % p.pp
+            on_path = stage == 0
+            pieces = [(o.op, o.phase, o.time_s, o.flops, o.bytes, o.bound, o.stream)
+                      for o in self.layer_ops]
+            pieces += [("tp_comm", Phase.FWD, cm.tp_layer_pass_s, 0.0, 0.0, "comm", Stream.TP),
+                       ("tp_comm", Phase.BWD, cm.tp_layer_bwd_s, 0.0, 0.0, "comm", Stream.TP),
+                       ("recompute", Phase.BWD, self.recompute_s, 0.0, 0.0, "recompute",
+                        Stream.COMPUTE)]
+            for op, ph, t, fl, by, bound, stream in pieces:
+                if t > 0:
+                    out.append(Row(f"layer{i}", op, ph, stage, m, t * m,
+                                   t * m if on_path else 0.0, fl * m, by * m, bound, stream))
+        for o in self.head_ops:
+            out.append(Row("head", o.op, o.phase, p.pp - 1, m, o.time_s * m, o.time_s * m,
+                           o.flops * m, o.bytes * m, o.bound, o.stream))
+        step = [("pipeline", "p2p", Phase.FWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
+                ("pipeline", "p2p", Phase.BWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
+                ("grads", "grad_accumulation", Phase.BWD, self.grad_accumulation_s * m, m,
+                 Stream.COMPUTE),
+                ("pipeline", "bubble", Phase.STEP, self.bubble_s, 1, Stream.COMPUTE),
+                ("optimizer", "update", Phase.STEP, self.optimizer_s, 1, Stream.COMPUTE)]
+        for layer, op, ph, t, n, stream in step:
+            if t > 0:
+                out.append(Row(layer, op, ph, 0, n, t, t, 0.0, 0.0, op, stream))
+        hidden = cm.dp_s - self.dp_comm_s
+        for op, t in (("dp_reduce", cm.dp_reduce_s), ("dp_gather", cm.dp_gather_s)):
+            if t > 0:
+                shown = max(0.0, t - hidden) if op == "dp_reduce" else t
+                out.append(Row("grads", op, Phase.STEP, 0, 1, t, shown, 0.0, 0.0, "comm",
+                               Stream.DP))
+        return out
+
+    def timeline(self) -> Timeline:
+        """The iteration on the critical stage as trace events (:mod:`accelsim.engine.trace`)."""
+        p, cm = self.plan, self.comm
+        layers = self.model.layers // p.pp
+        by_op: dict[tuple[str, Phase], float] = {}
+        for o in self.layer_ops:
+            by_op[(o.op, o.phase)] = by_op.get((o.op, o.phase), 0.0) + layers * o.time_s
+
+        def pieces(phase: Phase) -> list[tuple[str, float, Stream]]:
+            out = [(f"{op} x{layers}", t, Stream.COMPUTE) for (op, ph), t in by_op.items()
+                   if ph == phase]
+            tp = cm.tp_layer_pass_s if phase == Phase.FWD else cm.tp_layer_bwd_s
+            out.append((f"tp_comm x{layers}", layers * tp, Stream.TP))
+            if phase == Phase.BWD:
+                out.append((f"recompute x{layers}", layers * self.recompute_s, Stream.COMPUTE))
+                out.append(("grad_accumulation", self.grad_accumulation_s, Stream.COMPUTE))
+            out += [(o.op, o.time_s, o.stream) for o in self.head_ops if o.phase == phase]
+            out.append(("p2p", p.interleave * cm.pp_p2p_s, Stream.PP))
+            return out
+
+        tl = Timeline()
+        tl.micro_batches(p.n_micro, pieces(Phase.FWD), pieces(Phase.BWD))
+        tl.run("bubble", self.bubble_s)
+        hidden = cm.dp_s - self.dp_comm_s
+        tl.beside("dp_reduce (hidden)", tl.t - hidden, hidden, Stream.DP)
+        tl.run("dp_reduce", max(0.0, cm.dp_reduce_s - hidden), Stream.DP)
+        tl.run("dp_gather", cm.dp_gather_s, Stream.DP)
+        tl.run("optimizer", self.optimizer_s)
+        return tl
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.plan.global_batch / self.iteration_time_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.samples_per_s * self.model.seq
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Executed FLOPs per GPU per second / 1e12 (with recomputation, as Megatron reports)."""
+        return self.hardware_flops / self.iteration_time_s / self.plan.gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilization against the peak of the scheme's GEMM precision."""
+        return self.model_flops / self.iteration_time_s / self.plan.gpus / self.peak_flops_per_gpu
+
+    def as_dict(self) -> dict:
+        p = self.plan
+        return {
+            "iteration_time_s": self.iteration_time_s,
+            "samples_per_s": self.samples_per_s,
+            "tokens_per_s": self.tokens_per_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "memory_GiB_per_gpu": self.memory.total_GiB,
+            "weights_GiB": self.memory.weights_bytes / GIB,
+            "grads_GiB": self.memory.grads_bytes / GIB,
+            "optimizer_GiB": self.memory.optimizer_bytes / GIB,
+            "activations_GiB": self.memory.activations_bytes / GIB,
+            "memory_reserve_GiB": self.memory.reserve_bytes / GIB,
+            # units as the names say (docs/llm.md's table): _GB 1e9 bytes, _GiB 2^30 bytes
+            "weight_comm_GB": self.comm.weight_bytes / 1e9,  # per iteration, per GPU
+            "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
+            "activation_comm_GB_per_microbatch":
+                self.comm.activation_bytes / self.plan.n_micro / 1e9,
+            "tp_input_comm_GiB_per_microbatch":
+                self.comm.tp_input_bytes / self.plan.n_micro / GIB,  # FP8-LM Table 7
+            "tp_comm_GB": self.comm.tp_bytes / 1e9,
+            "pp_comm_GB": self.comm.pp_bytes / 1e9,
+            "pipeline_s": self.pipeline_s,
+            "bubble_s": self.bubble_s,
+            "dp_comm_s": self.dp_comm_s,
+            "optimizer_s": self.optimizer_s,
+            "params": self.model.n_params,
+            "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp,
+            "micro_batch": p.micro_batch, "global_batch": p.global_batch,
+            "interleave": p.interleave, "recompute": p.recompute,
+            "sequence_parallel": p.sequence_parallel, "zero": p.zero,
+            "overlap_grad_reduce": p.overlap_grad_reduce,
+            "grad_accumulation_fusion": p.grad_accumulation_fusion, "scheme": self.scheme,
+        }
+
+
+def grad_accumulation_s(mem: Memory, plan: Plan, scheme: StateFormats, hbm_Bps: float) -> float:
+    """Seconds per micro-batch that an unfused gradient accumulation adds to the backward pass
+    (the linear weight matrices at the scheme's bytes, the rest at its other scheme's)."""
+    if plan.grad_accumulation_fusion:
+        return 0.0
+    return param_bytes(mem.counts, scheme, lambda x: x.grad_accumulation_bytes) / hbm_Bps
+
+
+def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float:
+    """HBM bytes of one GPU's optimizer step over the parameters it updates (its ZeRO shard),
+    each parameter at its own formats (FP8-LM: the linear weight matrices at FP8-LM's, the rest
+    at bf16's): the bytes per parameter of the one update model,
+    :func:`accelsim.netsim.update_bytes_per_elem` (read gradient, master weight and moments;
+    write master weight, moments and the working copy), for the plan's optimizer."""
+    shard = plan.dp if plan.zero >= 1 else 1
+
+    def per_param(f: StateFormats) -> float:
+        return sum(update_bytes_per_elem(get_scheme(f.name).for_optimizer(plan.optimizer),
+                                         plan.optimizer))
+
+    return param_bytes(mem.counts, scheme, per_param) / shard
+
+
+def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
+            params: LlmParams = LlmParams(), *, engine: str = "analytic") -> Prediction:
+    """Predict one training iteration of ``model`` under ``plan`` on nodes like ``system``;
+    ``scheme`` (a name of the one registry, :mod:`accelsim.arch.schemes`) and the plan's
+    optimizer fix every state format; ``engine`` times the collectives (``analytic`` closed
+    form, or netsim's ``des``)."""
+    sc = get_scheme(scheme).formats(plan.optimizer)
+    plan.check_model(model)
+    plan.check_placement(system.chips)
+    if not system.chip.core.supports(sc.gemm_precision):
+        raise ValueError(f"system {system.name!r} has no {sc.gemm_precision} rate "
+                         f"(scheme {sc.name})")
+    fabric = Fabric.of(system, params, engine)
+    mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
+    cm = comm(model, plan, sc, fabric, mem)
+    lrows, hrows = layer_op_times(model, plan, sc, system, params)
+    layers = model.layers // plan.pp
+    f_layer = _phase_s(lrows, Phase.FWD) + cm.tp_layer_pass_s
+    b_layer = _phase_s(lrows, Phase.BWD) + cm.tp_layer_bwd_s
+    if plan.recompute == "full":
+        recompute = f_layer
+    elif plan.recompute == "selective":
+        recompute = _phase_s(lrows, Phase.FWD, ("attention",))
+    else:
+        recompute = 0.0
+    v = plan.interleave
+    hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
+    accumulate = grad_accumulation_s(mem, plan, sc, hbm)
+    fwd = layers * f_layer + _phase_s(hrows, Phase.FWD) + v * cm.pp_p2p_s
+    bwd = layers * (b_layer + recompute) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
+        + accumulate
+    pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
+    opt_s = optimizer_step_bytes(mem, plan, sc) / hbm
+    # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
+    dp_exposed = exposed_comm_s(cm.dp_reduce_s, cm.dp_gather_s, 0.0,
+                                bwd if plan.overlap_grad_reduce else 0.0)
+    total = pipeline + dp_exposed + opt_s
+    B = plan.global_batch
+    mflops = model.model_flops(B)
+    fwd_flops = mflops / 3
+    extra = 0.0
+    if plan.recompute == "full":
+        extra = fwd_flops - 2 * B * model.seq * model.hidden * model.vocab  # no head recompute
+    elif plan.recompute == "selective":
+        extra = 2 * B * model.heads * 2 * model.seq ** 2 * model.head_dim \
+            * model.attention_fraction * model.layers
+    return Prediction(
+        model=model, plan=plan, scheme=sc.name, iteration_time_s=total, pipeline_s=pipeline,
+        bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
+        model_flops=mflops, hardware_flops=mflops + extra,
+        peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
+        memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
+        recompute_s=recompute, grad_accumulation_s=accumulate)

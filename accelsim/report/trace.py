@@ -1,0 +1,48 @@
+"""A trace as a picture: one horizontal track per stream (compute, tensor-parallel comm,
+data-parallel comm, pipeline send/recv), each event a bar from its start for its duration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: events drawn with their name inside when they cover at least this share of the time axis
+LABEL_SHARE = 0.06
+
+
+def plot_trace(events, out: str | Path, *, title: str = "") -> Path:
+    """Draw ``events`` (a table with ``name``, ``track``, ``start_s``, ``dur_s``) as a
+    timeline PNG at ``out``; tracks keep their first-appearance order, top to bottom."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if events.empty:
+        raise ValueError("the trace has no complete (ph X) events to draw")
+    tracks = list(dict.fromkeys(events["track"]))
+    end = float((events["start_s"] + events["dur_s"]).max())
+    scale, unit = (1e3, "ms") if end < 10 else (1.0, "s")
+    fig, ax = plt.subplots(figsize=(11, 0.7 * len(tracks) + 1.6))
+    colors = plt.get_cmap("tab20")
+    names = list(dict.fromkeys(events["name"].str.replace(r" \(.*\)$", "", regex=True)))
+    color_of = {n: colors(i % 20) for i, n in enumerate(names)}
+    for row, track in enumerate(tracks):
+        ev = events[events["track"] == track]
+        base = ev["name"].str.replace(r" \(.*\)$", "", regex=True)
+        ax.broken_barh(list(zip(ev["start_s"] * scale, ev["dur_s"] * scale)), (row - 0.4, 0.8),
+                       facecolors=[color_of[n] for n in base], edgecolor="white",
+                       linewidth=0.3)
+        for (_, e), n in zip(ev.iterrows(), base):
+            if e["dur_s"] >= LABEL_SHARE * end:
+                ax.text((e["start_s"] + e["dur_s"] / 2) * scale, row, n, ha="center",
+                        va="center", fontsize=7, clip_on=True)
+    ax.set_yticks(range(len(tracks)), tracks)
+    ax.invert_yaxis()
+    ax.set_xlim(0, end * scale)
+    ax.set_xlabel(f"time ({unit}); the iteration ends at {end * scale:.4g} {unit}")
+    ax.set_title(title or "iteration timeline")
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
+    return out

@@ -1,0 +1,584 @@
+"""Decoder-only transformer family as frozen data, independent of timing: dense (GPT, Llama,
+Mistral, Qwen2, GPT-NeoX) and mixture-of-experts (Mixtral, DeepSeek-V2/V3) models, with exact
+parameter counts (PyTorch ``numel``, as Hugging Face ``transformers`` builds the model) and the
+per-token forward FLOPs of every op, so a timing engine never re-derives a shape.
+
+A model is a :class:`TransformerConfig`; :meth:`TransformerConfig.ops` lists its ops in forward
+order (:class:`Op`: a linear layer, an attention matmul over the attended keys, or element-wise
+work), each with its parameters, per-token active parameters and per-token forward FLOPs.
+Model FLOPs follow the usual convention: 2 x the multiply-adds of every GEMM (linear layers and
+the two attention matmuls), element-wise work not counted (Narayanan et al. SC'21; Kaplan et al.
+2020). Attention variants: multi-head / grouped-query / multi-query by ``kv_heads``; DeepSeek's
+multi-head latent attention (:class:`Mla`, DeepSeek-V2 paper section 2.1) as HF builds it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from accelsim.workload.gpt import PRESETS as GPT_PRESETS
+from accelsim.workload.gpt import GptConfig
+
+
+class MlpKind(StrEnum):
+    """``gelu``: fc1 -> GeLU -> fc2 (2 matrices); ``swiglu`` / ``geglu``: act(gate) * up -> down
+    (3 matrices; SiLU resp. GeLU on the gate, Shazeer 2020)."""
+
+    GELU = "gelu"
+    SWIGLU = "swiglu"
+    GEGLU = "geglu"
+
+    @property
+    def gated(self) -> bool:
+        return self is not MlpKind.GELU
+
+
+class NormKind(StrEnum):
+    """``layernorm``: scale and bias (2 x width parameters); ``rmsnorm``: scale only."""
+
+    LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
+
+
+class PositionKind(StrEnum):
+    """``learned``: a ``seq x hidden`` position table (GPT-2/3); ``rotary``: RoPE, no parameters;
+    ``none``: no position encoding."""
+
+    LEARNED = "learned"
+    ROTARY = "rotary"
+    NONE = "none"
+
+
+class OpKind(StrEnum):
+    """What an :class:`Op` does. Only ``linear`` and the two attention matmuls have FLOPs in the
+    model-FLOPs convention; the rest is element-wise work of ``Op.elements`` per token."""
+
+    EMBEDDING = "embedding"
+    LINEAR = "linear"
+    ATTENTION_SCORES = "attention_scores"   # Q.K^T per head over the attended keys
+    ATTENTION_VALUES = "attention_values"   # P.V per head over the attended keys
+    SOFTMAX = "softmax"
+    LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
+    GELU = "gelu"
+    SWIGLU = "swiglu"       # silu(gate) * up
+    GEGLU = "geglu"         # gelu(gate) * up
+    ROTARY = "rotary"
+    ADD = "add"             # residual
+
+
+_ACT_OP = {MlpKind.GELU: OpKind.GELU, MlpKind.SWIGLU: OpKind.SWIGLU, MlpKind.GEGLU: OpKind.GEGLU}
+_NORM_OP = {NormKind.LAYERNORM: OpKind.LAYERNORM, NormKind.RMSNORM: OpKind.RMSNORM}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of the forward pass, per token.
+
+    linear: ``in_features x out_features`` weights (+ ``out_features`` bias) in ``instances``
+    copies (the experts), of which a token passes ``active`` (top-k); ``tied``: the weight is
+    another op's (the tied LM head): no parameters of its own.
+    embedding: a ``in_features`` (rows) x ``out_features`` table, looked up (no FLOPs).
+    attention_scores / attention_values: ``heads`` dot products of length ``in_features``
+    per attended key. Element-wise ops: ``width`` elements per token per active instance
+    (softmax: ``heads`` per attended key)."""
+
+    name: str
+    kind: OpKind
+    in_features: int = 0
+    out_features: int = 0
+    bias: bool = False
+    tied: bool = False
+    instances: int = 1
+    active: int = 1
+    heads: int = 0
+    width: int = 0
+
+    @property
+    def group(self) -> str:
+        """The part of the layer this op belongs to (``attn``, ``mlp``, ``experts``, ...)."""
+        return self.name.split(".")[-2] if self.name.startswith("layers.") else \
+            self.name.split(".")[0]
+
+    def _weights(self) -> int:
+        return self.in_features * self.out_features + (self.out_features if self.bias else 0)
+
+    @property
+    def params(self) -> int:
+        """Trainable parameters (all instances)."""
+        k = self.kind
+        if k is OpKind.LINEAR:
+            return 0 if self.tied else self.instances * self._weights()
+        if k is OpKind.EMBEDDING:
+            return self.in_features * self.out_features
+        if k is OpKind.LAYERNORM:
+            return 2 * self.width
+        if k is OpKind.RMSNORM:
+            return self.width
+        return 0
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses (a routed expert op: ``active`` of its instances)."""
+        if self.kind is OpKind.LINEAR and self.instances > 1:
+            return 0 if self.tied else self.active * self._weights()
+        return self.params
+
+    def flops(self, keys: int = 0) -> int:
+        """Forward FLOPs for one token that attends ``keys`` keys (2 per multiply-add)."""
+        if self.kind is OpKind.LINEAR:
+            return 2 * self.in_features * self.out_features * self.active
+        if self.kind in (OpKind.ATTENTION_SCORES, OpKind.ATTENTION_VALUES):
+            return 2 * self.heads * self.in_features * keys
+        return 0
+
+    def elements(self, keys: int = 0) -> int:
+        """Elements of element-wise work per token (softmax: per attended key)."""
+        if self.kind is OpKind.SOFTMAX:
+            return self.heads * keys
+        if self.kind in (OpKind.LINEAR, OpKind.EMBEDDING, OpKind.ATTENTION_SCORES,
+                         OpKind.ATTENTION_VALUES):
+            return 0
+        return self.width * self.active
+
+
+@dataclass(frozen=True)
+class Mla:
+    """DeepSeek multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 section 2.1): queries
+    through a ``q_lora_rank`` bottleneck (0: a plain ``hidden -> heads x qk_head_dim`` projection,
+    DeepSeek-V2-Lite), keys and values from a shared ``kv_lora_rank`` latent plus one decoupled
+    ``qk_rope_head_dim`` rotary key shared by all heads."""
+
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int = 0
+
+    def __post_init__(self) -> None:
+        for f in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            _check_int(f"Mla.{f}", getattr(self, f), 1)
+        _check_int("Mla.q_lora_rank", self.q_lora_rank, 0)
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
+class Moe:
+    """Mixture-of-experts feed-forward layers. Layer ``i`` is MoE when ``i >= first_dense_layers``
+    and ``i % layer_freq == 0`` (DeepSeek's ``first_k_dense_replace`` / ``moe_layer_freq``);
+    the others are dense MLPs of the model's ``ffn_size``. Each MoE layer has a router (a
+    ``hidden x n_experts`` linear; ``router_bias``: DeepSeek-V3's per-expert selection bias,
+    ``e_score_correction_bias``), ``n_experts`` routed experts of ``expert_ffn_size`` of which
+    a token uses ``top_k``, and ``n_shared_experts`` that every token uses (one MLP of
+    ``n_shared_experts x expert_ffn_size``, as DeepSeek builds them). ``capacity_factor``:
+    tokens an expert takes per step, relative to an even share (None: dropless)."""
+
+    n_experts: int
+    top_k: int
+    expert_ffn_size: int
+    n_shared_experts: int = 0
+    first_dense_layers: int = 0
+    layer_freq: int = 1
+    capacity_factor: float | None = None
+    router_bias: bool = False
+
+    def __post_init__(self) -> None:
+        _check_int("Moe.n_experts", self.n_experts, 1)
+        _check_int("Moe.top_k", self.top_k, 1)
+        _check_int("Moe.expert_ffn_size", self.expert_ffn_size, 1)
+        for f in ("n_shared_experts", "first_dense_layers"):
+            _check_int(f"Moe.{f}", getattr(self, f), 0)
+        _check_int("Moe.layer_freq", self.layer_freq, 1)
+        if self.top_k > self.n_experts:
+            raise ValueError(f"Moe: top_k {self.top_k} > n_experts {self.n_experts}")
+        cf = self.capacity_factor
+        if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float))
+                               or not math.isfinite(cf) or cf <= 0):
+            raise ValueError(f"Moe.capacity_factor must be a positive number or None, got {cf!r}")
+
+    def expert_capacity(self, tokens: int) -> int | None:
+        """Tokens one expert processes per step for ``tokens`` routed tokens:
+        ``ceil(capacity_factor x tokens x top_k / n_experts)`` (GShard / Switch); None when
+        dropless (an expert takes whatever the router sends)."""
+        if self.capacity_factor is None:
+            return None
+        return math.ceil(self.capacity_factor * tokens * self.top_k / self.n_experts)
+
+
+def _check_int(name: str, v, minimum: int) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
+
+
+def _enum(name: str, enum: type[StrEnum], v):
+    try:
+        return enum(v)
+    except ValueError:
+        raise ValueError(f"{name} must be one of {', '.join(e.value for e in enum)}, "
+                         f"got {v!r}") from None
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """A decoder-only transformer. ``kv_heads`` (default ``heads``: MHA; 1: MQA; between: GQA),
+    ``head_dim`` (default ``hidden // heads``) and ``ffn_size`` (default 4 x hidden) are
+    resolved at construction. ``seq``: the maximum positions (size of a learned position table;
+    the default sequence length). Biases: ``qkv_bias`` on the Q/K/V projections (MLA: on the
+    down-projections, as DeepSeek's ``attention_bias``), ``out_bias`` on the attention output
+    projection, ``mlp_bias`` on every MLP / expert linear. ``sliding_window``: each query
+    attends at most that many keys (Mistral). ``parallel_residual``: attention and MLP read the
+    same input (GPT-NeoX; changes no count). ``rotary_fraction``: the share of each head's
+    dimensions RoPE rotates (GPT-NeoX ``rotary_pct``). ``mtp_layers``: DeepSeek-V3's
+    multi-token-prediction modules, *not* in :attr:`n_params` (see :attr:`mtp_params`).
+    With ``mla``, ``head_dim`` defaults to its query/key head dim and ``kv_heads`` plays no
+    part. Defaults are resolved once: ``dataclasses.replace`` keeps the resolved values."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    seq: int
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    ffn_size: int | None = None
+    mlp: MlpKind = MlpKind.GELU
+    norm: NormKind = NormKind.LAYERNORM
+    positions: PositionKind = PositionKind.LEARNED
+    tied_embeddings: bool = True
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    sliding_window: int | None = None
+    parallel_residual: bool = False
+    rotary_fraction: float = 1.0
+    moe: Moe | None = None
+    mla: Mla | None = None
+    mtp_layers: int = 0
+    source: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden", "heads", "vocab", "seq"):
+            _check_int(f"TransformerConfig.{f}", getattr(self, f), 1)
+        _check_int("TransformerConfig.mtp_layers", self.mtp_layers, 0)
+        for f, default in (("kv_heads", self.heads), ("ffn_size", 4 * self.hidden)):
+            v = getattr(self, f)
+            if v is None:
+                object.__setattr__(self, f, default)
+            else:
+                _check_int(f"TransformerConfig.{f}", v, 1)
+        if self.head_dim is None and self.mla is not None:
+            object.__setattr__(self, "head_dim", self.mla.qk_head_dim)
+        if self.head_dim is None:
+            if self.hidden % self.heads:
+                raise ValueError(f"TransformerConfig: hidden {self.hidden} is not a multiple of "
+                                 f"heads {self.heads}; give head_dim")
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        _check_int("TransformerConfig.head_dim", self.head_dim, 1)
+        if self.heads % self.kv_heads:
+            raise ValueError(f"TransformerConfig: heads {self.heads} is not a multiple of "
+                             f"kv_heads {self.kv_heads}")
+        object.__setattr__(self, "mlp", _enum("TransformerConfig.mlp", MlpKind, self.mlp))
+        object.__setattr__(self, "norm", _enum("TransformerConfig.norm", NormKind, self.norm))
+        object.__setattr__(self, "positions",
+                           _enum("TransformerConfig.positions", PositionKind, self.positions))
+        for f in ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "parallel_residual"):
+            if not isinstance(getattr(self, f), bool):
+                raise ValueError(f"TransformerConfig.{f} must be true or false, "
+                                 f"got {getattr(self, f)!r}")
+        if self.sliding_window is not None:
+            _check_int("TransformerConfig.sliding_window", self.sliding_window, 1)
+        rf = self.rotary_fraction
+        if isinstance(rf, bool) or not isinstance(rf, (int, float)) or not 0 < rf <= 1:
+            raise ValueError(f"TransformerConfig.rotary_fraction must be in (0, 1], got {rf!r}")
+        if self.moe is not None and not isinstance(self.moe, Moe):
+            raise ValueError(f"TransformerConfig.moe must be a Moe or None, got {self.moe!r}")
+        if self.mla is not None and not isinstance(self.mla, Mla):
+            raise ValueError(f"TransformerConfig.mla must be an Mla or None, got {self.mla!r}")
+        if self.mtp_layers and self.moe is None:
+            raise ValueError("TransformerConfig: mtp_layers needs a MoE model (DeepSeek-V3)")
+
+    # ---- construction from the GPT description (one owner of the GPT numbers) ------------
+    @classmethod
+    def from_gpt(cls, cfg: GptConfig) -> TransformerConfig:
+        """The GPT model of :mod:`accelsim.workload.gpt` (biased LayerNorm blocks, GeLU MLP,
+        learned positions): ``seq`` is its position-table size ``cfg.n_positions``."""
+        return cls(name=cfg.name, layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads,
+                   vocab=cfg.vocab, seq=cfg.n_positions, ffn_size=cfg.ffn_size,
+                   mlp=MlpKind.GELU, norm=NormKind.LAYERNORM, positions=PositionKind.LEARNED,
+                   tied_embeddings=cfg.tied_embeddings, qkv_bias=True, out_bias=True,
+                   mlp_bias=True, source="accelsim.workload.gpt")
+
+    def as_gpt(self, seq: int | None = None, *, causal: bool = True,
+               flash_attention: bool = False) -> GptConfig:
+        """This model as a :class:`GptConfig` (for front-ends that take one), sequence length
+        ``seq`` (default: all positions); a ValueError naming the first feature a GPT model
+        cannot express (GQA, SwiGLU, RMSNorm, rotary, MoE, ...)."""
+        gpt = TransformerConfig.from_gpt(GptConfig(
+            layers=self.layers, hidden=self.hidden, heads=self.heads, seq=self.seq,
+            vocab=self.vocab, ffn=self.ffn_size, tied_embeddings=self.tied_embeddings))
+        for f in ("kv_heads", "head_dim", "mlp", "norm", "positions", "qkv_bias", "out_bias",
+                  "mlp_bias", "sliding_window", "parallel_residual", "rotary_fraction", "moe",
+                  "mla", "mtp_layers"):
+            if getattr(self, f) != getattr(gpt, f):
+                mine, theirs = (str(x) if isinstance(x, StrEnum) else repr(x)
+                                for x in (getattr(self, f), getattr(gpt, f)))
+                raise ValueError(f"model {self.name!r} is not a GPT model: {f} = {mine} "
+                                 f"(GPT: {theirs})")
+        seq = seq or self.seq
+        return GptConfig(layers=self.layers, hidden=self.hidden, heads=self.heads, seq=seq,
+                         vocab=self.vocab,
+                         ffn=0 if self.ffn_size == 4 * self.hidden else self.ffn_size,
+                         positions=0 if seq == self.seq else self.seq,
+                         tied_embeddings=self.tied_embeddings,
+                         causal=causal, flash_attention=flash_attention, name=self.name)
+
+    # ---- structure --------------------------------------------------------------------------
+    def is_moe_layer(self, i: int) -> bool:
+        m = self.moe
+        return m is not None and i >= m.first_dense_layers and i % m.layer_freq == 0
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.layers))
+
+    def _norm(self, name: str, width: int) -> Op:
+        return Op(name, _NORM_OP[self.norm], width=width)
+
+    def _mlp(self, prefix: str, ffn: int, instances: int = 1, active: int = 1) -> list[Op]:
+        h, b = self.hidden, self.mlp_bias
+        ops = [Op(f"{prefix}.up", OpKind.LINEAR, h, ffn, b, instances=instances, active=active)]
+        if self.mlp.gated:
+            ops.append(Op(f"{prefix}.gate", OpKind.LINEAR, h, ffn, b, instances=instances,
+                          active=active))
+        return ops + [Op(f"{prefix}.act", _ACT_OP[self.mlp], width=ffn, instances=instances,
+                         active=active),
+                      Op(f"{prefix}.down", OpKind.LINEAR, ffn, h, b, instances=instances,
+                         active=active)]
+
+    def _attention(self) -> list[Op]:
+        h, a, kv, d = self.hidden, self.heads, self.kv_heads, self.head_dim
+        rot = self.positions is PositionKind.ROTARY
+        if self.mla is None:
+            ops = [Op("attn.q", OpKind.LINEAR, h, a * d, self.qkv_bias),
+                   Op("attn.k", OpKind.LINEAR, h, kv * d, self.qkv_bias),
+                   Op("attn.v", OpKind.LINEAR, h, kv * d, self.qkv_bias)]
+            if rot:
+                ops.append(Op("attn.rotary", OpKind.ROTARY,
+                              width=round(d * self.rotary_fraction) * (a + kv)))
+            qk, v = d, d
+        else:
+            m = self.mla
+            qk, v = m.qk_head_dim, m.v_head_dim
+            if m.q_lora_rank:
+                ops = [Op("attn.q_a", OpKind.LINEAR, h, m.q_lora_rank, self.qkv_bias),
+                       self._norm("attn.q_a_norm", m.q_lora_rank),
+                       Op("attn.q_b", OpKind.LINEAR, m.q_lora_rank, a * qk)]
+            else:
+                ops = [Op("attn.q", OpKind.LINEAR, h, a * qk)]
+            ops += [Op("attn.kv_a", OpKind.LINEAR, h, m.kv_lora_rank + m.qk_rope_head_dim,
+                       self.qkv_bias),
+                    self._norm("attn.kv_a_norm", m.kv_lora_rank),
+                    Op("attn.kv_b", OpKind.LINEAR, m.kv_lora_rank,
+                       a * (m.qk_nope_head_dim + m.v_head_dim))]
+            if rot:
+                ops.append(Op("attn.rotary", OpKind.ROTARY, width=m.qk_rope_head_dim * (a + 1)))
+        return ops + [Op("attn.scores", OpKind.ATTENTION_SCORES, qk, heads=a),
+                      Op("attn.softmax", OpKind.SOFTMAX, heads=a),
+                      Op("attn.values", OpKind.ATTENTION_VALUES, v, heads=a),
+                      Op("attn.o", OpKind.LINEAR, a * v, h, self.out_bias)]
+
+    def _ffn(self, i: int) -> list[Op]:
+        if not self.is_moe_layer(i):
+            return self._mlp("mlp", self.ffn_size)
+        m = self.moe
+        ops = [Op("router.linear", OpKind.LINEAR, self.hidden, m.n_experts, m.router_bias)]
+        ops += self._mlp("experts", m.expert_ffn_size, m.n_experts, m.top_k)
+        if m.n_shared_experts:
+            ops += self._mlp("shared_experts", m.n_shared_experts * m.expert_ffn_size)
+        return ops
+
+    def layer_ops(self, i: int) -> tuple[Op, ...]:
+        """The ops of layer ``i`` (0-based) in forward order, named ``layers.{i}.<part>.<op>``."""
+        if not 0 <= i < self.layers:
+            raise IndexError(f"layer {i} out of range 0..{self.layers - 1}")
+        h = self.hidden
+        ops = ([self._norm("attn_norm.norm", h)] + self._attention()
+               + [Op("attn_residual.add", OpKind.ADD, width=h), self._norm("mlp_norm.norm", h)]
+               + self._ffn(i) + [Op("mlp_residual.add", OpKind.ADD, width=h)])
+        return tuple(replace(op, name=f"layers.{i}.{op.name}") for op in ops)
+
+    def embedding_ops(self) -> tuple[Op, ...]:
+        ops = [Op("embed.tokens", OpKind.EMBEDDING, self.vocab, self.hidden)]
+        if self.positions is PositionKind.LEARNED:
+            ops += [Op("embed.positions", OpKind.EMBEDDING, self.seq, self.hidden),
+                    Op("embed.add", OpKind.ADD, width=self.hidden)]
+        return tuple(ops)
+
+    def head_ops(self) -> tuple[Op, ...]:
+        """Final norm and LM head (``tied``: the token-embedding matrix, no own parameters)."""
+        return (self._norm("head.final_norm", self.hidden),
+                Op("head.lm_head", OpKind.LINEAR, self.hidden, self.vocab,
+                   tied=self.tied_embeddings))
+
+    def ops(self) -> tuple[Op, ...]:
+        """Every op of the forward pass, in order (embeddings, layers, head)."""
+        out = list(self.embedding_ops())
+        for i in range(self.layers):
+            out += self.layer_ops(i)
+        return tuple(out + list(self.head_ops()))
+
+    # ---- parameters -------------------------------------------------------------------------
+    def layer_params(self, i: int) -> dict[str, int]:
+        """Parameters of layer ``i`` by part: ``attn_norm``, ``attn`` (projections and MLA's
+        internal norms), ``mlp_norm``, then ``mlp`` (dense) or ``router``, ``experts``,
+        ``shared_experts`` (MoE); parameter-free parts omitted."""
+        out: dict[str, int] = {}
+        for op in self.layer_ops(i):
+            if op.params:
+                out[op.group] = out.get(op.group, 0) + op.params
+        return out
+
+    def _count(self, active: bool) -> int:
+        ends = self.embedding_ops() + self.head_ops()
+        total = sum(op.active_params if active else op.params for op in ends)
+        per_kind: dict[bool, int] = {}
+        for i in range(self.layers):
+            moe = self.is_moe_layer(i)
+            if moe not in per_kind:
+                per_kind[moe] = sum(op.active_params if active else op.params
+                                    for op in self.layer_ops(i))
+            total += per_kind[moe]
+        return total
+
+    @property
+    def n_params(self) -> int:
+        """Exact trainable parameters of the model (PyTorch ``numel``; a tied LM head counted
+        once; MTP modules excluded)."""
+        return self._count(active=False)
+
+    @property
+    def n_active_params(self) -> int:
+        """Parameters one token uses: everything but the routed experts it is not sent to (the
+        router, shared experts, embeddings and LM head included, as Mixtral's published
+        12.9 B)."""
+        return self._count(active=True)
+
+    @property
+    def mtp_params(self) -> int:
+        """Parameters of DeepSeek-V3's ``mtp_layers`` multi-token-prediction modules that are
+        not shared with the main model (embedding and output head are shared; V3 report
+        section 2.2): per module an MoE layer, the ``2h x h`` projection and three RMSNorms
+        (``enorm``, ``hnorm``, the shared head's norm)."""
+        if not self.mtp_layers:
+            return 0
+        moe_layer = next(i for i in range(self.layers) if self.is_moe_layer(i))
+        layer = sum(op.params for op in self.layer_ops(moe_layer))
+        norms = 3 * self._norm("n", self.hidden).params
+        return self.mtp_layers * (layer + 2 * self.hidden * self.hidden + norms)
+
+    # ---- FLOPs ------------------------------------------------------------------------------
+    def attended_keys(self, seq: int, *, causal: bool = True) -> int:
+        """Query-key pairs one sequence of ``seq`` tokens computes: ``seq^2`` for a kernel that
+        computes the full score matrix, ``sum_t min(t, window)`` for one that skips the masked
+        part (causal: t keys for token t; ``sliding_window`` caps it)."""
+        _check_int("seq", seq, 1)
+        w = self.sliding_window
+        if not causal:
+            return seq * (seq if w is None else min(seq, w))
+        if w is None or w >= seq:
+            return seq * (seq + 1) // 2
+        return w * (w + 1) // 2 + (seq - w) * w
+
+    def flops_per_token(self, keys: int = 0) -> int:
+        """Forward FLOPs of one token that attends ``keys`` keys in every layer (decode with a
+        KV cache of ``keys`` tokens incl. itself): linear layers (top-k experts) + attention."""
+        return self.linear_flops_per_token + keys * self.attention_flops_per_key
+
+    @property
+    def linear_flops_per_token(self) -> int:
+        """Forward FLOPs of every linear layer (routed experts: top-k; LM head included)."""
+        return sum(op.flops() for op in self.ops() if op.kind is OpKind.LINEAR)
+
+    @property
+    def attention_flops_per_key(self) -> int:
+        """Forward FLOPs of the two attention matmuls per query-key pair, all layers."""
+        return sum(op.flops(1) for op in self.ops()
+                   if op.kind in (OpKind.ATTENTION_SCORES, OpKind.ATTENTION_VALUES))
+
+    def forward_flops(self, seq: int, *, causal: bool = True) -> int:
+        """Forward FLOPs of one sequence of ``seq`` tokens (see :meth:`attended_keys`)."""
+        return (seq * self.linear_flops_per_token
+                + self.attended_keys(seq, causal=causal) * self.attention_flops_per_key)
+
+    def model_flops(self, batch: int, seq: int, *, causal: bool = True) -> int:
+        """Training model FLOPs of ``batch`` sequences: 3 x forward (no recomputation)."""
+        _check_int("batch", batch, 1)
+        return 3 * batch * self.forward_flops(seq, causal=causal)
+
+    # ---- KV cache ---------------------------------------------------------------------------
+    @property
+    def kv_cache_elements_per_token(self) -> int:
+        """Cached elements per token, all layers: K and V of every KV head
+        (``2 x kv_heads x head_dim``), or MLA's compressed latent and rotary key
+        (``kv_lora_rank + qk_rope_head_dim``, DeepSeek-V2 section 2.1.2)."""
+        if self.mla is not None:
+            per_layer = self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        else:
+            per_layer = 2 * self.kv_heads * self.head_dim
+        return self.layers * per_layer
+
+    def kv_cache_elements(self, context: int) -> int:
+        """Cached elements of one sequence with ``context`` tokens (a sliding window keeps at
+        most ``sliding_window`` of them)."""
+        _check_int("context", context, 1)
+        w = self.sliding_window
+        return (context if w is None else min(context, w)) * self.kv_cache_elements_per_token
+
+
+# ---- presets ----------------------------------------------------------------------------------
+_LLAMA3 = "https://huggingface.co/meta-llama/Meta-Llama-3-{}/blob/main/config.json"
+
+#: Shipped models; every number from the cited config / paper. gpt2-small and gpt3-175b are
+#: :data:`accelsim.workload.gpt.PRESETS` (their one owner; sources there).
+PRESETS: dict[str, TransformerConfig] = {
+    "gpt2-small": TransformerConfig.from_gpt(GPT_PRESETS["gpt2-small"]),
+    "gpt3-175b": TransformerConfig.from_gpt(GPT_PRESETS["gpt3-175b"]),
+    # Llama 3 (Grattafiori et al. 2024, Table 3): SwiGLU, RMSNorm, RoPE, GQA with 8 KV heads,
+    # untied, no biases; dimensions from the HF config.json.
+    "llama3-8b": TransformerConfig(
+        name="llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_size=14336,
+        vocab=128256, seq=8192, mlp=MlpKind.SWIGLU, norm=NormKind.RMSNORM,
+        positions=PositionKind.ROTARY, tied_embeddings=False, source=_LLAMA3.format("8B")),
+    "llama3-70b": TransformerConfig(
+        name="llama3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_size=28672,
+        vocab=128256, seq=8192, mlp=MlpKind.SWIGLU, norm=NormKind.RMSNORM,
+        positions=PositionKind.ROTARY, tied_embeddings=False, source=_LLAMA3.format("70B")),
+    # Mixtral of Experts (Jiang et al. 2024, arXiv:2401.04088, Table 1): 8 experts, top-2,
+    # every layer MoE, no sliding window in the released config.
+    "mixtral-8x7b": TransformerConfig(
+        name="mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_size=14336,
+        vocab=32000, seq=32768, mlp=MlpKind.SWIGLU, norm=NormKind.RMSNORM,
+        positions=PositionKind.ROTARY, tied_embeddings=False,
+        moe=Moe(n_experts=8, top_k=2, expert_ffn_size=14336),
+        source="https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json"),
+    # DeepSeek-V3 (arXiv:2412.19437 section 4.2 and the HF config.json): 61 layers, the first
+    # 3 dense (ffn 18432), then 256 routed experts (top-8, ffn 2048) + 1 shared; MLA with
+    # q_lora 1536, kv_lora 512, 128 + 64 qk and 128 v head dims; 1 MTP module (not in
+    # n_params); the router's noaux_tc selection bias is a checkpoint parameter.
+    "deepseek-v3": TransformerConfig(
+        name="deepseek-v3", layers=61, hidden=7168, heads=128, ffn_size=18432, vocab=129280,
+        seq=163840, mlp=MlpKind.SWIGLU, norm=NormKind.RMSNORM, positions=PositionKind.ROTARY,
+        tied_embeddings=False,
+        moe=Moe(n_experts=256, top_k=8, expert_ffn_size=2048, n_shared_experts=1,
+                first_dense_layers=3, router_bias=True),
+        mla=Mla(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                v_head_dim=128),
+        mtp_layers=1,
+        source="https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json"),
+}
