@@ -36,11 +36,14 @@ import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link,
                                  MemoryLevel, System)
 from accelsim.paths import locate
+
+if TYPE_CHECKING:
+    from accelsim.arch.schemes import Scheme
 
 #: Topology names a config may use; graphs are built by accelsim.netsim.topology ("single" =
 #: one chip, no network; "multi-board" = N boards of 8 hybrid cube-mesh chips, rail-aligned).
@@ -413,7 +416,7 @@ def _key_near_error(text: str, msg: str) -> str:
     return key
 
 
-def load_policy(path: str | Path, scheme) -> Any:
+def load_policy(path: str | Path, scheme: str | Scheme) -> Any:
     """``scheme`` (a name or :class:`~accelsim.arch.schemes.Scheme`) with the precision policy
     of a TOML file, read strictly::
 

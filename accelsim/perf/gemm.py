@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from accelsim.perf.systolic import DATAFLOWS, gemm_cycles_array
 
 if TYPE_CHECKING:
-    from accelsim.arch import System
+    from accelsim.arch import Chip, System
 
 #: Bytes per element of GEMM operands / tensors in memory, per compute precision.
 OPERAND_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "hfp8": 1, "hif8": 1,
@@ -132,8 +133,10 @@ def _cdiv(a, b):
     return -(-a // b)
 
 
-def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
-                   out_bytes=None, a_unique=1.0, c_unique=1.0,
+def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayLike,
+                   count: npt.ArrayLike, precision: str, dataflow: str = "os", *,
+                   out_bytes: float | None = None, a_unique: npt.ArrayLike = 1.0,
+                   c_unique: npt.ArrayLike = 1.0,
                    efficiency: Efficiency = FITTED) -> dict[str, np.ndarray]:
     """Best-tile time of ``count`` GEMMs (M, N, K) spread over all cores of ``chip``.
 
