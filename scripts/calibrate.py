@@ -26,7 +26,7 @@ best region; the fit is the fine-grid point with the smallest worst deviation. I
 every fine-grid point inside the bounds whose ten deviations are all within tolerance; the
 range of each knob over that set and the spread it causes in every figure of the study.
 
-Run: ``python scripts/calibrate.py [--out reports]`` (writes calibration.csv,
+Run: ``python scripts/calibrate.py [--out reports] [--loo]`` (writes calibration.csv,
 calibration_ranges.csv and calibration_spread.csv there). Paste the printed ``PAPER_SETUP``
 into ``accelsim/dse/hfp8_study.py`` if it changed, then regenerate the reports
 (``python -m accelsim.cli figures --out reports``).
@@ -106,8 +106,14 @@ class Calibrator:
     chip_GBps x compression (independent of the knobs), compute profiles per minibatch, the
     weight-update / compression costs from netsim's functions."""
 
-    def __init__(self, system, workload, engine: str = "analytic"):
+    def __init__(self, system, workload, engine: str = "analytic", *,
+                 fit_keys: frozenset[str] = published.CALIBRATE_FIT_KEYS):
         self.system, self.workload, self.engine = system, workload, engine
+        #: the published numbers the objective reads (leave-one-out passes all but one)
+        self.fit_keys = frozenset(fit_keys)
+        self.fit_rows = tuple(q for q in published.PUBLISHED if q.key in self.fit_keys)
+        if len(self.fit_rows) != len(self.fit_keys):
+            raise ValueError(f"unknown published keys: {sorted(self.fit_keys - {q.key for q in published.PUBLISHED})}")
         self.n, self.nt = int(workload.n_params), workload.n_param_tensors
         self.mem, self.vec = chip_rates(system)
         self.settings = [(s, b, c) for s in study.SCHEMES for b in study.CHIP_GBPS
@@ -175,11 +181,11 @@ class Calibrator:
     def metrics(self, per_chip, t, eff, overlap) -> dict:
         return published.paper_metrics(self.rows(per_chip, t, eff, overlap))
 
-    @staticmethod
-    def worst(m: dict):
-        """Largest |accelsim - published| / tolerance over all published numbers."""
+    def worst(self, m: dict):
+        """Largest |accelsim - published| / tolerance over the fit's published numbers
+        (:attr:`fit_rows`: all ten, :data:`hfp8_published.CALIBRATE_FIT_KEYS`)."""
         return np.max(np.stack(np.broadcast_arrays(*[
-            np.abs(m[q.key] - q.value) / q.tolerance for q in published.PUBLISHED])), axis=0)
+            np.abs(m[q.key] - q.value) / q.tolerance for q in self.fit_rows])), axis=0)
 
     # ---- search
     @staticmethod
@@ -251,6 +257,33 @@ class Calibrator:
         return best, points
 
 
+# --------------------------------------------------------------------------- leave-one-out
+def leave_one_out(system, workload, per_chip_batches, *, engine: str = "analytic",
+                  log=lambda *a: None):
+    """Refit the four knobs without each published number (the same coarse + fine minimax
+    search over the same bounds, on the other nine) and predict the one left out.
+    Returns one dict per number: key, published, tolerance, in-fit value, left-out value and
+    the refit knobs."""
+    full = Calibrator(system, workload, engine)
+    best, _ = full.search(per_chip_batches, log=log)
+    m_in = full.metrics(best[1], best[2], best[3], best[4])
+    out = []
+    for q in published.PUBLISHED:
+        if q.key not in published.CALIBRATE_FIT_KEYS:
+            continue
+        cal = Calibrator.__new__(Calibrator)  # share the cached collectives and profiles
+        cal.__dict__.update(full.__dict__)
+        cal.fit_keys = published.CALIBRATE_FIT_KEYS - {q.key}
+        cal.fit_rows = tuple(x for x in published.PUBLISHED if x.key in cal.fit_keys)
+        b, _ = cal.search(per_chip_batches, log=log)
+        m = cal.metrics(b[1], b[2], b[3], b[4])
+        out.append({"metric": q.key, "published": q.value, "tolerance": q.tolerance,
+                    "fit": float(m_in[q.key]), "loo": float(m[q.key]),
+                    "loo_worst_others": b[0], "minibatch": b[1] * system.chips,
+                    "per_tensor_overhead_s": b[2], "memory_efficiency": b[3], "overlap": b[4]})
+    return out
+
+
 # --------------------------------------------------------------------------- reporting
 def residual_table(cal, fit, compromise):
     """One row per published number: fit, residual, tolerance, binding; the no-overlap
@@ -262,7 +295,8 @@ def residual_table(cal, fit, compromise):
     rows = []
     for q in published.PUBLISHED:
         d, d0 = float(m[q.key]) - q.value, float(m0[q.key]) - q.value
-        rows.append({"metric": q.key, "published": q.value, "tolerance": q.tolerance,
+        rows.append({"metric": q.key, "label": published.paper_label(q.key),
+                     "published": q.value, "tolerance": q.tolerance,
                      "fit": float(m[q.key]), "residual": d,
                      "binding": abs(d) / q.tolerance >= fit[0] - 0.02,
                      "no_overlap_fit": float(m0[q.key]), "no_overlap_residual": d0,
@@ -386,6 +420,9 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", default="analytic", choices=("analytic", "des"))
     ap.add_argument("--per-chip-batches", default="3,4,5,6,7,8,9,10,12",
                     help="candidate images per chip for the minibatch")
+    ap.add_argument("--loo", action="store_true",
+                    help="also refit without each published number and predict it "
+                    "(leave-one-out: ten more searches)")
     ap.add_argument("--out", default=None, metavar="DIR",
                     help="write calibration.csv, calibration_ranges.csv, calibration_spread.csv")
     args = ap.parse_args(argv)
@@ -398,6 +435,8 @@ def main(argv=None) -> int:
     print(f"system {system.name}: {system.chips} chips, memory {cal.mem / 1e9:.0f} GB/s per "
           f"chip; workload {workload.name}: {cal.n:,} params in {cal.nt} tensors; engine "
           f"{args.engine}; {len(published.PUBLISHED)} published numbers")
+    print(f"fit rows ({len(cal.fit_rows)} published numbers, label 'fit' in the reports): "
+          + ", ".join(q.key for q in cal.fit_rows))
     print("bounds:")
     for b in BOUNDS.values():
         print(f"  {b.name:<22} [{b.lo:g}, {b.hi:g}]  {b.source}")
@@ -456,6 +495,15 @@ def main(argv=None) -> int:
         spread.to_csv(out / "calibration_spread.csv", index=False, float_format="%.6g")
         print(f"wrote {out / 'calibration.csv'}, {out / 'calibration_ranges.csv'}, "
               f"{out / 'calibration_spread.csv'}")
+    if args.loo:
+        print()
+        print("leave-one-out: the same search without each number, then predict it")
+        print(f"{'metric':<40} {'published':>9} {'in fit':>7} {'left out':>8} {'tol':>5}")
+        for r in leave_one_out(system, workload, batches, engine=args.engine):
+            print(f"{r['metric']:<40} {r['published']:9.1f} {r['fit']:7.2f} {r['loo']:8.2f} "
+                  f"{r['tolerance']:5.1f}  (refit: minibatch {r['minibatch']}, "
+                  f"{r['per_tensor_overhead_s'] * 1e6:.2f} us, eff {r['memory_efficiency']:.4g},"
+                  f" overlap {r['overlap']:.2f})")
     print()
     print(f"PAPER_SETUP = TrainingParams(minibatch={fit.minibatch}, overlap={fit.overlap!r}, "
           f"per_tensor_overhead_s={fit.per_tensor_overhead_s!r}, "

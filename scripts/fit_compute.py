@@ -1,6 +1,6 @@
 """Fit the two global efficiency parameters of the hierarchy compute model and print the fit.
 
-    python scripts/fit_compute.py
+    python scripts/fit_compute.py [--loo]     # --loo: leave-one-out refits (~1-2 min)
 
 Sources (accelsim/perf/published.py has the numbers and full citations):
   * large-GEMM throughput: cuBLAS SGEMM 8192^3 on V100 (yhgon/benchmark), the maximum
@@ -54,42 +54,93 @@ def predict(case, eff, launch_us=None):
                         layout=case.layout, efficiency=eff)["samples_per_s"]
 
 
+_CACHE: dict = {}
+
+
+def predict_cached(case, eff, launch_us=None):
+    """:func:`predict`, memoized on (case, efficiency, launch): the leave-one-out refits
+    evaluate the same grid points many times."""
+    key = (case, eff, launch_us)
+    if key not in _CACHE:
+        _CACHE[key] = predict(case, eff, launch_us)
+    return _CACHE[key]
+
+
 def rms_log(cases, eff, launch_us=None):
-    errs = [math.log(predict(c, eff, launch_us) / c.value) for c in cases]
+    errs = [math.log(predict_cached(c, eff, launch_us) / c.value) for c in cases]
     return math.sqrt(sum(e * e for e in errs) / len(errs))
+
+
+GRID_ARRAY = tuple(round(0.60 + 0.01 * i, 2) for i in range(41))
+GRID_LAUNCH_US = tuple(0.5 * i for i in range(2, 21))  # 1 .. 10 us
+GRID_MEMORY = tuple(round(0.50 + 0.02 * i, 2) for i in range(26))
+
+
+def fit(array_cases, launch_cases, memory_cases, *, grid_memory=GRID_MEMORY):
+    """The staged fit: (array_efficiency, kernel_launch_us, memory_efficiency), each on the
+    cases where it dominates, minimizing the RMS log error."""
+    from accelsim.perf.gemm import Efficiency
+
+    best_a = min(GRID_ARRAY, key=lambda a: rms_log(array_cases, Efficiency(a, 1.0)))
+    best_l = min(GRID_LAUNCH_US, key=lambda lu: rms_log(launch_cases, Efficiency(best_a, 1.0), lu))
+    best_m = min(grid_memory, key=lambda m: rms_log(memory_cases, Efficiency(best_a, m), best_l))
+    return best_a, best_l, best_m
+
+
+def leave_one_out(*, grid_memory=GRID_MEMORY):
+    """Refit without each fit row and predict it: [(case, published, in-fit prediction,
+    left-out prediction, refit (a, launch_us, m))]. Every other row keeps its stage."""
+    from accelsim.perf.gemm import Efficiency
+    from accelsim.perf.published import FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES
+
+    full = fit(FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES, grid_memory=grid_memory)
+    out = []
+    for c in dict.fromkeys((*FIT_LAUNCH_CASES, *FIT_MEMORY_CASES)):
+        refit = fit(*([x for x in cases if x != c] for cases in
+                      (FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES)),
+                    grid_memory=grid_memory)
+        a, lu, m = refit
+        out.append((c, c.value, predict_cached(c, Efficiency(full[0], full[2]), full[1]),
+                     predict_cached(c, Efficiency(a, m), lu), refit))
+    return out
 
 
 def main() -> int:
     from accelsim.arch.config import load_system
     from accelsim.perf.gemm import FITTED, Efficiency
-    from accelsim.perf.published import GEMM_CASES, GEMM_SWEEPS, RESNET50_CASES
+    from accelsim.perf.published import FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES
 
-    rn = [c for c in RESNET50_CASES if c.single_chip]
-    gemms = [*GEMM_CASES, *GEMM_SWEEPS]
-    grid_a = [round(0.60 + 0.01 * i, 2) for i in range(41)]
-    best_a = min(grid_a, key=lambda a: rms_log(GEMM_CASES, Efficiency(a, 1.0)))
-    grid_l = [0.5 * i for i in range(2, 21)]  # 1 .. 10 us
-    best_l = min(grid_l, key=lambda lu: rms_log(gemms, Efficiency(best_a, 1.0), lu))
-    grid_m = [round(0.50 + 0.02 * i, 2) for i in range(26)]
-    best_m = min(grid_m, key=lambda m: rms_log(rn, Efficiency(best_a, m), best_l))
-    fit = Efficiency(array_efficiency=best_a, memory_efficiency=best_m)
-    print(f"fit: array_efficiency = {fit.array_efficiency:.2f} (large GEMM cases, rms log error "
-          f"{rms_log(GEMM_CASES, fit, best_l):.3f}), kernel_launch_us = {best_l:g} (all GEMM "
-          f"cases and sweeps, rms log error {rms_log(gemms, fit, best_l):.3f}), "
-          f"memory_efficiency = {fit.memory_efficiency:.2f} (ResNet-50 cases, rms log error "
-          f"{rms_log(rn, fit, best_l):.3f})")
+    for what, cases in (("array_efficiency", FIT_ARRAY_CASES),
+                        ("kernel_launch_us", FIT_LAUNCH_CASES),
+                        ("memory_efficiency", FIT_MEMORY_CASES)):
+        print(f"fit rows for {what} ({len(cases)}; label 'fit' in the reports): "
+              + "; ".join(c.case for c in cases))
+    best_a, best_l, best_m = fit(FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES)
+    rn, gemms = FIT_MEMORY_CASES, FIT_LAUNCH_CASES
+    fit_ = Efficiency(array_efficiency=best_a, memory_efficiency=best_m)
+    print(f"fit: array_efficiency = {fit_.array_efficiency:.2f} (large GEMM cases, rms log error "
+          f"{rms_log(FIT_ARRAY_CASES, fit_, best_l):.3f}), kernel_launch_us = {best_l:g} (all GEMM "
+          f"cases and sweeps, rms log error {rms_log(gemms, fit_, best_l):.3f}), "
+          f"memory_efficiency = {fit_.memory_efficiency:.2f} (ResNet-50 cases, rms log error "
+          f"{rms_log(rn, fit_, best_l):.3f})")
     presets = {c.system: load_system(ROOT / "arch_configs" / f"{c.system}.toml").chip
                .kernel_launch_s * 1e6 for c in (*gemms, *rn)}
     print(f"in the code (accelsim.perf.gemm.FITTED): {FITTED}; kernel_launch_us in the presets: "
           + ", ".join(f"{k} {v:g}" for k, v in presets.items()))
     for c in (*gemms, *rn):
-        p = predict(c, fit, best_l)
+        p = predict_cached(c, fit_, best_l)
         print(f"  {c.case:40s} published {c.value:8.1f} {c.unit:6s} predicted {p:8.1f} "
               f"({100 * (p / c.value - 1):+.1f} %)")
-    if fit != FITTED:
+    if fit_ != FITTED:
         print("NOTE: FITTED differs from this fit; update accelsim/perf/gemm.py")
     if any(abs(v - best_l) > 1e-9 for v in presets.values()):
         print("NOTE: a preset's kernel_launch_us differs from this fit; update arch_configs/")
+    if "--loo" in sys.argv[1:]:
+        print("\nleave-one-out: refit all three stages without each fit row, predict it")
+        for c, pub, p_in, p_out, (a, lu, m) in leave_one_out():
+            print(f"  {c.case:40s} published {pub:8.1f} in fit {100 * (p_in / pub - 1):+6.1f} % "
+                  f"left out {100 * (p_out / pub - 1):+6.1f} %  (refit a={a:.2f}, "
+                  f"launch={lu:g} us, m={m:.2f})")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Fit the three global parameters of the LLM model (accelsim.llm.LlmParams).
 
-    python scripts/llm_fit.py
+    python scripts/llm_fit.py [--loo]    # --loo: leave-one-out of both fits (~2 min)
 
 1. ``network_efficiency`` and ``memory_efficiency`` on Narayanan et al. SC'21 Table 1 (achieved
    TFLOPS per GPU, 10 GPT sizes on 32..3072 A100s): grid search minimising the RMS relative
@@ -26,8 +26,9 @@ import numpy as np
 from accelsim.arch import build_system
 from accelsim.engine import LlmParams, Plan, predict
 from accelsim.engine.memory import GIB
-from accelsim.llm.published import (FP8LM_SEQ, FP8LM_TABLE1, FP8LM_TABLE5, FP8LM_VOCAB,
-                                    MEGATRON_SEQ, MEGATRON_TABLE1, MEGATRON_VOCAB)
+from accelsim.llm.published import (FP8LM_MEMORY_FIT, FP8LM_SEQ, FP8LM_TABLE1, FP8LM_TABLE5,
+                                    FP8LM_VOCAB, MEGATRON_FIT, MEGATRON_SEQ, MEGATRON_TABLE1,
+                                    MEGATRON_VOCAB)
 from accelsim.paths import REPO_ROOT
 from accelsim.workload.gpt import GptConfig
 
@@ -58,14 +59,19 @@ def fp8lm_plan(name: str, tp: int, pp: int, dp: int, micro_batch: int) -> Plan:
 
 
 def reserve_fit_rows():
-    """FP8-LM Table 5 rows the reserve is fitted on: BF16 and FP8-LM at BF16's micro-batch."""
-    bf16_mb = {x[0]: x[4] for x in FP8LM_TABLE5 if x[5] == "bf16"}
-    return [x for x in FP8LM_TABLE5 if x[5] in ("bf16", "fp8-lm") and x[4] == bf16_mb[x[0]]]
+    """FP8-LM Table 5 rows the reserve is fitted on (:data:`FP8LM_MEMORY_FIT`): BF16 and
+    FP8-LM at BF16's micro-batch."""
+    return [x for x in FP8LM_TABLE5 if (x[0], x[5], x[4]) in FP8LM_MEMORY_FIT]
 
 
-def memory_errors(system, params: LlmParams) -> list[tuple[str, float, float]]:
+def megatron_fit_cases():
+    """Megatron Table 1 rows the two efficiencies are fitted on (:data:`MEGATRON_FIT`)."""
+    return [c for c in megatron_cases() if c[0] in MEGATRON_FIT]
+
+
+def memory_errors(system, params: LlmParams, rows=None) -> list[tuple[str, float, float]]:
     out = []
-    for name, tp, pp, dp, b, scheme, mem, *_ in reserve_fit_rows():
+    for name, tp, pp, dp, b, scheme, mem, *_ in (reserve_fit_rows() if rows is None else rows):
         r = predict(fp8lm_model(name), fp8lm_plan(name, tp, pp, dp, b), scheme, system, params)
         out.append((f"{name} {scheme} mb{b}", r.memory.total_bytes / GIB, mem))
     return out
@@ -73,7 +79,7 @@ def memory_errors(system, params: LlmParams) -> list[tuple[str, float, float]]:
 
 def errors(system, params: LlmParams) -> list[tuple[str, float, float]]:
     out = []
-    for name, model, plan, pub in megatron_cases():
+    for name, model, plan, pub in megatron_fit_cases():
         r = predict(model, plan, "bf16", system, params)
         out.append((name, r.tflops_per_gpu, pub))
     return out
@@ -83,10 +89,53 @@ def rms(errs) -> float:
     return math.sqrt(sum((p / q - 1) ** 2 for _, p, q in errs) / len(errs))
 
 
+GRID_EFFICIENCY = tuple(float(x) for x in np.round(np.arange(0.30, 1.0001, 0.05), 2))
+GRID_RESERVE_GIB = tuple(float(x) for x in np.round(np.arange(0.0, 20.0001, 0.1), 1))
+
+
+def _loo(err_matrix: np.ndarray) -> list[int]:
+    """For each row i, the grid point minimizing the RMS relative error over the other rows
+    (first minimum, as the fit's scan): ``err_matrix[g, i]`` = predicted / published - 1."""
+    sq = err_matrix ** 2
+    total = sq.sum(axis=1)
+    n = err_matrix.shape[1]
+    return [int(np.argmin((total - sq[:, i]) / (n - 1))) for i in range(n)]
+
+
+def megatron_loo(system, grid=GRID_EFFICIENCY) -> list[dict]:
+    """Leave-one-out of the efficiency fit: for each Table 1 row, the grid optimum over the
+    other nine, and its prediction of the row left out (one matrix of every grid point x row,
+    then each refit is an argmin)."""
+    points = list(itertools.product(grid, grid))
+    mat = np.array([[p / q - 1 for _, p, q in errors(system, LlmParams(
+        network_efficiency=ne, memory_efficiency=me))] for ne, me in points])
+    names = [c[0] for c in megatron_fit_cases()]
+    pubs = [c[3] for c in megatron_fit_cases()]
+    full = int(np.argmin((mat ** 2).mean(axis=1)))
+    return [{"case": names[i], "published": pubs[i], "fit": pubs[i] * (1 + mat[full, i]),
+             "loo": pubs[i] * (1 + mat[g, i]), "refit": points[g]}
+            for i, g in enumerate(_loo(mat))]
+
+
+def reserve_loo(system, grid=GRID_RESERVE_GIB) -> list[dict]:
+    """Leave-one-out of the memory-reserve fit over its six FP8-LM rows."""
+    mat = np.array([[p / q - 1 for _, p, q in memory_errors(
+        system, LlmParams(memory_reserve_GiB=g))] for g in grid])
+    rows = reserve_fit_rows()
+    full = int(np.argmin((mat ** 2).mean(axis=1)))
+    return [{"case": (x[0], x[5], x[4]), "published": x[6], "fit": x[6] * (1 + mat[full, i]),
+             "loo": x[6] * (1 + mat[g, i]), "refit": grid[g]}
+            for i, (x, g) in enumerate(zip(rows, _loo(mat), strict=True))]
+
+
 def main() -> int:
     system = build_system(REPO_ROOT / "arch_configs" / "dgx-a100.toml")
-    grid_net = np.round(np.arange(0.30, 1.0001, 0.05), 2)
-    grid_mem = np.round(np.arange(0.30, 1.0001, 0.05), 2)
+    grid_net = np.array(GRID_EFFICIENCY)
+    grid_mem = np.array(GRID_EFFICIENCY)
+    print("fit rows, network/memory efficiency (Megatron Table 1; label 'fit' in the reports): "
+          + ", ".join(c[0] for c in megatron_fit_cases()))
+    print("fit rows, memory reserve (FP8-LM Table 5 memory column): "
+          + ", ".join(f"{x[0]} {x[5]} mb{x[4]}" for x in reserve_fit_rows()))
     best = None
     for ne, me in itertools.product(grid_net, grid_mem):
         p = LlmParams(network_efficiency=float(ne), memory_efficiency=float(me))
@@ -106,7 +155,7 @@ def main() -> int:
         print(f"  RMS {rms(errs):.1%}, max |error| {max(abs(a / b - 1) for _, a, b in errs):.1%}")
 
     h100 = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
-    grid = np.round(np.arange(0.0, 20.0001, 0.1), 1)
+    grid = np.array(GRID_RESERVE_GIB)
     e, reserve = min((rms(memory_errors(h100, LlmParams(memory_reserve_GiB=float(g)))), float(g))
                      for g in grid)
     print(f"\nfit over {len(grid)} grid points, FP8-LM Table 5 memory (BF16 and FP8-LM at the "
@@ -120,6 +169,16 @@ def main() -> int:
             print(f"  {name:<20} predicted {pred:5.1f} GiB  published {pub:5.1f}  "
                   f"{pred / pub - 1:+6.1%}")
         print(f"  RMS {rms(errs):.1%}, max |error| {max(abs(a / b - 1) for _, a, b in errs):.1%}")
+    if "--loo" in sys.argv[1:]:
+        print("\nleave-one-out (refit on the other rows over the same grid, predict the row):")
+        for r in megatron_loo(system):
+            print(f"  {r['case']:<12} published {r['published']:5.0f}  in fit "
+                  f"{r['fit'] / r['published'] - 1:+6.1%}  left out "
+                  f"{r['loo'] / r['published'] - 1:+6.1%}  (refit {r['refit']})")
+        for r in reserve_loo(h100):
+            print(f"  {' '.join(map(str, r['case'])):<20} published {r['published']:5.1f} GiB  "
+                  f"in fit {r['fit'] / r['published'] - 1:+6.1%}  left out "
+                  f"{r['loo'] / r['published'] - 1:+6.1%}  (refit {r['refit']} GiB)")
     return 0
 
 

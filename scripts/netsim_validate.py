@@ -47,7 +47,9 @@ def symmetric_graphs(max_chips: int):
             yield "multi-board", T.multi_board(p // 8, 25e9, 9e9, 1e-6, 3e-6)
 
 
-def symmetric_vs_explicit(max_chips: int, des_max_chips: int) -> None:
+def symmetric_vs_explicit(max_chips: int, des_max_chips: int, *, quiet: bool = False) -> dict:
+    """{(generator, engine): largest relative difference} of the symmetric (closed-form /
+    representative-rank) mode against explicit schedules; printed unless ``quiet``."""
     worst: dict = {}
     n_runs = 0
     skipped = []
@@ -73,12 +75,15 @@ def symmetric_vs_explicit(max_chips: int, des_max_chips: int) -> None:
                 key = (kind, engine)
                 worst[key] = max(worst.get(key, 0.0), abs(sym - ref) / ref)
                 n_runs += 1
+    if quiet:
+        return worst
     print(f"1. {n_runs} symmetric vs explicit timings (chips <= {max_chips}, DES <= "
           f"{des_max_chips}); largest relative difference per generator and engine:")
     for (kind, engine), e in sorted(worst.items()):
         print(f"  {kind:<16} {engine:<9} {e:.1e}")
     for sk in skipped:
         print(f"  skipped: {sk}")
+    return worst
 
 
 def graphs(lat: float):
@@ -95,14 +100,12 @@ def graphs(lat: float):
     yield T.hfp8_64(25e9, 12.5e9, lat)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max-chips", type=int, default=256)
-    ap.add_argument("--des-max-chips", type=int, default=64)
-    args = ap.parse_args()
-    t0 = time.perf_counter()
-    symmetric_vs_explicit(args.max_chips, args.des_max_chips)
-    print(f"  ({time.perf_counter() - t0:.0f} s)\n")
+#: Packet size of the two-hop (switch) DES runs, as a fraction of the largest segment.
+SWITCH_PACKET_FRACTION = 1 / 256
+
+
+def des_vs_analytic() -> tuple[dict[str, float], int]:
+    """({topology: largest relative DES - analytic difference}, runs) on explicit schedules."""
     worst: dict[str, float] = {}
     n = 0
     for lat in (0.0, 1e-6):
@@ -114,10 +117,22 @@ def main() -> None:
                 a = analytic_time(s, alpha_s=2e-7, reduce_Bps=300e9).time_s
                 multi_hop = g.graph["topology"] == "switch"
                 seg = float(s.nbytes.max())
-                for pk in ((seg / 256,) if multi_hop else (None, seg / 3)):
+                for pk in ((seg * SWITCH_PACKET_FRACTION,) if multi_hop else (None, seg / 3)):
                     d = simulate(s, alpha_s=2e-7, reduce_Bps=300e9, packet_bytes=pk).time_s
                     worst[name] = max(worst.get(name, 0.0), abs(d - a) / a)
                     n += 1
+    return worst, n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-chips", type=int, default=256)
+    ap.add_argument("--des-max-chips", type=int, default=64)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    symmetric_vs_explicit(args.max_chips, args.des_max_chips)
+    print(f"  ({time.perf_counter() - t0:.0f} s)\n")
+    worst, n = des_vs_analytic()
     print(f"2. {n} DES runs vs analytic (explicit schedules); largest relative difference per "
           "topology:")
     for name, e in sorted(worst.items()):

@@ -162,30 +162,40 @@ def read_golden(path: Path) -> list[dict]:
     return list(csv.DictReader(lines))
 
 
-def compare() -> int:
-    """Compare accelsim's SCALE-Sim-compatible model against every golden file present."""
+def layer_comparisons() -> dict[str, list[tuple[str, int, int]]]:
+    """{golden file name: [(layer, SCALE-Sim cycles, accelsim cycles)]} for every golden file."""
     from accelsim.perf.systolic import conv_gemm_dims, gemm_cycles
 
-    files = sorted(GOLDEN_DIR.glob("scalesim_v3_*_cycles.csv"))
+    out = {}
+    for path in sorted(GOLDEN_DIR.glob("scalesim_v3_*_cycles.csv")):
+        parts = path.stem.split("_")  # scalesim v3 <net> <R>x<C> <df> cycles
+        rows, cols = (int(x) for x in parts[-3].split("x"))
+        dataflow = parts[-2]
+        layers = []
+        for g in read_golden(path):
+            M, N, K = conv_gemm_dims(*(int(g[c]) for c in SHAPE_COLUMNS), scalesim_compat=True)
+            ours = gemm_cycles(M, N, K, rows, cols, dataflow, scalesim_compat=True)
+            layers.append((g["layer"], int(g["compute_cycles"]), int(ours)))
+        out[path.name] = layers
+    return out
+
+
+def compare() -> int:
+    """Compare accelsim's SCALE-Sim-compatible model against every golden file present."""
+    files = layer_comparisons()
     if not files:
         print(f"no golden files in {GOLDEN_DIR}", file=sys.stderr)
         return 1
     worst_all = 0
-    for path in files:
-        parts = path.stem.split("_")  # scalesim v3 <net> <R>x<C> <df> cycles
-        rows, cols = (int(x) for x in parts[-3].split("x"))
-        dataflow = parts[-2]
+    for name, layers in files.items():
         worst = 0
-        print(f"\n{path.name}")
+        print(f"\n{name}")
         print(f"{'layer':<10} {'scalesim':>10} {'accelsim':>10} {'diff':>6}")
-        gold = read_golden(path)
-        for g in gold:
-            M, N, K = conv_gemm_dims(*(int(g[c]) for c in SHAPE_COLUMNS), scalesim_compat=True)
-            ours = gemm_cycles(M, N, K, rows, cols, dataflow, scalesim_compat=True)
-            diff = ours - int(g["compute_cycles"])
+        for layer, gold, ours in layers:
+            diff = ours - gold
             worst = max(worst, abs(diff))
-            print(f"{g['layer']:<10} {g['compute_cycles']:>10} {ours:>10} {diff:>6}")
-        print(f"max |diff| = {worst} cycles over {len(gold)} layers")
+            print(f"{layer:<10} {gold:>10} {ours:>10} {diff:>6}")
+        print(f"max |diff| = {worst} cycles over {len(layers)} layers")
         worst_all = max(worst_all, worst)
     return 0 if worst_all <= TOLERANCE_CYCLES else 1
 

@@ -129,7 +129,7 @@ def out_of_sample(load_system, get_scheme, gemm_time):
     """Predict every out-of-sample point with the fitted globals as they are (no refit)."""
     import pandas as pd
 
-    from accelsim.perf.published import OOS_GEMM_CASES, OOS_GEMM_SWEEPS
+    from accelsim.perf.published import OOS_GEMM_CASES, OOS_GEMM_SWEEPS, label
 
     cases = []
     for c in OOS_GEMM_CASES:
@@ -140,7 +140,7 @@ def out_of_sample(load_system, get_scheme, gemm_time):
                       "shape": f"{c.m}x{c.n}x{c.k}", "published": c.value,
                       "predicted": g.tflops, "error_pct": err,
                       "within_target": abs(err) <= 100 * TARGET, "bound": g.bound,
-                      "chip_in_fit": c.chip_in_fit,
+                      "chip_in_fit": c.chip_in_fit, "label": label(c.case),
                       "likely_cause": OOS_CASE_CAUSE.get(c.case, ""), "source": c.source})
     rows = []
     for c in OOS_GEMM_SWEEPS:
@@ -154,7 +154,7 @@ def out_of_sample(load_system, get_scheme, gemm_time):
                      "error_pct": err, "within_target": abs(err) <= 100 * TARGET,
                      "bound": g.bound, "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}",
                      "peak_tflops": system.chip.peak_flops(prec) / 1e12,
-                     "chip_in_fit": c.chip_in_fit, "source": c.source})
+                     "chip_in_fit": c.chip_in_fit, "label": label(c.case), "source": c.source})
     return pd.DataFrame(rows), pd.DataFrame(cases)
 
 
@@ -191,9 +191,10 @@ def out_of_sample_lines(oos, cases, l2_lines=()) -> list[str]:
              "while the measurements peak at n = 2048-4096 and then flatten or fall: the "
              "signature of a power limit, which the model does not have (see the causes "
              "below).", "",
-             "Each cell: published / predicted TFLOP/s (error).", "",
+             "Each cell: published / predicted TFLOP/s (error). Every point is labelled "
+             "`checked` (held out from every fit).", "",
              "| series | preset | " + " | ".join(f"n = {n}" for n in sizes)
-             + " | within 15 % |", "|---|---|" + "---|" * len(sizes) + "---|"]
+             + " | within 15 % | label |", "|---|---|" + "---|" * len(sizes) + "---|---|"]
     for name, g in oos.groupby("series", sort=False):
         cells = []
         for n in sizes:
@@ -203,7 +204,8 @@ def out_of_sample_lines(oos, cases, l2_lines=()) -> list[str]:
                          f"{mark})")
         tag = " (control)" if g.chip_in_fit.iloc[0] else ""
         lines.append(f"| {name}{tag} | {g.system.iloc[0]} | " + " | ".join(cells)
-                     + f" | {int(g.within_target.sum())}/{len(g)} |")
+                     + f" | {int(g.within_target.sum())}/{len(g)} | "
+                     + "/".join(sorted(set(g.label))) + " |")
     lines += ["", "Per GPU (tensor-core precisions TF32/FP16/BF16 and FP32 apart):", "",
               "| GPU | preset | precisions | within 15 % | median error | largest miss "
               "| measured best n | predicted best n |", "|---|---|---|---|---|---|---|---|"]
@@ -250,12 +252,12 @@ def out_of_sample_lines(oos, cases, l2_lines=()) -> list[str]:
               f"{int(cases[cases.chip_in_fit].within_target.sum())} of "
               f"{len(cases[cases.chip_in_fit])}.", "",
               "| case | preset | shape | published TFLOP/s | predicted | error | bound "
-              "| within 15 % |", "|---|---|---|---|---|---|---|---|"]
+              "| within 15 % | label |", "|---|---|---|---|---|---|---|---|---|"]
     for r in cases.itertuples():
         tag = " (control)" if r.chip_in_fit else ""
         lines.append(f"| {r.case}{tag} | {r.system} | {r.shape} | {r.published:g} | "
                      f"{r.predicted:.1f} | {r.error_pct:+.1f} % | {r.bound} | "
-                     f"{'yes' if r.within_target else '**no**'} |")
+                     f"{'yes' if r.within_target else '**no**'} | {r.label} |")
     lines += ["", "The two A100 PCIe sources disagree: the MAMF scan's best shapes (252.9 and "
               "256.4 TFLOPS, 81-82 % of peak, 40 or 80 GB not stated) are predicted within "
               "6 %, while the torch.mm crowd run's large squares reach only 198-241. A best "
@@ -274,14 +276,18 @@ def out_of_sample_lines(oos, cases, l2_lines=()) -> list[str]:
     return lines
 
 
-def main() -> int:
+def tables():
+    """Every comparison of this script as tidy tables, nothing written: (in-sample cases,
+    published sweeps, out-of-sample sweeps, out-of-sample cases, predicted size sweep). Each
+    comparison row carries ``label`` (``fit``: scripts/fit_compute.py consumes it, from
+    :data:`accelsim.perf.published.FIT_CASES`; ``checked``: held out)."""
     import pandas as pd
 
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
     from accelsim.engine.run import predict_step
     from accelsim.perf.gemm import FITTED, gemm_time
-    from accelsim.perf.published import GEMM_CASES, GEMM_SWEEPS, RESNET50_CASES
+    from accelsim.perf.published import GEMM_CASES, GEMM_SWEEPS, RESNET50_CASES, label
     from accelsim.workload import load_workload
 
     wl = load_workload(ROOT / "workloads" / "resnet50.toml")
@@ -305,6 +311,7 @@ def main() -> int:
                        predicted_winograd_off=now["samples_per_s"])
         row["error_pct"] = 100 * (row["predicted"] / c.value - 1)
         row["within_target"] = abs(row["error_pct"]) <= 100 * TARGET
+        row["label"] = label(c.case)
         row["likely_cause"] = LIKELY_CAUSE.get(c.case, "")
         row["source"] = c.source
         rows.append(row)
@@ -318,7 +325,8 @@ def main() -> int:
                     "scheme": c.scheme, "n": c.m, "published": c.value,
                     "predicted": g.tflops, "error_pct": err,
                     "within_target": abs(err) <= 100 * TARGET, "bound": g.bound,
-                    "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}", "source": c.source})
+                    "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}", "label": label(c.case),
+                    "source": c.source})
     pub = pd.DataFrame(pub)
     oos, oos_cases = out_of_sample(load_system, get_scheme, gemm_time)
     sweep = []
@@ -332,6 +340,15 @@ def main() -> int:
                           "bound": g.bound, "waves": g.waves, "tile": f"{g.tile_m}x{g.tile_n}",
                           "dram_over_compulsory": g.memory_bytes / g.compulsory_bytes})
     sw = pd.DataFrame(sweep)
+    return df, pub, oos, oos_cases, sw
+
+
+def main() -> int:
+    from accelsim.arch.config import load_system
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.perf.gemm import FITTED, gemm_time
+
+    df, pub, oos, oos_cases, sw = tables()
     out = ROOT / "reports"
     out.mkdir(exist_ok=True)
     df.to_csv(out / "compute_validation.csv", index=False, float_format="%.4g")
@@ -345,11 +362,14 @@ def main() -> int:
         "",
         f"Generated by `python scripts/validate_compute.py` with {FITTED} "
         "(fitted by `scripts/fit_compute.py`). Target: every single-chip case within 15 %.",
-        f"Single-chip cases within target: {int(single.within_target.sum())} of {len(single)}.",
+        f"Single-chip cases within target: {int(single.within_target.sum())} of {len(single)}, "
+        f"all of them fit rows (label `fit`: scripts/fit_compute.py fits the array efficiency "
+        f"on the GEMM cases and the memory efficiency on the single-GPU ResNet-50 cases; "
+        f"`checked`: held out from every fit).",
         "",
         "| case | system | scheme | shape | published | predicted | error | fusion on "
-        "| Winograd off | within 15 % |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| Winograd off | within 15 % | label |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in df.itertuples():
         fon = "" if r.predicted_fusion_on != r.predicted_fusion_on else f"{r.predicted_fusion_on:.0f}"
@@ -358,17 +378,17 @@ def main() -> int:
         mark = "yes" if r.within_target else ("**no**" if r.single_chip else "no (8 GPUs)")
         lines.append(f"| {r.case} | {r.system} | {r.scheme} | {r.shape} | {r.published:g} "
                      f"{r.unit} | {r.predicted:.1f} | {r.error_pct:+.1f} % | {fon} | {woff} "
-                     f"| {mark} |")
+                     f"| {mark} | {r.label} |")
     lines += ["", "## Published GEMM sweeps, small to large squares (M = N = K = n)", "",
               f"Points within 15 %: {int(pub.within_target.sum())} of {len(pub)} "
               "(no per-point constant: the sweeps fit only the one global per-kernel time, "
-              "chip.kernel_launch_us, in scripts/fit_compute.py).", "",
+              "chip.kernel_launch_us, in scripts/fit_compute.py: every point is a fit row).", "",
               "| series | n | published TFLOP/s | predicted | error | bound | waves | tile "
-              "| within 15 % |", "|---|---|---|---|---|---|---|---|---|"]
+              "| within 15 % | label |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in pub.itertuples():
         lines.append(f"| {r.series} | {r.n} | {r.published:.2f} | {r.predicted:.1f} | "
                      f"{r.error_pct:+.1f} % | {r.bound} | {r.waves} | {r.tile} | "
-                     f"{'yes' if r.within_target else '**no**'} |")
+                     f"{'yes' if r.within_target else '**no**'} | {r.label} |")
     lines += ["", "Trend (throughput of the smallest over the largest size of each series):", ""]
     for name, grp in pub.groupby("series", sort=False):
         lo, hi = grp.iloc[0], grp.iloc[-1]

@@ -126,12 +126,14 @@ def test_throughput_never_exceeds_the_peak_flops_ceiling(thr):
 def test_dgx1_check_is_reported(out):
     d = pd.read_csv(out / "dgx1.csv").set_index("gpus")
     assert list(d.index) == [1, 8] and list(d.published) == [1200.0, 8322.0]
-    # One GPU tests the compute model: within 10 % of NVIDIA's measurement.
-    assert abs(d.error_pct[1]) <= 10.0, d[["published", "predicted", "error_pct"]]
-    # Eight GPUs: the model has no input pipeline, stragglers or framework synchronisation, so
-    # it is an upper bound whose extra error is the measured scaling loss (NVIDIA: 87 % from 1
-    # to 8 GPUs); the summary shows both scaling efficiencies.
-    assert d.predicted[8] >= d.published[8]
+    # Both rows bounded from both sides (hfp8_published.DGX1_ERROR_BAND_PCT, with the why):
+    # one GPU tests the compute model (+-10 %; it is a fit row of scripts/fit_compute.py); eight
+    # GPUs (held out) sit +15.8 % high because the model has no input pipeline, stragglers or
+    # framework synchronisation: the one-GPU error compounded with the measured scaling loss
+    # (NVIDIA: 86.7 % from 1 to 8 GPUs) the model lacks. The band [+10, +22] % keeps it there.
+    for gpus, (lo, hi) in published.DGX1_ERROR_BAND_PCT.items():
+        assert lo <= d.error_pct[gpus] <= hi, (gpus, d[["published", "predicted", "error_pct"]])
+    assert list(d.label) == ["fit", "checked"]
     assert d.predicted_scaling_pct[8] >= d.published_scaling_pct[8]
     assert d.published_scaling_pct[8] == pytest.approx(100 * 8322 / (8 * 1200))
     assert d.predicted_scaling_pct[8] <= 100.0

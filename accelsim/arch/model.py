@@ -11,7 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 #: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``).
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4", "fp4")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4", "fp4",
+              "mxfp8", "mxfp6", "mxfp4", "nvfp4")
+#: Bytes per element of a tensor stored in each precision: the element plus its share of the
+#: block scales (OCP MX: one E8M0 byte per 32 elements; NVFP4: one E4M3 byte per 16; the
+#: per-tensor FP32 scale of NVFP4 is negligible). The one place these are defined.
+OPERAND_BYTES: dict[str, float] = {
+    "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "hfp8": 1, "hif8": 1, "int8": 1,
+    "int4": 0.5, "fp4": 0.5,
+    "mxfp8": 1 + 1 / 32, "mxfp6": 0.75 + 1 / 32, "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16,
+}
+#: A chip without a block-scaled datapath runs it on the next wider one it has (the convention
+#: of ``accelsim predict``'s note): the block formats' fallbacks, narrowest first.
+WIDER_DATAPATH: dict[str, tuple[str, ...]] = {
+    "nvfp4": ("mxfp4", "fp4", "mxfp6", "mxfp8", "fp8"),
+    "mxfp4": ("fp4", "mxfp6", "mxfp8", "fp8"),
+    "mxfp6": ("mxfp8", "fp8"),
+    "mxfp8": ("fp8",),
+}
 #: Activation tensor layouts: the array's convolutions work on NHWC (channels last).
 LAYOUTS = ("nhwc", "nchw")
 #: The rates every config must give (the HFP8 study's three); the others are optional.
@@ -83,9 +100,19 @@ class Core:
     def pes(self) -> int:
         return self.rows * self.cols
 
+    def datapath(self, precision: str) -> str:
+        """The precision whose rate ``precision`` runs at: itself where the config gives a rate,
+        else (block-scaled formats) the first of ``WIDER_DATAPATH`` it gives."""
+        _check_precision(precision)
+        rates = dict(self.mac_rates)
+        if precision in rates:
+            return precision
+        return next((p for p in WIDER_DATAPATH.get(precision, ()) if p in rates), precision)
+
     def macs_per_cycle_per_pe(self, precision: str) -> float:
         _check_precision(precision)
         rates = dict(self.mac_rates)
+        precision = self.datapath(precision)
         if precision not in rates:
             raise ValueError(f"this core has no {precision} rate (core.macs_per_pe_per_cycle."
                              f"{precision} is not in its config); configured: "
@@ -93,8 +120,8 @@ class Core:
         return rates[precision]
 
     def supports(self, precision: str) -> bool:
-        """Whether the config gives a rate for ``precision``."""
-        return precision in dict(self.mac_rates)
+        """Whether the config gives a rate for ``precision`` (or a wider datapath runs it)."""
+        return self.datapath(precision) in dict(self.mac_rates)
 
     def macs_per_cycle(self, precision: str) -> float:
         """MACs per cycle of the whole array."""

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from accelsim.arch.model import PRECISIONS
+from accelsim.arch.model import OPERAND_BYTES, PRECISIONS
 from accelsim.arch.states import BF16, FP8_LM, FP32, HFP8_GEMM, HIF8, TE_FP8, StateFormats
 
 PHASES = ("reduce_scatter", "all_gather", "weight_update")
@@ -278,6 +278,21 @@ for _f in (TE_FP8, HIF8, HFP8_GEMM):
                                 adamw=_f)
 _SCHEMES["fp8-lm"] = replace(_like_fp16("fp8-lm", "fp8", 2.0, FP8_LM.description), adamw=FP8_LM,
                              sgd=False)  # FP8-LM defines its formats for AdamW only
+
+# ---- block-scaled schemes (issue 25): FP8's gradient reduction and replicated FP16 update, block-
+# scaled GEMMs (first/last layers in bf16), the compute copy of the weights in the block format
+# (elements plus scales, accelsim.arch.model.OPERAND_BYTES). Sources: OCP MX v1.0 (MXFP8, MXFP4);
+# NVIDIA, "Pretraining LLMs with NVFP4", arXiv 2509.25149 (NVFP4, a few layers kept in BF16).
+for _name, _what in (("mxfp8", "OCP MXFP8 (E4M3 x 32-element E8M0 blocks)"),
+                     ("mxfp4", "OCP MXFP4 (E2M1 x 32-element E8M0 blocks)"),
+                     ("nvfp4", "NVIDIA NVFP4 (E2M1 x 16-element E4M3 blocks, FP32 tensor scale)")):
+    _SCHEMES[_name] = replace(
+        _SCHEMES["fp8"], name=_name, compute_precision=_name, high_precision="bf16",
+        compute_copy_bytes=OPERAND_BYTES[_name],
+        adamw=replace(BF16, name=_name, gemm_precision=_name,
+                      fp8_weight_cache_bytes=OPERAND_BYTES[_name]),
+        description=f"{_what} GEMMs (first/last layer BF16); 16-bit gradient reduce-scatter and "
+        "all-gather; replicated full-model FP16 update plus a block-format weight copy for compute")
 
 SCHEME_NAMES: tuple[str, ...] = tuple(_SCHEMES)
 

@@ -5,6 +5,7 @@ Presets: hfp8 (IBM HFP8, NeurIPS 2019), fp16-fma, fp32-fma, h100-fp8 (pinned on 
 The K-step loop and its datapaths (float64 reference, fast native twins): accelsim.arith.datapath.
 """
 
+from .blockscaled import BLOCK_PRESETS, BlockScaledEngine, block_scaled_matmul, block_scaled_matmul_q  # noqa: F401
 from .engine import PRESET_NAMES, PRESETS, EngineConfig, get_engine
 from .gemm import dot, fma, matmul, partial_sums
 from .reference import dot_reference

@@ -182,8 +182,13 @@ def get_engine(name: str, **overrides: Any) -> EngineConfig:
     ``fast_accum=True`` disables promotion (chunk=None); ``fast_accum=False`` keeps the preset's
     promotion interval (an error for presets that have none).
     """
+    from .blockscaled import BLOCK_PRESETS, get_block_engine  # (imports this module)
+
+    if name in BLOCK_PRESETS:  # block-scaled GEMM engines: a BlockScaledEngine
+        return get_block_engine(name, **overrides)
     if name not in PRESETS:
-        raise ValueError(f"unknown engine preset {name!r}; choose from {', '.join(PRESET_NAMES)}")
+        raise ValueError(f"unknown engine preset {name!r}; choose from "
+                         f"{', '.join(PRESET_NAMES + tuple(BLOCK_PRESETS))}")
     base = PRESETS[name]
     kw = dict(overrides)
     if "fast_accum" in kw:

@@ -67,6 +67,25 @@ def add_bandwidth_arguments(parser: argparse.ArgumentParser, *, many: bool = Fal
                              "--link-GBps (default: as configured)")
 
 
+def optimizer_choices() -> tuple[str, ...]:
+    """The optimizers a plan can name (:data:`accelsim.arch.schemes.OPTIMIZERS`)."""
+    from accelsim.arch.schemes import OPTIMIZERS
+
+    return tuple(OPTIMIZERS)
+
+
+def check_scheme_optimizer(schemes, optimizer: str) -> None:
+    """Refuse (one line, naming both flags) a scheme that defines no recipe for the optimizer."""
+    from accelsim.arch.schemes import check_optimizer, get_scheme
+    from accelsim.cli import UserError
+
+    for name in schemes:
+        try:
+            check_optimizer(get_scheme(name), optimizer)
+        except ValueError as exc:
+            raise UserError(f"--scheme {name} --optimizer {optimizer}: {exc}") from None
+
+
 def scheme_choices() -> tuple[str, ...]:
     """The preset training schemes (:mod:`accelsim.arch.schemes`), for ``--scheme`` flags."""
     from accelsim.arch.schemes import SCHEME_NAMES

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import (add_bandwidth_arguments, nonnegative_int, positive_int,
-                                       scheme_choices)
+from accelsim.commands import _report
+from accelsim.commands._common import (add_bandwidth_arguments, nonnegative_int,
+                                       optimizer_choices, positive_int, scheme_choices)
 
 NAME = "explore"
 HELP = ("Design-space exploration: map every layer (data / model / hybrid parallelism over chips "
@@ -43,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parallel workers (default: all CPUs)")
     parser.add_argument("--top", type=nonnegative_int, default=0, metavar="K",
                         help="print only the K slowest layers of the breakdown (default: all)")
+    parser.add_argument("--optimizer", choices=optimizer_choices(),
+                        default="sgd-momentum",
+                        help="optimizer and its state formats (default sgd-momentum)")
+    _report.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,20 +55,22 @@ def run(args: argparse.Namespace) -> int:
 
     from accelsim.arch import build_system
     from accelsim.cli import UserError, check_output_path
-    from accelsim.commands._common import load_workload_arg, system_path
+    from accelsim.commands._common import check_scheme_optimizer, load_workload_arg, system_path
     from accelsim.dse import explore
 
     if not args.compression >= 1:
         raise UserError(f"--compression must be >= 1, got {args.compression}")
     if args.out is not None:
         check_output_path(args.out, "--out")
+    _report.check(args)
+    check_scheme_optimizer([args.scheme], args.optimizer)
     system = build_system(system_path(args.system), chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
     wl = load_workload_arg(args.workload)
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
     res = explore(system, wl, args.batch, args.scheme, dataflows=split(args.dataflows),
                   strategies=split(args.strategies), compression=args.compression,
-                  executor=args.executor,
+                  executor=args.executor, optimizer=args.optimizer,
                   max_workers=args.workers, progress=True)
     b = res.best
     if not b.get("feasible", False):
@@ -93,12 +100,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"# {b['samples_per_s']:,.0f} samples/s, {b['achieved_flops'] / 1e12:,.1f} TFLOP/s "
           f"= {b['utilization']:.1%} of peak; {b['model_parallel_layers']} layers model-parallel;"
           f" {len(res.points):,} points, {int((~res.points.feasible).sum()):,} infeasible")
+    _report.write(args, res.rows(), res.timeline,
+                  f"accelsim explore: {wl.name} on {system.name}, {args.scheme}")
     if args.out is not None:
+        from accelsim.engine.trace import breakdown_frame
+
         args.out.parent.mkdir(parents=True, exist_ok=True)
         res.points.to_csv(args.out, index=False)
         plans = args.out.with_name(args.out.stem + "_plans.csv")
         best = args.out.with_name(args.out.stem + "_best_layers.csv")
         res.plans.to_csv(plans, index=False)
-        res.layers.to_csv(best, index=False)
+        # the breakdown table (as --breakdown writes it), with each layer's mapping beside it
+        mapping = res.layers.drop(columns=["kind", "time_s", "flops", "bound"],
+                                  errors="ignore").rename(columns={"count": "gemm_count"})
+        table = breakdown_frame(res.rows()).merge(mapping, on=["layer", "phase"], how="left")
+        table.to_csv(best, index=False)
         print(f"# wrote {args.out}, {plans}, {best}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from accelsim.commands._common import positive_int, scheme_choices
 
@@ -34,9 +35,13 @@ def run(args: argparse.Namespace) -> int:
     system = load_system(spath)
     precision = get_scheme(args.scheme).compute_precision
     require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
+    datapath = system.chip.core.datapath(precision)
+    if datapath != precision:
+        print(f"note: {system.name} has no {precision} datapath; it runs at its {datapath} rate "
+              f"({precision}'s tensors, scales included, still count in memory)", file=sys.stderr)
     g = gemm_time(system, args.m, args.n, args.k, precision)
     d = g.as_dict()
-    d.update(system=system.name, scheme=args.scheme,
+    d.update(system=system.name, scheme=args.scheme, datapath=datapath,
              peak_tflops=system.chip.peak_flops(precision) / 1e12)
     if args.json:
         print(json.dumps(d))

@@ -10,7 +10,9 @@ from accelsim.commands._common import positive_int
 NAME = "swamping"
 HELP = ("Relative error of long dot products (K = 64..65536, positive and zero-mean data) for "
         "sequential dlfloat16, HFP8 chunked, fp32 and H100 FP8 with/without promotion, plus the "
-        "HFP8 chunk-size sweep; writes swamping.csv, swamping_chunks.csv and swamping.png.")
+        "HFP8 chunk-size sweep; the block-scaled engines (MXFP8/6/4, NVFP4, DeepSeek-V3 FP8 tiles) vs K "
+        "and the DeepSeek-V3 K=4096 check; writes swamping.csv, swamping_chunks.csv, swamping.png, "
+        "swamping_block.csv, swamping_deepseek.csv and swamping_block.png.")
 
 
 #: operand memory the study may allocate (float64 a and b, both distributions)
@@ -35,8 +37,10 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     from tqdm import tqdm
 
-    from accelsim.arith.swamping import CHUNKS, chunk_sweep_table, study_engines, swamping_table
-    from accelsim.report.swamping import plot_swamping
+    from accelsim.arith.swamping import (
+        BLOCK_STUDY, CHUNKS, DEEPSEEK_K, DEEPSEEK_MEANS, block_swamping_table, chunk_sweep_table, deepseek_table,
+        study_engines, swamping_table)
+    from accelsim.report.swamping import plot_block_swamping, plot_swamping
 
     from accelsim.cli import UserError, check_output_path
 
@@ -55,16 +59,26 @@ def run(args: argparse.Namespace) -> int:
     k_values = tuple(2**i for i in range(6, args.max_k.bit_length()))
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
-    total = len(study_engines()) + len(CHUNKS)
+    total = len(study_engines()) + len(CHUNKS) + len(BLOCK_STUDY) + len(DEEPSEEK_MEANS) + 1
     with tqdm(total=total, desc="swamping", unit="pass", disable=args.no_progress) as bar:
         table = swamping_table(rng, k_values=k_values, reps=args.reps, progress=lambda: bar.update(1))
         sweep = chunk_sweep_table(rng, K=args.sweep_k, reps=args.reps, progress=lambda: bar.update(1))
+        # block-scaled engines after the original study: its draws (and numbers) are unchanged
+        block = block_swamping_table(rng, k_values=k_values, reps=args.reps, progress=lambda: bar.update(1))
+        deepseek = deepseek_table(rng, K=min(DEEPSEEK_K, args.max_k), reps=args.reps,
+                                  progress=lambda: bar.update(1))
     table.to_csv(out / "swamping.csv", index=False)
     sweep.to_csv(out / "swamping_chunks.csv", index=False)
     plot_swamping(table, sweep, out / "swamping.png")
+    block.to_csv(out / "swamping_block.csv", index=False)
+    deepseek.to_csv(out / "swamping_deepseek.csv", index=False)
+    plot_block_swamping(block, deepseek, out / "swamping_block.png")
     wide = table.pivot_table(index="K", columns=["distribution", "engine"], values="rel_err_mean")
     print(wide.xs("positive", axis=1, level=0).to_string(float_format=lambda v: f"{v:.2e}"))
     best = sweep.loc[sweep.groupby("distribution")["rel_err_mean"].idxmin(), ["distribution", "chunk", "rel_err_mean"]]
     print("chunk sweep minimum:\n" + best.to_string(index=False))
-    print(f"wrote {out / 'swamping.csv'}, {out / 'swamping_chunks.csv'}, {out / 'swamping.png'}")
+    print("DeepSeek-V3 check (max relative error):\n" + deepseek.pivot_table(
+        index="data", columns="engine", values="rel_err_max", sort=False).to_string(float_format=lambda v: f"{v:.2e}"))
+    print(f"wrote {out / 'swamping.csv'}, {out / 'swamping_chunks.csv'}, {out / 'swamping.png'}, "
+          f"{out / 'swamping_block.csv'}, {out / 'swamping_deepseek.csv'}, {out / 'swamping_block.png'}")
     return 0

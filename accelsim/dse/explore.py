@@ -18,15 +18,17 @@ Two levels, each a tidy table:
   communication. A plan is infeasible (row with a reason) if some layer has no feasible point or
   the model state and stashed activations exceed chip memory.
 
-Gradient communication comes from :func:`accelsim.netsim.gradient_reduction_times` for the whole
-model, data parallel over all chips, and is apportioned to layers by parameter count. A layer
+Gradient communication comes from the engine (:func:`accelsim.engine.run.comm_phases`: netsim's
+gradient reduction and weight update) for the whole model, data parallel over all chips, and is
+apportioned to layers by parameter count (:func:`accelsim.engine.schedule.layer_gradient_shares`);
+a gradient-compression pass is local chip work on the critical path, never hidden. A layer
 split ``m`` ways over chips reduces its gradients among ``p = chips / m`` replicas of ``1/m`` of
 its weights: reduce-scatter and all-gather scale by ``((p-1)/p) / ((N-1)/N) / m`` (ring bandwidth
 term), a replicated weight update by ``1/m`` (a sharded one is unchanged: ``1/N`` either way).
 
 Step time (one iteration, minibatch ``batch`` over the whole system)::
 
-    step_s = fwd_s + bwd_data_s + wgrad_s + exposed_comm_s
+    step_s = fwd_s + bwd_data_s + wgrad_s + compression_s + exposed_comm_s   (engine.schedule)
     exposed_comm_s = reduce_scatter_s + all_gather_s + weight_update_s        (overlap off)
                    = reduce-scatter tail after the last backward op + all_gather_s
                      + weight_update_s                                        (overlap on)
@@ -50,7 +52,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.engine.memory import layer_memory_bytes
-from accelsim.engine.schedule import exposed_comm_s, reduce_scatter_hidden_s
+from accelsim.engine.graph import Phase, Stream
+from accelsim.engine.run import comm_phases
+from accelsim.engine.schedule import (
+    CommPhases,
+    ComputeProfile,
+    layer_gradient_shares,
+    reduce_scatter_hidden_s,
+    TrainingParams,
+    step_time,
+)
+from accelsim.engine.trace import Row, Timeline
 from accelsim.perf.layer_model import (
     NORM_PARAM_BYTES,
     OPERAND_BYTES,
@@ -75,16 +87,6 @@ def mapping_candidates(system, dataflows: Sequence[str] = DATAFLOWS) -> list[Map
             for cd, cm in _factor_pairs(system.chips)
             for kd, km in _factor_pairs(system.chip.cores)
             for df in dataflows]
-
-
-def grad_comm_factor(chips: int, chip_mp) -> np.ndarray:
-    """Reduce-scatter / all-gather time of a layer split ``chip_mp`` ways over chips, relative
-    to the same layer data parallel over all ``chips`` (ring bandwidth term)."""
-    m = np.asarray(chip_mp, dtype=np.float64)
-    if chips == 1:
-        return np.ones_like(m)
-    p = chips / m
-    return np.where(p > 1, ((p - 1) / p) / ((chips - 1) / chips) / m, 0.0)
 
 
 # ------------------------------------------------------------------------ pure evaluation task
@@ -168,18 +170,57 @@ class ExploreResult:
     def step_s(self) -> float:
         return float(self.best.get("step_s", math.nan))
 
+    def rows(self) -> list[Row]:
+        """The best plan as the engine's breakdown (:mod:`accelsim.engine.trace`): every layer x
+        phase on the compute stream (all on the critical path), then the compression pass and
+        the gradient reduction (the reduce-scatter's hidden part not exposed)."""
+        b = self.best
+        out = [Row(r.layer, r.kind, Phase(r.phase), 0, 1, float(r.time_s), float(r.time_s),
+                   float(r.flops), float("nan"), str(r.bound))
+               for r in self.layers.itertuples(index=False)]
+        rs, ag, wu = b["reduce_scatter_s"], b["all_gather_s"], b["weight_update_s"]
+        rs_exposed = b["exposed_comm_s"] - ag - wu
+        for op, t, shown, stream in (
+                ("compression", b["compression_s"], b["compression_s"], Stream.COMPUTE),
+                ("reduce_scatter", rs, rs_exposed, Stream.DP),
+                ("all_gather", ag, ag, Stream.DP),
+                ("weight_update", wu, wu, Stream.COMPUTE)):
+            if t > 0:
+                out.append(Row("grads", op, Phase.STEP, 0, 1, t, shown, 0.0, 0.0, op, stream))
+        return out
+
+    def timeline(self) -> Timeline:
+        """Forward through the layers, backward in reverse, then the gradient reduction (its
+        hidden part beside the end of back-propagation)."""
+        b = self.best
+        tl = Timeline()
+        lay = self.layers
+        fwd = lay[lay["phase"] == "fwd"]
+        bwd = lay[lay["phase"] != "fwd"].iloc[::-1]
+        for r in list(fwd.itertuples(index=False)) + list(bwd.itertuples(index=False)):
+            tl.run(f"{r.layer} ({r.phase})", float(r.time_s))
+        tl.run("compression", b["compression_s"])
+        rs, ag, wu = b["reduce_scatter_s"], b["all_gather_s"], b["weight_update_s"]
+        hidden = rs + ag + wu - b["exposed_comm_s"]
+        tl.beside("reduce_scatter (hidden)", tl.t - hidden, hidden, Stream.DP)
+        tl.run("reduce_scatter", rs - hidden, Stream.DP)
+        tl.run("all_gather", ag, Stream.DP)
+        tl.run("weight_update", wu)
+        return tl
+
 
 def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = DATAFLOWS,
             strategies: Sequence[str] = STRATEGIES, overlap: Sequence[bool] = (False, True),
             comm=None, compression: float = 1.0,
             engine: str = "analytic", executor="serial", max_workers: int | None = None,
-            progress: bool = False) -> ExploreResult:
+            progress: bool = False, optimizer: str = "sgd-momentum") -> ExploreResult:
     """Explore mappings of ``workload`` (global minibatch ``batch``) on ``system`` under
     ``scheme`` and return the best plan with the full points and plans tables.
 
+    ``optimizer``: its state formats price the default gradient reduction, update and memory.
     ``comm``: gradient-reduction times for the whole model (an object or dict with
     ``reduce_scatter_s``, ``all_gather_s``, ``weight_update_s``); by default computed with
-    :func:`accelsim.netsim.gradient_reduction_times` on ``system`` as built (its link
+    :func:`accelsim.engine.run.comm_phases` on ``system`` as built (its link
     bandwidths; ``compression`` and ``engine`` are passed on). ``executor``: "serial"
     (default), "process", "thread", "dask" or a ``concurrent.futures.Executor`` (reuse one pool across calls: starting worker
     processes costs about a second each time, more than one ResNet-50 exploration on 2 cores).
@@ -201,13 +242,11 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
         raise ValueError("dataflows, strategies and overlap must each name at least one option")
 
     if comm is None:
-        from accelsim.netsim import gradient_reduction_times
-
-        comm = gradient_reduction_times(system, workload.n_params, scheme,
-                                        compression=compression, engine=engine,
-                                        n_tensors=workload.n_param_tensors)
-    # a mapping of the three phase times, or a dataclass holding them (netsim's PhaseTimes,
-    # the step model's CommPhases)
+        comm = comm_phases(system, workload, scheme,
+                           TrainingParams(minibatch=batch, compression=compression,
+                                          engine=engine, optimizer=optimizer))
+    # a mapping of the three phase times (and the compression pass), or a dataclass holding
+    # them (the engine's CommPhases)
     comm_d = dict(comm) if isinstance(comm, abc.Mapping) else dataclasses.asdict(comm)
     for k in ("reduce_scatter_s", "all_gather_s", "weight_update_s"):
         v = comm_d.get(k)
@@ -232,9 +271,6 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     points = pd.DataFrame({k: np.concatenate([r[k] for r in results]) for k in results[0]})
 
     # ---- per layer x mapping: phase times side by side, gradient-communication share
-    n_params = max(workload.n_params, 1)
-    rate = {k: comm_d[k] / n_params for k in ("reduce_scatter_s", "all_gather_s",
-                                              "weight_update_s")}
     wide = points.pivot_table(index=["index", "mapping_id"], columns="phase", values="time_s",
                               aggfunc="sum", fill_value=0.0, sort=True)
     for ph in ("fwd", "bwd_data", "wgrad", "bwd"):
@@ -250,12 +286,11 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     wide["feasible"] = feas.to_numpy()
     wide["reason"] = reason.reindex(key).fillna("").to_numpy()
     params = np.array([workload.layers[i].n_params for i in wide["index"]], dtype=np.float64)
-    f_comm = grad_comm_factor(system.chips, wide["chip_mp"].to_numpy())
-    f_wu = (np.ones(len(wide)) if scheme.sharded_update
-            else 1.0 / wide["chip_mp"].to_numpy(dtype=np.float64))
-    wide["rs_s"] = params * rate["reduce_scatter_s"] * f_comm
-    wide["ag_s"] = params * rate["all_gather_s"] * f_comm
-    wide["wu_s"] = params * rate["weight_update_s"] * f_wu
+    whole = CommPhases(comm_d["reduce_scatter_s"], comm_d["all_gather_s"],
+                       comm_d["weight_update_s"], comm_d.get("compression_s", 0.0))
+    wide["rs_s"], wide["ag_s"], wide["wu_s"] = layer_gradient_shares(
+        params, wide["chip_mp"].to_numpy(), system.chips, whole, workload.n_params,
+        scheme.sharded_update)
     wide["compute_s"] = wide["fwd"] + wide["bwd_data"] + wide["wgrad"] + wide["bwd"]
     wide["score_s"] = np.where(wide["feasible"],
                                wide["compute_s"] + wide["rs_s"] + wide["ag_s"] + wide["wu_s"],
@@ -283,7 +318,8 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
                     row.update(feasible=False, reason=f"layer {r0['layer']}: {r0['reason']}")
                     plan_rows.append(row)
                     continue
-                row.update(_plan_times(system, batch, scheme, info, pick, bool(ov)))
+                row.update(_plan_times(system, batch, scheme, info, pick, bool(ov),
+                                       whole.compression_s, optimizer))
                 plan_rows.append(row)
                 chosen_by_plan[(strategy, df, bool(ov))] = pick
     plans = pd.DataFrame(plan_rows)
@@ -347,8 +383,10 @@ class _LayerInfo:
                    np.array(wb, dtype=np.float64), flops)
 
 
-def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) -> dict:
-    """Step time, exposed communication and memory footprint of one plan (pure)."""
+def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool,
+                compression_s: float, optimizer: str) -> dict:
+    """Step time, exposed communication and memory footprint of one plan (pure; the engine's
+    step rule and memory account)."""
     pick = pick.sort_values("index")
     fwd = float(pick["fwd"].sum())
     bwd_data = float(pick["bwd_data"].sum() + pick["bwd"].sum())
@@ -358,21 +396,21 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool) ->
     if overlap:
         hidden = reduce_scatter_hidden_s(pick["wgrad"].to_numpy(), pick["bwd"].to_numpy(),
                                          pick["rs_s"].to_numpy(), pick["bwd_data"].to_numpy())
-    exposed = exposed_comm_s(rs, ag, wu, hidden)
-    compute = fwd + bwd_data + wgrad
-    step = compute + exposed
-    peak = system.peak_flops(scheme.compute_precision)
+    st = step_time(ComputeProfile(scheme=scheme.name, minibatch=batch, fwd_s=fwd,
+                                  bwd_data_s=bwd_data, wgrad_s=wgrad, flops=info.gemm_flops,
+                                  peak_flops=system.peak_flops(scheme.compute_precision)),
+                   CommPhases(rs, ag, wu, compression_s), hidden_s=hidden)
     idx = pick["index"].to_numpy()
-    m = pick["chip_mp"].to_numpy(dtype=np.float64)
-    dp = pick["chip_dp"].to_numpy(dtype=np.float64)
     mem = layer_memory_bytes(info.params[idx], info.weight_bytes[idx],
                              info.act_bytes_per_sample[idx], info.elementwise[idx],
                              batch, scheme, dp=pick["chip_dp"].to_numpy(dtype=np.float64),
-                             mp=pick["chip_mp"].to_numpy(dtype=np.float64))
-    row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=compute,
-               reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu, exposed_comm_s=exposed,
-               step_s=step, samples_per_s=batch / step, achieved_flops=info.gemm_flops / step,
-               utilization=info.gemm_flops / step / peak, memory_per_chip_bytes=mem,
+                             mp=pick["chip_mp"].to_numpy(dtype=np.float64), optimizer=optimizer)
+    row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=st.compute_s,
+               reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu,
+               compression_s=compression_s,
+               exposed_comm_s=st.exposed_comm_s, step_s=st.step_s,
+               samples_per_s=st.samples_per_s, achieved_flops=st.achieved_flops_per_s,
+               utilization=st.utilization, memory_per_chip_bytes=mem,
                model_parallel_layers=int(((pick["chip_mp"] > 1) | (pick["core_mp"] > 1)).sum()),
                feasible=True, reason="")
     cap = system.chip.memory_capacity_bytes

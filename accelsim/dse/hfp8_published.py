@@ -72,6 +72,43 @@ DGX1_PUBLISHED: tuple[tuple[int, float], ...] = ((1, 1200.0), (8, 8322.0))  # (G
 DGX1_MINIBATCH_PER_GPU = 256
 
 
+# --------------------------------------------------------------------------- fit rows and labels
+#: Every validation row carries a label (docs/validation.md): ``fit`` (a fit script consumed it),
+#: ``checked`` (held out from every fit) or ``reference`` (reproduced by construction).
+FIT, CHECKED, REFERENCE = "fit", "checked", "reference"
+
+#: The published numbers ``scripts/calibrate.py`` fits its four global knobs to (minimax over
+#: all of them): every one of the ten. tests/test_validation_labels.py derives this set from
+#: what the script's objective reads.
+CALIBRATE_FIT_KEYS: frozenset[str] = frozenset(p.key for p in PUBLISHED)
+
+#: DGX-1 rows (GPUs) whose published figure a fit consumed: one V100's 1200 img/s is
+#: ``accelsim.perf.published`` "V100 ResNet-50 AMP b256", which ``scripts/fit_compute.py`` fits
+#: the memory efficiency on. The 8-GPU figure is in no fit.
+DGX1_FIT_GPUS: frozenset[int] = frozenset({1})
+
+
+#: The error each DGX-1 row is held to, in percent of NVIDIA's figure, from both sides.
+#: One GPU tests the compute model (+-10 %). Eight GPUs: the model has no input pipeline (JPEG
+#: decode and augmentation), stragglers or framework synchronisation, so its 1-to-8 scaling is
+#: ~100 % where NVIDIA measured 86.7 % (8322 / 8 / 1200); the 8-GPU error is the one-GPU error
+#: (+0.5 %) compounded with that missing loss (1 / 0.867 = +15.3 %), +15.8 % in all. The band
+#: keeps it there, about 6 points either side: below +10 % the model would have started to
+#: contain a scaling loss it has no mechanism for (or the one-GPU error moved by > 5 points);
+#: above +22 % something beyond the missing input pipeline would be wrong.
+DGX1_ERROR_BAND_PCT: dict[int, tuple[float, float]] = {1: (-10.0, 10.0), 8: (10.0, 22.0)}
+
+
+def paper_label(key: str) -> str:
+    """Label of one appendix-D number: ``fit`` when ``scripts/calibrate.py`` fits it."""
+    return FIT if key in CALIBRATE_FIT_KEYS else CHECKED
+
+
+def dgx1_label(gpus: int) -> str:
+    """Label of one DGX-1 row."""
+    return FIT if gpus in DGX1_FIT_GPUS else CHECKED
+
+
 #: The compression factors of the paper's sweep ("32x-512x"), over which the "enhanced up to"
 #: gain is the maximum.
 COMPRESSED_FACTORS = (32.0, 64.0, 128.0, 256.0, 512.0)
@@ -135,8 +172,8 @@ def paper_metrics(table) -> dict[str, float]:
 
 
 def paper_comparison(table):
-    """One row per published number: published, accelsim, difference and whether it is within
-    the stated tolerance."""
+    """One row per published number: published, accelsim, difference, whether it is within
+    the stated tolerance and its label (:func:`paper_label`)."""
     import pandas as pd
 
     ours = paper_metrics(table)
@@ -146,7 +183,7 @@ def paper_comparison(table):
         rows.append({"metric": p.key, "description": p.description, "published": p.value,
                      "accelsim": v, "difference": v - p.value, "unit": p.unit,
                      "tolerance": p.tolerance, "within_tolerance": abs(v - p.value) <= p.tolerance,
-                     "source": p.source})
+                     "label": paper_label(p.key), "source": p.source})
     return pd.DataFrame(rows)
 
 

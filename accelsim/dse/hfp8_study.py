@@ -16,6 +16,7 @@ from accelsim.dse.hfp8_published import (
     DGX1_MINIBATCH_PER_GPU,
     DGX1_PUBLISHED,
     DGX1_SOURCE,
+    dgx1_label,
     implied_by_paper,
     paper_comparison,
     qualitative_claims,
@@ -94,7 +95,8 @@ def dgx1_table(dgx1_path: str | Path, workload, params: TrainingParams):
                      "published": published, "predicted": st.samples_per_s,
                      "error_pct": 100.0 * (st.samples_per_s / published - 1.0),
                      "compute_s": st.compute_s, "comm_s": st.comm_s, "step_s": st.step_s,
-                     "utilization": st.utilization, "source": DGX1_SOURCE})
+                     "utilization": st.utilization, "label": dgx1_label(gpus),
+                     "source": DGX1_SOURCE})
     df = pd.DataFrame(rows)
     # scaling efficiency from 1 GPU: samples/s of N GPUs over N x samples/s of one
     one = df[df["gpus"] == 1].iloc[0]

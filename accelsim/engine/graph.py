@@ -122,6 +122,20 @@ class AttentionOp:
         """Forward FLOPs (the backward pass does twice as many)."""
         return sum(g.flops for g in self.gemms)
 
+    @property
+    def bytes(self) -> float:
+        """Forward HBM bytes of the tensors it must move: Q and O per query head, K and V per
+        key/value head (GQA shares them), plus the unfused score pass."""
+        kv = self.kv_heads or self.heads
+        elems = self.batch * self.seq * self.head_dim * (2 * self.heads + 2 * kv)
+        return elems * OPERAND_BYTES[self.precision] + self.score_bytes
+
+
+def attention_precision(compute_precision: str) -> str:
+    """The precision attention's two matmuls run in: the scheme's when 16 or 32 bits, bf16
+    under 8-bit schemes (Transformer Engine and FP8-LM keep attention 16-bit)."""
+    return compute_precision if OPERAND_BYTES[compute_precision] >= 2 else "bf16"
+
 
 @dataclass(frozen=True)
 class ElementwiseOp:
@@ -149,11 +163,25 @@ def attention_s(system: System, op: AttentionOp, hbm_Bps: float) -> tuple[float,
     """(forward, backward) seconds of an attention op: its two GEMMs and, unfused, the softmax
     pass over the scores at ``hbm_Bps`` (the backward pass: two GEMMs per GEMM, and the score
     pass twice)."""
+    f, b, _ = attention_parts(system, op, hbm_Bps)
+    return f, b
+
+
+def attention_parts(system: System, op: AttentionOp, hbm_Bps: float
+                    ) -> tuple[float, float, str]:
+    """(forward s, backward s, bound): what bounds the forward pass -- the score pass
+    (``memory``) or the slower GEMM's own bound."""
     f = b = 0.0
+    worst, bound = -1.0, "memory"
     for g in op.gemms:
         gf, gb = gemm_fwd_bwd_s(system, g)
         f, b = f + gf, b + gb
-    return f + op.score_bytes / hbm_Bps, b + 2 * op.score_bytes / hbm_Bps
+        if gf > worst:
+            worst, bound = gf, gemm_time(system, g.m, g.n, g.k, g.precision, count=g.count).bound
+    score_s = op.score_bytes / hbm_Bps
+    if score_s > worst:
+        bound = "memory"
+    return f + score_s, b + 2 * score_s, bound
 
 
 def elementwise_s(op: ElementwiseOp, hbm_Bps: float) -> float:

@@ -26,6 +26,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from accelsim.arch.schemes import OPTIMIZERS
 
 
@@ -174,12 +176,19 @@ def exposed_comm_s(reduce_scatter_s: float, all_gather_s: float, weight_update_s
 
 
 def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) -> StepTime:
-    """Per-iteration time and throughput from compute and communication (pure arithmetic; the
-    one owner of the step-time rule: step = compute + compression pass + exposed comm)."""
+    """Per-iteration time and throughput from compute and communication, the reduce-scatter
+    hidden behind ``overlap`` x the backward pass (:func:`step_time`)."""
     if not (0.0 <= overlap <= 1.0):
         raise ValueError(f"overlap must be in [0, 1], got {overlap!r}")
+    return step_time(profile, comm, hidden_s=overlap * profile.backward_s)
+
+
+def step_time(profile: ComputeProfile, comm: CommPhases, *, hidden_s: float) -> StepTime:
+    """Per-iteration time and throughput (pure arithmetic; the one owner of the step-time rule:
+    step = compute + compression pass + exposed comm, :func:`exposed_comm_s` with ``hidden_s``
+    of back-propagation covering the reduce-scatter)."""
     exposed = exposed_comm_s(comm.reduce_scatter_s, comm.all_gather_s, comm.weight_update_s,
-                             overlap * profile.backward_s)
+                             hidden_s)
     hidden = comm.comm_s - exposed
     step = profile.compute_s + comm.compression_s + exposed
     if step <= 0:
@@ -195,6 +204,33 @@ def combine(profile: ComputeProfile, comm: CommPhases, *, overlap: float = 0.0) 
         achieved_flops_per_s=achieved, peak_flops_per_s=profile.peak_flops,
         utilization=achieved / profile.peak_flops if profile.peak_flops > 0 else float("nan"),
     )
+
+
+def split_layer_comm_factor(chips: int, chip_mp) -> np.ndarray:
+    """Reduce-scatter / all-gather time of a layer split ``chip_mp`` ways over chips, relative
+    to the same layer data parallel over all ``chips``: its ``p = chips / m`` replicas reduce
+    ``1/m`` of its weights (the ring bandwidth term ``(p-1)/p``, :mod:`accelsim.ring`)."""
+    m = np.asarray(chip_mp, dtype=np.float64)
+    if chips == 1:
+        return np.ones_like(m)
+    p = chips / m
+    return np.where(p > 1, ((p - 1) / p) / ((chips - 1) / chips) / m, 0.0)
+
+
+def layer_gradient_shares(params, chip_mp, chips: int, comm: CommPhases, n_params: int,
+                          sharded_update: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each layer's share of the whole model's gradient reduction (``comm``, data parallel over
+    all chips), apportioned by parameter count: (reduce-scatter, all-gather, weight update)
+    seconds for layers of ``params`` parameters split ``chip_mp`` ways over chips (a replicated
+    update by ``1/m``; a sharded one is ``1/N`` either way)."""
+    params = np.asarray(params, dtype=np.float64)
+    n = max(n_params, 1)
+    f_comm = split_layer_comm_factor(chips, chip_mp)
+    f_wu = np.ones(len(params)) if sharded_update \
+        else 1.0 / np.asarray(chip_mp, dtype=np.float64)
+    return (params * (comm.reduce_scatter_s / n) * f_comm,
+            params * (comm.all_gather_s / n) * f_comm,
+            params * (comm.weight_update_s / n) * f_wu)
 
 
 # --------------------------------------------------------------------------- timelines

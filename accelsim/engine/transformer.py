@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accelsim.arch import System
+from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine.comm import Comm, Fabric, comm
@@ -30,6 +31,7 @@ from accelsim.engine.graph import (
     GemmOp,
     Phase,
     Stream,
+    attention_precision,
     attention_s,
     elementwise_s,
     gemm_fwd_bwd_s,
@@ -38,9 +40,6 @@ from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
 from accelsim.workload.gpt import GptConfig
-
-ATTENTION_PRECISION = "bf16"  # score and P.V matmuls stay 16-bit in every scheme
-
 
 @dataclass(frozen=True)
 class OpTime:
@@ -66,7 +65,7 @@ def _elementwise_bytes(model: GptConfig, plan: Plan, gp: str) -> float:
     f, T = model.ffn_size, model.seq * plan.micro_batch
     sbh = s * b * h
     nbytes = 22 * sbh / (t if plan.sequence_parallel else 1) + 16 * sbh * (f / (4 * h)) / t
-    if gp in ("fp8", "hfp8"):
+    if OPERAND_BYTES[gp] < 2:  # 8-bit and narrower GEMM inputs are cast from 16 bits
         nbytes += 3 * T * (2 * h + (h + f) / t)
     return nbytes
 
@@ -82,7 +81,7 @@ def layer_ops(model: GptConfig, plan: Plan, formats: StateFormats) -> tuple[
               GemmOp("fc1", T, f // t, h, gp), GemmOp("fc2", T, h, f // t, gp))
     attn = AttentionOp(batch=b, heads=a // t, seq=s, head_dim=model.head_dim,
                        causal=model.causal, flash=model.flash_attention,
-                       precision=ATTENTION_PRECISION)
+                       precision=attention_precision(gp))
     ew = ElementwiseOp("elementwise", _elementwise_bytes(model, plan, gp))
     head = GemmOp("lm_head", T, -(-model.vocab // t), h, gp)
     return linear, attn, ew, head

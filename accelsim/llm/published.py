@@ -100,3 +100,33 @@ FP8LM_TABLE8 = (
     ("gpt-175b", 8, 4, 4, 1, "te-fp8", 69.04, 69.57),
     ("gpt-175b", 8, 4, 4, 1, "fp8-lm", 38.64, 40.28),
 )
+
+
+# --------------------------------------------------------------------------- fit rows and labels
+#: Labels every validation row carries (docs/validation.md): ``fit`` (a fit script consumed it),
+#: ``checked`` (held out from every fit), ``reference`` (reproduced by construction).
+FIT, CHECKED, REFERENCE = "fit", "checked", "reference"
+
+#: Megatron Table 1 rows ``scripts/llm_fit.py`` fits network_efficiency and memory_efficiency
+#: on: all ten.
+MEGATRON_FIT: frozenset[str] = frozenset(r[0] for r in MEGATRON_TABLE1)
+
+#: FP8-LM Table 5 memory rows ``scripts/llm_fit.py`` fits memory_reserve_GiB on, as (model,
+#: scheme, micro_batch): BF16 and FP8-LM at the micro-batch the paper compares them at. The
+#: Transformer Engine rows and FP8-LM's micro-batch-4 rows are held out.
+FP8LM_MEMORY_FIT: frozenset[tuple[str, str, int]] = frozenset({
+    ("gpt-7b", "bf16", 2), ("gpt-7b", "fp8-lm", 2),
+    ("gpt-13b", "bf16", 2), ("gpt-13b", "fp8-lm", 2),
+    ("gpt-175b", "bf16", 1), ("gpt-175b", "fp8-lm", 1),
+})
+
+
+def megatron_label(name: str) -> str:
+    return FIT if name in MEGATRON_FIT else CHECKED
+
+
+def fp8lm_label(model: str, scheme: str, micro_batch: int, quantity: str) -> str:
+    """Only the memory column of the :data:`FP8LM_MEMORY_FIT` rows is fitted; every other
+    FP8-LM number (throughput, volumes, gains, the other memories) is held out."""
+    fitted = quantity == "memory_per_gpu" and (model, scheme, micro_batch) in FP8LM_MEMORY_FIT
+    return FIT if fitted else CHECKED

@@ -3,6 +3,7 @@
 from accelsim.numerics import get_format, quantize, encode, decode, FORMAT_NAMES
 """
 
+from .block import BLOCK_FORMAT_NAMES, BlockFormat, BlockQuantized, block_quantize, get_block_format  # noqa: F401
 from .codec import decode, decode_table, encode, quantize
 from .formats import FORMAT_NAMES, FORMATS, FloatFormat, get_format
 from .rounding import ROUNDING_MODES

@@ -85,7 +85,7 @@ def eligible(dtype, f: FloatFormat, mode: str) -> bool:
         return dtype == np.float32 and _plan16(f, mode, False) is not None
     if dtype not in (np.float32, np.float64) or mode not in FAST_MODES:
         return False
-    return f.bits == 8 or _plan16(f, mode, False) is not None
+    return (f.bits == 8 and f.has_nan) or _plan16(f, mode, False) is not None  # (no-NaN formats: general)
 
 
 @lru_cache(maxsize=None)

@@ -3,7 +3,8 @@
 Adding a format means adding one row to ``_PRESETS``; every operation (quantize, encode, decode,
 report) derives what it needs from the fields and properties below.
 Sources: IEEE 754-2019; OCP 8-bit FP spec v1.0 (E4M3/E5M2); Sun et al., NeurIPS 2019 (HFP8);
-Agrawal et al., ARITH 2019 (DLFloat); Luo et al., arXiv 2409.16626 (HiFloat8).
+Agrawal et al., ARITH 2019 (DLFloat); Luo et al., arXiv 2409.16626 (HiFloat8); OCP Microscaling
+Formats (MX) v1.0, Sept. 2023, sec. 5.3-5.4 (E2M1/E2M3/E3M2 elements, INT8 element, E8M0 scale).
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ from dataclasses import dataclass
 #   dlfloat : no subnormals (exponent field 0 is a normal binade); exponent+fraction all ones is a
 #             single combined NaN/Inf code (decodes to NaN); underflow flushes to zero.
 #   hif8    : HiFloat8 tapered code (prefix dot field); 0x00 zero, 0x80 NaN, 0x6F/0xEF +-inf.
-LAYOUTS = ("ieee", "fn", "fnuz", "dlfloat", "hif8")
+#   finite  : every code is a number, no inf, no NaN, -0 exists (OCP MX FP6/FP4 elements, sec.
+#             5.3.2-5.3.3); overflow and inf inputs saturate to +-max (as ml_dtypes' float4/6
+#             casts); a NaN input quantizes to NaN and has no code (encode raises).
+#   e8m0    : unsigned exponent-only (OCP MX scale, sec. 5.4.1): code c is 2^(c - bias), 0xFF NaN,
+#             no zero, no sign, no inf. Zero, negative and NaN inputs give NaN; positive values
+#             below 2^-127 give 2^-127 (ml_dtypes' rule); ties round up (the significand 1 is odd).
+#   int     : two's-complement fixed point: a sign, one integer and ``mbits`` fraction bits (the
+#             MXINT8 element, sec. 5.3.4: implicit scale 2^-6). Rounding saturates symmetrically
+#             to +-max = +-(2 - 2^-mbits) (microxcaling's choice); code 0x80 decodes to -2.
+LAYOUTS = ("ieee", "fn", "fnuz", "dlfloat", "hif8", "finite", "e8m0", "int")
 
 
 @dataclass(frozen=True)
@@ -43,17 +53,17 @@ class FloatFormat:
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
             raise ValueError(f"format {self.name!r}: unknown layout {self.layout!r}; valid: {LAYOUTS}")
-        if self.layout != "hif8" and 1 + self.ebits + self.mbits != self.bits:
-            raise ValueError(
-                f"format {self.name!r}: 1 + ebits + mbits = {1 + self.ebits + self.mbits} != bits {self.bits}"
-            )
+        fields = {"hif8": None, "e8m0": self.ebits + self.mbits, "int": 2 + self.mbits}.get(
+            self.layout, 1 + self.ebits + self.mbits)
+        if fields is not None and fields != self.bits:
+            raise ValueError(f"format {self.name!r}: the fields take {fields} bits != bits {self.bits}")
 
     # ---- derived properties -------------------------------------------------------------
     @property
     def code_dtype(self):
         import numpy as np
 
-        return {8: np.uint8, 16: np.uint16, 32: np.uint32}[self.bits]
+        return np.uint8 if self.bits <= 8 else {16: np.uint16, 32: np.uint32}[self.bits]
 
     @property
     def has_inf(self) -> bool:
@@ -61,26 +71,35 @@ class FloatFormat:
 
     @property
     def has_nan(self) -> bool:
-        return True
+        return self.layout not in ("finite", "int")
 
     @property
     def has_negative_zero(self) -> bool:
-        return self.layout in ("ieee", "fn", "dlfloat")
+        return self.layout in ("ieee", "fn", "dlfloat", "finite")
+
+    @property
+    def signed(self) -> bool:
+        """False only for the unsigned ``e8m0`` layout (no sign bit, no zero)."""
+        return self.layout != "e8m0"
 
     @property
     def emin(self) -> int:
         """Exponent of the smallest normal binade."""
         if self.layout == "hif8":
             return -15
-        return (0 if self.layout == "dlfloat" else 1) - self.bias
+        if self.layout == "int":
+            return 0
+        return (0 if self.layout in ("dlfloat", "e8m0") else 1) - self.bias
 
     @property
     def emax(self) -> int:
         """Exponent of the largest finite binade."""
         if self.layout == "hif8":
             return 15
+        if self.layout == "int":
+            return 0
         top = (1 << self.ebits) - 1
-        return (top - 1 if self.layout == "ieee" else top) - self.bias
+        return (top - 1 if self.layout in ("ieee", "e8m0") else top) - self.bias
 
     @property
     def max(self) -> float:
@@ -88,7 +107,8 @@ class FloatFormat:
         if self.layout == "hif8":
             return 2.0**15
         m = self.mbits
-        frac_max = {"ieee": (1 << m) - 1, "fnuz": (1 << m) - 1, "fn": (1 << m) - 2, "dlfloat": (1 << m) - 2}
+        frac_max = {"ieee": (1 << m) - 1, "fnuz": (1 << m) - 1, "fn": (1 << m) - 2, "dlfloat": (1 << m) - 2,
+                    "finite": (1 << m) - 1, "e8m0": 0, "int": (1 << m) - 1}
         return math.ldexp(1.0 + frac_max[self.layout] / (1 << m), self.emax)
 
     @property
@@ -133,8 +153,13 @@ class FloatFormat:
         return math.log2(self.max / self.min_positive)
 
     @property
-    def nan_code(self) -> int:
-        """Canonical positive quiet-NaN code (the code ml_dtypes produces for a float32 NaN)."""
+    def nan_code(self) -> int | None:
+        """Canonical positive quiet-NaN code (the code ml_dtypes produces for a float32 NaN);
+        None where the format has no NaN."""
+        if not self.has_nan:
+            return None
+        if self.layout == "e8m0":
+            return (1 << self.bits) - 1
         if self.layout in ("fnuz", "hif8"):
             return 1 << (self.bits - 1)
         if self.layout in ("fn", "dlfloat"):
@@ -157,6 +182,9 @@ class FloatFormat:
             "fnuz": "0 only, no inf, single NaN 0x80",
             "dlfloat": "+-0, single NaN/inf code (all ones), no subnormals",
             "hif8": "0 only (0x00), +-inf 0x6F/0xEF, single NaN 0x80",
+            "finite": "+-0, no inf, no NaN (overflow saturates)",
+            "e8m0": "powers of two only: no sign, no zero, no inf, NaN 0xFF",
+            "int": "two's complement, 0 only, no inf, no NaN (saturates)",
         }[self.layout]
 
 
@@ -177,8 +205,21 @@ _PRESETS: tuple[FloatFormat, ...] = (
     FloatFormat("hif8", 8, 4, 3, 0, True, "hif8", "rna", "Huawei HiFloat8 (tapered precision)"),
 )
 
-FORMATS: dict[str, FloatFormat] = {f.name: f for f in _PRESETS}
-FORMAT_NAMES: tuple[str, ...] = tuple(FORMATS)
+# OCP MX v1.0 element and scale formats (sec. 5.3, 5.4; = ml_dtypes float4_e2m1fn, float6_e2m3fn,
+# float6_e3m2fn, float8_e8m0fnu). Kept apart from FORMAT_NAMES: their special-value rules differ
+# (no NaN, or no sign and no zero), so the general-format test matrix does not apply to them;
+# tests/test_numerics_mx_formats.py checks them. get_format knows both.
+_MX_PRESETS: tuple[FloatFormat, ...] = (
+    FloatFormat("e2m1", 4, 2, 1, 1, True, "finite", "rne", "OCP MX FP4 E2M1 element (max 6)"),
+    FloatFormat("e2m3", 6, 2, 3, 1, True, "finite", "rne", "OCP MX FP6 E2M3 element (max 7.5)"),
+    FloatFormat("e3m2", 6, 3, 2, 3, True, "finite", "rne", "OCP MX FP6 E3M2 element (max 28)"),
+    FloatFormat("e8m0", 8, 8, 0, 127, False, "e8m0", "rne", "OCP MX E8M0 scale (2^-127..2^127)"),
+    FloatFormat("int8-mx", 8, 0, 6, 0, True, "int", "rne", "OCP MXINT8 element (two's complement x 2^-6)"),
+)
+
+FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in _PRESETS)
+MX_FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in _MX_PRESETS)
+FORMATS: dict[str, FloatFormat] = {f.name: f for f in _PRESETS + _MX_PRESETS}
 
 
 #: numpy / ml_dtypes / en-dtypes dtype names -> the accelsim format with the same values and codes
@@ -228,4 +269,4 @@ def get_format(fmt: str | FloatFormat | object) -> FloatFormat:
     try:
         return FORMATS[fmt]
     except KeyError:
-        raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMAT_NAMES)}") from None
+        raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMATS)}") from None

@@ -71,20 +71,24 @@ def quantize_general(x64, f: FloatFormat, mode: str, *, saturate: bool, rng, nan
         # finite overflow, source overflow (sr14/sr2/hybrid) and infinite inputs (fixed below)
         over = np.flatnonzero(r > f.max)
         if over.size:
-            if saturate or mode == "rz":
+            if saturate or mode == "rz" or not f.has_nan:  # no inf, no NaN: saturate (finite, int)
                 r[over] = f.max
             else:
                 r[over] = np.inf if f.has_inf else np.nan
-        if not f.has_subnormals:
+        if f.layout == "e8m0":  # no zero: positive values below 2^-127 become 2^-127
+            np.maximum(r, f.min_positive, out=r)
+        elif not f.has_subnormals:
             r *= r >= f.min_positive  # flush underflow to zero
         bad = np.flatnonzero(~np.isfinite(x64))  # each NaN/inf input costs only its own element
         if bad.size:
             xb = x64[bad]
-            inf_val = np.inf if f.has_inf else (f.max if saturate else np.nan)
+            inf_val = np.inf if f.has_inf else (f.max if saturate or not f.has_nan else np.nan)
             r[bad] = np.where(np.isnan(xb), 0.0 if nan_to_zero else np.nan, inf_val)
         r = np.copysign(r, x64)
         if not f.has_negative_zero:
             r += 0.0  # -0.0 + 0.0 == +0.0
+        if not f.signed:  # e8m0: zero, negative and NaN inputs have no value but NaN
+            r[~(x64 > 0)] = np.nan
     return r
 
 
@@ -97,6 +101,12 @@ def decode_table(fmt) -> np.ndarray:
         raise ValueError(f"format {f.name!r} has {f.bits}-bit codes; no decode table")
     if f.layout == "hif8":
         t = hif8.decode_table()
+    elif f.layout == "e8m0":
+        c = np.arange(1 << f.bits, dtype=np.int64)
+        t = np.where(c == f.nan_code, np.nan, np.ldexp(1.0, c - f.bias))
+    elif f.layout == "int":
+        c = np.arange(1 << f.bits, dtype=np.int64)
+        t = np.ldexp(((c + (1 << (f.bits - 1))) % (1 << f.bits) - (1 << (f.bits - 1))).astype(np.float64), -f.mbits)
     else:
         c = np.arange(1 << f.bits, dtype=np.int64)
         neg = (c >> (f.bits - 1)) & 1
@@ -139,6 +149,8 @@ def _code_by_top_bits(f: FloatFormat) -> np.ndarray:
 def _magnitude_codes(mag: np.ndarray, f: FloatFormat) -> np.ndarray:
     """Codes (sign bit clear) of representable finite magnitudes ``mag``, from their bits."""
     u = mag.view(np.uint64)
+    if f.layout == "e8m0":  # every finite value is a power of two >= 2^-127: the exponent field
+        return (u >> 52).view(np.int64) - (1023 - f.bias)
     if f.bits == 8:
         return _code_by_top_bits(f)[(u >> 48).view(np.int64)]
     ef = (u >> 52).view(np.int64)
@@ -153,6 +165,9 @@ def _magnitude_codes(mag: np.ndarray, f: FloatFormat) -> np.ndarray:
 def special_codes(r: np.ndarray, neg: np.ndarray, f: FloatFormat) -> np.ndarray:
     """Codes of non-finite values ``r`` (NaN or +-inf); ``neg``: the sign of each NaN's input."""
     dt = f.code_dtype
+    if not f.has_nan:
+        raise ValueError(f"format {f.name!r} has no NaN code: cannot encode a NaN (quantize gives NaN; "
+                         "replace NaNs first)")
     sign_bit = 1 << (f.bits - 1)
     signed_nan = f.layout in ("ieee", "fn", "dlfloat")
     nan_codes = np.where(neg & signed_nan, f.nan_code | sign_bit, f.nan_code)
@@ -175,9 +190,14 @@ def values_to_codes(r: np.ndarray, neg: np.ndarray, f: FloatFormat) -> np.ndarra
     bad = np.flatnonzero(~np.isfinite(mag))
     if bad.size:
         mag[bad] = 0.0
-    codes = _magnitude_codes(mag, f).astype(dt)
-    # quantize already turned -0 into +0 for formats without a negative zero
-    codes |= (np.signbit(r) * (1 << (f.bits - 1))).astype(dt)
+    if f.layout == "int":  # two's complement of the integer r * 2^mbits
+        codes = (np.rint(np.where(np.signbit(r), -mag, mag) * 2.0**f.mbits).astype(np.int64)
+                 & ((1 << f.bits) - 1)).astype(dt)
+    else:
+        codes = _magnitude_codes(mag, f).astype(dt)
+    if f.signed and f.layout != "int":
+        # quantize already turned -0 into +0 for formats without a negative zero
+        codes |= (np.signbit(r) * (1 << (f.bits - 1))).astype(dt)
     if bad.size:  # each NaN/inf costs only its own code
         codes[bad] = special_codes(r[bad], neg[bad], f)
     return codes

@@ -43,7 +43,7 @@ def _enumerated(f: FloatFormat):
 
 def _neighbours(f: FloatFormat, X: Fraction):
     """(lo, hi, lo_is_even) with lo <= X < hi; hi may be the virtual value just above max."""
-    if f.bits == 8:
+    if f.bits == 8 and f.layout != "e8m0":  # (e8m0 ties go to the even significand, not code)
         pairs = _enumerated(f)
         i = bisect.bisect_right([p[0] for p in pairs], X)  # pairs[:i] <= X < pairs[i:]
         lo, lo_code = pairs[i - 1]
@@ -85,15 +85,19 @@ def round_reference(
         if math.isnan(x):
             return 0.0 if nan_to_zero else math.nan
         if math.isinf(x):
-            v = math.inf if f.has_inf else (f.max if saturate else math.nan)
+            v = math.inf if f.has_inf else (f.max if saturate or not f.has_nan else math.nan)
+            if not f.signed and neg:
+                return math.nan
             return -v if neg else v
         X = abs(Fraction(x))
+    if not f.signed and (neg or X == 0):  # e8m0: no sign, no zero
+        return math.nan
     mode = rounding
     if mode in _SR_BITS:
         nbits, src = _SR_BITS[mode]
         X = _source_value(X, src)
         if X is None:  # a finite value that overflows the source overflows the format
-            v = f.max if saturate else (math.inf if f.has_inf else math.nan)
+            v = f.max if saturate or not f.has_nan else (math.inf if f.has_inf else math.nan)
             return -v if neg else v
     lo, hi, lo_even = _neighbours(f, X)
     if X >= hi:  # beyond the virtual value above max
@@ -121,13 +125,13 @@ def round_reference(
                 up = frac >= Fraction(1, 2)
         r = hi if up else lo
     if r is None or r > Fraction(f.max):
-        if saturate or mode == "rz":
+        if saturate or mode == "rz" or not f.has_nan:
             v = f.max
         else:
             v = math.inf if f.has_inf else math.nan
     else:
-        if not f.has_subnormals and 0 < r < Fraction(f.min_positive):
-            r = Fraction(0)
+        if not f.has_subnormals and r < Fraction(f.min_positive):
+            r = Fraction(f.min_positive) if f.layout == "e8m0" else Fraction(0)
         v = float(r)
     if neg and (v != 0 or f.has_negative_zero):
         v = -v

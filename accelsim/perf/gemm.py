@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+# Bytes per element of GEMM operands / tensors in memory, per compute precision (block scales
+# included): defined once in accelsim.arch.model, re-exported here for perf's callers.
+from accelsim.arch.model import OPERAND_BYTES  # noqa: F401
 from accelsim.perf.systolic import DATAFLOWS, gemm_cycles_array
 
 if TYPE_CHECKING:
     from accelsim.arch import Chip, System
 
-#: Bytes per element of GEMM operands / tensors in memory, per compute precision.
-OPERAND_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "hfp8": 1, "hif8": 1,
-                 "int8": 1, "int4": 0.5, "fp4": 0.5}
 _TILE_FACTORS = (1, 2, 4, 8)  # core tile = array granule x factor (capped at the dimension)
 _BLOCK_FACTORS = tuple(2 ** i for i in range(11))  # level block = core tile x factor
 _K_SLICE = 32  # K-elements of operand panels a level double-buffers while streaming

@@ -202,6 +202,27 @@ RESNET50_CASES = (
              single_chip=False),
 )
 
+# --------------------------------------------------------------------------- fit rows and labels
+#: Labels every validation row carries (docs/validation.md): ``fit`` (a fit script consumed it),
+#: ``checked`` (held out from every fit), ``reference`` (reproduced by construction).
+FIT, CHECKED, REFERENCE = "fit", "checked", "reference"
+
+#: What ``scripts/fit_compute.py`` fits each global parameter on, stage by stage (the script
+#: reads these tuples; tests/test_validation_labels.py re-derives them from its calls):
+#: ``array_efficiency`` on the large GEMMs, ``kernel_launch_us`` on every GEMM case and sweep
+#: point, ``memory_efficiency`` on the single-GPU ResNet-50 runs.
+FIT_ARRAY_CASES: tuple[Measured, ...] = GEMM_CASES
+FIT_LAUNCH_CASES: tuple[Measured, ...] = (*GEMM_CASES, *GEMM_SWEEPS)
+FIT_MEMORY_CASES: tuple[Measured, ...] = tuple(c for c in RESNET50_CASES if c.single_chip)
+#: Case names of every row some stage of the fit consumes.
+FIT_CASES: frozenset[str] = frozenset(c.case for c in (*FIT_LAUNCH_CASES, *FIT_MEMORY_CASES))
+
+
+def label(case: str) -> str:
+    """``fit`` when ``scripts/fit_compute.py`` consumes the case (by name), else ``checked``."""
+    return FIT if case in FIT_CASES else CHECKED
+
+
 #: Datasheet peaks the presets must derive: precision -> (figure as printed, divisor), TFLOP/s or
 #: TOP/s; divisor 2 where the datasheet prints the with-sparsity figure (dense = half of it).
 DATASHEET_PEAKS = {

@@ -351,7 +351,11 @@ def summary_markdown(result, *, formats_table=None, calibration=None) -> str:
         markdown_table(cmp_.assign(within_tolerance=cmp_["within_tolerance"].map(
             {True: "yes", False: "NO"})),
             columns=["description", "published", "accelsim", "difference", "unit", "tolerance",
-                     "within_tolerance"], floatfmt=".1f"),
+                     "within_tolerance", "label"], floatfmt=".1f"),
+        "",
+        "`label`: `fit` = `scripts/calibrate.py` fits its four global parameters to this number "
+        "(all ten are fit rows: agreement here is a fit, not a prediction; the leave-one-out "
+        "errors are in docs/validation.md), `checked` = held out from every fit.",
         "",
         f"Source of the published numbers: {cmp_['source'].iloc[0].split(', Fig')[0]}.",
         "",
@@ -393,7 +397,7 @@ def summary_markdown(result, *, formats_table=None, calibration=None) -> str:
                   "V100s), minibatch 256 per GPU as in NVIDIA's benchmark.", "",
                   markdown_table(d, columns=["case", "minibatch", "published", "predicted",
                                              "error_pct", "published_scaling_pct",
-                                             "predicted_scaling_pct", "utilization"],
+                                             "predicted_scaling_pct", "utilization", "label"],
                                  floatfmt={"published": ".0f", "predicted": ".0f",
                                            "error_pct": "+.1f", "published_scaling_pct": ".1f",
                                            "predicted_scaling_pct": ".1f",
@@ -402,7 +406,9 @@ def summary_markdown(result, *, formats_table=None, calibration=None) -> str:
                   "stragglers or framework synchronisation, so for several GPUs it is an upper "
                   "bound: the scaling columns (N-GPU images/s over N x one GPU's) show that the "
                   "multi-GPU error is the measured scaling loss the model does not contain, on "
-                  "top of the one-GPU (compute model) error.",
+                  "top of the one-GPU (compute model) error. One GPU's 1200 img/s is a fit row "
+                  "(scripts/fit_compute.py fits the GPU memory efficiency on it); eight GPUs are "
+                  "held out.",
                   "", f"Published measurements: {d['source'].iloc[0]}."]
     lines += ["", "## Parameter set (global, one for every figure)", "",
               "| parameter | value |", "|---|---|"]

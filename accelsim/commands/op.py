@@ -1,0 +1,89 @@
+"""``accelsim op KIND``: time one op of the engine's op graph on a system -- ``gemm`` (the same
+as ``accelsim gemm``) or ``attention`` -- with the formulas every front-end uses
+(:mod:`accelsim.engine.graph`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from accelsim.commands import gemm as gemm_command
+from accelsim.commands._common import positive_int, scheme_choices
+
+NAME = "op"
+HELP = ("Time one op of the op graph on one chip of a system: gemm (as `accelsim gemm`) or "
+        "attention (forward, backward, FLOPs, bytes, bound).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True,
+                                  parser_class=type(parser))
+    g = kinds.add_parser("gemm", help=gemm_command.HELP, description=gemm_command.HELP)
+    gemm_command.add_arguments(g)
+    g.set_defaults(_op_run=gemm_command.run)
+    a = kinds.add_parser("attention", help=_ATTENTION_HELP, description=_ATTENTION_HELP)
+    a.add_argument("--system", required=True, metavar="FILE",
+                   help="arch_configs/*.toml file or shipped name (e.g. h100-sxm)")
+    a.add_argument("--batch", type=positive_int, required=True, metavar="B", help="sequences")
+    a.add_argument("--heads", type=positive_int, required=True, metavar="A",
+                   help="query heads")
+    a.add_argument("--seq", type=positive_int, required=True, metavar="L",
+                   help="sequence length (queries = keys)")
+    a.add_argument("--head-dim", type=positive_int, required=True, metavar="D")
+    a.add_argument("--kv-heads", type=positive_int, default=None, metavar="K",
+                   help="key/value heads (GQA; default: as many as --heads)")
+    a.add_argument("--no-causal", action="store_true", help="bidirectional attention")
+    a.add_argument("--flash-attention", action="store_true",
+                   help="a kernel that keeps no score matrix (causal half skipped)")
+    a.add_argument("--scheme", choices=scheme_choices(), default="bf16",
+                   help="training scheme: attention runs at its precision when 16 or 32 bits, "
+                        "bf16 under 8-bit schemes (default bf16)")
+    a.add_argument("--json", action="store_true", help="print one JSON object")
+    a.set_defaults(_op_run=_attention)
+
+
+_ATTENTION_HELP = ("Forward and backward time of scaled dot-product attention: the score and "
+                   "P.V matmuls on the GEMM model, the unfused softmax pass over the scores at "
+                   "the transformer path's element-wise bandwidth (none with --flash-attention)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return args._op_run(args)
+
+
+def _attention(args: argparse.Namespace) -> int:
+    from accelsim.arch.config import load_system
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.cli import UserError
+    from accelsim.commands._common import require_precisions
+    from accelsim.engine import LlmParams
+    from accelsim.engine.graph import AttentionOp, attention_parts, attention_precision
+    from accelsim.paths import resolve_input
+
+    spath = resolve_input(args.system, "system")
+    system = load_system(spath)
+    precision = attention_precision(get_scheme(args.scheme).compute_precision)
+    require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
+    try:
+        op = AttentionOp(batch=args.batch, heads=args.heads, seq=args.seq,
+                         head_dim=args.head_dim, kv_heads=args.kv_heads or 0,
+                         causal=not args.no_causal, flash=args.flash_attention,
+                         precision=precision)
+    except ValueError as exc:
+        raise UserError(f"--heads {args.heads} --kv-heads {args.kv_heads}: {exc}") from None
+    hbm = system.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
+    fwd, bwd, bound = attention_parts(system, op, hbm)
+    d = {"system": system.name, "scheme": args.scheme, "precision": precision,
+         "batch": args.batch, "heads": args.heads, "kv_heads": args.kv_heads or args.heads,
+         "seq": args.seq, "head_dim": args.head_dim, "causal": op.causal, "flash": op.flash,
+         "fwd_s": fwd, "bwd_s": bwd, "fwd_bwd_s": fwd + bwd, "flops": op.flops,
+         "bytes": op.bytes, "bound": bound, "tflops": op.flops / fwd / 1e12}
+    if args.json:
+        print(json.dumps(d))
+    else:
+        print(f"{system.name}: attention b={args.batch} heads={args.heads}/{d['kv_heads']} "
+              f"s={args.seq} d={args.head_dim} {precision} "
+              f"({'causal' if op.causal else 'bidirectional'}, "
+              f"{'flash' if op.flash else 'unfused'}): forward {fwd * 1e6:.1f} us "
+              f"({d['tflops']:.1f} TFLOP/s, {bound}-bound), backward {bwd * 1e6:.1f} us")
+    return 0

@@ -1,0 +1,219 @@
+"""One execution model: every front-end through the engine (accelsim/engine).
+
+What must hold (issue "One execution model"): the same GPT from ``predict`` (a generated workload)
+and ``llm`` gives the same step time and memory; the breakdown's exposed_s sums to the iteration
+time and the trace ends there with compute and communication on separate tracks; the placement
+rule holds for every front-end; the old copies of the physics are gone and the front-ends import
+no timing or memory internals."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from accelsim.arch import build_system
+from accelsim.cli import main
+from accelsim.engine import Plan, predict
+from accelsim.engine.run import predict_workload
+from accelsim.engine.trace import breakdown_frame
+from accelsim.paths import REPO_ROOT
+from accelsim.workload import load_workload
+from accelsim.workload.gpt import GptConfig, workload_toml
+
+PKG = Path(__file__).resolve().parents[1] / "accelsim"
+NODE = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
+GPT = GptConfig(layers=8, hidden=1024, heads=16, seq=1024, vocab=50257, flash_attention=True)
+
+
+def _run(capsys, argv):
+    rc = main(argv)
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return out
+
+
+def test_predict_and_llm_are_one_engine_on_the_same_gpt(tmp_path, capsys):
+    wl = tmp_path / "gpt.toml"
+    wl.write_text(workload_toml(GPT))
+    common = ["--scheme", "bf16", "--optimizer", "adamw", "--fusion", "on",
+              "--memory-reserve", "0", "--json"]
+    p = json.loads(_run(capsys, ["predict", "--system", "h100-sxm", "--workload", str(wl),
+                                 "--batch", "4", *common]).out)
+    q = json.loads(_run(capsys, ["llm", "--system", "h100-sxm", "--layers", "8",
+                                 "--hidden", "1024", "--heads", "16", "--seq", "1024",
+                                 "--vocab", "50257", "--flash-attention", "--tp", "1", "--pp", "1",
+                                 "--dp", "1", "--micro-batch", "4", "--global-batch", "4",
+                                 *common]).out)
+    assert p["step_time_s"] == pytest.approx(q["iteration_time_s"], rel=0.02)
+    assert p["memory_GiB"] == pytest.approx(q["memory_GiB_per_gpu"], rel=0.02)
+    # predict's default optimizer is today's SGD with momentum: fewer state bytes than AdamW
+    sgd = json.loads(_run(capsys, ["predict", "--system", "h100-sxm", "--workload", str(wl),
+                                   "--batch", "4", "--scheme", "bf16", "--json"]).out)
+    assert sgd["optimizer"] == "sgd-momentum" and sgd["memory_GiB"] < p["memory_GiB"]
+
+
+def test_generated_workload_records_its_transformer(tmp_path):
+    wl = tmp_path / "gpt.toml"
+    wl.write_text(workload_toml(GPT))
+    loaded = load_workload(wl)
+    assert loaded.transformer == GptConfig(**{**GPT.__dict__, "name": loaded.name})
+    # a hand edit that breaks the match between the table and the layers is refused by name
+    text = wl.read_text().replace("layers = 8", "layers = 9", 1)
+    wl.write_text(text)
+    with pytest.raises(Exception, match="workload.transformer"):
+        load_workload(wl)
+
+
+PLANS = [
+    dict(tp=8, pp=2, dp=2, micro_batch=1, global_batch=16, sequence_parallel=True, zero=1),
+    dict(tp=4, pp=4, dp=1, micro_batch=2, global_batch=16, interleave=2, recompute="full",
+         overlap_grad_reduce=True),
+    dict(tp=2, pp=1, dp=4, micro_batch=1, global_batch=8, recompute="selective", zero=3,
+         grad_accumulation_fusion=False),
+    dict(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, overlap_grad_reduce=True),
+]
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=lambda p: f"tp{p['tp']}pp{p['pp']}dp{p['dp']}")
+def test_llm_breakdown_and_trace_add_up(plan):
+    r = predict(GPT, Plan(**plan), "bf16", NODE)
+    df = breakdown_frame(r.rows())
+    assert df["exposed_s"].sum() == pytest.approx(r.iteration_time_s, rel=0.01)
+    assert (df["exposed_s"] <= df["time_s"] * (1 + 1e-12)).all()
+    # other pipeline stages are off the critical path; every stage's layers are listed
+    assert set(df["stage"]) == set(range(plan["pp"]))
+    assert (df.loc[(df["stage"] > 0) & df["layer"].str.startswith("layer"), "exposed_s"] == 0).all()
+    tl = r.timeline()
+    assert tl.end_s == pytest.approx(r.iteration_time_s, rel=0.01)
+    streams = {str(e.stream) for e in tl.events}
+    assert "compute" in streams
+    if plan["tp"] > 1:
+        assert "tp_comm" in streams
+    if plan["dp"] > 1:
+        assert "dp_comm" in streams
+    if plan["pp"] > 1:
+        assert "pp_send_recv" in streams and "bubble" in set(df["op"])
+
+
+@pytest.mark.parametrize("system,scheme,batch", [("a100-sxm", "fp16", 64),
+                                                 ("hfp8-64chip", "hfp8", 6),
+                                                 ("dgx1-v100", "fp16", 64)])
+def test_workload_breakdown_and_trace_add_up(system, scheme, batch):
+    s = build_system(REPO_ROOT / "arch_configs" / f"{system}.toml")
+    r = predict_workload(s, load_workload(REPO_ROOT / "workloads" / "resnet50.toml"), batch,
+                         scheme, fusion=True)
+    df = breakdown_frame(r.rows())
+    assert df["exposed_s"].sum() == pytest.approx(r.step.step_s, rel=0.01)
+    tl = r.timeline()
+    assert tl.end_s == pytest.approx(r.step.step_s, rel=0.01)
+    if s.chips > 1:
+        assert {"compute", "dp_comm"} <= {str(e.stream) for e in tl.events}
+
+
+def test_cli_breakdown_and_trace_files(tmp_path, capsys):
+    b, t, png = tmp_path / "b.csv", tmp_path / "t.json", tmp_path / "t.png"
+    out = _run(capsys, ["llm", "--system", "dgx-h100", "--layers", "8", "--hidden", "1024",
+                        "--heads", "16", "--seq", "1024", "--vocab", "50257", "--tp", "2",
+                        "--pp", "2", "--dp", "2", "--micro-batch", "1", "--global-batch", "8",
+                        "--scheme", "bf16", "--json", "--breakdown", str(b), "--trace", str(t)])
+    it = json.loads(out.out)["iteration_time_s"]
+    df = pd.read_csv(b)
+    assert list(df.columns[:10]) == ["layer", "op", "phase", "stage", "count", "time_s",
+                                     "exposed_s", "flops", "bytes", "bound"]
+    assert df["exposed_s"].sum() == pytest.approx(it, rel=0.01)
+    ev = [e for e in json.loads(t.read_text())["traceEvents"] if e["ph"] == "X"]
+    assert max(e["ts"] + e["dur"] for e in ev) / 1e6 == pytest.approx(it, rel=0.01)
+    assert len({e["tid"] for e in ev}) >= 3  # compute, TP comm, DP comm (+ send/recv)
+    _run(capsys, ["plot", "--trace", str(t), "--out", str(png)])
+    assert png.stat().st_size > 0
+
+
+def test_placement_rule_holds_for_every_front_end(tmp_path, capsys):
+    too_wide = ["--tp", "16", "--pp", "1", "--dp", "1", "--micro-batch", "1"]
+    rc = main(["llm", "--system", "dgx-h100", "--layers", "8", "--hidden", "1024", "--heads",
+               "16", "--seq", "1024", "--vocab", "50257", "--global-batch", "1", "--scheme",
+               "bf16", *too_wide])
+    err = capsys.readouterr().err
+    assert rc == 2 and "tp 16" in err and "node" in err and "Traceback" not in err
+    wl = tmp_path / "gpt.toml"
+    wl.write_text(workload_toml(GPT))
+    rc = main(["predict", "--system", "dgx-h100", "--workload", str(wl), "--batch", "1",
+               "--scheme", "bf16", "--tp", "16", "--dp", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "tp 16" in err and "Traceback" not in err
+
+
+def test_layer_workloads_refuse_transformer_plans(capsys):
+    rc = main(["predict", "--system", "a100-sxm", "--workload", "resnet50", "--batch", "8",
+               "--scheme", "fp16", "--pp", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--pp" in err and "transformer workload" in err
+
+
+def test_op_attention_and_gemm_alias(capsys):
+    d = json.loads(_run(capsys, ["op", "attention", "--system", "h100-sxm", "--batch", "2",
+                                 "--heads", "16", "--seq", "1024", "--head-dim", "64",
+                                 "--kv-heads", "4", "--flash-attention", "--scheme", "bf16",
+                                 "--json"]).out)
+    assert d["fwd_bwd_s"] == pytest.approx(d["fwd_s"] + d["bwd_s"])
+    # causal flash: half of the 4 b a s^2 d score and P.V FLOPs
+    assert d["flops"] == 0.5 * 4 * 2 * 16 * 1024 ** 2 * 64
+    assert d["bound"] in ("compute", "memory", "L2", "latency") or d["bound"]
+    full = json.loads(_run(capsys, ["op", "attention", "--system", "h100-sxm", "--batch", "2",
+                                    "--heads", "16", "--seq", "1024", "--head-dim", "64",
+                                    "--json"]).out)
+    assert full["fwd_s"] > d["fwd_s"]  # unfused: twice the work plus the score pass
+    g = json.loads(_run(capsys, ["op", "gemm", "--system", "h100-sxm", "--m", "1024", "--n",
+                                 "1024", "--k", "1024", "--scheme", "bf16", "--json"]).out)
+    h = json.loads(_run(capsys, ["gemm", "--system", "h100-sxm", "--m", "1024", "--n", "1024",
+                                 "--k", "1024", "--scheme", "bf16", "--json"]).out)
+    assert g == h
+
+
+GONE = ["perf/step.py", "dse/step.py", "llm/predict.py", "llm/memory.py", "llm/plan.py",
+        "llm/comm.py", "llm/schemes.py"]
+
+
+def test_the_old_copies_are_gone():
+    assert [p for p in GONE if (PKG / p).exists()] == []
+
+
+#: front-ends: they may ask perf for candidate mappings and build systems, but time and memory
+#: come from the engine -- never from the GEMM model, netsim or the ring term directly
+FRONT_ENDS = ["dse/explore.py", "dse/training.py", "dse/hfp8_study.py", "dse/scenario.py",
+              "llm/search.py", "commands/predict.py", "commands/llm.py",
+              "commands/explore.py"]
+INTERNALS = ("accelsim.perf.gemm", "accelsim.perf.kernel", "accelsim.netsim",
+             "accelsim.ring", "accelsim.arch.states")
+
+
+@pytest.mark.parametrize("path", FRONT_ENDS)
+def test_front_ends_import_no_timing_or_memory_internals(path):
+    tree = ast.parse((PKG / path).read_text())
+    mods = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            mods.add(node.module)
+        elif isinstance(node, ast.Import):
+            mods.update(a.name for a in node.names)
+    bad = sorted(m for m in mods if m.startswith(INTERNALS))
+    assert bad == [], f"{path} imports {bad}: ask accelsim.engine instead"
+
+
+def test_explore_best_layers_is_the_breakdown(tmp_path, capsys):
+    out = tmp_path / "pts.csv"
+    _run(capsys, ["explore", "--system", "hfp8-64chip", "--workload", "resnet50", "--batch",
+                  "384", "--scheme", "hfp8", "--strategies", "data-chips", "--out", str(out),
+                  "--trace", str(tmp_path / "t.json")])
+    best = pd.read_csv(tmp_path / "pts_best_layers.csv")
+    plans = pd.read_csv(tmp_path / "pts_plans.csv")
+    step = plans.loc[plans["feasible"], "step_s"].min()
+    assert best["exposed_s"].sum() == pytest.approx(step, rel=0.01)
+    assert {"chip_dp", "dataflow", "tile_m"} <= set(best.columns)  # the mapping beside it
+    ev = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+          if e["ph"] == "X"]
+    assert max(e["ts"] + e["dur"] for e in ev) / 1e6 == pytest.approx(step, rel=0.01)
