@@ -34,7 +34,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from accelsim.arch import build_system
     from accelsim.engine import Plan, predict
-    from accelsim.engine.transformer import _gemm_s
+    from accelsim.engine.graph import gemm_timed as _gemm_s
     from accelsim.llm.search import search, search_spec
     from accelsim.workload.gpt import GptConfig
 

@@ -217,3 +217,18 @@ def test_explore_best_layers_is_the_breakdown(tmp_path, capsys):
     ev = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]
           if e["ph"] == "X"]
     assert max(e["ts"] + e["dur"] for e in ev) / 1e6 == pytest.approx(step, rel=0.01)
+
+
+def test_simulate_is_the_one_call_for_every_workload():
+    from accelsim.engine import Options, simulate
+
+    a100 = build_system(REPO_ROOT / "arch_configs" / "a100-sxm.toml")
+    resnet = load_workload(REPO_ROOT / "workloads" / "resnet50.toml")
+    plan = Plan(tp=1, pp=1, dp=1, micro_batch=32, global_batch=32, optimizer="sgd-momentum")
+    r = simulate(a100, resnet, plan, "fp16", Options(fusion=False))
+    assert r.as_dict() == predict_workload(a100, resnet, 32, "fp16", fusion=False).as_dict()
+    t = simulate(NODE, GPT, Plan(tp=2, pp=1, dp=1, micro_batch=1, global_batch=1), "bf16")
+    assert t.iteration_time_s == predict(GPT, Plan(tp=2, pp=1, dp=1, micro_batch=1,
+                                                   global_batch=1), "bf16", NODE).iteration_time_s
+    with pytest.raises(ValueError, match="layer list"):
+        simulate(a100, resnet, Plan(tp=2, pp=1, dp=1, micro_batch=1, global_batch=1), "fp16")

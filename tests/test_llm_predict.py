@@ -91,10 +91,14 @@ def test_unfused_gradient_accumulation_costs_the_schemes_bytes():
 
 @pytest.mark.parametrize("extra,msg", [
     (["--tp", "3", "--pp", "1", "--dp", "1", "--micro-batch", "1"], "not divisible by tp 3"),
-    (["--pp", "1", "--dp", "1", "--micro-batch", "1"], "--tp required"),
+    (["--pp", "1", "--micro-batch", "1"], "--dp D or --gpus N required"),
+    (["--tp", "8", "--gpus", "12"], "--gpus 12 is not a multiple of --tp 8"),
+    (["--tp", "2", "--dp", "2", "--gpus", "8"], "--gpus 8 != --tp 2 x --pp 1 x --dp 2"),
     (["--search"], "--search needs --gpus"),
 ])
 def test_llm_command_errors(capsys, extra, msg):
+    """Bad or missing plan flags: one line naming them (tp and pp default to 1, the
+    micro-batch to 1, dp comes from --dp or --gpus / (tp x pp))."""
     argv = ["llm", "--system", "dgx-h100", "--layers", "4", "--hidden", "256", "--heads", "4",
             "--seq", "128", "--vocab", "1000", "--global-batch", "8", "--scheme", "bf16", *extra]
     assert main(argv) == 2
@@ -287,3 +291,16 @@ def test_docs_unit_table_names_every_json_key():
             assert unit.startswith("GB"), key
         elif key.endswith("_s") and not key.endswith("per_s"):
             assert unit == "s", key
+
+
+def test_llm_gpus_gives_dp_for_one_plan(capsys):
+    base = ["llm", "--system", "dgx-h100", "--layers", "4", "--hidden", "512", "--heads", "8",
+            "--seq", "256", "--vocab", "1000", "--global-batch", "64", "--scheme", "bf16",
+            "--json", "--tp", "2"]
+    from accelsim.cli import main
+
+    assert main([*base, "--gpus", "16"]) == 0
+    by_gpus = json.loads(capsys.readouterr().out)
+    assert main([*base, "--dp", "8", "--micro-batch", "1"]) == 0
+    assert json.loads(capsys.readouterr().out) == by_gpus
+    assert by_gpus["dp"] == 8 and by_gpus["micro_batch"] == 1 and by_gpus["pp"] == 1

@@ -32,6 +32,7 @@ the same registry; a scheme without formats for an optimizer refuses it by name.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from accelsim.arch.model import OPERAND_BYTES, PRECISIONS
@@ -151,6 +152,9 @@ class Scheme:
         gradient reduction, update and states at the AdamW formats (gradients all-reduced at
         ``grad_comm_bytes``, a replicated update of the master weight and both moments, the
         working weight written back at ``weight_bytes`` plus any cached low-precision copy)."""
+        return _for_optimizer(self, optimizer)  # cached: plan searches ask it per plan
+
+    def _derive_for_optimizer(self, optimizer: str) -> Scheme:
         check_optimizer(self, optimizer)
         if optimizer != "adamw":
             return self
@@ -164,6 +168,11 @@ class Scheme:
                        gradient_bytes=f.grad_bytes, master_weight_bytes=master,
                        residual_bytes=0.0, optimizer_state_bytes=f.moment_bytes / 2,
                        compute_copy_bytes=copy, residual_ops_per_elem=0.0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _for_optimizer(scheme: Scheme, optimizer: str) -> Scheme:
+    return scheme._derive_for_optimizer(optimizer)
 
 
 def check_optimizer(scheme: Scheme, optimizer: str) -> None:

@@ -15,10 +15,11 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
     from accelsim.engine.plan import RECOMPUTE
 
     p = parser.add_argument_group("plan")
-    for flag, meta, what in (("--tp", "T", "tensor-parallel GPUs (inside one node)"),
-                             ("--pp", "P", "pipeline stages"),
-                             ("--dp", "D", "data-parallel replicas"),
-                             ("--micro-batch", "b", "samples per micro-batch per replica")):
+    for flag, meta, what in (("--tp", "T", "tensor-parallel GPUs (inside one node; default 1)"),
+                             ("--pp", "P", "pipeline stages (default 1)"),
+                             ("--dp", "D", "data-parallel replicas (llm: or --gpus N)"),
+                             ("--micro-batch", "b", "samples per micro-batch per replica "
+                                                    "(llm default 1)")):
         p.add_argument(flag, type=positive_int, default=None, metavar=meta, help=what)
     p.add_argument("--global-batch", type=positive_int, required=global_batch_required,
                    default=None, metavar="B", help="samples per iteration over all replicas")

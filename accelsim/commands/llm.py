@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from accelsim.commands import _plan, _report
 from accelsim.commands._common import positive_int
@@ -55,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = parser.add_argument_group("search")
     s.add_argument("--search", action="store_true",
                    help="rank every plan for --gpus GPUs (or T x P x D) instead of one plan")
-    s.add_argument("--gpus", type=positive_int, default=None, metavar="N")
+    s.add_argument("--gpus", type=positive_int, default=None, metavar="N",
+                   help="GPUs of the run: with --search the count to plan for; for one plan "
+                        "dp = N / (tp x pp)")
     s.add_argument("--top", type=positive_int, default=10, metavar="K",
                    help="plans shown (default 10)")
     s.add_argument("--executor", choices=("serial", "process"), default="serial")
@@ -79,14 +82,20 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--breakdown and --trace are for one prediction, not --search")
     if args.search:
         return _search(args, model, path, _params(args))
-    missing = [f"--{n.replace('_', '-')}" for n in ("tp", "pp", "dp", "micro_batch")
-               if getattr(args, n) is None]
-    if missing:
-        raise UserError(f"{', '.join(missing)} required for one prediction (or use --search)")
+    tp, pp = args.tp or 1, args.pp or 1
+    dp = args.dp
+    if args.gpus is not None:
+        if args.gpus % (tp * pp):
+            raise UserError(f"--gpus {args.gpus} is not a multiple of --tp {tp} x --pp {pp}")
+        if dp is not None and dp * tp * pp != args.gpus:
+            raise UserError(f"--gpus {args.gpus} != --tp {tp} x --pp {pp} x --dp {dp}")
+        dp = args.gpus // (tp * pp)
+    if dp is None:
+        raise UserError("--dp D or --gpus N required for one prediction (or use --search)")
     if args.out is not None:
         raise UserError("--out is for --search tables")
-    plan = _plan.build_plan(args, tp=args.tp, pp=args.pp, dp=args.dp,
-                            micro_batch=args.micro_batch, global_batch=args.global_batch)
+    plan = _plan.build_plan(args, tp=tp, pp=pp, dp=dp, micro_batch=args.micro_batch or 1,
+                            global_batch=args.global_batch)
     _report.check(args)
     system = build_system(path)
     r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
@@ -136,13 +145,16 @@ def _search(args, model, path, params) -> int:
     try:
         table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
                        optimizer=args.optimizer, executor=args.executor,
-                       workers=args.workers, out=args.out)
+                       workers=args.workers, out=args.out, progress=True)
     except KeyboardInterrupt:
         if args.out is None:
             raise
         from accelsim.commands._common import exit_interrupted, journal_rows
 
         exit_interrupted("llm", f"{journal_rows(args.out)} plans", args.out)
+    if args.out is not None:
+        print(f"wrote {args.out}: {len(table)} plans (status, reason and outputs per plan)",
+              file=sys.stderr)
     ok = table[table["status"] == "ok"]
     bad = table[table["status"] != "ok"]["reason"]
     if ok.empty:

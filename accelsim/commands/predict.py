@@ -75,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
                         "hierarchy (GPU) chips")
     fusion = args.fusion == "on" if args.fusion else (system.chip.fusion
                                                       or system.chip.has_hierarchy)
+    if args.fusion is None and fusion and workload.transformer is None:
+        print(f"note: fusion on (the default on {system.name}: element-wise layers fused into "
+              "GEMMs, as cuDNN/XLA/torch.compile do); the validated GPU ResNet-50 numbers run "
+              "unfused as NVIDIA's DeepLearningExamples did (--fusion off; docs/perf.md)",
+              file=sys.stderr)
     overrides = {}
     for item in args.precision_override:
         name, sep, prec = item.partition("=")

@@ -23,7 +23,8 @@ _EXPORTS = {
     **dict.fromkeys(("Comm", "Fabric"), "accelsim.engine.comm"),
     "Memory": "accelsim.engine.memory",
     **dict.fromkeys(("LlmParams", "Plan"), "accelsim.engine.plan"),
-    **dict.fromkeys(("data_parallel_step", "predict_step"), "accelsim.engine.run"),
+    **dict.fromkeys(("Options", "WorkloadPrediction", "data_parallel_step", "predict_step",
+                     "predict_workload", "simulate"), "accelsim.engine.run"),
     **dict.fromkeys(("Prediction", "predict"), "accelsim.engine.transformer"),
 }
 __all__ = sorted(_EXPORTS)

@@ -148,9 +148,15 @@ class ElementwiseOp:
 
 
 @functools.lru_cache(maxsize=65536)
+def gemm_timed(system: System, m: int, n: int, k: int, precision: str, count: int):
+    """perf's one kernel formula for one GEMM shape (cached: a plan search asks the same
+    shapes again and again)."""
+    return gemm_time(system, m, n, k, precision, count=count)
+
+
 def gemm_s(system: System, op: GemmOp) -> float:
-    """Seconds of one GEMM op on one chip of ``system`` (perf's one kernel formula)."""
-    return op.fraction * gemm_time(system, op.m, op.n, op.k, op.precision, count=op.count).time_s
+    """Seconds of one GEMM op on one chip of ``system``."""
+    return op.fraction * gemm_timed(system, op.m, op.n, op.k, op.precision, op.count).time_s
 
 
 def gemm_fwd_bwd_s(system: System, op: GemmOp) -> tuple[float, float]:
@@ -177,7 +183,7 @@ def attention_parts(system: System, op: AttentionOp, hbm_Bps: float
         gf, gb = gemm_fwd_bwd_s(system, g)
         f, b = f + gf, b + gb
         if gf > worst:
-            worst, bound = gf, gemm_time(system, g.m, g.n, g.k, g.precision, count=g.count).bound
+            worst, bound = gf, gemm_timed(system, g.m, g.n, g.k, g.precision, g.count).bound
     score_s = op.score_bytes / hbm_Bps
     if score_s > worst:
         bound = "memory"

@@ -2,7 +2,9 @@
 timed by perf (compute), netsim (communication) and the one schedule
 (:mod:`accelsim.engine.schedule`), with the one memory account (:mod:`accelsim.engine.memory`).
 
-* :func:`predict_step`: a layer workload, data parallel over a system's chips (``predict``);
+* :func:`simulate`: the one call -- (system, workload, plan, scheme, options) -> a typed result with
+  time, memory, the per-op breakdown and the trace, for any workload;
+* :func:`predict_workload`: a layer workload, data parallel over a system's chips;
 * :func:`data_parallel_step`: gradient reduction, update and schedule for a compute profile
   (``predict``, the HFP8 study and sweeps, whose compute mapping comes from the explorer);
 * :func:`accelsim.engine.transformer.predict`: a transformer under 3-D parallelism (``llm``).
@@ -16,6 +18,7 @@ from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.layers import PhaseSums, phase_sums
+from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.schedule import (
     CommPhases,
     ComputeProfile,
@@ -180,3 +183,59 @@ def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
     """:func:`predict_workload`'s JSON fields (the SGD-momentum recipe, no memory reserve)."""
     return predict_workload(system, workload, batch, scheme, fusion=fusion, layout=layout,
                             efficiency=efficiency, winograd=winograd).as_dict()
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a front-end runs a plan: its software stack and engines.
+
+    fusion: fuse element-wise layers into GEMMs (layer workloads; transformers model fused
+        kernels only). None: the chip's default (on with a memory hierarchy).
+    layout, winograd: activation layout and Winograd convolutions (layer workloads; None: the
+        config's).
+    stack: the transformer path's global parameters (:class:`accelsim.engine.LlmParams`:
+        network and element-wise efficiencies, the memory reserve).
+    memory_reserve_GiB: reserve per chip outside the tensors for layer workloads (transformers
+        take it from ``stack``).
+    collective_engine: ``analytic`` closed forms or netsim's ``des``.
+    """
+
+    fusion: bool | None = None
+    layout: str | None = None
+    winograd: bool | None = None
+    stack: LlmParams = LlmParams(memory_reserve_GiB=0.0)
+    memory_reserve_GiB: float = 0.0
+    collective_engine: str = "analytic"
+
+
+def simulate(system: System, workload, plan: Plan, scheme, options: Options = Options()):
+    """The engine's one entry point: one training iteration of ``workload`` (a generated
+    transformer workload or a :class:`~accelsim.workload.gpt.GptConfig` -- any plan; a layer
+    workload -- data parallel over the system's chips, ``plan.dp == system.chips``, one
+    micro-batch of ``plan.micro_batch`` samples per chip) under ``plan`` and ``scheme``.
+
+    Returns a :class:`~accelsim.engine.transformer.Prediction` or a
+    :class:`WorkloadPrediction`: both give ``as_dict()`` (time, throughput, memory),
+    ``rows()`` (the per-op breakdown) and ``timeline()`` (the trace)."""
+    from accelsim.engine.transformer import predict
+    from accelsim.workload.gpt import GptConfig
+
+    model = workload if isinstance(workload, GptConfig) else workload.transformer
+    if model is not None:
+        if options.fusion is False:
+            raise ValueError("the transformer path models fused kernels only (fusion off is "
+                             "not modelled)")
+        return predict(model, plan, scheme, system, options.stack,
+                       engine=options.collective_engine)
+    if (plan.tp, plan.pp, plan.dp) != (1, 1, system.chips) \
+            or plan.global_batch != plan.micro_batch * system.chips:
+        raise ValueError(f"workload {workload.name!r} is a layer list: it trains data parallel "
+                         f"over the system's {system.chips} chips (tp 1, pp 1, dp "
+                         f"{system.chips}, global batch = micro-batch x dp); got tp {plan.tp}, "
+                         f"pp {plan.pp}, dp {plan.dp}, global batch {plan.global_batch}")
+    fusion = options.fusion if options.fusion is not None else (
+        system.chip.fusion or system.chip.has_hierarchy)
+    return predict_workload(system, workload, plan.micro_batch, scheme, fusion=fusion,
+                            layout=options.layout, winograd=options.winograd,
+                            optimizer=plan.optimizer,
+                            memory_reserve_bytes=options.memory_reserve_GiB * 2**30)

@@ -93,11 +93,12 @@ def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int
 
 def search(model: GptConfig, system_path: str, gpus: int, global_batch: int, scheme: str,
            params: LlmParams = LlmParams(), *, executor: str = "serial",
-           workers: int | None = None, out=None, **space):
+           workers: int | None = None, out=None,
+           progress: bool = False, **space):
     """Run the plan search; returns the tidy table, feasible plans first, fastest first."""
     spec = search_spec(model, system_path, gpus, global_batch, scheme, params, **space)
     table = run_sweep(spec, evaluate_plan, out, executor=executor, workers=workers,
-                      progress=False)
+                      progress=progress)
     table = table.assign(_ok=table["status"] != "ok").sort_values(
         ["_ok", "samples_per_s", "memory_GiB_per_gpu"], ascending=[True, False, True],
         kind="stable")
