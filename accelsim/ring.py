@@ -7,6 +7,7 @@ function with no other accelsim import, so every room may use it.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 RING_KINDS = {"reduce-scatter": 1.0, "all-gather": 1.0, "all-reduce": 2.0}
 #: nccl-tests bus-bandwidth factors f (PERFORMANCE.md): bus bandwidth = algbw x f (p-1)/p; the
@@ -31,7 +32,9 @@ def bus_factor(kind: str, ranks):
     return float(f) if f.ndim == 0 else f
 
 
-def ring_collective_time(kind: str, ranks, size_bytes, bandwidth_Bps, latency_s=0.0):
+def ring_collective_time(kind: str, ranks: npt.ArrayLike, size_bytes: npt.ArrayLike,
+                         bandwidth_Bps: npt.ArrayLike, latency_s: npt.ArrayLike = 0.0
+                         ) -> float | np.ndarray:
     """Time of a ring collective among ``ranks`` chips: THE ring term of accelsim.
 
     ``size_bytes`` is the whole vector each rank holds (nccl-tests "size"), ``bandwidth_Bps``

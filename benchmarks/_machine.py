@@ -15,3 +15,29 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def timed(fn, repeat: int) -> list[float]:
+    """Wall seconds of ``repeat`` calls of ``fn`` (every run kept: report the spread)."""
+    import time
+
+    out = []
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def spread(values, fmt: str = "{:.3f}") -> str:
+    """``min / median / max`` of the runs: what every benchmark prints (a shared machine's load
+    moves single numbers; the spread shows how much)."""
+    import statistics
+
+    v = sorted(values)
+    return " / ".join(fmt.format(x) for x in (v[0], statistics.median(v), v[-1]))
+
+
+def ratios(ref, ours) -> list[float]:
+    """Per-run speed ratios ref/ours of runs measured alternately (same load for both)."""
+    return [r / o for r, o in zip(ref, ours)]

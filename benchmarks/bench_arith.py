@@ -4,8 +4,8 @@ Yardstick (issue 12): the 15-line numpy loop below -- fp32 products, fp32 runnin
 promotion every 64 -- whose output is bit-identical to ``fp32-fma`` with ``chunk=64`` (checked
 here). Targets: engines with fp32 partial sums >= 0.7x the yardstick; ``hfp8`` (DLFloat16 steps,
 chunk 64) and ``h100-fp8`` >= 1 G MAC/s at 512^3 on 2 cores. Every engine row is also run on the
-float64 reference datapath once (``fast=False``) and must agree bit for bit. Best of
-``--repeat`` runs, interleaved with the yardstick's so each ratio is measured in one window; peak memory is the tracemalloc peak of one matmul over the operands' float64
+float64 reference datapath once (``fast=False``) and must agree bit for bit. Min / median / max
+of ``--repeat`` runs, interleaved with the yardstick's so each ratio is measured in one window; peak memory is the tracemalloc peak of one matmul over the operands' float64
 bytes. Run: ``python benchmarks/bench_arith.py`` (``--size 256`` for a quick look).
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import time
 import tracemalloc
 
@@ -22,7 +23,7 @@ import numpy as np
 from accelsim.arith import get_engine, matmul
 from accelsim.arith.kloop import default_threads
 from accelsim.numerics import quantize
-from _machine import cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_model, ratios, spread  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 TARGET_MACS = 1e9
 TARGET_RATIO = 0.7
@@ -53,65 +54,62 @@ def numpy_loop(a, b, chunk=64):
     return out
 
 
-def best_time(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def best_times(fns, repeat: int, clock=time.perf_counter) -> list[float]:
-    """Best time of each function, their runs interleaved: on a shared machine the load
+def run_times(fns, repeat: int, clock=time.perf_counter) -> list[list[float]]:
+    """Every run's time of each function, their runs interleaved: on a shared machine the load
     changes by the second, and interleaving keeps a ratio's two timings in the same window."""
-    best = [float("inf")] * len(fns)
+    runs: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
         for i, fn in enumerate(fns):
             t0 = clock()
             fn()
-            best[i] = min(best[i], clock() - t0)
-    return best
+            runs[i].append(clock() - t0)
+    return runs
+
+
+med = statistics.median
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=512, help="M = N = K (default 512)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per row; the best is kept (default 3)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per row (default 3)")
     args = ap.parse_args()
     n = args.size
     macs = n**3
     rng = np.random.default_rng(0)
     print(f"machine: {os.cpu_count()} cores (nproc), {cpu_model()}, Python {platform.python_version()}, "
           f"numpy {np.__version__}, load average {os.getloadavg()[0]:.1f} at start")
-    print(f"GEMM {n} x {n} x {n} = {macs / 1e6:.1f} M MACs, best of {args.repeat}; matmul uses the "
+    print(f"GEMM {n} x {n} x {n} = {macs / 1e6:.1f} M MACs, min / median / max of {args.repeat} runs "
+          f"(rates and targets on the median); matmul uses the "
           f"{default_threads()} usable cores (threads over output tiles), the yardstick one\n")
     a64, b64 = rng.standard_normal((n, n)), rng.standard_normal((n, n))
     ya = quantize(a64, "e4m3fn", saturate=True)
     yb = quantize(b64, "e4m3fn", saturate=True)
-    t_yard = best_time(lambda: numpy_loop(ya, yb), args.repeat)
+    (t_yard_runs,) = run_times([lambda: numpy_loop(ya, yb)], args.repeat)
+    t_yard = med(t_yard_runs)
     same = np.array_equal(numpy_loop(ya, yb).view(np.uint32),
                           matmul(ya, yb, get_engine("fp32-fma", chunk=64)).view(np.uint32))
-    print(f"yardstick numpy loop (fp32, promotion every 64): {t_yard:.3f} s = {macs / t_yard / 1e9:.2f} G MAC/s; "
+    print(f"yardstick numpy loop (fp32, promotion every 64): {spread(t_yard_runs)} s = "
+          f"{macs / t_yard / 1e9:.2f} G MAC/s (median); "
           f"bit-identical to fp32-fma chunk 64: {same}\n")
-    t_np = best_time(lambda: a64 @ b64, args.repeat)
+    t_np = med(run_times([lambda: a64 @ b64], args.repeat)[0])
     print("each row: the engine and the yardstick, runs interleaved; 'x yardstick' = yardstick time / "
           "engine time in that row's window;\n'1 thread, per CPU s' = G MAC per CPU second of a "
           "one-thread run (and its ratio to the yardstick's), a load-independent view")
-    print(f"{'engine':<26} {'time s':>7} {'G MAC/s':>8} {'x yardstick':>11} {'target':>14} {'met':>4} "
+    print(f"{'engine':<26} {'time s, min/med/max':>21} {'G MAC/s':>8} {'x yardstick':>17} {'target':>14} {'met':>4} "
           f"{'= reference':>11} {'peak mem/ops':>12} {'1 thread, per CPU s':>20}")
     for label, preset, kw, target in ROWS:
         eng = get_engine(preset, **kw)
         a = quantize(a64, eng.a_format, saturate=True)
         b = quantize(b64, eng.b_format, saturate=True)
         fns = [lambda: numpy_loop(ya, yb), lambda: matmul(a, b, eng)]
-        times = best_times(fns, args.repeat)
-        t_y, t = times
+        t_ys, ts = run_times(fns, args.repeat)
+        t = med(ts)
         one = ""
         if target:  # one thread, CPU seconds: what one idle core would do, whatever the load
-            cy, c1 = best_times([lambda: numpy_loop(ya, yb), lambda: matmul(a, b, eng, threads=1)],
-                                args.repeat, clock=time.process_time)
-            one = f"{macs / c1 / 1e9:10.2f} ({cy / c1:4.2f}x)"
+            cy, c1 = run_times([lambda: numpy_loop(ya, yb), lambda: matmul(a, b, eng, threads=1)],
+                               args.repeat, clock=time.process_time)
+            one = f"{macs / med(c1) / 1e9:10.2f} ({med(ratios(cy, c1)):4.2f}x)"
         got = matmul(a, b, eng)
         ref = matmul(a, b, eng, fast=False)
         equal = np.array_equal(got.view(np.uint32), ref.view(np.uint32))
@@ -120,17 +118,18 @@ def main() -> int:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         rate = macs / t
-        ratio = t_y / t
+        ratio_runs = ratios(t_ys, ts)
+        ratio = med(ratio_runs)
         if target == "ratio":
             tgt, met = f">= {TARGET_RATIO}x yard", ratio >= TARGET_RATIO
         elif target == "macs":
             tgt, met = ">= 1 G MAC/s", rate >= TARGET_MACS
         else:
             tgt, met = "-", None
-        print(f"{label:<26} {t:7.3f} {rate / 1e9:8.2f} {ratio:10.2f}x {tgt:>14} "
+        print(f"{label:<26} {spread(ts):>21} {rate / 1e9:8.2f} {spread(ratio_runs, '{:.2f}'):>16}x {tgt:>14} "
               f"{'-' if met is None else ('yes' if met else 'NO'):>4} {str(equal):>11} "
               f"{peak / (a.nbytes + b.nbytes):12.1f} {one}")
-    print(f"{'numpy f64 a @ b (BLAS)':<26} {t_np:7.4f} {macs / t_np / 1e9:8.1f} {t_yard / t_np:10.0f}x")
+    print(f"{'numpy f64 a @ b (BLAS)':<26} {t_np:21.4f} {macs / t_np / 1e9:8.1f} {t_yard / t_np:16.0f}x")
     wide_range(a64, b64, rng, args.repeat)
     print(f"\nend load average {os.getloadavg()[0]:.1f} (other processes on the 2 cores slow every row alike)")
     return 0
@@ -148,7 +147,8 @@ def wide_range(a64, b64, rng, repeat: int) -> None:
     print(f"\nexact engine, fp32 operands x 2^U(-100, 100) (products over ~450 bits), {n}^3:")
     ref = None
     for method in ("slices", "limbs"):
-        t = best_time(lambda: exact_sums(a, b, eng, method=method), repeat if method == "slices" else 1)
+        t = med(run_times([lambda: exact_sums(a, b, eng, method=method)],
+                          repeat if method == "slices" else 1)[0])
         got = exact_sums(a, b, eng, method=method)
         ref = got if ref is None else ref
         print(f"  {method:<8} {t:7.3f} s {n**3 / t / 1e9:8.3f} G MAC/s   = slices: {np.array_equal(got, ref)}")

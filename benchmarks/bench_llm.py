@@ -1,6 +1,8 @@
 """Speed of the LLM model (issue 15 item 8), measured side by side in one run.
 
-    python benchmarks/bench_llm.py [--workers 2]
+    python benchmarks/bench_llm.py [--workers 2] [--repeat 3]
+
+Every time is printed as min / median / max over ``--repeat`` runs (the machine may be shared).
 
 1. one prediction of a 1T-parameter GPT (Narayanan's 1008B: 128 layers, hidden 25600) on 512
    H100s (tp 8 x pp 64, dp 1), cold (empty GEMM cache) and warm; target < 1 s;
@@ -14,12 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from _machine import cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_model, ratios, spread, timed  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from accelsim.arch import build_system
@@ -40,41 +43,48 @@ def main() -> int:
     one_t = GptConfig(layers=128, hidden=25600, heads=160, seq=2048, vocab=51200)
     plan = Plan(tp=8, pp=64, dp=1, micro_batch=1, global_batch=512, recompute="full")
     rows = []
-    _gemm_s.cache_clear()
-    t0 = time.perf_counter()
-    r = predict(one_t, plan, "bf16", h100)
-    rows.append(("predict 1T params on 512 GPUs, cold", time.perf_counter() - t0,
+    rep = args.repeat
+
+    def cold():
+        _gemm_s.cache_clear()
+        return predict(one_t, plan, "bf16", h100)
+
+    r = cold()
+    t_cold = timed(cold, rep)
+    rows.append(("predict 1T params on 512 GPUs, cold", t_cold,
                  f"{r.model.n_params / 1e12:.2f}T params, {r.tflops_per_gpu:.0f} TFLOPS/GPU"))
-    t0 = time.perf_counter()
-    predict(one_t, plan, "bf16", h100)
-    rows.append(("same, warm GEMM cache", time.perf_counter() - t0, ""))
+    rows.append(("same, warm GEMM cache", timed(lambda: predict(one_t, plan, "bf16", h100), rep),
+                 ""))
     cmd = [sys.executable, "-m", "accelsim.cli", "llm", "--system", str(h100_path),
            "--layers", "128", "--hidden", "25600", "--heads", "160", "--seq", "2048",
            "--vocab", "51200", "--tp", "8", "--pp", "64", "--dp", "1", "--micro-batch", "1",
            "--global-batch", "512", "--recompute", "full", "--scheme", "bf16", "--json"]
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, cwd=REPO,
-                   env={**os.environ, "PYTHONPATH": str(REPO)})
-    rows.append(("accelsim llm --json (process incl. imports)", time.perf_counter() - t0, ""))
+    rows.append(("accelsim llm --json (process incl. imports)",
+                 timed(lambda: subprocess.run(cmd, check=True, capture_output=True, cwd=REPO,
+                                              env={**os.environ, "PYTHONPATH": str(REPO)}), rep),
+                 ""))
     g175 = GptConfig(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200)
     n = search_spec(g175, str(h100_path), 512, 1536, "bf16").n_points
-    _gemm_s.cache_clear()
-    t0 = time.perf_counter()
-    tab = search(g175, str(h100_path), 512, 1536, "bf16")
-    ser = time.perf_counter() - t0
+    ser, par = [], []
+    for _ in range(rep):  # alternately, so both see the same machine load
+        _gemm_s.cache_clear()
+        ser += timed(lambda: search(g175, str(h100_path), 512, 1536, "bf16",
+                                    executor="serial"), 1)
+        _gemm_s.cache_clear()
+        par += timed(lambda: search(g175, str(h100_path), 512, 1536, "bf16", executor="process",
+                                    workers=args.workers), 1)
+    tab = search(g175, str(h100_path), 512, 1536, "bf16", executor="serial")
     ok = int((tab.status == "ok").sum())
     rows.append(("plan search GPT-175B, 512 GPUs, serial", ser,
-                 f"{n:,} plans ({ok:,} fit), {n / ser:,.0f} plans/s"))
-    t0 = time.perf_counter()
-    search(g175, str(h100_path), 512, 1536, "bf16", executor="process", workers=args.workers)
-    par = time.perf_counter() - t0
+                 f"{n:,} plans ({ok:,} fit), median {n / statistics.median(ser):,.0f} plans/s"))
     rows.append((f"same, {args.workers} worker processes (incl. start-up)", par,
-                 f"{ser / par:.2f}x serial"))
-    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+                 f"{spread(ratios(ser, par), '{:.2f}')}x serial (per-run ratios)"))
+    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
     w = max(len(x[0]) for x in rows)
-    print(f"\n{'benchmark':<{w}}  {'seconds':>8}  notes")
-    for name, sec, note in rows:
-        print(f"{name:<{w}}  {sec:>8.3f}  {note}")
+    print(f"\n{'benchmark':<{w}}  {'seconds, min / median / max of ' + str(rep):>34}  notes")
+    for name, secs, note in rows:
+        print(f"{name:<{w}}  {spread(secs):>34}  {note}")
     return 0
 
 

@@ -21,9 +21,10 @@ import multiprocessing as mp
 import os
 import platform
 import resource
+import statistics
 import time
 
-from _machine import cpu_model as _cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_model as _cpu_model, ratios, spread  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 N_PARAMS = 25_600_000  # ResNet-50 gradients (issue: 25.6 M)
 FP16 = 2
@@ -83,14 +84,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="skip the explicit 1,024-chip flat ring (about a minute)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each case in parts 1 and 2 (min / median / max printed)")
     args = ap.parse_args()
+    rep = max(1, args.repeat)
     print(f"machine: {os.cpu_count()} CPUs, {_cpu_model()}, Python {platform.python_version()}")
     print(f"payload: {N_PARAMS:,} FP16 gradients = {N_PARAMS * FP16 / 1e6:.1f} MB per chip; "
           "links 32 GB/s, 1 us\n")
 
-    print("1. Targets (symmetric mode; wall = plan + every op listed, in one process; the\n"
-          "   one-time import of accelsim.netsim (numpy, networkx) shown beside it)")
-    hdr = (f"{'case':<30}{'chips':>8}{'wall s':>9}{'+import s':>10}{'peak MiB':>10}{'target':>16}"
+    print(f"1. Targets (symmetric mode; wall = plan + every op listed, in one process, min / "
+          f"median / max of {rep} runs; the\n"
+          "   one-time import of accelsim.netsim (numpy, networkx) shown beside it; targets on the "
+          "median)")
+    hdr = (f"{'case':<30}{'chips':>8}{'wall s':>23}{'+import s':>10}{'peak MiB':>10}{'target':>16}"
            f"{'wall/target':>12}{'MiB/target':>11}")
     print(hdr)
     targets = [("ring", 100_000, "analytic", OPS, 1.0, 500.0),
@@ -102,33 +108,41 @@ def main() -> None:
                ("multi-board", 4096, "des", ("reduce-scatter", "all-reduce"), 10.0, None),
                ("switch", 4096, "des", ("all-gather", "all-to-all"), 10.0, None)]
     for topo, chips, engine, ops, t_max, mb_max in targets:
-        r = run_case(_symmetric, topo, chips, engine, ops, None)
+        runs = [run_case(_symmetric, topo, chips, engine, ops, None) for _ in range(rep)]
+        walls = [x["wall_s"] for x in runs]
+        r = dict(runs[0], wall_s=statistics.median(walls), rss=max(x["rss"] for x in runs))
         ok = r["wall_s"] < t_max and (mb_max is None or r["rss"] < mb_max)
         tgt = f"<{t_max:g} s" + (f", <{mb_max:g} MB" if mb_max else "")
         short = {"reduce-scatter": "RS", "all-gather": "AG", "all-reduce": "AR",
                  "all-to-all": "A2A"}
         print(f"{topo + ' ' + engine + ' ' + '/'.join(short[o] for o in ops):<30}"
-              f"{chips:>8,}{r['wall_s']:>9.3f}{r['import_s']:>10.3f}{r['rss']:>10.0f}{tgt:>16}"
+              f"{chips:>8,}{spread(walls):>23}{r['import_s']:>10.3f}{r['rss']:>10.0f}{tgt:>16}"
               f"{r['wall_s'] / t_max:>12.4f}"
               f"{(r['rss'] / mb_max if mb_max else float('nan')):>11.2f}  "
               f"{'ok' if ok else 'MISSED'}")
 
-    print("\n2. Symmetric vs explicit schedule, same engine, side by side (reduce-scatter)")
-    print(f"{'case':<30}{'chips':>6}{'explicit s':>11}{'symm. s':>9}{'speed-up':>10}"
+    print(f"\n2. Symmetric vs explicit schedule, same engine, side by side (reduce-scatter; "
+          f"seconds and per-run speed-ups min / median / max of {rep} alternating runs)")
+    print(f"{'case':<30}{'chips':>6}{'explicit s':>23}{'symm. s':>23}{'speed-up':>20}"
           f"{'explicit MiB':>13}{'symm. MiB':>10}{'rel. diff':>11}{'events expl/symm':>20}")
     cases = [("ring", 64, "des"), ("multi-board", 64, "des"), ("multi-board", 1024, "des"),
              ("ring", 256, "analytic"), ("ring", 1024, "analytic")]
     if not args.quick:
         cases.append(("ring", 1024, "des"))
     for topo, chips, engine in cases:
-        e = run_case(_explicit, topo, chips, engine, ("reduce-scatter",), None)
-        s = run_case(_symmetric, topo, chips, engine, ("reduce-scatter",), None)
+        es, ss = [], []
+        for _ in range(rep if (topo, chips, engine) != ("ring", 1024, "des") else 1):
+            es.append(run_case(_explicit, topo, chips, engine, ("reduce-scatter",), None))
+            ss.append(run_case(_symmetric, topo, chips, engine, ("reduce-scatter",), None))
+        e, s = es[0], ss[0]
+        ew, sw = [x["wall_s"] for x in es], [x["wall_s"] for x in ss]
         te, ts = e["times"]["reduce-scatter"], s["times"]["reduce-scatter"]
-        print(f"{topo + ' ' + engine:<30}{chips:>6}{e['wall_s']:>11.3f}{s['wall_s']:>9.3f}"
-              f"{e['wall_s'] / s['wall_s']:>10.0f}{e['rss']:>13.0f}{s['rss']:>10.0f}"
+        print(f"{topo + ' ' + engine:<30}{chips:>6}{spread(ew):>23}{spread(sw):>23}"
+              f"{spread(ratios(ew, sw), '{:.0f}'):>20}{e['rss']:>13.0f}{s['rss']:>10.0f}"
               f"{abs(ts - te) / te:>11.1e}{e['events']:>11,}/{s['events']:,}")
 
-    print("\n3. Coarsening: DES packet size vs the fine model (16 KiB packets), explicit schedule.")
+    print("\n3. Coarsening: DES packet size vs the fine model (16 KiB packets), explicit schedule "
+          "(simulated times are deterministic; one run each).")
     print("Ring schedules are contention-free single-hop: packet size cannot change their time.")
     print("On a switch every hop is two links, forwarded cut-through: coarse packets cost")
     print("nothing either (store-and-forward would add one packet time per step).")

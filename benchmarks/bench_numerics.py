@@ -1,7 +1,7 @@
 """Encode / quantize / decode speed and memory of accelsim.numerics against ml_dtypes, side by side.
 
 Run: python benchmarks/bench_numerics.py [--n 4000000] [--repeat 5]
-One run, same arrays for every row; best-of-N wall time, ours and the yardstick timed alternately
+One run, same arrays for every row; min / median / max of N wall times, ours and the yardstick timed alternately
 (fair under load; the load average is printed). Yardsticks (issue #12): ml_dtypes' bfloat16 and
 float8 casts, en-dtypes' hifloat8, numpy's float16 cast (ml_dtypes has no fp16: numpy's is the one
 its users call) and numpy's float32 cast for fp32. The yardstick of every row is the RNE cast, also
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,23 +30,24 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-from _machine import cpu_model as _cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_model as _cpu_model, ratios, spread  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 
-def _times(fns, repeat: int) -> list[float]:
-    """Best-of-``repeat`` times of several functions measured alternately (fair under load)."""
+def _times(fns, repeat: int) -> list[list[float]]:
+    """Every run's time of several functions, measured alternately (a change of load hits all
+    alike, so per-run ratios are fair); the report prints min / median / max."""
     for fn in fns:  # warm-up (tables, caches, compiled kernels)
         fn()
-    best = [float("inf")] * len(fns)
+    runs: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
         for i, fn in enumerate(fns):
             t0 = time.perf_counter()
             fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+            runs[i].append(time.perf_counter() - t0)
+    return runs
 
 
-def _pair(fn_ours, fn_ref, repeat: int) -> tuple[float, float]:
+def _pair(fn_ours, fn_ref, repeat: int) -> tuple[list[float], list[float]]:
     t_o, t_r = _times([fn_ours, fn_ref], repeat)
     return t_o, t_r
 
@@ -106,7 +108,7 @@ def _peak_bytes(fn) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=4_000_000, help="array length (default 4M)")
-    ap.add_argument("--repeat", type=int, default=5, help="timed repetitions, best kept (default 5)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed repetitions (default 5)")
     args = ap.parse_args(argv)
 
     import ml_dtypes
@@ -133,11 +135,11 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     print(f"machine: {os.cpu_count()} cpus, {_cpu_model()}; load average {os.getloadavg()[0]:.2f} (1 min); "
           f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}; n = {n:,}; data N(0,1) * 2^U(-12,8); "
-          f"best of {rep}")
+          f"min / median / max over {rep} alternating runs")
     print(f"bf16 RNE by ml_dtypes' cast when the kernels are off (probe passed): {ml_bfloat16() is not None}; "
           f"numba kernels: {'numba ' + numba_version if numba_version else 'not installed'}")
     hdr = (f"{'op':8s} {'format':9s} {'mode':4s} {'input':7s} {'jit M/s':>8s} {'numpy M/s':>9s} {'ref M/s':>8s} "
-           f"{'jit':>5s} {'numpy':>5s} {'same codes':>11s}  {'kind':6s} {'met':>3s}")
+           f"{'jit x':>16s} {'numpy x':>16s} {'same codes':>11s}  {'kind':6s} {'met':>3s}")
     print(hdr)
     print("-" * len(hdr))
     summary: list[tuple[str, float, float]] = []  # (row, ratio of the default path, ratio without the kernels)
@@ -148,15 +150,17 @@ def main(argv=None) -> int:
             t_j, t_o, t_r = _times([fn_ours, _off(fn_ours), fn_ref], rep)
         else:
             (t_o, t_r), t_j = _pair(fn_ours, fn_ref, rep), None
-        ratio_o = t_r / t_o
-        ratio = t_r / t_j if jit else ratio_o
+        r_o = ratios(t_r, t_o)  # per-run yardstick time / our time
+        r_j = ratios(t_r, t_j) if jit else r_o
+        ratio, ratio_o = statistics.median(r_j), statistics.median(r_o)
         met = ("yes" if ratio >= 1 else "NO") if target else ""
         if target:
             summary.append((f"{op} {name} {mode} {x.dtype}", ratio, ratio_o))
-        jit_rate, jit_ratio = (f"{n / t_j / 1e6:8.0f}", f"{ratio:5.2f}") if jit else ("-", "-")
-        print(f"{op:8s} {name:9s} {mode:4s} {str(x.dtype):7s} {jit_rate:>8s} {n / t_o / 1e6:9.0f} "
-              f"{n / t_r / 1e6:8.0f} {jit_ratio:>5s} {ratio_o:5.2f} {same:>11s}  {'target' if target else 'info':6s} "
-              f"{met:>3s}")
+        mps = lambda t: n / statistics.median(t) / 1e6  # noqa: E731
+        jit_rate, jit_ratio = (f"{mps(t_j):8.0f}", spread(r_j, "{:.2f}")) if jit else ("-", "-")
+        print(f"{op:8s} {name:9s} {mode:4s} {str(x.dtype):7s} {jit_rate:>8s} {mps(t_o):9.0f} "
+              f"{mps(t_r):8.0f} {jit_ratio:>16s} {spread(r_o, '{:.2f}'):>16s} {same:>11s}  "
+              f"{'target' if target else 'info':6s} {met:>3s}")
 
     def codes_same(ours, ref) -> str:
         diff = int(np.count_nonzero(ours != ref))
@@ -177,7 +181,8 @@ def main(argv=None) -> int:
                         same = codes_same(ours(), ref_codes.view(np.uint16)) if mode == "rne" else "-"
                     else:
                         ours = lambda: quantize(x, name, mode, rng=g())  # noqa: E731
-                        ref = lambda: x.astype(ref_t).astype(np.float64)  # noqa: E731
+                        # the same output dtype as ours: float32 in -> float32 out (the format fits)
+                        ref = lambda: x.astype(ref_t).astype(x.dtype)  # noqa: E731
                         same = ("yes" if np.array_equal(ours(), ref(), equal_nan=True) else "2R") if mode == "rne" else "-"
                     row(op, name, mode, x, ours, ref, same, mode == "rne")
     # fp32 from float64: numpy's cast is the yardstick (ml_dtypes has no float32 type)
@@ -196,7 +201,8 @@ def main(argv=None) -> int:
     worst = min(summary, key=lambda s: s[1])
     missed = [f"{k} {r:.2f}" for k, r, _ in summary if r < 1]
     missed_off = sum(r < 1 for _, _, r in summary)
-    print(f"ratio = yardstick time / our time (>= 1: at least as fast); jit: the numba kernels, numpy: "
+    print(f"ratio = yardstick time / our time per run, min / median / max (>= 1: at least as fast; "
+          f"targets judged on the median); jit: the numba kernels, numpy: "
           f"ACCELSIM_JIT=0. Targets met {len(summary) - len(missed)}/{len(summary)} "
           f"(without the kernels {len(summary) - missed_off}/{len(summary)}); worst: {worst[0]} {worst[1]:.2f}; "
           f"missed: {'; '.join(missed) or 'none'}")
@@ -206,7 +212,8 @@ def main(argv=None) -> int:
     xn[::CHUNK] = np.nan
     for name in ("bf16", "fp16", "e4m3fn"):
         t_nan, t_clean = _pair(lambda: encode(xn, name), lambda: encode(x32, name), 3 * rep)
-        print(f"one NaN per {CHUNK}-element chunk, {name} encode: {t_nan / t_clean:.2f}x the clean time")
+        print(f"one NaN per {CHUNK}-element chunk, {name} encode: "
+              f"{spread(ratios(t_nan, t_clean), '{:.2f}')}x the clean time")
     for name in ("e4m3fn", "bf16", "fp32"):
         codes = encode(x32, name)
         decode(codes[:8], name)

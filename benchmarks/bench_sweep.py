@@ -4,7 +4,8 @@ Target (issue 12, deliverable 4): 2 worker processes beat a serial run on any sw
 a few dozen points. The realistic sweep is 108 points: 3 schemes x 4 minibatches (12 compute
 profiles, each a full explorer run) x 3 bandwidths x 3 compression ratios (cheap communication
 terms). Each configuration runs in a fresh interpreter (cold caches, as a user's run is) and is
-timed around ``run_sweep`` only; the best of ``--repeat`` runs is kept (the machine is shared).
+timed around ``run_sweep`` only; every number is min / median / max over ``--repeat`` runs (the
+machine is shared).
 
   serial               one process; its compute-profile cache hits for 8 of every 9 points
   pool, point tasks    the old pool: one point per task, so every worker recomputes profiles
@@ -22,11 +23,12 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from _machine import cpu_model  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_model, ratios, spread  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,18 +83,19 @@ def run_once(axes, executor, workers, group, cores):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3, help="runs per configuration (best kept)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per configuration")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     w = args.workers
     print(f"machine: {os.cpu_count()} cores (nproc), {cpu_model()}, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start "
           "(a parallel speed-up needs idle cores)")
-    print("wall: best of the runs (machine load included); cpu: CPU seconds of all processes; "
+    print(f"min / median / max over {args.repeat} interleaved runs. wall: seconds (machine load "
+          "included); x: serial / this, per run; cpu: CPU seconds of all processes (median); "
           f"critical: the wall time on {w} idle cores implied by the CPU times (this process + "
           f"the busiest worker, or all CPU / {w})")
-    print(f"{'sweep':<44} {'points':>6} {'wall_s':>7} {'x':>6} {'cpu_s':>6} {'critical_s':>10} "
-          f"{'x':>6}")
+    print(f"{'sweep':<44} {'points':>6} {'wall_s':>20} {'x':>17} {'cpu_s':>6} "
+          f"{'critical_s':>20} {'x':>17}")
     failed = False
     for name, axes, configs in (
         ("108 points, 12 profiles", REALISTIC,
@@ -107,17 +110,19 @@ def main() -> int:
         for _ in range(args.repeat):  # interleaved, so a change of machine load hits all alike
             for label, executor, workers, group in configs:
                 runs[label].append(run_once(axes, executor, workers, group, w))
-        ref = min(runs[configs[0][0]], key=lambda g: g["s"])
-        ref_critical = min(g["critical"] for g in runs[configs[0][0]])
+        ref_runs = runs[configs[0][0]]
         for label, *_ in configs:
-            best = min(runs[label], key=lambda g: g["s"])
-            crit = min(runs[label], key=lambda g: g["critical"])
-            if any(g["ips"] != ref["ips"] for g in runs[label]):  # same rows on every executor
+            mine = runs[label]
+            if any(g["ips"] != ref_runs[0]["ips"] for g in mine):  # same rows on every executor
                 print(f"  !! {label}: rows differ from the serial run")
                 failed = True
-            print(f"{name + ': ' + label:<44} {best['n']:>6} {best['s']:7.2f} "
-                  f"{ref['s'] / best['s']:5.2f}x {crit['cpu']:6.2f} {crit['critical']:10.2f} "
-                  f"{ref_critical / crit['critical']:5.2f}x")
+            wall = [g["s"] for g in mine]
+            crit = [g["critical"] for g in mine]
+            x_wall = ratios([g["s"] for g in ref_runs], wall)
+            x_crit = ratios([g["critical"] for g in ref_runs], crit)
+            print(f"{name + ': ' + label:<44} {mine[0]['n']:>6} {spread(wall, '{:.2f}'):>20} "
+                  f"{spread(x_wall, '{:.2f}'):>17} {statistics.median(g['cpu'] for g in mine):6.2f} "
+                  f"{spread(crit, '{:.2f}'):>20} {spread(x_crit, '{:.2f}'):>17}")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 1 if failed else 0
 

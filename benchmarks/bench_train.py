@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-from _machine import cpu_model  # noqa: E402
+from _machine import cpu_model, spread  # noqa: E402
 
 from accelsim.train import RECIPE_NAMES, Trainer, build_model, get_recipe, load_dataset  # noqa: E402
 from accelsim.train.trainer import DEFAULT_LR  # noqa: E402
@@ -44,15 +44,18 @@ def main(argv=None) -> int:
     ap.add_argument("--recipes", default=",".join(RECIPE_NAMES))
     ap.add_argument("--models", default="mlp", help="comma-separated models (default: mlp)")
     ap.add_argument("--model-steps", type=int, default=20, help="steps for cnn / transformer")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each recipe")
     args = ap.parse_args(argv)
-    print(f"machine: {cpu_model()}; batch 32")
-    print(f"{'recipe':10s} {'model':12s} {'steps':>6s} {'seconds':>8s} {'steps/s':>8s} {'1000 mlp steps (s)':>19s}")
+    rep = max(1, args.repeat)
+    print(f"machine: {cpu_model()}; batch 32; min / median / max over {rep} runs")
+    print(f"{'recipe':10s} {'model':12s} {'steps':>6s} {'seconds':>20s} {'1000 mlp steps (s)':>20s}")
     for model in args.models.split(","):
         steps = args.steps if model == "mlp" else args.model_steps
         for r in args.recipes.split(","):
-            sec = time_steps(r, model, steps)
-            proj = f"{1000 * sec / steps:19.1f}" if model == "mlp" else f"{'':19s}"
-            print(f"{r:10s} {model:12s} {steps:6d} {sec:8.2f} {steps / sec:8.1f} {proj}", flush=True)
+            secs = [time_steps(r, model, steps) for _ in range(rep)]
+            proj = spread([1000 * t / steps for t in secs], "{:.1f}") if model == "mlp" else ""
+            print(f"{r:10s} {model:12s} {steps:6d} {spread(secs, '{:.2f}'):>20s} {proj:>20s}",
+                  flush=True)
     return 0
 
 

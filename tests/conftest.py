@@ -1,11 +1,10 @@
-"""Shared test configuration: hypothesis profiles and the location of ../shared/data."""
+"""Shared test configuration: hypothesis profiles. No test reads ../shared: data copied from it
+into tests/data is pinned by sha256 in the test that uses it."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -17,14 +16,3 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, max_examples=50)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """``../shared/data`` beside the clone; tests needing it skip only when it is absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
-    return SHARED_DATA

@@ -7,6 +7,7 @@ peak-FLOPS ceiling and never drops when bandwidth grows."""
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 import pandas as pd
@@ -165,3 +166,23 @@ def test_bad_input_is_a_one_line_error(tmp_path, capsys):
                  "--system", str(REPO / "arch_configs" / "rapid-1chip.toml")]) == 2
     err = capsys.readouterr().err
     assert "GiB per chip > memory" in err and "try a smaller --minibatch" in err
+
+
+def test_tracked_outputs_carry_no_date_machine_or_run_time(out):
+    """Rerunning `accelsim figures` leaves `git status` clean (issue 21, item 11): summary.md
+    and manifest.json hold no date, platform or timing; those go to the ignored run.json."""
+    import re
+
+    man_text = (out / "manifest.json").read_text()
+    man = json.loads(man_text)
+    assert not {"date_utc", "python", "platform", "elapsed_s"} & set(man)
+    iso_date = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+    for name in ("summary.md", "manifest.json"):
+        assert not iso_date.search((out / name).read_text()), name
+    assert platform.platform() not in man_text
+    run = json.loads((out / man["run_record"]).read_text())
+    assert iso_date.match(run["date_utc"]) and run["python"] == platform.python_version()
+    # shipped inputs are recorded by their shipped name, the same from any folder
+    assert {i["path"] for i in man["inputs"]} == {study.DEFAULT_SYSTEM, study.DEFAULT_WORKLOAD,
+                                                  study.DEFAULT_DGX1}
+    assert "/reports/run.json" in (REPO / ".gitignore").read_text().split()

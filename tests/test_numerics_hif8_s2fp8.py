@@ -90,3 +90,18 @@ def test_s2fp8_degenerate_tensors():
     v = s2fp8_quantize([3.0, -3.0, 0.0]).values
     np.testing.assert_allclose(v, [3.0, -3.0, 0.0], rtol=4 * np.finfo(np.float64).eps, atol=0)
     assert np.signbit(v).tolist() == [False, True, False] and v[2] == 0.0
+
+
+def test_a_formats_own_rounding_is_the_default():
+    """issue 21, item 14: ``quantize(x, "hif8")`` rounds as HiF8 does (TA: ties away), checked
+    against en-dtypes; RNE for hif8 only when named."""
+    assert quantize(1.0625, "hif8") == 1.125  # the tie between 1.0 and 1.125 goes away from 0
+    assert quantize(1.0625, "hif8", "rne") == 1.0
+    t = decode(np.arange(256), "hif8")
+    v = np.unique(np.abs(t[np.isfinite(t)]))
+    ties = np.concatenate([(v[1:] + v[:-1]) / 2, -(v[1:] + v[:-1]) / 2])
+    assert np.array_equal(encode(ties, "hif8"), _en_codes(ties))
+    # dlfloat16's default is rna too; the IEEE-style formats keep rne
+    tie16 = 1 + 2.0**-10  # halfway between 1 and 1 + 2^-9 in dlfloat16's 9 fraction bits
+    assert quantize(tie16, "dlfloat16") == 1 + 2.0**-9
+    assert quantize(1 + 2.0**-11, "fp16") == 1.0

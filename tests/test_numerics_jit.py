@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from accelsim.numerics import FloatFormat, decode, encode, get_format, quantize
 from accelsim.numerics import fast
 from accelsim.numerics.general import encode_general, quantize_general
+from accelsim.numerics.codec import fits
 
 pytest.importorskip("numba", reason="the 'jit' extra (numba) is part of the 'test' extra")
 from accelsim.numerics import _jit  # noqa: E402 (after the importorskip)
@@ -57,6 +58,9 @@ def _check(x, name, mode, saturate=False, ntz=False, jit=True):
     bad = np.flatnonzero(ours != ref)
     assert bad.size == 0, f"{what}: {bad.size} codes differ; x={x.reshape(-1)[bad[:4]]!r} ours={ours.reshape(-1)[bad[:4]]} ref={ref.reshape(-1)[bad[:4]]}"
     q = quantize(x, name, mode, saturate=saturate, nan_to_zero=ntz)
+    # float32/float16 in -> the same dtype out where it holds every value of the format (exact)
+    assert q.dtype == (x.dtype if x.dtype.itemsize < 8 and fits(f, x.dtype) else np.float64)
+    q = q.astype(np.float64)
     qref = quantize_general(x64.reshape(-1), f, mode, saturate=saturate, rng=None, nan_to_zero=ntz).reshape(x.shape)
     bad = np.flatnonzero(q.view(np.uint64) != qref.view(np.uint64))
     assert bad.size == 0, f"{what}: {bad.size} values differ; x={x.reshape(-1)[bad[:4]]!r} ours={q.reshape(-1)[bad[:4]]} ref={qref.reshape(-1)[bad[:4]]}"
@@ -274,14 +278,14 @@ def test_switch_off_gives_the_same_bits(monkeypatch):
         with np.errstate(all="ignore"):
             xx = x.astype(dtype)
         for mode in MODES:
-            on[name, dtype, mode] = (encode(xx, name, mode), quantize(xx, name, mode).view(np.uint64))
+            on[name, dtype, mode] = (encode(xx, name, mode), quantize(xx, name, mode).astype(np.float64).view(np.uint64))
     monkeypatch.setenv("ACCELSIM_JIT", "0")
     for (name, dtype, mode), (codes, values) in on.items():
         assert fast.jit_for(np.dtype(dtype), get_format(name), mode) is None
         with np.errstate(all="ignore"):
             xx = x.astype(dtype)
         assert np.array_equal(encode(xx, name, mode), codes)
-        assert np.array_equal(quantize(xx, name, mode).view(np.uint64), values)
+        assert np.array_equal(quantize(xx, name, mode).astype(np.float64).view(np.uint64), values)
     monkeypatch.setenv("ACCELSIM_JIT", "yes")
     with pytest.raises(ValueError, match="ACCELSIM_JIT must be 0 or 1, got 'yes'"):
         encode(x, "bf16")

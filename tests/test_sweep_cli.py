@@ -4,6 +4,7 @@ rerunning resumes without recomputing, unknown keys are clear errors."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -93,3 +94,45 @@ def test_dry_run_lists_points(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 4 and all(" todo " in ln for ln in lines[:3])
     assert lines[3] == "3 points; keys and values checked"
+
+
+def test_dask_without_the_extra_fails_before_any_output(tmp_path, capsys, monkeypatch):
+    """docs/dse.md's ``--executor dask`` example without accelsim[dask]: one line naming the
+    extra, before the manifest, the journal or a progress bar (issue 21, item 2)."""
+    monkeypatch.setitem(sys.modules, "dask", None)  # import dask.distributed -> ImportError
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    out = tmp_path / "c.csv"
+    code = main(["sweep", "--set", f"workload={TINY}", "--set", f"system={SYSTEM}",
+                 "--axis", "chip_GBps=32,64", "--executor", "dask", "--out", str(out)])
+    cap = capsys.readouterr()
+    assert code == 2
+    assert cap.err.count("\n") == 1 and "pip install 'accelsim[dask]'" in cap.err
+    assert "%|" not in cap.err and cap.out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_docs_name_the_dask_extra_before_the_dask_example():
+    lines = (REPO / "docs" / "dse.md").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("accelsim") and "--executor dask" in line:
+            assert any("accelsim[dask]" in earlier for earlier in lines[max(0, i - 3):i]), line
+
+
+def test_auto_executor_runs_small_sweeps_serially():
+    """The rule of choose_executor (measured in sweep_executors): a pool only with enough
+    independent work per worker."""
+    from accelsim.dse import scenario
+    from accelsim.dse import sweep as sw
+
+    key = scenario.group_by()
+    small = sw.spec_from_assignments(axes=["chip_GBps=32,64"], defaults=scenario.defaults())
+    many = sw.spec_from_assignments(axes=["scheme=fp16,fp8,hfp8", "minibatch=256,384,512,768"],
+                                    defaults=scenario.defaults())
+    idle = {"idle": 16.0}  # as on an idle 16-core machine (the rule reads the load otherwise)
+    assert sw.choose_executor(small.points(), 2, key, **idle) == "serial"
+    assert sw.choose_executor(many.points(), 2, key, **idle) == "process"
+    assert sw.choose_executor(many.points(), 1, key, **idle) == "serial"
+    assert sw.choose_executor(many.points(), 4, key, **idle) == "serial"  # 12 over 4 workers
+    assert sw.choose_executor(many.points(), 2, key, idle=1.5) == "serial"  # a busy machine
+    # ungrouped points (cost unknown, one pipe message per row) stay serial
+    assert sw.choose_executor([{"x": i} for i in range(100_000)], 2, **idle) == "serial"

@@ -36,12 +36,15 @@ import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link,
                                  MemoryLevel, System)
 from accelsim.errors import ABSENT, ConfigError
+from accelsim.paths import locate
 
+if TYPE_CHECKING:
+    from accelsim.arch.schemes import Scheme
 
 #: Topology names a config may use; graphs are built by accelsim.netsim.topology ("single" =
 #: one chip, no network; "multi-board" = N boards of 8 hybrid cube-mesh chips, rail-aligned).
@@ -403,7 +406,7 @@ def _key_near_error(text: str, msg: str) -> str:
     return key
 
 
-def load_policy(path: str | Path, scheme) -> Any:
+def load_policy(path: str | Path, scheme: str | Scheme) -> Any:
     """``scheme`` (a name or :class:`~accelsim.arch.schemes.Scheme`) with the precision policy
     of a TOML file, read strictly::
 
@@ -439,7 +442,10 @@ def load_policy(path: str | Path, scheme) -> Any:
 def load_system(path: str | Path, overrides: Mapping[str, Any] | None = None) -> System:
     """Load ``arch_configs/*.toml`` strictly into a :class:`System` (SI units inside).
 
-    ``overrides`` maps dotted TOML keys (in the file's units) to new values, for sweeps."""
+    ``path`` is a file or the name of a shipped config (``"h100-sxm"``, see
+    :mod:`accelsim.paths`). ``overrides`` maps dotted TOML keys (in the file's units) to new
+    values, for sweeps."""
+    path = locate(path, "system")
     data = read_toml(path)
     if overrides:
         data = apply_overrides(data, overrides, source=path)

@@ -22,6 +22,7 @@ from typing import Any
 from accelsim.arch.config import PLAUSIBLE, apply_overrides, read_toml, system_from_dict
 from accelsim.arch.model import System
 from accelsim.errors import InputError, check_int
+from accelsim.paths import locate
 
 _GB = 1e9
 
@@ -141,11 +142,14 @@ def build_system(path: str | Path, overrides: Mapping[str, Any] | None = None, *
                  inter_board_GBps: float | None = None) -> System:
     """The one place a scenario's :class:`System` is built.
 
+    ``path``: an ``arch_configs/*.toml`` file or a shipped name (``"h100-sxm"``).
+
     ``overrides``: dotted config keys in the file's units (``chip.cores``, ...). Setting
     ``system.chips`` alone resizes the boards (:func:`resized_overrides`). Then the bandwidth
     knobs: ``chip_GBps`` or ``link_GBps`` set every off-chip link; an explicit board-to-board
     bandwidth (``inter_board_GBps`` or the config key ``system.inter_board.bandwidth_GBps``) keeps
     or sets the board-to-board links on its own."""
+    path = locate(path, "system")
     ov = dict(overrides or {})
     if chip_GBps is not None and link_GBps is not None:
         raise ValueError("give chip_GBps (a chip's total) or link_GBps (one link), not both")

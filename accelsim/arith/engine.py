@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from accelsim.errors import check_int
 from accelsim.numerics import FORMAT_NAMES, get_format
@@ -174,7 +175,7 @@ PRESET_NAMES = tuple(PRESETS)
 _FIELDS = tuple(f.name for f in dataclasses.fields(EngineConfig) if f.name != "name")
 
 
-def get_engine(name: str, **overrides) -> EngineConfig:
+def get_engine(name: str, **overrides: Any) -> EngineConfig:
     """A scalar-datapath preset by name with fields replaced, e.g. ``get_engine("h100-fp8",
     fast_accum=True)`` (the package's :func:`accelsim.arith.get_engine` also knows the
     block-scaled engines).

@@ -4,11 +4,13 @@ other's registry."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import engine
-from .blockscaled import BLOCK_PRESETS, get_block_engine
+from .blockscaled import BLOCK_PRESETS, BlockScaledEngine, get_block_engine
 
 
-def get_engine(name: str, **overrides):
+def get_engine(name: str, **overrides: Any) -> engine.EngineConfig | BlockScaledEngine:
     """A preset by name with fields replaced: an :class:`~accelsim.arith.EngineConfig` or, for a
     block-scaled engine (:data:`~accelsim.arith.blockscaled.BLOCK_PRESETS`), a block engine."""
     if name in BLOCK_PRESETS:

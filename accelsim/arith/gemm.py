@@ -24,8 +24,10 @@ the reference, step by step:
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from accelsim.numerics import get_format, quantize
 
@@ -34,6 +36,9 @@ from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
 from .exact import exact_sums
 from .kloop import check_threads, k_loop, run_tiles
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _fmt(name):
@@ -166,7 +171,7 @@ def _check_engine(engine) -> None:
         raise TypeError(f"engine must be an EngineConfig (see get_engine), got {type(engine).__name__}")
 
 
-def matmul(a, b, engine: EngineConfig, *, validate: bool = True, fast: bool = True,
+def matmul(a: npt.ArrayLike, b: npt.ArrayLike, engine: EngineConfig, *, validate: bool = True, fast: bool = True,
            threads: int | None = None) -> np.ndarray:
     """D = A @ B as the engine computes it: (M, K) x (K, N) -> (M, N) float32 (output values).
 
@@ -187,7 +192,8 @@ def matmul(a, b, engine: EngineConfig, *, validate: bool = True, fast: bool = Tr
     return engine_result(A, B, engine, fast=fast, threads=threads)
 
 
-def dot(a, b, engine: EngineConfig, *, fast: bool = True):
+def dot(a: npt.ArrayLike, b: npt.ArrayLike, engine: EngineConfig, *,
+        fast: bool = True) -> float | np.ndarray:
     """The engine's dot product: 1-D a, b -> float; (n, K) a, b -> (n,) float32 row-wise dots.
 
     ``fast=False`` forces the float64 reference datapath (see :func:`matmul`).
@@ -205,7 +211,7 @@ def dot(a, b, engine: EngineConfig, *, fast: bool = True):
     return engine_result(A, B, engine, paired=True, fast=fast)[:, 0]
 
 
-def partial_sums(a, b, engine: EngineConfig):
+def partial_sums(a: npt.ArrayLike, b: npt.ArrayLike, engine: EngineConfig) -> pd.DataFrame:
     """Per-step trace of a 1-D dot product: a pandas DataFrame with one row per hardware step.
 
     Columns: step, k_end (products consumed so far), inner (running inner sum after the step),
@@ -237,7 +243,7 @@ def partial_sums(a, b, engine: EngineConfig):
     return pd.DataFrame(rows, columns=["step", "k_end", "inner", "outer", "promoted"])
 
 
-def fma(a, b, c, engine: EngineConfig) -> np.ndarray:
+def fma(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike, engine: EngineConfig) -> np.ndarray:
     """One engine step c + a*b, elementwise (block_width == 1 engines): float64 step values."""
     _check_engine(engine)
     if engine.block_width != 1:

@@ -9,6 +9,7 @@ and stays so (IEEE-style propagation).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 
 from accelsim.numerics import get_format
@@ -132,7 +133,9 @@ def _run(a, b, cfg: EngineConfig, trace=None):
     return outer if cfg.chunk is not None else inner
 
 
-def dot_reference(a, b, cfg: EngineConfig, trace=None):
+def dot_reference(a: Iterable[float], b: Iterable[float], cfg: EngineConfig,
+                  trace: list[tuple[int, Fraction, Fraction | None]] | None = None
+                  ) -> Fraction | float:
     """Exact-arithmetic dot product of two finite 1-D sequences: Fraction, or float inf/nan.
 
     The value is the engine's output-format value (the sign of a zero is not modelled).

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import numpy.typing as npt
 
 from accelsim.errors import check_int
 
@@ -33,7 +34,7 @@ from .gemm import _check_operand, engine_result
 DATAFLOWS = ("ws", "os")
 
 
-def systolic_matmul(a, b, engine: EngineConfig, *, rows: int, cols: int, dataflow: str = "ws") -> np.ndarray:
+def systolic_matmul(a: npt.ArrayLike, b: npt.ArrayLike, engine: EngineConfig, *, rows: int, cols: int, dataflow: str = "ws") -> np.ndarray:
     """A @ B as a rows x cols array of engine PEs computes it; returns (M, N) float32 like matmul."""
     for key, v in (("rows", rows), ("cols", cols)):
         check_int(key, v)

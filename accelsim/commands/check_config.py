@@ -1,4 +1,5 @@
-"""``accelsim check-config FILE``: load an architecture config strictly and summarize it."""
+"""``accelsim check-config FILE``: load an architecture config (a file or a shipped name such as
+``h100-sxm``) strictly and summarize it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ HELP = ("Validate an architecture config (arch_configs/*.toml): exit 0 with a on
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="architecture config TOML file to validate")
+    parser.add_argument("file", metavar="FILE", help="architecture config TOML file or shipped name (e.g. h100-sxm) to validate")
 
 
 def summary(system) -> str:
@@ -26,7 +27,9 @@ def summary(system) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch import load_system
+    from accelsim.paths import resolve_input
 
-    # a ConfigError (an AccelsimError): the CLI prints its one-line message and exits 2
-    print(summary(load_system(args.file)))
+    # Shipped names resolve as in every other command; a missing file lists them. A ConfigError
+    # (an AccelsimError): the CLI prints its one-line message and exits 2.
+    print(summary(load_system(resolve_input(args.file, "system"))))
     return 0

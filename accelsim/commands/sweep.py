@@ -46,9 +46,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", required=True, metavar="FILE",
                         help="output table (.csv; or .parquet with pyarrow); existing rows are "
                              "kept and not recomputed")
-    parser.add_argument("--executor", choices=("serial", "process", "dask"), default="process",
-                        help="where points run: this process, a local process pool (default), or "
-                             "a Dask cluster (needs accelsim[dask])")
+    parser.add_argument("--executor", choices=("auto", "serial", "process", "dask"),
+                        default="auto",
+                        help="where points run: auto (default: a local process pool when 2 cores "
+                             "are idle and there are at least 6 compute profiles per worker, "
+                             "else this process), "
+                             "serial, process, or a Dask cluster (needs pip install "
+                             "'accelsim[dask]')")
     parser.add_argument("--workers", type=positive_int, default=None,
                         help="worker processes (default: all cores)")
     parser.add_argument("--dask-address", default=None, metavar="HOST:PORT",
@@ -121,6 +125,7 @@ def run(args) -> int:
         print(f"{spec.n_points} points; keys and values checked")
         return 0
     check_output_path(out, "--out")
+    sw.check_executor(args.executor)  # a missing extra fails before the manifest and the bar
     manifest_path = out.with_name(out.name + ".manifest.json")
     manifest_path.write_text(json.dumps(scenario.manifest(spec), indent=2, default=str) + "\n")
     evaluate = functools.partial(scenario.evaluate_point, drop=tuple(spec.param_names))

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelsim.arch import ConfigError, System, Unbuildable, build_system
 from accelsim.arch import scenario as arch_scenario
@@ -27,10 +28,13 @@ from accelsim.arch.schemes import get_scheme
 from accelsim.dse.hfp8_study import DEFAULT_SYSTEM, DEFAULT_WORKLOAD, PAPER_SETUP, PAPER_SETUP_SOURCE
 from accelsim.dse.training import training_step
 from accelsim.engine.schedule import STEP_COLUMNS, TrainingParams
-from accelsim.dse.sweep import Infeasible, SweepSpec
+from accelsim.dse.sweep import MAX_POINTS, Infeasible, SweepSpec
 from accelsim.errors import MAX_COUNT, InputError
 from accelsim.paths import resolve_input
 from accelsim.workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PARAM_KEYS = tuple(f.name for f in fields(TrainingParams))
 BANDWIDTH_KEYS = ("chip_GBps", "link_GBps", "inter_board_GBps")
@@ -190,6 +194,27 @@ def group_by():
     from accelsim.dse.sweep import GroupAllBut
 
     return GroupAllBut(*COMM_ONLY_KEYS)
+
+
+def training_sweep(axes: Iterable[str], fixed: Iterable[str] = (),
+                   out: str | os.PathLike[str] | None = None, *, executor: str = "auto",
+                   workers: int | None = None, progress: bool = True,
+                   max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """What ``accelsim sweep --axis ... --set ... --out OUT`` runs, as one call: training-step
+    points from ``KEY=V1,V2`` axes (ranges ``START:STOP:STEP`` / ``START:STOP:xF``) and
+    ``KEY=V`` fixed values over the study's defaults, keys checked before any point runs, rows
+    journalled to ``out`` (.csv / .parquet; rerunning resumes) or kept in memory (None). Returns
+    the table (pandas), one row per point."""
+    from accelsim.dse import sweep as sw
+
+    spec = sw.spec_from_assignments(axes=axes, base=fixed, defaults=defaults(),
+                                    max_points=max_points)
+    spec.check_size(max_points)
+    validate_spec(spec)
+    evaluate = functools.partial(evaluate_point, drop=tuple(spec.param_names))
+    return sw.run_sweep(spec, evaluate, out, columns=output_columns(spec), executor=executor,
+                        workers=workers, progress=progress, group_by=group_by(),
+                        max_points=max_points)
 
 
 def check_keys(keys: Iterable[str]) -> None:

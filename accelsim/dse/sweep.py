@@ -19,7 +19,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from accelsim.dse.sweep_executors import EXECUTORS, default_workers, make_tasks, run_tasks
+from accelsim.dse.sweep_executors import (EXECUTORS, check_executor, choose_executor,
+                                           default_workers, make_tasks, run_tasks)
 from accelsim.dse.sweep_spec import (
     ID_COLUMN,
     MAX_POINTS,
@@ -47,7 +48,7 @@ from accelsim.errors import check_int
 
 __all__ = ["CRC_COLUMN", "EXECUTORS", "ID_COLUMN", "MAX_POINTS", "STATUS_COLUMNS", "GroupAllBut",
            "Infeasible", "JournalError", "JournalIOError", "JournalLocked", "JournalWarning",
-           "SweepSpec", "evaluate_one", "load_sweep_file", "normalize_value", "parse_assignment",
+           "SweepSpec", "check_executor", "choose_executor", "evaluate_one", "load_sweep_file", "normalize_value", "parse_assignment",
            "parse_value", "point_id", "run_sweep", "spec_from_assignments"]
 
 # --------------------------------------------------------------------------- running
@@ -129,7 +130,7 @@ def run_sweep(
     out: str | os.PathLike | None = None,
     *,
     columns: Sequence[str] | None = None,
-    executor: str = "process",
+    executor: str = "auto",
     workers: int | None = None,
     progress: bool = True,
     dask_address: str | None = None,
@@ -139,8 +140,9 @@ def run_sweep(
 ):
     """Evaluate every point of ``spec`` not already in ``out`` and append each row as it finishes.
 
-    ``executor``: ``"serial"`` (in this process), ``"process"`` (``workers`` worker processes that
-    exit with this one) or ``"dask"`` (a ``dask.distributed`` client: ``dask_address`` of a
+    ``executor``: ``"auto"`` (default: a process pool where one can win, else serial; the rule is
+    :func:`~accelsim.dse.sweep_executors.choose_executor`), ``"serial"`` (in this process),
+    ``"process"`` (``workers`` worker processes that exit with this one) or ``"dask"`` (a ``dask.distributed`` client: ``dask_address`` of a
     running scheduler, else a local cluster). ``group_by``: parameter names (or a function of a
     point, such as :class:`GroupAllBut`) whose equal values mark points that share expensive
     set-up; each group runs in one worker, so its caches hit (without it, workers take contiguous
@@ -157,8 +159,7 @@ def run_sweep(
     import pandas as pd
     from tqdm.auto import tqdm
 
-    if executor not in EXECUTORS:
-        raise ValueError(f"sweep: unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+    check_executor(executor)  # before the journal and the bar: a missing extra fails at once
     if workers is not None:
         check_int("sweep: workers", workers)
     out_cols = _columns_of(evaluate, columns)
@@ -202,6 +203,8 @@ def run_sweep(
         done = journal.done if journal is not None else rows_mem.keys()
         todo = [p for i, p in by_id.items() if i not in done]
         n_workers = workers or default_workers()
+        if executor == "auto":
+            executor = choose_executor(todo, n_workers, key)
         if executor == "serial":
             tasks = [todo] if todo else []
         else:

@@ -24,7 +24,10 @@ import traceback
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-EXECUTORS = ("serial", "process", "dask")
+from accelsim.errors import InputError
+
+#: ``auto`` is resolved by :func:`choose_executor` before anything runs
+EXECUTORS = ("auto", "serial", "process", "dask")
 
 Point = Mapping[str, Any]
 Row = Mapping[str, Any]
@@ -37,6 +40,63 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def check_executor(executor: str) -> None:
+    """Refuse an unknown executor, or one whose optional dependency is missing, before anything
+    runs (no journal, no progress bar): one line naming the extra to install."""
+    if executor not in EXECUTORS:
+        raise InputError(f"sweep: unknown executor {executor!r}; "
+                         f"choose from {', '.join(EXECUTORS)}")
+    if executor == "dask":
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise InputError(DASK_MISSING) from None
+
+
+#: ``auto`` starts a process pool only for a grouped sweep with at least this many groups (points
+#: that share an expensive set-up, e.g. one compute profile) per worker. Measured on the README's
+#: 2-core container (``accelsim sweep``, 3 runs each, machine shared): a pool start-up costs
+#: 0.5-1 s; with 1, 2, 4 or 6 compute profiles over 2 workers the pool ran at 0.5-0.9x serial,
+#: with 12 at 0.9-1.7x (bench_sweep, idle: 1.74x). Ungrouped points have no known cost and each
+#: row crosses a pipe: the LLM plan search (13,824 plans of ~0.2-0.3 ms) ran at 0.64-0.96x serial
+#: on 2 loaded cores (bench_llm), so ``auto`` runs them serially.
+MIN_GROUPS_PER_WORKER = 6
+
+
+def idle_cores() -> float:
+    """Usable cores minus the 1-minute load average (what other processes keep busy); the
+    usable cores where the platform has no load average."""
+    cores = default_workers()
+    try:
+        return max(0.0, cores - os.getloadavg()[0])
+    except (AttributeError, OSError):  # no load average (Windows)
+        return float(cores)
+
+
+def choose_executor(points: Sequence[Point], workers: int,
+                    group_key: Callable[[Point], Hashable] | None = None, *,
+                    idle: float | None = None) -> str:
+    """``"process"`` where a pool of ``workers`` can beat one process, else ``"serial"``.
+
+    The rule: at least 2 workers and 2 idle cores (``idle``, default :func:`idle_cores`: on a
+    busy machine a pool only adds start-up and contention: bench_sweep at load 10 on 2 cores ran
+    the grouped 12-profile sweep at 0.38-1.10x serial), a ``group_key`` (points of one group
+    share set-up, so a group is the unit of work whose cost pays for the pool), and at least
+    :data:`MIN_GROUPS_PER_WORKER` distinct groups per worker. Ask for ``"process"`` by name to
+    run a pool anyway; the rows are the same whichever runs them."""
+    if workers < 2 or not points or group_key is None:
+        return "serial"
+    if (idle_cores() if idle is None else idle) < 2:
+        return "serial"
+    groups = len({group_key(p) for p in points})
+    return "process" if groups >= MIN_GROUPS_PER_WORKER * workers else "serial"
+
+
+#: the one message for a Dask run without the dask extra
+DASK_MISSING = ("sweep: executor 'dask' needs dask.distributed, which is not installed: "
+                "pip install 'accelsim[dask]'")
 
 
 def make_tasks(points: Sequence[Point], workers: int,
@@ -75,9 +135,9 @@ def run_tasks(fn: Callable[[Point], Row], tasks: Sequence[Sequence[Point]],
     (default ``record``), the workers are stopped, and the error is re-raised here.
     ``close_fds``: descriptors of this process that forked workers must not keep (the journal and
     its lock)."""
-    if executor not in EXECUTORS:
-        raise ValueError(f"sweep: unknown executor {executor!r}; "
-                         f"choose from {', '.join(EXECUTORS)}")
+    check_executor(executor)
+    if executor == "auto":
+        raise ValueError("run_tasks: resolve executor 'auto' with choose_executor() first")
     salvage = salvage or record
     if executor == "serial" or not tasks:
         for task in tasks:
@@ -328,8 +388,7 @@ def _run_dask(fn, tasks, record, salvage, *, workers: int, address: str | None) 
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
-        raise ValueError("sweep: executor 'dask' needs dask.distributed "
-                         "(pip install 'accelsim[dask]')") from None
+        raise ValueError(DASK_MISSING) from None
     cluster = None
     if address:
         client = Client(address)

@@ -27,7 +27,7 @@ from accelsim.engine.schedule import (
     combine,
 )
 from accelsim.engine.trace import Row, Timeline
-from accelsim.perf.gemm import FITTED
+from accelsim.perf.gemm import FITTED, Efficiency
 from accelsim.workload import Workload
 from accelsim.errors import InputError
 
@@ -147,8 +147,9 @@ def kind_of(workload: Workload, layer: str) -> str:
     return workload.layer(layer).kind
 
 
-def predict_workload(system: System, workload: Workload, batch: int, scheme, *, fusion: bool,
-                     layout: str | None = None, efficiency=None, winograd: bool | None = None,
+def predict_workload(system: System, workload: Workload, batch: int, scheme: str | Scheme, *,
+                     fusion: bool, layout: str | None = None,
+                     efficiency: Efficiency | None = None, winograd: bool | None = None,
                      optimizer: str = "sgd-momentum",
                      memory_reserve_bytes: float = 0.0) -> WorkloadPrediction:
     """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion

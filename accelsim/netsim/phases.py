@@ -26,6 +26,7 @@ import networkx as nx
 
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.netsim import alltoall, symmetric
+from accelsim.netsim import topology as topo
 from accelsim.netsim.alltoall import AllToAllPlan
 from accelsim.netsim.analytic import CollectiveTime, analytic_time
 from accelsim.netsim.limits import MAX_PACKETS, MAX_TRANSFERS
@@ -184,6 +185,8 @@ def collective_time(topology: nx.Graph | RingPlan | AllToAllPlan, op: str, n_ele
         return time_schedule(s, engine, alpha_s=alpha_s, packet_bytes=packet_bytes,
                              max_packets=max_packets)
     pl = topology if isinstance(topology, RingPlan) else None
+    if pl is None:
+        topo.validate(topology)  # a custom graph: missing attributes named, GB/s converted
     if pl is None and mode == "symmetric":
         pl = plan_of(topology)
     if pl is not None:

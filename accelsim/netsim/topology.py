@@ -190,20 +190,52 @@ def link_count(g: nx.Graph) -> int:
     return sum(m for _, _, m in g.edges(data="multiplicity", default=1))
 
 
+#: what a custom topology graph must carry (generators set them all); documented in docs/netsim.md
+NODE_ATTRIBUTES = {"kind": "'chip' or 'switch' on every node"}
+EDGE_ATTRIBUTES = {
+    "bandwidth_GBps": "one physical link, one direction, GB/s (1e9 bytes/s), as in configs and "
+                      "the CLI; or bandwidth_Bps in bytes/s",
+    "latency_s": "optional, seconds, default 0",
+    "multiplicity": "optional, parallel physical links, default 1",
+}
+
+
 def validate(g: nx.Graph) -> nx.Graph:
     """Raise ValueError unless ``g`` is a usable topology; returns ``g``.
 
-    Checks: at least two chips, connected, every edge with positive bandwidth, latency >= 0,
-    integer multiplicity >= 1, every node typed chip or switch.
+    Checks: at least two chips, connected, every node typed chip or switch (``kind``), every
+    edge with a positive bandwidth, latency >= 0, integer multiplicity >= 1. An edge may give
+    its bandwidth as ``bandwidth_GBps`` (the unit of configs and the CLI); it is converted once,
+    here, into the ``bandwidth_Bps`` the engines read (the graph is updated in place).
     """
+    if not isinstance(g, nx.Graph):
+        raise TypeError(f"topology must be a networkx Graph or a RingPlan, got {type(g).__name__}")
     name = g.graph.get("name", "topology")
-    for n, k in g.nodes(data="kind"):
-        if k not in ("chip", "switch"):
-            raise ValueError(f"{name}: node {n!r} has kind {k!r}, expected 'chip' or 'switch'")
+    for n, d in g.nodes(data=True):
+        if "kind" not in d:
+            raise ValueError(f"{name}: node {n!r} has no 'kind' attribute; every node needs "
+                             "kind='chip' or kind='switch' (g.add_node(n, kind='chip'))")
+        if d["kind"] not in ("chip", "switch"):
+            raise ValueError(f"{name}: node {n!r} has kind {d['kind']!r}, expected 'chip' or "
+                             "'switch'")
     if len(chips(g)) < 2:
         raise ValueError(f"{name}: needs at least 2 chips, has {len(chips(g))}")
     for u, v, d in g.edges(data=True):
-        bw, lat, m = d.get("bandwidth_Bps"), d.get("latency_s", 0.0), d.get("multiplicity", 1)
+        if "bandwidth_GBps" in d:
+            gb = d["bandwidth_GBps"]
+            if not (isinstance(gb, (int, float)) and not isinstance(gb, bool)
+                    and math.isfinite(gb) and gb > 0):
+                raise ValueError(f"{name}: link {u}-{v} has bandwidth_GBps={gb!r}; must be > 0")
+            if "bandwidth_Bps" in d and not math.isclose(d["bandwidth_Bps"], gb * 1e9,
+                                                         rel_tol=1e-12):
+                raise ValueError(f"{name}: link {u}-{v} has bandwidth_GBps={gb!r} and "
+                                 f"bandwidth_Bps={d['bandwidth_Bps']!r}, which disagree; give one")
+            d["bandwidth_Bps"] = float(gb) * 1e9
+        if "bandwidth_Bps" not in d:
+            raise ValueError(f"{name}: link {u}-{v} has no bandwidth attribute; every edge needs "
+                             "bandwidth_GBps (one link, one direction, GB/s) or bandwidth_Bps "
+                             "(bytes/s)")
+        bw, lat, m = d["bandwidth_Bps"], d.get("latency_s", 0.0), d.get("multiplicity", 1)
         if not (isinstance(bw, (int, float)) and math.isfinite(bw) and bw > 0):
             raise ValueError(f"{name}: link {u}-{v} has bandwidth_Bps={bw!r}; must be > 0")
         if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
@@ -319,6 +351,18 @@ def generate(spec: TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS) -> 
         return torus2d(spec.rows, spec.cols, bw, lat, max_links=max_links)
     gen = {"ring": ring, "fully-connected": fully_connected, "switch": switch}[spec.kind]
     return gen(spec.chips, bw, lat, max_links=max_links)
+
+
+def build_topology(name: str, chips: int | None = None, *, link_GBps: float | None = None,
+                   inter_board_GBps: float | None = None, latency_s: float | None = None,
+                   inter_board_latency_s: float | None = None,
+                   max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:
+    """:func:`build` with bandwidths in GB/s (1e9 bytes/s, one link, one direction): the unit of
+    configs, sweeps and the CLI (``--link-GBps``), converted once here."""
+    return build(name, chips, bandwidth_Bps=None if link_GBps is None else link_GBps * 1e9,
+                 inter_board_Bps=None if inter_board_GBps is None else inter_board_GBps * 1e9,
+                 latency_s=latency_s, inter_board_latency_s=inter_board_latency_s,
+                 max_links=max_links)
 
 
 def build(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = None,

@@ -348,7 +348,8 @@ def block_quantize(
                                    dtype=np.float64, out=scaled if bf.scale is ScaleKind.E4M3_TENSOR else None)
     if bad.any():
         scaled = np.where(_per_block(bad, bf), 0.0, scaled)
-    values = quantize(scaled, elem, mode, saturate=True, rng=rng)
+    # float64 elements as documented (quantize keeps a float32 input's dtype)
+    values = np.asarray(quantize(scaled, elem, mode, saturate=True, rng=rng), dtype=np.float64)
     values = _unblocked(values, bf, axis, arr.shape)
     return BlockQuantized(
         format=bf, axis=axis, elements=_readonly(values),

@@ -8,12 +8,19 @@ odd in float64 (one correct rounding for every format here; ``sr`` refuses them)
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+import numpy.typing as npt
 
 from . import fast
 from .formats import FloatFormat, get_format
 from .general import decode_table, encode_general, quantize_general  # noqa: F401 (public twins)
 from .rounding import pow2  # noqa: F401 (public)
+
+#: what a ``fmt`` argument takes: a preset name, a FloatFormat, or a numpy/ml_dtypes dtype
+#: (or its scalar type) with the same values (see :func:`get_format`)
+FormatLike = str | FloatFormat | np.dtype | type
 from .rounding import check_mode
 
 _CHUNK = 1 << 16
@@ -124,6 +131,28 @@ def _chunked(fn, arr: np.ndarray, out_dtype, mode: str, **kw) -> np.ndarray:
     return out.reshape(arr.shape)
 
 
+@functools.lru_cache(maxsize=64)
+def fits(f: FloatFormat, dtype: np.dtype) -> bool:
+    """Whether every value of ``f`` (inf and NaN included) is exactly a value of the numpy float
+    ``dtype``: then :func:`quantize` can return ``dtype`` without a second rounding."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        return False
+    if dtype.itemsize >= 8:
+        return True
+    if f.bits > 16:  # fp32: only float32 (or wider) holds it
+        return f.name == "fp32" and dtype.itemsize >= 4
+    v = decode_table(f)
+    v = v[np.isfinite(v)]
+    with np.errstate(over="ignore", under="ignore"):
+        return bool(np.array_equal(v.astype(dtype).astype(np.float64), v))
+
+
+def _is_scalar(x) -> bool:
+    """A Python or numpy scalar (not a 0-d array): the result is a scalar too."""
+    return np.isscalar(x) or isinstance(x, np.generic)
+
+
 def _round(x, fmt, rounding, saturate, rng, nan_to_zero, values: bool):
     f, mode, saturate, nan_to_zero = _resolve(fmt, rounding, rng, saturate, nan_to_zero)
     arr = np.asarray(np.ma.getdata(x))
@@ -132,24 +161,35 @@ def _round(x, fmt, rounding, saturate, rng, nan_to_zero, values: bool):
     else:
         fn, dt = (quantize_general, np.float64) if values else (encode_general, f.code_dtype)
         out = _chunked(fn, arr, dt, mode, f=f, saturate=saturate, rng=rng, nan_to_zero=nan_to_zero)
+    if values and arr.dtype.kind == "f" and arr.dtype.itemsize < 8 and fits(f, arr.dtype):
+        out = out.astype(arr.dtype)  # exact: every value of f is a value of the input's dtype
+    if _is_scalar(x):
+        return out[()]
     return _keep_mask(x, out)
 
 
 # ---------------------------------------------------------------- public API
 def quantize(
-    x,
-    fmt,
-    rounding: str | None = "rne",
+    x: npt.ArrayLike,
+    fmt: FormatLike,
+    rounding: str | None = None,
     *,
     saturate: bool = False,
     rng: np.random.Generator | None = None,
     nan_to_zero: bool = False,
-) -> np.ndarray:
-    """Round ``x`` to values representable in ``fmt``; returns float64 of the same shape.
+) -> np.ndarray | np.generic:
+    """Round ``x`` to values representable in ``fmt``.
+
+    ``fmt``: a format name, a :class:`FloatFormat` or a numpy/ml_dtypes dtype
+    (``ml_dtypes.float8_e4m3fn``; see :func:`get_format`). The result has ``x``'s shape; its
+    dtype is ``x``'s float32/float16 dtype where every value of ``fmt`` is one of that dtype
+    (:func:`fits`: float32 holds every format here, float16 the 8-bit ones and fp16), else
+    float64. A scalar gives a numpy scalar, an array an array.
 
     One correct rounding from the exact input value (float64, int64 and long double inputs
-    included). ``rounding=None`` uses the format's ``default_rounding`` (``rna`` for dlfloat16
-    and hif8). Overflow goes to +-inf (NaN where the format has no inf), or to +-max with
+    included). ``rounding``: the format's own ``default_rounding`` unless named (``rne`` for the
+    IEEE-style formats, ``rna``, round half away, for dlfloat16 and HiF8's TA): a mode the format
+    does not define, such as ``rne`` for hif8, must be asked for by name. Overflow goes to +-inf (NaN where the format has no inf), or to +-max with
     ``saturate=True`` (``rz`` always saturates, as in IEEE 754; sr14/sr2/hybrid saturate a value
     that overflows their FP32/bf16 source too). ``nan_to_zero`` maps NaN inputs to 0 (HiF8
     option). ``saturate`` and ``nan_to_zero`` must be bools, ``rng`` a numpy Generator or None.
@@ -159,20 +199,22 @@ def quantize(
 
 
 def encode(
-    x,
-    fmt,
-    rounding: str | None = "rne",
+    x: npt.ArrayLike,
+    fmt: FormatLike,
+    rounding: str | None = None,
     *,
     saturate: bool = False,
     rng: np.random.Generator | None = None,
     nan_to_zero: bool = False,
-) -> np.ndarray:
-    """Round ``x`` like :func:`quantize` and return the codes (uint8/uint16/uint32)."""
+) -> np.ndarray | np.generic:
+    """Round ``x`` like :func:`quantize` and return the codes (uint8/uint16/uint32; a scalar
+    for a scalar)."""
     return _round(x, fmt, rounding, saturate, rng, nan_to_zero, values=False)
 
 
-def decode(codes, fmt) -> np.ndarray:
-    """float64 values of integer ``codes`` in ``fmt``'s bit layout. Peak memory: the output
+def decode(codes: npt.ArrayLike, fmt: FormatLike) -> np.ndarray | np.generic:
+    """float64 values of integer ``codes`` in ``fmt``'s bit layout (a scalar for a scalar code).
+    Peak memory: the output
     plus one chunk (codes are looked up 2^16 at a time)."""
     f = get_format(fmt)
     c = np.asarray(np.ma.getdata(codes))
@@ -197,4 +239,6 @@ def decode(codes, fmt) -> np.ndarray:
         else:
             with np.errstate(invalid="ignore"):  # signalling NaNs quieten
                 flat_out[start : start + cc.size] = cc.astype(np.uint32).view(np.float32)
+    if _is_scalar(codes):
+        return out[()]
     return _keep_mask(codes, out)

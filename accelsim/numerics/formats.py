@@ -222,12 +222,50 @@ MX_FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in _MX_PRESETS)
 FORMATS: dict[str, FloatFormat] = {f.name: f for f in _PRESETS + _MX_PRESETS}
 
 
-def get_format(fmt: str | FloatFormat) -> FloatFormat:
-    """Look up a preset by name (or pass a :class:`FloatFormat` through)."""
+#: numpy / ml_dtypes / en-dtypes dtype names -> the accelsim format with the same values and codes
+DTYPE_FORMATS: dict[str, str] = {
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "e4m3fn",
+    "float8_e5m2": "e5m2",
+    "float8_e4m3b11fnuz": "hfp8-143",
+    "hifloat8": "hif8",
+}
+
+
+def _dtype_name(fmt: object) -> str | None:
+    """The dtype name of a numpy dtype or scalar type (``ml_dtypes.float8_e4m3fn``,
+    ``np.dtype("float16")``, ``np.float32``), else None."""
+    import numpy as np
+
+    if isinstance(fmt, np.dtype):
+        return fmt.name
+    if isinstance(fmt, type) and issubclass(fmt, np.generic):
+        try:
+            return np.dtype(fmt).name
+        except TypeError:
+            return None
+    return None
+
+
+def get_format(fmt: str | FloatFormat | object) -> FloatFormat:
+    """The format ``fmt`` names: a preset name (``"e4m3fn"``), a :class:`FloatFormat` (passed
+    through), or a numpy / ml_dtypes / en-dtypes dtype or scalar type with the same values
+    (``ml_dtypes.float8_e4m3fn`` -> ``e4m3fn``, ``ml_dtypes.bfloat16`` -> ``bf16``,
+    ``numpy.float16`` -> ``fp16``; :data:`DTYPE_FORMATS` lists them)."""
     if isinstance(fmt, FloatFormat):
         return fmt
     if not isinstance(fmt, str):
-        raise TypeError(f"format must be a name or FloatFormat, got {type(fmt).__name__}")
+        dname = _dtype_name(fmt)
+        if dname is None:
+            raise TypeError(f"format must be a name, a FloatFormat or a numpy/ml_dtypes dtype, "
+                            f"got {type(fmt).__name__}")
+        if dname not in DTYPE_FORMATS:
+            raise ValueError(f"dtype {dname!r} has no accelsim format; dtypes with one: "
+                             f"{', '.join(DTYPE_FORMATS)} (or a format name: "
+                             f"{', '.join(FORMAT_NAMES)})")
+        return FORMATS[DTYPE_FORMATS[dname]]
     try:
         return FORMATS[fmt]
     except KeyError:

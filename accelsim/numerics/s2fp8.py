@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from .codec import _as_float64, quantize
 
@@ -23,7 +24,7 @@ class S2FP8Result:
     beta: float  # shift
 
 
-def s2fp8_stats(x) -> tuple[float, float]:
+def s2fp8_stats(x: npt.ArrayLike) -> tuple[float, float]:
     """(alpha, beta) of a tensor. Degenerate tensors (no non-zero, or all |x| equal): alpha = 1
     and beta = -mu, i.e. a pure shift that puts the common magnitude at 1."""
     a = np.abs(_as_float64(x))
@@ -38,8 +39,10 @@ def s2fp8_stats(x) -> tuple[float, float]:
     return alpha, -alpha * mu
 
 
-def s2fp8_quantize(x, rounding: str = "rne", *, fmt: str = "e5m2", rng=None) -> S2FP8Result:
-    """Shift-and-squeeze ``x``, round to ``fmt`` (FP8 E5M2 in the paper), and map back."""
+def s2fp8_quantize(x: npt.ArrayLike, rounding: str | None = None, *, fmt: str = "e5m2",
+                   rng: np.random.Generator | None = None) -> S2FP8Result:
+    """Shift-and-squeeze ``x``, round to ``fmt`` (FP8 E5M2 in the paper) with ``rounding``
+    (default: the format's own, RNE for E5M2), and map back."""
     x64 = _as_float64(x)
     alpha, beta = s2fp8_stats(x64)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):

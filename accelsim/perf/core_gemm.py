@@ -6,12 +6,17 @@ are SCALE-Sim's fold formula (:func:`accelsim.perf.systolic.gemm_cycles_array`).
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from accelsim.perf.gemm import OPERAND_BYTES, Efficiency, chip_gemm_time, mac_rate
 from accelsim.errors import choose
 from accelsim.perf.systolic import DATAFLOWS, MAPPINGS, Dataflow, gemm_cycles_array
+
+if TYPE_CHECKING:
+    from accelsim.arch import Core
 
 ACCUMULATOR_BYTES = 2  # FP16 partial sums and weight gradients
 TILE_LADDER = (1, 4, 16, 64)  # tile = min(dim, array granule x factor), plus the whole dim
@@ -21,9 +26,11 @@ def ceil_div(a, b):
     return -(-a // b)
 
 
-def core_gemm_time(core, M, N, K, count, precision: str, dataflow,
-                   memory_Bps_per_core, *, out_bytes=ACCUMULATOR_BYTES,
-                   a_unique=1.0, c_unique=1.0) -> dict[str, np.ndarray]:
+def core_gemm_time(core: Core, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayLike,
+                   count: npt.ArrayLike, precision: str, dataflow: str,
+                   memory_Bps_per_core: float, *, out_bytes: float = ACCUMULATOR_BYTES,
+                   a_unique: npt.ArrayLike = 1.0, c_unique: npt.ArrayLike = 1.0
+                   ) -> dict[str, np.ndarray]:
     """Best-tile time of ``count`` GEMMs (M, N, K) on one core, vectorized over candidates.
 
     ``M, N, K, count``, ``dataflow`` (a name or an array of names), ``memory_Bps_per_core``,

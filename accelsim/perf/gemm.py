@@ -30,14 +30,19 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 # Bytes per element of GEMM operands / tensors in memory, per compute precision (block scales
 # included): defined once in accelsim.arch.model, re-exported here for perf's callers.
 from accelsim.arch.model import OPERAND_BYTES  # noqa: F401
 from accelsim.errors import check_int, choose
 from accelsim.perf.systolic import DATAFLOWS, Dataflow, gemm_cycles_array
+
+if TYPE_CHECKING:
+    from accelsim.arch import Chip, System
 
 _TILE_FACTORS = (1, 2, 4, 8)  # core tile = array granule x factor (capped at the dimension)
 _BLOCK_FACTORS = tuple(2 ** i for i in range(11))  # level block = core tile x factor
@@ -129,8 +134,10 @@ def _cdiv(a, b):
     return -(-a // b)
 
 
-def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
-                   out_bytes=None, a_unique=1.0, c_unique=1.0,
+def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayLike,
+                   count: npt.ArrayLike, precision: str, dataflow: str = "os", *,
+                   out_bytes: float | None = None, a_unique: npt.ArrayLike = 1.0,
+                   c_unique: npt.ArrayLike = 1.0,
                    efficiency: Efficiency = FITTED) -> dict[str, np.ndarray]:
     """Best-tile time of ``count`` GEMMs (M, N, K) spread over all cores of ``chip``.
 
@@ -225,7 +232,7 @@ def chip_gemm_time(chip, M, N, K, count, precision: str, dataflow="os", *,
     return out
 
 
-def gemm_time(system, m: int, n: int, k: int, precision: str, *, count: int = 1,
+def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: int = 1,
               dataflow: str | None = None, efficiency: Efficiency = FITTED) -> GemmTime:
     """Time of ``count`` GEMMs ``[m, k] @ [k, n]`` in ``precision`` on one chip of ``system``
     (operands read and the result written in ``precision``'s storage bytes). ``dataflow``

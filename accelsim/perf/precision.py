@@ -4,15 +4,22 @@ file; element-wise layers move tensors in their consumer GEMM's precision)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from accelsim.errors import InputError
 
 
-def layer_precision(workload, layer, scheme) -> str:
+if TYPE_CHECKING:
+    from accelsim.arch.schemes import Scheme
+    from accelsim.workload import Layer, Workload
+
+
+def layer_precision(workload: Workload, layer: Layer, scheme: Scheme) -> str:
     """Precision of one layer under a scheme (see :func:`layer_precisions`)."""
     return layer_precisions(workload, scheme)[layer.name]
 
 
-def layer_precisions(workload, scheme) -> dict[str, str]:
+def layer_precisions(workload: Workload, scheme: Scheme) -> dict[str, str]:
     """Precision of every layer under a scheme, by layer name (one pass over the workload).
 
     GEMM layers: their compute precision (first/last GEMM layer FP16 if the scheme asks).

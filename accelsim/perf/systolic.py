@@ -35,8 +35,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from accelsim.workload import Workload
 
 from accelsim.errors import InputError, SizeError, check_int, choose
 from accelsim.workload.model import Phase
@@ -145,7 +152,8 @@ def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int,
     return total - 1 if scalesim_compat else total
 
 
-def gemm_cycles_array(M, N, K, rows: int, cols: int, dataflow: Dataflow | str = Dataflow.WS, *,
+def gemm_cycles_array(M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayLike, rows: int, cols: int,
+                      dataflow: Dataflow | str = Dataflow.WS, *,
                       macs_per_pe: int = 1, scalesim_compat: bool = False) -> np.ndarray:
     """Vectorized twin of :func:`gemm_cycles` over arrays of M, N, K (int64 result)."""
     _check_positive_int(rows=rows, cols=cols, macs_per_pe=macs_per_pe)
@@ -207,10 +215,10 @@ def conv_gemm_dims(ifmap_h: int, ifmap_w: int, filter_h: int, filter_w: int, cha
     return batch * oh * ow, filters, filter_h * filter_w * channels
 
 
-def workload_cycles(workload, rows: int, cols: int, dataflow: Dataflow | str = Dataflow.WS, *,
-                    batch: int = 1,
+def workload_cycles(workload: Workload, rows: int, cols: int,
+                    dataflow: Dataflow | str = Dataflow.WS, *, batch: int = 1,
                     phase: Phase | str = Phase.FWD, macs_per_pe: int = 1,
-                    scalesim_compat: bool = False):
+                    scalesim_compat: bool = False) -> pd.DataFrame:
     """Per-layer array cycles of one phase of every GEMM layer (tidy pandas DataFrame).
 
     ``scalesim_compat`` lowers convolutions with SCALE-Sim's shape rules (no padding, output

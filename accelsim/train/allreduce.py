@@ -77,7 +77,9 @@ def _quantize_fast(x64: np.ndarray, fmt, rounding: str) -> np.ndarray:
         return quantize(x64, fmt, rounding, saturate=True)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         x32 = x64.astype(np.float32)
-    out = quantize(x32, fmt, rounding, saturate=True)
+    # float64 out, as quantize(x64) gives: the reduction adds these in float64, where two FP8
+    # values sum exactly (float32 would round some sums first)
+    out = quantize(x32, fmt, rounding, saturate=True).astype(np.float64)
     inexact = x32 != x64
     if inexact.any():
         out[inexact] = quantize(x64[inexact], fmt, rounding, saturate=True)

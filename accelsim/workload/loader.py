@@ -34,6 +34,7 @@ from typing import Any
 
 from accelsim.arch.config import ABSENT as _ABSENT
 from accelsim.arch.config import ConfigError, Table, read_toml
+from accelsim.paths import locate
 from accelsim.workload.model import KINDS, MAX_DIM, SHAPE_MODES, Layer, Workload, conv_out
 
 _KEYS = {
@@ -222,5 +223,7 @@ def _check_shapes_fit(file: str, layers) -> None:
 
 
 def load_workload(path: str | Path) -> Workload:
-    """Load ``workloads/*.toml`` strictly into a :class:`Workload`."""
+    """Load ``workloads/*.toml`` strictly into a :class:`Workload`; ``path`` is a file or the
+    name of a shipped workload (``"resnet50"``, see :mod:`accelsim.paths`)."""
+    path = locate(path, "workload")
     return workload_from_dict(read_toml(path), source=path)
