@@ -12,6 +12,10 @@ stays fast; the rooms hold the rest, see docs/api.md)::
     accelsim.gemm_time(h100, 4096, 4096, 4096, "bf16").tflops
     accelsim.predict(accelsim.build_system("a100-sxm"), accelsim.load_workload("resnet50"), 64,
                      "fp16", fusion=False).as_dict()["samples_per_s"]
+    gpt = accelsim.load_workload("gpt2-small")  # a generated transformer: any 3-D plan
+    accelsim.simulate(accelsim.build_system("dgx-h100"), gpt,
+                      accelsim.Plan(tp=2, pp=1, dp=4, micro_batch=4, global_batch=16),
+                      "bf16").rows()                # the per-op breakdown
     accelsim.training_step(accelsim.build_system("hfp8-64chip"), accelsim.load_workload("resnet50"),
                            "hfp8", accelsim.TrainingParams(minibatch=384)).samples_per_s
     g = accelsim.build_topology("ring", 8, link_GBps=50)
@@ -57,6 +61,9 @@ _EXPORTS = {
     "gemm_time": "accelsim.perf.gemm",
     "GemmTime": "accelsim.perf.gemm",
     "predict": "accelsim.engine.run:predict_workload",
+    "simulate": "accelsim.engine.run",  # the engine's one call: any workload under any plan
+    "Plan": "accelsim.engine.plan",
+    "Options": "accelsim.engine.run",
     "training_step": "accelsim.dse.training",
     "TrainingParams": "accelsim.engine.schedule",
     "training_sweep": "accelsim.dse.scenario",

@@ -13,6 +13,7 @@ timed by perf (compute), netsim (communication) and the one schedule
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
@@ -29,6 +30,10 @@ from accelsim.engine.schedule import (
 from accelsim.engine.trace import Row, Timeline
 from accelsim.perf.gemm import FITTED, Efficiency
 from accelsim.workload import Workload
+from accelsim.workload.gpt import GptConfig
+
+if TYPE_CHECKING:
+    from accelsim.engine.transformer import Prediction
 from accelsim.errors import InputError
 
 
@@ -209,7 +214,8 @@ class Options:
     collective_engine: str = "analytic"
 
 
-def simulate(system: System, workload, plan: Plan, scheme, options: Options = Options()):
+def simulate(system: System, workload: Workload | GptConfig, plan: Plan, scheme: Scheme | str,
+             options: Options = Options()) -> Prediction | WorkloadPrediction:
     """The engine's one entry point: one training iteration of ``workload`` (a generated
     transformer workload or a :class:`~accelsim.workload.gpt.GptConfig` -- any plan; a layer
     workload -- data parallel over the system's chips, ``plan.dp == system.chips``, one
@@ -219,7 +225,6 @@ def simulate(system: System, workload, plan: Plan, scheme, options: Options = Op
     :class:`WorkloadPrediction`: both give ``as_dict()`` (time, throughput, memory),
     ``rows()`` (the per-op breakdown) and ``timeline()`` (the trace)."""
     from accelsim.engine.transformer import predict
-    from accelsim.workload.gpt import GptConfig
 
     model = workload if isinstance(workload, GptConfig) else workload.transformer
     if model is not None:
