@@ -48,8 +48,9 @@ def test_predict_and_llm_are_one_engine_on_the_same_gpt(tmp_path, capsys):
                                  "--vocab", "50257", "--flash-attention", "--tp", "1", "--pp", "1",
                                  "--dp", "1", "--micro-batch", "4", "--global-batch", "4",
                                  *common]).out)
-    assert p["step_time_s"] == pytest.approx(q["iteration_time_s"], rel=0.02)
-    assert p["memory_GiB"] == pytest.approx(q["memory_GiB_per_gpu"], rel=0.02)
+    # one engine: the same code, so the same numbers (the issue asks for 2 %)
+    assert p["step_time_s"] == q["iteration_time_s"]
+    assert p["memory_GiB"] == q["memory_GiB_per_gpu"]
     # predict's default optimizer is today's SGD with momentum: fewer state bytes than AdamW
     sgd = json.loads(_run(capsys, ["predict", "--system", "h100-sxm", "--workload", str(wl),
                                    "--batch", "4", "--scheme", "bf16", "--json"]).out)
@@ -75,6 +76,8 @@ PLANS = [
     dict(tp=2, pp=1, dp=4, micro_batch=1, global_batch=8, recompute="selective", zero=3,
          grad_accumulation_fusion=False),
     dict(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, overlap_grad_reduce=True),
+    dict(tp=2, pp=2, dp=4, micro_batch=1, global_batch=32, overlap_grad_reduce=True, zero=1,
+         interleave=2),
 ]
 
 
@@ -97,6 +100,25 @@ def test_llm_breakdown_and_trace_add_up(plan):
         assert "dp_comm" in streams
     if plan["pp"] > 1:
         assert "pp_send_recv" in streams and "bubble" in set(df["op"])
+    # each layer row sits on its stage (interleaved: chunk c of L/(pp v) layers on stage c % pp)
+    per_chunk = GPT.layers // (plan["pp"] * plan.get("interleave", 1))
+    lay = df[df["layer"].str.startswith("layer")]
+    idx = lay["layer"].str[5:].astype(int)
+    assert (lay["stage"] == (idx // per_chunk) % plan["pp"]).all()
+    # the one overlap rule: only the gradient reduction hides, behind one backward pass
+    red = df[df["op"] == "dp_reduce"]
+    if len(red):
+        t = float(red["time_s"].iloc[0])
+        hidden = r.backward_s if plan.get("overlap_grad_reduce") else 0.0
+        assert float(red["exposed_s"].iloc[0]) == pytest.approx(max(0.0, t - hidden))
+    # the trace: the update after the reduction, the ZeRO weight gathers after the update; no
+    # two events of one stream overlap
+    order = [e.name for e in tl.events if e.name in ("dp_reduce", "optimizer", "dp_gather")]
+    assert order == sorted(order, key=["dp_reduce", "optimizer", "dp_gather"].index)
+    for stream in streams:
+        ev = sorted((e.start_s, e.start_s + e.dur_s) for e in tl.events
+                    if str(e.stream) == stream)
+        assert all(b[0] >= a[1] - 1e-12 * r.iteration_time_s for a, b in zip(ev, ev[1:]))
 
 
 @pytest.mark.parametrize("system,scheme,batch", [("a100-sxm", "fp16", 64),
@@ -162,7 +184,7 @@ def test_op_attention_and_gemm_alias(capsys):
     assert d["fwd_bwd_s"] == pytest.approx(d["fwd_s"] + d["bwd_s"])
     # causal flash: half of the 4 b a s^2 d score and P.V FLOPs
     assert d["flops"] == 0.5 * 4 * 2 * 16 * 1024 ** 2 * 64
-    assert d["bound"] in ("compute", "memory", "L2", "latency") or d["bound"]
+    assert d["bound"] in ("compute", "memory", "latency") or d["bound"].startswith("L")
     full = json.loads(_run(capsys, ["op", "attention", "--system", "h100-sxm", "--batch", "2",
                                     "--heads", "16", "--seq", "1024", "--head-dim", "64",
                                     "--json"]).out)
@@ -186,9 +208,12 @@ def test_the_old_copies_are_gone():
 #: come from the engine -- never from the GEMM model, netsim or the ring term directly
 FRONT_ENDS = ["dse/explore.py", "dse/training.py", "dse/hfp8_study.py", "dse/scenario.py",
               "llm/search.py", "commands/predict.py", "commands/llm.py",
-              "commands/explore.py"]
+              "commands/explore.py", "commands/op.py", "commands/plot.py"]
 INTERNALS = ("accelsim.perf.gemm", "accelsim.perf.kernel", "accelsim.netsim",
              "accelsim.ring", "accelsim.arch.states")
+#: ``from accelsim import netsim`` names the room in the imported names, not the module
+INTERNAL_ROOMS = {("accelsim", "netsim"), ("accelsim", "ring"), ("accelsim.perf", "gemm"),
+                  ("accelsim.perf", "kernel"), ("accelsim.arch", "states")}
 
 
 @pytest.mark.parametrize("path", FRONT_ENDS)
@@ -198,10 +223,38 @@ def test_front_ends_import_no_timing_or_memory_internals(path):
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             mods.add(node.module)
+            mods.update(f"{node.module}.{a.name}" for a in node.names
+                        if (node.module, a.name) in INTERNAL_ROOMS)
         elif isinstance(node, ast.Import):
             mods.update(a.name for a in node.names)
     bad = sorted(m for m in mods if m.startswith(INTERNALS))
     assert bad == [], f"{path} imports {bad}: ask accelsim.engine instead"
+
+
+def test_explore_refuses_a_transformer_it_would_time_on_the_layer_model(capsys):
+    rc = main(["explore", "--system", "h100-sxm", "--workload", "gpt2-small", "--batch", "8",
+               "--scheme", "bf16"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "transformer path" in err and "Traceback" not in err
+
+
+def test_pipeline_boundaries_across_nodes_pay_the_nic():
+    """tp 1 x pp 8 x dp 2 on 8-GPU nodes: stages 0-3 on one node, 4-7 on the other; the
+    lock-stepped pipeline runs at its slowest (cross-node) boundary."""
+    from accelsim.engine import LlmParams
+    from accelsim.engine.comm import Fabric, comm
+    from accelsim.engine.memory import memory
+
+    from accelsim.arch.schemes import get_scheme
+
+    plan = Plan(tp=1, pp=8, dp=2, micro_batch=1, global_batch=16)
+    fabric = Fabric.of(NODE, LlmParams())
+
+    f = get_scheme("bf16").formats("adamw")
+    cm = comm(GPT, plan, f, fabric, memory(GPT, plan, f))
+    nbytes = 2 * GPT.seq * GPT.hidden
+    assert cm.pp_p2p_s == pytest.approx(fabric.p2p_s(nbytes, across_nodes=True))
+    assert cm.pp_p2p_s > fabric.p2p_s(nbytes, across_nodes=False)
 
 
 def test_explore_best_layers_is_the_breakdown(tmp_path, capsys):
@@ -232,3 +285,9 @@ def test_simulate_is_the_one_call_for_every_workload():
                                                    global_batch=1), "bf16", NODE).iteration_time_s
     with pytest.raises(ValueError, match="layer list"):
         simulate(a100, resnet, Plan(tp=2, pp=1, dp=1, micro_batch=1, global_batch=1), "fp16")
+    # plan fields a layer workload cannot honour are refused, not ignored
+    with pytest.raises(ValueError, match="layer list"):
+        simulate(a100, resnet, Plan(tp=1, pp=1, dp=1, micro_batch=8, global_batch=8, zero=1),
+                 "fp16")
+    with pytest.raises(ValueError, match="collective_engine"):
+        Options(collective_engine="bogus")

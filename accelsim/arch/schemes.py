@@ -166,15 +166,19 @@ class Scheme:
 
     def formats(self, optimizer: str) -> StateFormats:
         """The per-parameter state and communication formats under ``optimizer``: the AdamW
-        formats, or the SGD recipe's for SGD: the working weight in the master weight's format
-        (the accounting :func:`accelsim.engine.memory.layer_memory_bytes` uses), the residual
-        counted with the master, one state per momentum, the compute copy as a cached copy."""
+        formats, or the SGD recipe's for SGD, per parameter as
+        :func:`accelsim.engine.memory.layer_memory_bytes` counts a GEMM layer's: the weight at
+        the compute precision's storage bytes beside the master weight (plus residual), the
+        gradient, one state per momentum, the compute copy as a cached copy (the same tensor may
+        be counted twice where the weight is its own master: a conservative account, kept
+        identical on both paths)."""
         check_optimizer(self, optimizer)
         if optimizer == "adamw":
             return self.adamw
         n_state = OPTIMIZERS[optimizer][0]
         return StateFormats(
-            self.name, self.compute_precision, self.master_weight_bytes, self.gradient_bytes,
+            self.name, self.compute_precision, OPERAND_BYTES[self.compute_precision],
+            self.gradient_bytes,
             self.master_weight_bytes + self.residual_bytes,
             n_state * self.optimizer_state_bytes, self.reduce_scatter_bytes_per_elem,
             self.all_gather_bytes_per_elem if self.all_gather_payload == "weights"

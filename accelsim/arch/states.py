@@ -52,7 +52,9 @@ class StateFormats:
     """Bytes per element of each training state / communicated tensor under one scheme.
 
     gemm_precision: the precision key of the system's MAC rates that linear layers run in
-        (attention score and P.V matmuls always run in ``bf16``, as in Transformer Engine).
+        (attention's score and P.V matmuls run at the scheme's precision when 16 or 32 bits and
+        in bf16 under 8-bit schemes, as in Transformer Engine:
+        :func:`accelsim.engine.graph.attention_precision`).
     weight_bytes, grad_bytes: the working weight copy and the gradient accumulator.
     master_bytes, moment_bytes: the optimizer's master weights and both Adam moments (sum).
     grad_comm_bytes: gradient all-reduce / reduce-scatter element size.

@@ -8,7 +8,7 @@ import argparse
 import json
 
 from accelsim.commands import gemm as gemm_command
-from accelsim.commands._common import positive_int, scheme_choices
+from accelsim.commands._common import dimension, scheme_choices
 
 NAME = "op"
 HELP = ("Time one op of the op graph on one chip of a system: gemm (as `accelsim gemm`) or "
@@ -24,13 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = kinds.add_parser("attention", help=_ATTENTION_HELP, description=_ATTENTION_HELP)
     a.add_argument("--system", required=True, metavar="FILE",
                    help="arch_configs/*.toml file or shipped name (e.g. h100-sxm)")
-    a.add_argument("--batch", type=positive_int, required=True, metavar="B", help="sequences")
-    a.add_argument("--heads", type=positive_int, required=True, metavar="A",
+    a.add_argument("--batch", type=dimension, required=True, metavar="B", help="sequences")
+    a.add_argument("--heads", type=dimension, required=True, metavar="A",
                    help="query heads")
-    a.add_argument("--seq", type=positive_int, required=True, metavar="L",
+    a.add_argument("--seq", type=dimension, required=True, metavar="L",
                    help="sequence length (queries = keys)")
-    a.add_argument("--head-dim", type=positive_int, required=True, metavar="D")
-    a.add_argument("--kv-heads", type=positive_int, default=None, metavar="K",
+    a.add_argument("--head-dim", type=dimension, required=True, metavar="D")
+    a.add_argument("--kv-heads", type=dimension, default=None, metavar="K",
                    help="key/value heads (GQA; default: as many as --heads)")
     a.add_argument("--no-causal", action="store_true", help="bidirectional attention")
     a.add_argument("--flash-attention", action="store_true",
@@ -45,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _ATTENTION_HELP = ("Forward and backward time of scaled dot-product attention: the score and "
                    "P.V matmuls on the GEMM model, the unfused softmax pass over the scores at "
                    "the transformer path's element-wise bandwidth (none with --flash-attention)")
+
+
+#: one attention op larger than this is a typo, not a model (GPT-3 175B's whole training run
+#: was 3.1e23 FLOPs: Brown et al. 2020, Table D.1)
+MAX_ATTENTION_FLOPS = 1e24
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +76,11 @@ def _attention(args: argparse.Namespace) -> int:
                          precision=precision)
     except ValueError as exc:
         raise UserError(f"--heads {args.heads} --kv-heads {args.kv_heads}: {exc}") from None
+    if op.flops > MAX_ATTENTION_FLOPS:
+        raise UserError(f"--batch {args.batch} --heads {args.heads} --seq {args.seq} --head-dim "
+                        f"{args.head_dim}: {op.flops:.3g} FLOPs in one attention op, beyond any "
+                        f"model (limit {MAX_ATTENTION_FLOPS:.0e}; GPT-3's whole training run was "
+                        "3e23)")
     hbm = system.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
     fwd, bwd, bound = attention_parts(system, op, hbm)
     d = {"system": system.name, "scheme": args.scheme, "precision": precision,

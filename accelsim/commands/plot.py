@@ -92,7 +92,11 @@ def _plot_trace(args) -> int:
 
     src = Path(args.trace)
     if not src.is_file():
-        raise UserError(f"--trace {src}: no such file")
+        raise UserError(f"--trace {src}: " + ("not a regular file (a trace JSON was expected)"
+                                              if src.exists() else "no such file"))
+    given = [f"--{f}" for f in ("x", "y", "hue", "facet") if getattr(args, f) is not None]
+    if given:
+        raise UserError(f"{', '.join(given)}: table options; a --trace draws its own tracks")
     check_output_path(args.out, "--out")
     try:
         data = json.loads(src.read_text())

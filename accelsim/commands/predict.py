@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.errors import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
-    from accelsim.commands._common import datapath_note
+    from accelsim.commands._common import check_scheme_optimizer, datapath_note
     from accelsim.engine.run import predict_workload
     from accelsim.workload import load_workload
 
@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     require_precisions(system, spath, [scheme.compute_precision, scheme.high_precision,
                                        *overrides.values()], f"--scheme {args.scheme}")
     datapath_note(system, scheme)
+    check_scheme_optimizer([scheme.name], args.optimizer)
     _report.check(args)
     reserve = (args.memory_reserve or 0.0) * 2**30
     if workload.transformer is not None:
@@ -151,12 +152,15 @@ def _transformer(args, system, workload, scheme, fusion: bool):
     if not fusion:
         raise UserError("--fusion off: the transformer path models Megatron-LM's fused kernels; "
                         "an unfused transformer stack is not modelled")
+    if args.micro_batch is not None and args.micro_batch != args.batch:
+        raise UserError(f"--micro-batch {args.micro_batch} != --batch {args.batch}: for a "
+                        "transformer workload --batch is the micro-batch per replica (give one)")
     tp, pp = args.tp or 1, args.pp or 1
     if args.dp is None and system.chips % (tp * pp):
         raise UserError(f"--tp {tp} x --pp {pp} does not divide the system's {system.chips} "
                         "chips: give --dp")
     dp = args.dp or max(1, system.chips // (tp * pp))
-    micro = args.micro_batch or args.batch
+    micro = args.batch
     plan = _plan.build_plan(args, tp=tp, pp=pp, dp=dp, micro_batch=micro,
                             global_batch=args.global_batch or micro * dp)
     try:

@@ -51,8 +51,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.engine.memory import layer_memory_bytes
+from accelsim.arch.schemes import get_scheme
 from accelsim.engine.graph import Phase, Stream
+from accelsim.engine.memory import layer_memory_bytes
 from accelsim.engine.run import comm_phases
 from accelsim.engine.schedule import (
     CommPhases,
@@ -63,6 +64,7 @@ from accelsim.engine.schedule import (
     step_time,
 )
 from accelsim.engine.trace import Row, Timeline
+from accelsim.errors import InputError
 from accelsim.perf.layer_model import (
     NORM_PARAM_BYTES,
     OPERAND_BYTES,
@@ -203,9 +205,13 @@ class ExploreResult:
         rs, ag, wu = b["reduce_scatter_s"], b["all_gather_s"], b["weight_update_s"]
         hidden = rs + ag + wu - b["exposed_comm_s"]
         tl.beside("reduce_scatter (hidden)", tl.t - hidden, hidden, Stream.DP)
-        tl.run("reduce_scatter", rs - hidden, Stream.DP)
-        tl.run("all_gather", ag, Stream.DP)
-        tl.run("weight_update", wu)
+        for ph in get_scheme(self.scheme).phase_order:  # hfp8 updates before it all-gathers
+            if ph == "reduce_scatter":
+                tl.run("reduce_scatter", rs - hidden, Stream.DP)
+            elif ph == "all_gather":
+                tl.run("all_gather", ag, Stream.DP)
+            else:
+                tl.run("weight_update", wu)
         return tl
 
 
@@ -227,9 +233,11 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     """
     import pandas as pd
 
-    from accelsim.arch.schemes import get_scheme
-
     scheme = get_scheme(scheme)
+    if getattr(workload, "transformer", None) is not None:
+        raise InputError(f"workload {workload.name!r} is a generated transformer: it runs on the "
+                         "engine's transformer path (predict or llm, any tensor/pipeline plan); "
+                         "explore searches the layer mappings of layer lists")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
     for df in dataflows:

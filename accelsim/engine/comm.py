@@ -23,7 +23,7 @@ Times use :func:`accelsim.ring.ring_collective_time` (the ring term of accelsim)
 on request netsim's discrete-event engine on a switch ring (``engine="des"``), per tier: inside
 a node at the NVSwitch port bandwidth, across nodes at the NIC bandwidth, a group spanning both
 as a hierarchical reduce-scatter / all-gather (node, then rail). The data-parallel volumes price
-each parameter at its scheme's bytes through :func:`accelsim.arch.llm_schemes.param_bytes`.
+each parameter at its scheme's bytes through :func:`accelsim.arch.states.param_bytes`.
 """
 
 from __future__ import annotations
@@ -202,7 +202,9 @@ def comm(model: GptConfig, plan: Plan, scheme: StateFormats, fabric: Fabric, mem
     # pipeline: a 16-bit activation forward and its gradient backward, per chunk boundary
     p2p_bytes = 2 * act / t if p > 1 else 0.0
     pp_bytes = 2 * p2p_bytes * v * plan.n_micro if p > 1 else 0.0
-    pp_across = t * d >= fabric.gpus_per_node
+    # a stage boundary crosses nodes when a stage fills a node or the pipeline spans nodes
+    # (stages advance in lock step: the slowest boundary sets the pace)
+    pp_across = t * d >= fabric.gpus_per_node or p * t * d > fabric.gpus_per_node
     pp_p2p_s = fabric.p2p_s(p2p_bytes, pp_across)
     # data parallel, over ranks tp apart; the linear weight matrices in the scheme's bytes, the
     # other parameters in its other scheme's

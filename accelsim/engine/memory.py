@@ -23,7 +23,7 @@ Without pipeline parallelism that stage also holds the loss: the 16-bit logits a
 copy for Megatron's vocabulary-parallel cross entropy (kept for its backward), 6 bytes per
 logit. A scheme with ``other_scheme`` (fp8-lm) keeps its own bytes for the linear layers'
 weight matrices only and the other scheme's for the rest
-(:func:`accelsim.arch.llm_schemes.param_bytes`).
+(:func:`accelsim.arch.states.param_bytes`).
 """
 
 from __future__ import annotations

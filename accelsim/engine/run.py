@@ -155,8 +155,8 @@ def kind_of(workload: Workload, layer: str) -> str:
 def predict_workload(system: System, workload: Workload, batch: int, scheme: str | Scheme, *,
                      fusion: bool, layout: str | None = None,
                      efficiency: Efficiency | None = None, winograd: bool | None = None,
-                     optimizer: str = "sgd-momentum",
-                     memory_reserve_bytes: float = 0.0) -> WorkloadPrediction:
+                     optimizer: str = "sgd-momentum", memory_reserve_bytes: float = 0.0,
+                     collective_engine: str = "analytic") -> WorkloadPrediction:
     """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
     on/off; activation ``layout`` and ``winograd`` None = the config's; ``winograd=True`` needs
     a chip with a memory hierarchy, else ValueError) under ``optimizer``'s state formats: the
@@ -176,7 +176,7 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
                              peak_flops=system.peak_flops(scheme.compute_precision),
                              elementwise_s=ps.elementwise_s)
     params = TrainingParams(minibatch=minibatch, memory_efficiency=eff.memory_efficiency,
-                            optimizer=optimizer)
+                            optimizer=optimizer, engine=collective_engine)
     st = data_parallel_step(system, workload, scheme, params, profile)
     return WorkloadPrediction(system=system, workload=workload, scheme=scheme,
                               optimizer=optimizer, batch=batch, fusion=fusion, phases=ps,
@@ -199,10 +199,8 @@ class Options:
         kernels only). None: the chip's default (on with a memory hierarchy).
     layout, winograd: activation layout and Winograd convolutions (layer workloads; None: the
         config's).
-    stack: the transformer path's global parameters (:class:`accelsim.engine.LlmParams`:
-        network and element-wise efficiencies, the memory reserve).
-    memory_reserve_GiB: reserve per chip outside the tensors for layer workloads (transformers
-        take it from ``stack``).
+    stack: the software stack's global parameters (:class:`accelsim.engine.LlmParams`: network
+        and element-wise efficiencies of the transformer path, the memory reserve of both).
     collective_engine: ``analytic`` closed forms or netsim's ``des``.
     """
 
@@ -210,8 +208,14 @@ class Options:
     layout: str | None = None
     winograd: bool | None = None
     stack: LlmParams = LlmParams(memory_reserve_GiB=0.0)
-    memory_reserve_GiB: float = 0.0
     collective_engine: str = "analytic"
+
+    def __post_init__(self) -> None:
+        if self.collective_engine not in ("analytic", "des"):
+            raise InputError(f"Options.collective_engine must be 'analytic' or 'des', got "
+                             f"{self.collective_engine!r}")
+        if self.layout not in (None, "nhwc", "nchw"):
+            raise InputError(f"Options.layout must be 'nhwc' or 'nchw', got {self.layout!r}")
 
 
 def simulate(system: System, workload: Workload | GptConfig, plan: Plan, scheme: Scheme | str,
@@ -233,15 +237,17 @@ def simulate(system: System, workload: Workload | GptConfig, plan: Plan, scheme:
                              "not modelled)")
         return predict(model, plan, scheme, system, options.stack,
                        engine=options.collective_engine)
-    if (plan.tp, plan.pp, plan.dp) != (1, 1, system.chips) \
-            or plan.global_batch != plan.micro_batch * system.chips:
+    layer_plan = Plan(tp=1, pp=1, dp=system.chips, micro_batch=plan.micro_batch,
+                      global_batch=plan.micro_batch * system.chips, optimizer=plan.optimizer)
+    if plan != layer_plan:
         raise InputError(f"workload {workload.name!r} is a layer list: it trains data parallel "
                          f"over the system's {system.chips} chips (tp 1, pp 1, dp "
-                         f"{system.chips}, global batch = micro-batch x dp); got tp {plan.tp}, "
-                         f"pp {plan.pp}, dp {plan.dp}, global batch {plan.global_batch}")
+                         f"{system.chips}, global batch = micro-batch x dp, no ZeRO, recompute, "
+                         f"interleave or sequence parallelism); got {plan}")
     fusion = options.fusion if options.fusion is not None else (
         system.chip.fusion or system.chip.has_hierarchy)
     return predict_workload(system, workload, plan.micro_batch, scheme, fusion=fusion,
                             layout=options.layout, winograd=options.winograd,
                             optimizer=plan.optimizer,
-                            memory_reserve_bytes=options.memory_reserve_GiB * 2**30)
+                            memory_reserve_bytes=options.stack.memory_reserve_GiB * 2**30,
+                            collective_engine=options.collective_engine)

@@ -31,10 +31,11 @@ from accelsim.engine.graph import (
     GemmOp,
     Phase,
     Stream,
+    attention_parts,
     attention_precision,
-    attention_s,
     elementwise_s,
     gemm_fwd_bwd_s,
+    gemm_timed,
 )
 from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
@@ -97,20 +98,21 @@ def layer_op_times(model: GptConfig, plan: Plan, formats: StateFormats, system: 
     rows: list[OpTime] = []
     for g in linear:
         fw, bk = gemm_fwd_bwd_s(system, g)
-        rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, "gemm"))
-        rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, "gemm"))
-    af, ab = attention_s(system, attn, bw)
-    ab_bytes = sum(g.bytes for g in attn.gemms) + attn.score_bytes
-    rows.append(OpTime("attention", Phase.FWD, af, attn.flops, ab_bytes, "gemm"))
-    rows.append(OpTime("attention", Phase.BWD, ab, 2 * attn.flops, 2 * ab_bytes, "gemm"))
+        bound = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count).bound
+        rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, bound))
+        rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, bound))
+    af, ab, abound = attention_parts(system, attn, bw)
+    rows.append(OpTime("attention", Phase.FWD, af, attn.flops, attn.bytes, abound))
+    rows.append(OpTime("attention", Phase.BWD, ab, 2 * attn.flops, 2 * attn.bytes, abound))
     rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
     rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
                        "memory"))
     T, V = model.seq * plan.micro_batch, model.vocab / plan.tp
     hf, hb = gemm_fwd_bwd_s(system, head)
+    hbound = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count).bound
     loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
-    head_rows = [OpTime("lm_head", Phase.FWD, hf, head.flops, head.bytes, "gemm"),
-                 OpTime("lm_head", Phase.BWD, hb, 2 * head.flops, 2 * head.bytes, "gemm"),
+    head_rows = [OpTime("lm_head", Phase.FWD, hf, head.flops, head.bytes, hbound),
+                 OpTime("lm_head", Phase.BWD, hb, 2 * head.flops, 2 * head.bytes, hbound),
                  OpTime("loss", Phase.FWD, loss_f / bw, 0.0, loss_f, "memory"),
                  OpTime("loss", Phase.BWD, loss_b / bw, 0.0, loss_b, "memory")]
     return rows, head_rows
@@ -208,12 +210,15 @@ class Prediction:
 
         tl = Timeline()
         tl.micro_batches(p.n_micro, pieces(Phase.FWD), pieces(Phase.BWD))
+        backprop_end = tl.t
         tl.run("bubble", self.bubble_s)
+        # the hidden part of the gradient reduction runs during the last backward pass; the
+        # optimizer step follows the reduction and the ZeRO weight gathers follow the step
         hidden = cm.dp_s - self.dp_comm_s
-        tl.beside("dp_reduce (hidden)", tl.t - hidden, hidden, Stream.DP)
+        tl.beside("dp_reduce (hidden)", backprop_end - hidden, hidden, Stream.DP)
         tl.run("dp_reduce", max(0.0, cm.dp_reduce_s - hidden), Stream.DP)
-        tl.run("dp_gather", cm.dp_gather_s, Stream.DP)
         tl.run("optimizer", self.optimizer_s)
+        tl.run("dp_gather", cm.dp_gather_s, Stream.DP)
         return tl
 
     @property
