@@ -14,20 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accelsim.arith._fast import round_to_odd, two_sum
-
-
-def round_odd53(X: Fraction) -> float:
-    """X rounded to 53 significant bits by round-to-odd, from the definition."""
-    if X == 0:
-        return 0.0
-    a = abs(X)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    q = Fraction(2) ** (e - 52)
-    n, rem = divmod(a, q)
-    n = int(n) | (1 if rem else 0)
-    return math.copysign(float(n * q), X)
+from fraction_oracles import round_odd53
 
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-2.0**900,

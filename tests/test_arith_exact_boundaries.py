@@ -28,26 +28,12 @@ from hypothesis import strategies as st
 
 from accelsim.arith import get_engine
 from accelsim.arith.exact import exact_sums
+from fraction_oracles import round_odd53
 
 MBITS = {"fp32": 23, "bf16": 7, "fp16": 10}  # stored significand bits (IEEE 754 / bf16)
 #: the most negative exponent of a normal number of each format (IEEE 754 / bf16)
 EMIN = {"fp32": -126, "bf16": -126, "fp16": -14}
 METHODS = ("auto", "blas", "slices", "two-limb", "limbs")
-
-
-def round_odd53(X: Fraction) -> float:
-    """X rounded to 53 significant bits by round-to-odd: truncate toward zero, then set the last
-    bit when anything was cut off."""
-    if X == 0:
-        return 0.0
-    a = abs(X)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    q = Fraction(2) ** (e - 52)
-    n, rem = divmod(a, q)
-    n = int(n) | (1 if rem else 0)
-    return math.copysign(float(n * q), X)
 
 
 def exact_dot(a, b) -> Fraction:
