@@ -15,7 +15,7 @@ import pytest
 
 from accelsim.arith import dot, get_engine, matmul
 from accelsim.arith import _jit_fma
-from accelsim.numerics import get_format, quantize
+from accelsim.numerics import decode, get_format, quantize
 
 
 def _bits(x):
@@ -64,3 +64,48 @@ def test_kernel_gives_up_on_overflow():
     b = np.full((8, 3), 100.0)
     assert _jit_fma.accumulate(a, b, eng, paired=False) is None
     assert np.array_equal(_bits(matmul(a, b, eng)), _bits(matmul(a, b, eng, fast=False)))
+
+
+def _probe_values(fmt: str, rng) -> np.ndarray:
+    """Every finite value of a <= 16-bit format, the midpoints between neighbours and points a
+    quarter-step either side of them (ties and near-ties of every rounding), both signs; for
+    wider formats random values over the whole exponent range and the subnormal range."""
+    f = get_format(fmt)
+    if f.bits <= 16:
+        v = decode(np.arange(2**f.bits, dtype=np.uint32).astype(f.code_dtype), fmt)
+        v = np.unique(np.abs(v[np.isfinite(v)]))
+        mid = (v[1:] + v[:-1]) / 2
+        q = (v[1:] - v[:-1]) / 4
+        x = np.concatenate([v, mid, mid - q, mid + q, v[1:] - q])
+    else:
+        x = np.concatenate([2.0 ** rng.uniform(np.log2(f.min_subnormal) - 2, np.log2(f.max), 20000),
+                            rng.random(2000) * f.min_normal])
+    return np.concatenate([x, -x])
+
+
+@pytest.mark.parametrize("rounding", ["rne", "rna", "rz"])
+def test_round_finite_equals_quantize(rounding):
+    """round_finite (the compiled rounding the training datapath uses) gives quantize's bits for
+    every format but the tapered HiF8 (None there), and None exactly where a value overflows."""
+    from accelsim.arith import round_finite
+    from accelsim.numerics import FORMAT_NAMES
+
+    rng = np.random.default_rng(11)
+    for fmt in FORMAT_NAMES:
+        f = get_format(fmt)
+        x = _probe_values(fmt, rng)
+        got = round_finite(x, fmt, rounding)
+        if f.layout == "hif8":
+            assert got is None
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = quantize(x, fmt, rounding)
+        over = ~np.isfinite(want) | (np.abs(want) > f.max)
+        if over.any():
+            assert got is None, fmt
+            got = round_finite(x[~over], fmt, rounding)
+            want = want[~over]
+        assert got is not None, fmt
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), fmt
+        for bad in (2 * f.max, -4 * f.max, np.nan, np.inf):  # overflow, non-finite: general route
+            assert round_finite(np.array([1.0, bad]), fmt, rounding) is None, (fmt, bad)

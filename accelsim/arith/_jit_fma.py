@@ -14,6 +14,8 @@ overhead for ~2 us of arithmetic.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numba
 import numpy as np
 
@@ -32,6 +34,7 @@ def _compiled(fn):
         return numba.njit(nogil=True)(fn)
 
 
+@lru_cache(maxsize=None)
 def _consts(f: FloatFormat, mode: str) -> tuple:
     """The rounding constants of ``f``, ``mode`` as round_fast and _round_general use them:
     (drop, add, keep mask, lowest normal pattern, highest finite pattern, mode code, negative
@@ -46,21 +49,11 @@ def _consts(f: FloatFormat, mode: str) -> tuple:
 
 
 @_compiled
-def _add_round(x, y, c):
-    """(x + y rounded once to the format of ``c``, bad): two_sum, round-to-odd, rounding on the
-    bit pattern (round_fast), below the normal range on the format's lowest grid
-    (_round_general); ``bad`` is nonzero on overflow or a non-finite sum (the caller gives up).
-    Branch-free, so the loops below vectorize."""
+def _round_bits(b, c):
+    """(the float64 with bit pattern ``b`` rounded once to the format of ``c``, overflow): on the
+    bit pattern in the normal range (round_fast), on the format's lowest grid below it
+    (_round_general; exact power-of-two scalings of normal float64 values). Branch-free."""
     drop, add, keep, lo, hi, mode, negzero, subnormals, up, down, min_normal = c
-    s = x + y
-    bb = s - x
-    e = (x - (s - bb)) + (y - bb)
-    b = np.float64(s).view(np.int64)
-    # round to odd: an inexact sum with an even last bit moves one ulp towards the exact value
-    # (away from zero: +1 on the magnitude, towards zero: -1; s != 0 whenever e != 0)
-    fix = np.int64((e != 0.0) & ((b & 1) == 0))
-    away = np.int64((e > 0.0) == (s > 0.0))
-    b += fix * (2 * away - 1)
     mag0 = b & 0x7FFFFFFFFFFFFFFF
     sign = b - mag0
     mag = mag0
@@ -70,8 +63,6 @@ def _add_round(x, y, c):
         mag += add
     mag &= keep
     r = np.int64(mag | sign).view(np.float64)
-    # below the normal range: the rounding on the grid 2^(emin - mbits) (exact power-of-two
-    # scalings: every value involved is a normal float64)
     ax = np.int64(mag0).view(np.float64) * up
     if mode == 0:
         q = np.rint(ax)
@@ -87,8 +78,37 @@ def _add_round(x, y, c):
         r = q
     if r == 0.0 and not negzero:
         r = 0.0
-    bad = np.int64(mag > hi) | np.int64((s - s) != 0.0)
-    return r, bad
+    return r, np.int64(mag > hi)
+
+
+@_compiled
+def _add_round(x, y, c):
+    """(x + y rounded once to the format of ``c``, bad): two_sum, round-to-odd, ``_round_bits``;
+    ``bad`` is nonzero on overflow or a non-finite sum (the caller gives up)."""
+    s = x + y
+    bb = s - x
+    e = (x - (s - bb)) + (y - bb)
+    b = np.float64(s).view(np.int64)
+    # round to odd: an inexact sum with an even last bit moves one ulp towards the exact value
+    # (away from zero: +1 on the magnitude, towards zero: -1; s != 0 whenever e != 0)
+    fix = np.int64((e != 0.0) & ((b & 1) == 0))
+    away = np.int64((e > 0.0) == (s > 0.0))
+    b += fix * (2 * away - 1)
+    r, over = _round_bits(b, c)
+    return r, over | np.int64((s - s) != 0.0)
+
+
+@_compiled
+def _round_array(x, out, c):
+    """``out`` = every (finite) ``x`` rounded to the format of ``c``; False on overflow or a
+    non-finite value."""
+    bad = np.int64(0)
+    for i in range(x.size):
+        v = x[i]
+        r, over = _round_bits(np.float64(v).view(np.int64), c)
+        out[i] = r
+        bad |= over | np.int64((v - v) != 0.0)
+    return bad == 0
 
 
 @_compiled
@@ -153,5 +173,15 @@ def accumulate(A: np.ndarray, B: np.ndarray, cfg: EngineConfig, paired: bool) ->
         out[...] = 0.0
         return out
     if not _fma_loop(A, B, paired, chunk, cs, co, out):
+        return None
+    return out
+
+
+def round_finite(x: np.ndarray, f: FloatFormat, mode: str) -> np.ndarray | None:
+    """float64 ``x`` rounded once to ``f`` with rne/rna/rz (``_fast.round_fast``'s values), or
+    None where a value is non-finite or overflows the format (the caller's general route)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    if not _round_array(x.reshape(-1), out.reshape(-1), _consts(f, mode)):
         return None
     return out

@@ -160,6 +160,19 @@ def _jit_fma_for(cfg: EngineConfig):
     return _load_jit_fma()
 
 
+def round_finite(x, fmt: str, rounding: str) -> np.ndarray | None:
+    """float64 ``x`` rounded once to format ``fmt`` with rne/rna/rz as ``numerics.quantize`` does
+    (no saturation), by the compiled kernel of the FMA engines; None where that kernel is not
+    available (numba missing, ACCELSIM_JIT=0, a tapered format) or a value is non-finite or
+    overflows -- the caller then quantizes by the general route. For hot loops (training
+    operands); tested against quantize in tests/test_arith_jit_fma.py."""
+    f = _fmt(fmt)
+    if rounding not in ("rne", "rna", "rz") or f.layout == "hif8" or os.environ.get("ACCELSIM_JIT") == "0":
+        return None
+    jit = _load_jit_fma()
+    return None if jit is None else jit.round_finite(x, f, rounding)
+
+
 def engine_result(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = True,
                   threads: int | None = None) -> np.ndarray:
     """Checked float64 operands (NaN/Inf allowed) -> the engine's float32 output array."""

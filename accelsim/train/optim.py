@@ -17,8 +17,9 @@ import math
 
 import numpy as np
 
-from accelsim.numerics import get_format, quantize
+from accelsim.numerics import get_format
 
+from .datapath import round_to
 from .layers import Layer, parameters
 from .recipes import Recipe
 from .scaling import pow2_scale
@@ -27,14 +28,16 @@ from .scaling import pow2_scale
 def store(x: np.ndarray, fmt: str, rounding: str, rng=None, *, scaled: bool = False) -> np.ndarray:
     """``x`` as held in ``fmt`` (values, float64). ``scaled``: with a per-tensor power-of-two
     scale that puts amax at the format's largest value, descaled afterwards (exact)."""
+    r = None if rounding in ("rne", "rna", "rz") else rng  # only stochastic modes draw
     if fmt == "fp32" and not scaled:
-        return x.astype(np.float32).astype(np.float64) if rounding == "rne" else quantize(x, fmt, rounding, rng=rng)
+        if rounding == "rne":
+            return x.astype(np.float32).astype(np.float64)
+        return round_to(x, fmt, rounding, rng=r)
     if not scaled:
-        with np.errstate(over="ignore"):
-            return quantize(x, fmt, rounding, rng=rng, saturate=True)
+        return round_to(x, fmt, rounding, saturate=True, rng=r)
     a = float(np.max(np.abs(x))) if x.size else 0.0
     s = pow2_scale(a, get_format(fmt).max) if math.isfinite(a) else 1.0
-    return quantize(x * s, fmt, rounding, rng=rng, saturate=True) / s
+    return round_to(x * s, fmt, rounding, saturate=True, rng=r) / s
 
 
 class Optimizer:

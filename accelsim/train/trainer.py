@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
 from .data import Dataset, load_dataset
-from .datapath import Datapath
+from .datapath import Datapath, GemmLevel
 from .layers import Layer, SoftmaxCrossEntropy, parameters
 from .models import build_model
 from .optim import Optimizer
@@ -39,8 +39,10 @@ class TrainConfig:
     batch_size: int = 32
     lr: float | None = None  # None: DEFAULT_LR of the recipe's optimizer
     eval_every: int = 0  # evaluate the test accuracy every N steps (0: only at the end)
+    gemm: GemmLevel = GemmLevel.ENGINE  # the arith engine (bit-exact) or float32 BLAS
 
     def __post_init__(self):
+        object.__setattr__(self, "gemm", GemmLevel.parse(self.gemm))  # "blas" -> GemmLevel.BLAS
         for key in ("steps", "batch_size"):
             v = getattr(self, key)
             if not isinstance(v, int) or v < 1:
@@ -83,9 +85,10 @@ class Trainer:
     """One model, one recipe, one data set; ``step(xb, yb)`` runs one training step."""
 
     def __init__(self, model: Layer, recipe: Recipe, lr: float, rng: np.random.Generator, *,
-                 check: bool = False, reference: bool = False):
+                 check: bool = False, reference: bool = False, gemm: GemmLevel = GemmLevel.ENGINE):
         self.model, self.recipe = model, recipe
-        self.dp = Datapath(recipe, rng, check=check, reference=reference)
+        self.dp = Datapath(recipe, rng, check=check, reference=reference, gemm=gemm)
+        self.params = parameters(model)
         self.opt = Optimizer(model, recipe, lr, rng)
         self.scaler = make_loss_scaler(recipe)
         self.ce = SoftmaxCrossEntropy()
@@ -103,17 +106,23 @@ class Trainer:
         worker runs forward and backward on its shard, and the weight gradients are averaged by
         the recipe's all-reduce (FP8-LM auto-scaling through ``allreduce.fp8_allreduce``)."""
         scale = 1.0 if self.scaler is None else float(self.scaler.scale)
-        params = parameters(self.model)
-        shards = np.array_split(np.arange(len(yb)), self.recipe.workers)
+        params = self.params
         per_worker, loss = [], 0.0
         with np.errstate(over="ignore", invalid="ignore"):
-            for sh in shards:
-                z = self.model.forward(xb[sh], self.dp, train=True)
-                loss += self.ce.forward(z, yb[sh]) * len(sh) / len(yb)
+            if self.recipe.workers == 1:
+                z = self.model.forward(xb, self.dp, train=True)
+                loss = self.ce.forward(z, yb)
                 self.model.backward(self.ce.backward(scale), self.dp)
                 per_worker.append([layer.grads[name] for layer, name in params])
+            else:
+                shards = np.array_split(np.arange(len(yb)), self.recipe.workers)
+                for sh in shards:
+                    z = self.model.forward(xb[sh], self.dp, train=True)
+                    loss += self.ce.forward(z, yb[sh]) * len(sh) / len(yb)
+                    self.model.backward(self.ce.backward(scale), self.dp)
+                    per_worker.append([layer.grads[name] for layer, name in params])
         found_inf = not all(np.isfinite(g).all() for grads in per_worker for g in grads)
-        if not found_inf and len(shards) > 1:
+        if not found_inf and len(per_worker) > 1:
             self._allreduce(params, per_worker)
         apply = (not found_inf) if self.scaler is None else self.scaler.update(found_inf)
         if apply and not found_inf:
@@ -147,7 +156,7 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
     data = load_dataset(config.dataset, r_data) if data is None else data
     model = build_model(config.model, data, r_init)
     lr = DEFAULT_LR[recipe.optimizer] if config.lr is None else config.lr
-    tr = Trainer(model, recipe, lr, r_round)
+    tr = Trainer(model, recipe, lr, r_round, gemm=config.gemm)
     n = len(data.y_train)
     if config.batch_size > n:
         raise ValueError(f"batch_size {config.batch_size} is larger than the {n} training "
