@@ -70,15 +70,19 @@ def make_loss_scaler(recipe: Recipe):
     return AdaptiveLossScaler(init_scale=recipe.init_loss_scale)
 
 
-def evaluate(model: Layer, x: np.ndarray, y: np.ndarray, dp: Datapath) -> tuple[float, float]:
-    """(mean cross-entropy, accuracy) of the model in inference mode under the datapath."""
+def evaluate(model: Layer, x: np.ndarray, y: np.ndarray, dp: Datapath,
+             batch: int = EVAL_BATCH) -> tuple[float, float]:
+    """(mean cross-entropy in nats, accuracy) of the model in inference mode under the datapath,
+    over every label (every position of a language-modelling window)."""
     ce = SoftmaxCrossEntropy()
-    loss, correct = 0.0, 0
-    for i in range(0, len(y), EVAL_BATCH):
-        z = model.forward(x[i:i + EVAL_BATCH], dp, train=False)
-        loss += ce.forward(z, y[i:i + EVAL_BATCH]) * len(z)
-        correct += int(np.count_nonzero(z.argmax(axis=1) == y[i:i + EVAL_BATCH]))
-    return loss / len(y), correct / len(y)
+    loss, correct, n = 0.0, 0, 0
+    for i in range(0, len(y), batch):
+        z = model.forward(x[i:i + batch], dp, train=False)
+        yy = y[i:i + batch].reshape(-1)
+        loss += ce.forward(z, yy) * len(yy)
+        correct += int(np.count_nonzero(z.argmax(axis=1) == yy))
+        n += len(yy)
+    return loss / n, correct / n
 
 
 class Trainer:
@@ -111,14 +115,14 @@ class Trainer:
         with np.errstate(over="ignore", invalid="ignore"):
             if self.recipe.workers == 1:
                 z = self.model.forward(xb, self.dp, train=True)
-                loss = self.ce.forward(z, yb)
+                loss = self.ce.forward(z, yb.reshape(-1))
                 self.model.backward(self.ce.backward(scale), self.dp)
                 per_worker.append([layer.grads[name] for layer, name in params])
             else:
                 shards = np.array_split(np.arange(len(yb)), self.recipe.workers)
                 for sh in shards:
                     z = self.model.forward(xb[sh], self.dp, train=True)
-                    loss += self.ce.forward(z, yb[sh]) * len(sh) / len(yb)
+                    loss += self.ce.forward(z, yb[sh].reshape(-1)) * len(sh) / len(yb)
                     self.model.backward(self.ce.backward(scale), self.dp)
                     per_worker.append([layer.grads[name] for layer, name in params])
         found_inf = not all(np.isfinite(g).all() for grads in per_worker for g in grads)
@@ -145,10 +149,26 @@ class Trainer:
             layer.grads[name] = reducer.reduce(g).mean
 
 
+def one_blas_thread():
+    """A context in which BLAS runs on one thread: training GEMMs are small (<= 2048 x 256), and
+    OpenBLAS' threads spinning against each other on a busy machine made them 10-30x slower
+    (measured: a 64x2048x256 float32 product 60 ms on 2 threads under load, 2 ms on one).
+    Parallel runs go through ``accelsim study --executor process`` instead."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | None = None,
           progress: bool = False, data: Dataset | None = None) -> TrainResult:
     """Train ``config.model`` on ``config.dataset`` under ``recipe`` (default: the preset named
-    ``config.recipe``)."""
+    ``config.recipe``); BLAS on one thread (:func:`one_blas_thread`)."""
+    with one_blas_thread():
+        return _train(config, rng, recipe, progress, data)
+
+
+def _train(config: TrainConfig, rng: np.random.Generator, recipe: Recipe | None, progress: bool,
+           data: Dataset | None) -> TrainResult:
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     recipe = get_recipe(config.recipe) if recipe is None else recipe
@@ -174,9 +194,11 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
         if bar is not None:
             bar.update(1)
         if (config.eval_every and step % config.eval_every == 0) or step == config.steps:
-            acc = evaluate(model, data.x_test, data.y_test, tr.dp)[1]
+            val_loss, acc = evaluate(model, data.x_test, data.y_test, tr.dp,
+                                     EVAL_BATCH if data.task != "lm" else EVAL_BATCH // 8)
             rows.append({"step": step, "train_loss": float(np.mean(losses[-(config.eval_every or 1):])),
-                         "test_accuracy": acc, "loss_scale": tr.loss_scale, "skipped_steps": tr.skipped})
+                         "val_loss": val_loss, "test_accuracy": acc, "loss_scale": tr.loss_scale,
+                         "skipped_steps": tr.skipped})
             if bar is not None:
                 bar.set_postfix(loss=f"{rows[-1]['train_loss']:.3f}", acc=f"{acc:.3f}")
     if bar is not None:
@@ -187,10 +209,13 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
     summary = {
         "recipe": recipe.name, "model": config.model, "dataset": config.dataset,
         "steps": config.steps, "seed": config.seed, "batch_size": config.batch_size, "lr": lr,
-        "final_train_loss": float(train_loss), "test_accuracy": float(rows[-1]["test_accuracy"]),
+        "gemm": config.gemm.value, "final_train_loss": float(train_loss),
+        "val_loss": float(rows[-1]["val_loss"]), "test_accuracy": float(rows[-1]["test_accuracy"]),
         "skipped_steps": tr.skipped, "loss_scale_final": tr.loss_scale,
         "inf_events": tr.dp.inf_events,
     }
+    if data.unigram_entropy is not None:
+        summary["unigram_entropy"] = data.unigram_entropy
     import pandas as pd  # only when a run finishes: light commands never pay for pandas
 
     return TrainResult(summary, pd.DataFrame(rows))
