@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of split, init, batches, rounding")
     parser.add_argument("--batch-size", type=int, default=32, help="minibatch size (default: 32)")
     parser.add_argument("--lr", type=float, default=None,
-                        help="learning rate (default: 0.05 for SGD recipes, 3e-3 for AdamW)")
+                        help="learning rate (default: 0.05 for SGD recipes, 0.2 with gpt-char; 3e-3 for AdamW)")
     parser.add_argument("--eval-every", type=int, default=None, metavar="N",
                         help="test accuracy every N steps; 0: only at the end (default: steps/20 with "
                              "--compare, else only at the end)")

@@ -18,14 +18,15 @@ import numpy as np
 from .layers import Layer, Linear, ReLU, Residual, Sequential, softmax
 
 GPT_DEFAULTS = {"d": 64, "layers": 2, "heads": 2}
-import os
-EMBED_STD = float(os.environ.get("EMBED_STD", "1.0"))
-HEAD_SCALE = float(os.environ.get("HEAD_SCALE", "1.0"))
+# token-embedding init std: 1.0 lets SGD move the residual stream at the start (0.02, GPT-2's, left
+# fp32 SGD at val loss 0.78 x the unigram entropy after 300 steps; 1.0: 0.74)
+EMBED_STD = 1.0
 
 
 class Embedding(Layer):
-    """Token ids (B, T) -> rows of a learned (vocab, d) table, plus a learned (T, d) position
-    table. Both tables are parameters held as biases are (FP32 in every recipe)."""
+    """Token ids (B, T) -> rows of a learned (vocab, d) table (std ``EMBED_STD``), plus a learned
+    (T, d) position table (std 0.02). Both are parameters held as biases are (FP32 in every
+    recipe: a lookup is no GEMM)."""
 
     def __init__(self, vocab: int, context: int, d: int, rng: np.random.Generator):
         super().__init__()
@@ -144,6 +145,5 @@ def gpt_char(vocab: int, context: int, rng: np.random.Generator, d: int = GPT_DE
         mlp = Sequential([LayerNorm(d), Linear(d, 4 * d, rng), ReLU(), Linear(4 * d, d, rng)])
         mlp.layers[-1].params["W"] *= 1.0 / math.sqrt(2.0 * layers)
         blocks += [Residual(Sequential([LayerNorm(d), CausalSelfAttention(d, heads, rng)])), Residual(mlp)]
-    head = Linear(d, vocab, rng, "last")
-    head.params["W"] *= HEAD_SCALE
-    return Sequential([Embedding(vocab, context, d, rng), *blocks, LayerNorm(d), Logits(), head])
+    return Sequential([Embedding(vocab, context, d, rng), *blocks, LayerNorm(d), Logits(),
+                       Linear(d, vocab, rng, "last")])

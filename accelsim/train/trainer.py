@@ -26,6 +26,14 @@ from .allreduce import FP8AllReducer
 from .loss_scaling import AdaptiveLossScaler, DynamicLossScaler, StaticLossScaler
 
 DEFAULT_LR = {"sgd": 0.05, "adamw": 3e-3}
+# gpt-char with SGD-momentum: 0.2 (measured on pydoc, 300 steps, fp32 --gemm blas, seed 0: val loss
+# 0.741 x the unigram entropy at 0.2, 0.749 at 0.3, 0.746 at 0.4, NaN at 0.5; 0.05 is far too slow)
+MODEL_LR = {("gpt-char", "sgd"): 0.2}
+
+
+def default_lr(optimizer: str, model: str) -> float:
+    """The learning rate a run uses when none is given."""
+    return MODEL_LR.get((model, optimizer), DEFAULT_LR[optimizer])
 EVAL_BATCH = 512
 
 
@@ -175,7 +183,7 @@ def _train(config: TrainConfig, rng: np.random.Generator, recipe: Recipe | None,
     r_data, r_init, r_batch, r_round = rng.spawn(4)
     data = load_dataset(config.dataset, r_data) if data is None else data
     model = build_model(config.model, data, r_init)
-    lr = DEFAULT_LR[recipe.optimizer] if config.lr is None else config.lr
+    lr = default_lr(recipe.optimizer, config.model) if config.lr is None else config.lr
     tr = Trainer(model, recipe, lr, r_round, gemm=config.gemm)
     n = len(data.y_train)
     if config.batch_size > n:
