@@ -8,7 +8,8 @@ Usage: python benchmarks/bench_train.py [--steps 300] [--repeats 3]
        [--runs fp32:blas,hfp8:engine,...] [--models mlp,gpt-char] [--model-steps 5]
 Each rate is the best of ``--repeats`` timed runs (the machine is shared: the best run is the one
 least disturbed); the numpy baseline is timed before and after the recipes and its best taken.
-Training steps only (no evaluation inside the timed loop).
+Everything runs with BLAS on one thread, as ``accelsim train`` does (trainer.one_blas_thread), so
+the baseline gets the same BLAS. Training steps only (no evaluation inside the timed loop).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np  # noqa: E402
 from _machine import cpu_model  # noqa: E402
 
 from accelsim.train import GemmLevel, Trainer, build_model, get_recipe, load_dataset  # noqa: E402
-from accelsim.train.trainer import DEFAULT_LR  # noqa: E402
+from accelsim.train.trainer import default_lr, one_blas_thread  # noqa: E402
 
 DEFAULT_RUNS = "fp32:blas,fp32:engine,hfp8:engine,hfp8:blas,bf16-amp:engine,bf16-amp:blas"
 TARGETS = {("fp32", "blas"): 0.2, ("hfp8", "engine"): 0.03}
@@ -75,7 +76,7 @@ def accelsim_steps_per_s(recipe_name: str, gemm: GemmLevel, model_name: str, ste
                         "pydoc" if model_name == "gpt-char" else "seq", np.random.default_rng(0))
     recipe = get_recipe(recipe_name)
     model = build_model(model_name, data, np.random.default_rng(1))
-    tr = Trainer(model, recipe, DEFAULT_LR[recipe.optimizer], np.random.default_rng(2), gemm=gemm)
+    tr = Trainer(model, recipe, default_lr(recipe.optimizer, model_name), np.random.default_rng(2), gemm=gemm)
     rng = np.random.default_rng(3)
     order = rng.permutation(len(data.y_train))
     batch = BATCH if model_name != "gpt-char" else 16
@@ -89,6 +90,11 @@ def accelsim_steps_per_s(recipe_name: str, gemm: GemmLevel, model_name: str, ste
 
 
 def main(argv=None) -> int:
+    with one_blas_thread():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300, help="mlp steps per timed run (default 300)")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per row, best kept (default 3)")

@@ -120,9 +120,10 @@ class Datapath:
         prec = self._precision(tag)
         fmt, mode = prec.format(role), prec.rounding(role)
         if fmt == "fp32" and mode == "rne" and prec.scaling == "none":
-            # float32's own cast is this rounding (IEEE RNE, subnormals, overflow to inf)
+            # float32's own cast is this rounding (IEEE RNE, subnormals, overflow to inf): the
+            # answer unless an overflow must saturate or be counted as a gradient's INF event
             q = x.astype(np.float32)
-            if not np.isfinite(q).all():
+            if (role == "grad" or prec.saturate_forward) and not np.isfinite(q).all():
                 return self._quantize_general(x, role, prec, fmt, mode, 1.0, None), fmt, 1.0
             return q, fmt, 1.0
         rng = self.rng if mode == "sr" else None

@@ -76,17 +76,23 @@ class Optimizer:
         self.t += 1
         up = self.recipe.update
         for (layer, name), st in zip(self.params, self.state):
-            g = self._store(layer.grads[name] * inv_scale, up.grad)
+            grad = layer.grads[name]
+            g = self._store(grad * inv_scale if inv_scale != 1.0 else grad, up.grad)
             w = layer.params[name]
             if self.recipe.optimizer == "sgd":
-                v = st.get("v", np.zeros_like(w))
+                v = st.get("v")
+                if v is None:  # first step: zero momentum (allocated once, not every step)
+                    v = np.zeros_like(w)
                 v = self._store(self.momentum * v + g, up.momentum)
                 st["v"] = v
                 delta = -self.lr * v
             else:
                 b1, b2 = self.betas
-                m = self._store(b1 * st.get("m", np.zeros_like(w)) + (1 - b1) * g, up.momentum)
-                v2 = self._store(b2 * st.get("v2", np.zeros_like(w)) + (1 - b2) * g * g, up.second_moment)
+                m, v2 = st.get("m"), st.get("v2")
+                if m is None:
+                    m, v2 = np.zeros_like(w), np.zeros_like(w)
+                m = self._store(b1 * m + (1 - b1) * g, up.momentum)
+                v2 = self._store(b2 * v2 + (1 - b2) * g * g, up.second_moment)
                 st["m"], st["v2"] = m, v2
                 mh = m / (1 - b1**self.t)
                 vh = v2 / (1 - b2**self.t)
