@@ -16,7 +16,7 @@ from pathlib import Path
 from accelsim.commands._common import nonnegative_int, positive_int
 
 NAME = "study"
-HELP = ("Train recipes x seeds (resumable grid), summarize each recipe's final metric with a 95 % "
+HELP = ("Train recipes x seeds (resumable grid), summarize each recipe's final metric with a 95 %% "
         "confidence interval and plot learning curves with bands.")
 
 
