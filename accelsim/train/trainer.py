@@ -34,6 +34,8 @@ MODEL_LR = {("gpt-char", "sgd"): 0.2}
 def default_lr(optimizer: str, model: str) -> float:
     """The learning rate a run uses when none is given."""
     return MODEL_LR.get((model, optimizer), DEFAULT_LR[optimizer])
+
+
 EVAL_BATCH = 512
 
 
@@ -45,7 +47,7 @@ class TrainConfig:
     steps: int = 1000
     seed: int = 0
     batch_size: int = 32
-    lr: float | None = None  # None: DEFAULT_LR of the recipe's optimizer
+    lr: float | None = None  # None: default_lr(the recipe's optimizer, model)
     eval_every: int = 0  # evaluate the test accuracy every N steps (0: only at the end)
     gemm: GemmLevel = GemmLevel.ENGINE  # the arith engine (bit-exact) or float32 BLAS
 
