@@ -83,3 +83,16 @@ def test_gpt_char_learns_a_little():
     s = res.summary
     assert s["val_loss"] < np.log(103) and s["unigram_entropy"] == pytest.approx(3.25, abs=0.01)
     assert s["gemm"] == "blas"
+
+
+def test_digits_load_without_scikit_learn():
+    """The README's `accelsim train ... --json` needs no extra: digits come from the package
+    (scikit-learn is never imported, even when installed)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np; from accelsim.train import load_dataset; "
+            "d = load_dataset('digits', np.random.default_rng(0)); "
+            "print(len(d.y_train) + len(d.y_test), 'sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1797", "False"]
