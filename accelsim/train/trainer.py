@@ -174,7 +174,15 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
     """Train ``config.model`` on ``config.dataset`` under ``recipe`` (default: the preset named
     ``config.recipe``); BLAS on one thread (:func:`one_blas_thread`)."""
     with one_blas_thread():
-        return _train(config, rng, recipe, progress, data)
+        return _train(config, rng, recipe, progress, data)[0]
+
+
+def train_model(config: TrainConfig, rng: np.random.Generator, *, data: Dataset | None = None):
+    """(trained model, dataset): :func:`train` for callers that use the model afterwards
+    (``accelsim ptq``)."""
+    with one_blas_thread():
+        _, model, data = _train(config, rng, None, False, data)
+    return model, data
 
 
 def _train(config: TrainConfig, rng: np.random.Generator, recipe: Recipe | None, progress: bool,
@@ -228,7 +236,7 @@ def _train(config: TrainConfig, rng: np.random.Generator, recipe: Recipe | None,
         summary["unigram_entropy"] = data.unigram_entropy
     import pandas as pd  # only when a run finishes: light commands never pay for pandas
 
-    return TrainResult(summary, pd.DataFrame(rows))
+    return TrainResult(summary, pd.DataFrame(rows)), model, data
 
 
 def _progress(config: TrainConfig, on: bool):
