@@ -54,3 +54,14 @@ def test_ptq_command_table(capsys):
     assert [r["method"] for r in rows] == ["fp32", "direct", "pts", "smoothquant"]
     assert rows[0]["val_loss_delta"] == 0.0
     assert all(np.isfinite(r["val_loss"]) and 0 <= r["test_accuracy"] <= 1 for r in rows)
+
+
+def test_ptq_with_batchnorm_adds_retuned_rows(capsys):
+    """HFP8 app. C: with BatchNorm each datapath is also measured with its BN statistics
+    re-tuned on the quantized network; the preserved statistics are restored in between."""
+    assert main(["ptq", "--model", "cnn", "--dataset", "digits", "--steps", "4", "--format", "hfp8-143",
+                 "--json"]) == 0
+    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)}
+    assert list(rows) == ["fp32", "fp32+bn-retune", "direct", "direct+bn-retune", "pts", "pts+bn-retune",
+                          "smoothquant", "smoothquant+bn-retune"]
+    assert rows["direct"]["format"] == "hfp8-143" and rows["fp32+bn-retune"]["format"] == "fp32"
