@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=32, help="minibatch (default 32)")
     parser.add_argument("--format", choices=FORMAT_NAMES, default="hif8", help="PTQ format (default hif8)")
     parser.add_argument("--json", action="store_true", help="print the table as JSON records")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = TrainConfig(recipe="fp32", model=args.model, dataset=args.dataset, steps=args.steps,
                       seed=args.seed, batch_size=args.batch_size, gemm="blas")
     with one_blas_thread():
-        model, data = train_model(cfg, np.random.default_rng(args.seed))
+        model, data = train_model(cfg, np.random.default_rng(args.seed),
+                                  progress=not (args.no_progress or args.json))
         batch = 512 if data.task != "lm" else 64
         ref = Datapath(get_recipe("fp32"), np.random.default_rng(0), gemm=GemmLevel.BLAS)
         bns = [la for la in _walk(model) if isinstance(la, BatchNorm)]

@@ -177,11 +177,12 @@ def train(config: TrainConfig, rng: np.random.Generator, *, recipe: Recipe | Non
         return _train(config, rng, recipe, progress, data)[0]
 
 
-def train_model(config: TrainConfig, rng: np.random.Generator, *, data: Dataset | None = None):
+def train_model(config: TrainConfig, rng: np.random.Generator, *, data: Dataset | None = None,
+                progress: bool = False):
     """(trained model, dataset): :func:`train` for callers that use the model afterwards
     (``accelsim ptq``)."""
     with one_blas_thread():
-        _, model, data = _train(config, rng, None, False, data)
+        _, model, data = _train(config, rng, None, progress, data)
     return model, data
 
 
