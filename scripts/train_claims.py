@@ -105,20 +105,20 @@ EQUIV = 0.02  # "the same": the paired 95 % interval of the gap inside +-2 % of 
 GPT_RECIPES = "fp32,hfp8,fp8-e5m2,fp8-e5m2-ls,s2fp8,hif8,hif8-als,hif8-pts,fp32-adamw,fp8-lm,fp8-lm-v8,fp8-lm-w8"
 
 
-def gpt_study(recipes, seeds, steps, workers, journal: Path):
-    """The runs (a table, old rows included) of gpt-char on pydoc, --gemm blas."""
+def gpt_study(recipes, seeds, steps, workers, journal: Path, gemm: str = "blas"):
+    """The runs (a table, old rows included) of gpt-char on pydoc at GEMM level ``gemm``."""
     from accelsim.dse.sweep import SweepSpec, run_sweep
     from accelsim.train.study import run_point
 
     spec = SweepSpec(base=(("model", "gpt-char"), ("dataset", "pydoc"), ("steps", steps),
                            ("batch_size", 32), ("lr", ""), ("eval_every", max(1, steps // 10)),
-                           ("gemm", "blas")),
+                           ("gemm", gemm)),
                      axes=(("recipe", tuple(recipes)), ("seed", tuple(seeds))))
     return run_sweep(spec, run_point, journal, executor="process" if workers > 1 else "serial",
                      workers=workers)
 
 
-def claims_markdown(runs, steps, seeds, cmd) -> str:
+def claims_markdown(runs, steps, seeds, cmd, engine_runs=None) -> str:
     from accelsim.train import load_dataset
     from accelsim.train.study import study_metric, summarize
 
@@ -135,17 +135,28 @@ def claims_markdown(runs, steps, seeds, cmd) -> str:
              f"A claim of *no loss* holds when the gap's interval lies inside +-{EQUIV:.0%} of the "
              f"baseline's loss; a claim of *degradation* holds when the interval lies above "
              f"+{EQUIV:.0%}; otherwise it is not resolved at this scale.", "",
-             "| claim (source) | recipe | baseline | seeds | val loss, mean +- CI | baseline | gap [95 % CI] | holds here? |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| claim (source) | recipe | baseline | seeds | val loss, mean +- CI | baseline | gap [95 % CI] | gap per seed | holds here? |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    vl = ok.assign(val_loss=pd.to_numeric(ok["val_loss"], errors="coerce")).set_index(["recipe", "seed"])["val_loss"]
+
+    def per_seed(r, base):
+        return ", ".join(f"{vl[r, sd] - vl[base, sd]:+.3f}" for sd in seeds if (r, sd) in vl and (base, sd) in vl)
+
     for claim, src, r, base, expect in GPT_CLAIMS:
         have = set(ok["recipe"])
         if r not in have or base not in have:
-            lines.append(f"| {claim} ({src}) | {r} | {base} | - | not run | | | not run (time) |")
+            lines.append(f"| {claim} ({src}) | {r} | {base} | - | not run | | | | not run (time) |")
             continue
         s = summarize(ok[ok["recipe"].isin([r, base])], metric, base, [base, r]).set_index("recipe")
         b, x = s.loc[base], s.loc[r]
         lo, hi = x["diff_ci95_lo"], x["diff_ci95_hi"]
         margin = EQUIV * b["mean"]
+        if x["non_finite"]:
+            div = f"diverged in {int(x['non_finite'])} of {int(x['n'])} seeds"
+            lines.append(f"| {claim} ({src}) | {r} | {base} | {int(x['n'])} | {div} (val loss NaN/inf) | "
+                         f"{b['mean']:.4f} +- {b['ci95_half']:.4f} | - | {per_seed(r, base)} | "
+                         f"{'yes' if expect == 'worse' else 'no'} ({div}) |")
+            continue
         if lo != lo:
             holds = "unresolved (one seed)"
         elif expect == "same":
@@ -156,7 +167,19 @@ def claims_markdown(runs, steps, seeds, cmd) -> str:
         fmt = lambda v: "-" if v != v else f"{v:.4f}"  # noqa: E731
         lines.append(f"| {claim} ({src}) | {r} | {base} | {int(x['paired_seeds'])} | "
                      f"{fmt(x['mean'])} +- {fmt(x['ci95_half'])} | {fmt(b['mean'])} +- {fmt(b['ci95_half'])} | "
-                     f"{x['diff']:+.4f} [{lo:+.4f}, {hi:+.4f}] ({x['diff'] / b['mean']:+.1%}) | {holds} |")
+                     f"{x['diff']:+.4f} [{lo:+.4f}, {hi:+.4f}] ({x['diff'] / b['mean']:+.1%}) | "
+                     f"{per_seed(r, base)} | {holds} |")
+    if engine_runs is not None and len(engine_runs):
+        lines += ["", "The same runs at `--gemm engine` (every GEMM on the recipe's bit-exact arith engine: "
+                  "sequential FP32 FMA for fp32, DLFloat16 chunk-64 accumulation for hfp8), seed 0, "
+                  "against the blas level of the same seed:", "",
+                  "| recipe | val loss, engine | val loss, blas | engine - blas | s/run (engine) |",
+                  "|---|---|---|---|---|"]
+        for _, e in engine_runs[engine_runs["status"] == "ok"].iterrows():
+            key = (e["recipe"], int(e["seed"]))
+            b = vl.get(key, float("nan"))
+            ev = float(e["val_loss"])
+            lines.append(f"| {e['recipe']} | {ev:.4f} | {b:.4f} | {ev - b:+.4f} | {float(e['seconds']):.0f} |")
     per = ok.groupby("recipe", sort=False).agg(runs=("seed", "size"), seconds=("seconds", "mean"),
                                                skipped=("skipped_steps", "sum"))
     lines += ["", "Runs per recipe (mean wall seconds per run on the 2-core AMD EPYC container, "
@@ -183,6 +206,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gpt-recipes", default=GPT_RECIPES)
     ap.add_argument("--gpt-steps", type=int, default=300)
     ap.add_argument("--workers", type=int, default=1, help="gpt: worker processes")
+    ap.add_argument("--gpt-engine", default="fp32,hfp8",
+                    help="gpt: recipes also run at --gemm engine, seed 0 only ('' for none)")
     ap.add_argument("--md", type=Path, default=Path("reports/train_claims.md"))
     ap.add_argument("--report-only", action="store_true",
                     help="gpt: write the report from the runs already in the journal, run nothing")
@@ -192,13 +217,20 @@ def main(argv=None) -> int:
         import sys
 
         journal = args.md.with_name("train_claims_gpt_runs.csv")
+        ejournal = args.md.with_name("train_claims_gpt_engine_runs.csv")
+        engine = [r for r in args.gpt_engine.split(",") if r]
         if args.report_only:
             runs = pd.read_csv(journal, keep_default_na=False, na_values=[""])
             runs = runs[runs["recipe"].isin(args.gpt_recipes.split(",")) & runs["seed"].isin(seeds)]
+            eruns = (pd.read_csv(ejournal, keep_default_na=False, na_values=[""])
+                     if engine and ejournal.is_file() else None)
         else:
             runs = gpt_study(args.gpt_recipes.split(","), seeds, args.gpt_steps, args.workers, journal)
-        cmd = "python scripts/train_claims.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        args.md.write_text(claims_markdown(runs, args.gpt_steps, seeds, cmd))
+            eruns = (gpt_study(engine, [0], args.gpt_steps, args.workers, ejournal, "engine")
+                     if engine else None)
+        given = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"]
+        cmd = "python scripts/train_claims.py " + " ".join(given)
+        args.md.write_text(claims_markdown(runs, args.gpt_steps, seeds, cmd, eruns))
         print(args.md.read_text())
         return 0
     hfp8 = get_recipe("hfp8")

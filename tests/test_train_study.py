@@ -98,3 +98,13 @@ def test_study_bad_recipe_is_one_line(tmp_path, capsys):
     assert main(["study", "--recipes", "fp32,fp9", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "unknown recipe 'fp9'" in err and err.count("\n") == 1
+
+
+def test_summary_names_diverged_runs():
+    """A diverged run's loss comes back from the journal as the text "nan" or "inf": it is a
+    number here, and the verdict says the recipe diverged instead of giving an interval."""
+    runs = pd.DataFrame({"recipe": ["a"] * 2 + ["b"] * 2, "seed": [0, 1] * 2, "status": "ok",
+                         "val_loss": ["2.0", "2.1", "nan", "inf"]})
+    s = summarize(runs, Metric("val_loss", False, 1e-4, ""), "a").set_index("recipe")
+    assert s.loc["a", "mean"] == pytest.approx(2.05) and s.loc["b", "non_finite"] == 2
+    assert s.loc["b", "verdict"].startswith("diverged: non-finite val_loss in 2 of 2 runs")

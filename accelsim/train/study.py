@@ -145,20 +145,26 @@ def summarize(runs, metric: Metric, baseline: str | None = None, recipes=None):
     import pandas as pd
 
     ok = runs[runs["status"] == "ok"] if "status" in runs else runs
+    # a diverged run's metric is NaN or inf (the journal keeps it as text): numbers, never strings
+    ok = ok.assign(**{metric.column: pd.to_numeric(ok[metric.column], errors="coerce")})
     order = list(recipes) if recipes is not None else list(dict.fromkeys(ok["recipe"]))
     base = ok[ok["recipe"] == baseline].set_index("seed")[metric.column] if baseline else None
     rows = []
     for r in order:
         g = ok[ok["recipe"] == r]
-        m, sd, hw = mean_ci(g[metric.column])
-        row = {"recipe": r, "n": len(g), "mean": m, "sd": sd, "ci95_lo": m - hw, "ci95_hi": m + hw,
-               "ci95_half": hw}
+        vals = g[metric.column].to_numpy(dtype=float)
+        m, sd, hw = mean_ci(vals)
+        row = {"recipe": r, "n": len(g), "non_finite": int((~np.isfinite(vals)).sum()), "mean": m,
+               "sd": sd, "ci95_lo": m - hw, "ci95_hi": m + hw, "ci95_half": hw}
         if base is not None and r != baseline:
             paired = g.set_index("seed")[metric.column].reindex(base.index).dropna()
-            d = paired - base.reindex(paired.index)
+            d = (paired - base.reindex(paired.index)).to_numpy(dtype=float)
             dm, _, dhw = mean_ci(d)
             row.update(diff=dm, diff_ci95_lo=dm - dhw, diff_ci95_hi=dm + dhw, paired_seeds=len(d),
                        verdict=verdict(dm, dhw, metric, baseline))
+            if row["non_finite"]:
+                row["verdict"] = (f"diverged: non-finite {metric.column} in {row['non_finite']} of "
+                                  f"{len(g)} runs (no interval)")
         rows.append(row)
     return pd.DataFrame(rows)
 
