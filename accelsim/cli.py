@@ -6,6 +6,7 @@ that this list names them all)::
     formats      number-format table and precision plot            (numerics -> report)
     swamping     accumulation-error study of dot-product engines    (arith -> report)
     train        train small networks through a quantized datapath  (arith -> train -> report)
+    study / ptq  seeds x recipes with confidence intervals; post-training quantization (train)
     check-config / workload                                          (arch, workload)
     layers / systolic / gemm / op                                    (arch, workload -> perf -> engine)
     predict / explore                                                (perf + netsim -> engine -> dse)

@@ -30,7 +30,8 @@ FORBIDDEN = {
 #: top-level single-job modules every room may use (no accelsim imports of their own)
 SHARED_MODULES = {"ring", "paths", "errors"}
 THIRD_PARTY_HOME = {"simpy": {"netsim"}, "matplotlib": {"report"}, "networkx": {"netsim"},
-                    "numba": {"numerics"}, "ml_dtypes": {"numerics"}}
+                    # numba: the compiled casts (numerics) and the FMA-engine K loop (arith)
+                    "numba": {"numerics", "arith"}, "ml_dtypes": {"numerics"}}
 
 
 def _imports(path: Path) -> set[str]:

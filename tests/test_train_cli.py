@@ -78,3 +78,29 @@ def test_compare_saves_each_recipe_and_a_rerun_resumes(tmp_path, monkeypatch, ca
     assert cli_main(argv[:8] + ["4"] + argv[9:]) == 70
     assert "internal error: AssertionError: a saved recipe was trained again" \
         in capsys.readouterr().err
+
+
+def test_compare_dedupes_and_prints_no_nan(tmp_path, capsys):
+    """--compare fp32,fp32 trains fp32 once and says so; a recipe without a loss scaler shows
+    "-" for loss_scale_final, never NaN."""
+    assert main(["train", "--compare", "fp32,fp32", "--steps", "2", "--out", str(tmp_path),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "listed more than once" in out
+    assert "NaN" not in out and "nan" not in out
+    rows = [ln for ln in out.splitlines() if ln.lstrip().startswith("fp32")]
+    assert len(rows) == 1 and " - " in rows[0] and "None" not in rows[0]
+    df = pd.read_csv(tmp_path / "train_mlp_digits.csv")
+    assert set(df["recipe"]) == {"fp32"} and list(df["step"]) == [1, 2]  # trained once
+
+
+def test_gemm_level_in_json(capsys):
+    assert main(["train", "--recipe", "hfp8", "--steps", "3", "--gemm", "blas", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["gemm"] == "blas" and out["val_loss"] > 0
+
+
+def test_gpt_char_needs_pydoc(capsys):
+    assert main(["train", "--recipe", "fp32", "--model", "gpt-char", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "'gpt-char' is the language model" in err and err.count("\n") == 1

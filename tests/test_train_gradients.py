@@ -125,3 +125,25 @@ def test_whole_models(build, shape):
     B, L, F = shape
     model = build(L, F, 3, rng) if build is not cnn else build(L, F, 3, rng, width=2)
     _check(model, _x(B, L, F), check_input=False, n_probe=4)
+
+
+def test_gpt_char_layers():
+    """LayerNorm, causal multi-head attention (future positions get no weight), and the whole
+    gpt-char (token ids in: the embedding tables are checked through the parameters)."""
+    from accelsim.train.gpt import CausalSelfAttention, LayerNorm, gpt_char
+
+    rng = np.random.default_rng(0)
+    ln = LayerNorm(5)
+    ln.params["gamma"] = 1.0 + 0.3 * _x(5, seed=5)
+    ln.params["beta"] = _x(5, seed=6)
+    _check(ln, _x(2, 3, 5))
+    att = CausalSelfAttention(4, 2, rng)
+    _check(att, _x(2, 3, 4))
+    x = _x(1, 3, 4)
+    dp = _dp()
+    y0 = att.forward(x, dp, True)[0, 0]
+    x[0, 2] += 1.0  # a later position cannot change an earlier output
+    assert np.array_equal(att.forward(x, dp, True)[0, 0], y0)
+    model = gpt_char(7, 5, rng, d=4, layers=2, heads=2)
+    ids = np.random.default_rng(3).integers(0, 7, (2, 5))
+    _check(model, ids, check_input=False, n_probe=4)

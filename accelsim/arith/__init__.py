@@ -8,9 +8,9 @@ The K-step loop and its datapaths (float64 reference, fast native twins): accels
 from .blockscaled import BLOCK_PRESETS, BlockScaledEngine, block_scaled_matmul, block_scaled_matmul_q  # noqa: F401
 from .engine import PRESET_NAMES, PRESETS, EngineConfig
 from .engines import get_engine
-from .gemm import dot, fma, matmul, partial_sums
+from .gemm import dot, fma, matmul, partial_sums, round_finite
 from .reference import dot_reference
 from .systolic import DATAFLOWS, systolic_matmul
 
 __all__ = ["DATAFLOWS", "PRESETS", "PRESET_NAMES", "EngineConfig", "dot", "dot_reference", "fma", "get_engine",
-           "matmul", "partial_sums", "systolic_matmul"]
+           "matmul", "partial_sums", "round_finite", "systolic_matmul"]

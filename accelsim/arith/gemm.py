@@ -24,6 +24,8 @@ the reference, step by step:
 from __future__ import annotations
 
 import math
+import os
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -125,6 +127,11 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
     def run(a, b):
         if cfg.block_width is None:
             return exact_sums(a, b, cfg, paired, fast)
+        jit = _jit_fma_for(cfg) if fast else None
+        if jit is not None:  # compiled twin of the reference FMA loop; None: a value left the range
+            r = jit.accumulate(a, b, cfg, paired)
+            if r is not None:
+                return r
         return run_tiles(choose_path(cfg, a, b, paired, fast), a.shape[1], cfg.chunk, threads)
 
     if cfg.split_k == 1:
@@ -136,6 +143,40 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
         s, e = two_sum(r, part)
         r = round_fast(round_to_odd(s, e), f32, "rne")
     return r
+
+
+@lru_cache(maxsize=1)
+def _load_jit_fma():
+    try:
+        from . import _jit_fma  # imports numba (about 0.3 s): only once an FMA engine runs
+    except ImportError:  # numba not installed: the numpy datapaths
+        return None
+    return _jit_fma
+
+
+def _jit_fma_for(cfg: EngineConfig):
+    """accelsim.arith._jit_fma when it covers this engine, numba is installed and ACCELSIM_JIT is
+    not "0" (the same switch as the numerics casts); else None."""
+    if os.environ.get("ACCELSIM_JIT") == "0":
+        return None
+    if not (cfg.block_width == 1 and cfg.align_bits is None and cfg.product_format is None
+            and cfg.step_bits is None and cfg.step_format is not None
+            and (cfg.chunk is None or cfg.outer_format is not None)):
+        return None
+    return _load_jit_fma()
+
+
+def round_finite(x, fmt: str, rounding: str) -> np.ndarray | None:
+    """float64 ``x`` rounded once to format ``fmt`` with rne/rna/rz as ``numerics.quantize`` does
+    (no saturation), by the compiled kernel of the FMA engines; None where that kernel is not
+    available (numba missing, ACCELSIM_JIT=0, a tapered format) or a value is non-finite or
+    overflows -- the caller then quantizes by the general route. For hot loops (training
+    operands); tested against quantize in tests/test_arith_jit_fma.py."""
+    f = _fmt(fmt)
+    if rounding not in ("rne", "rna", "rz") or f.layout == "hif8" or os.environ.get("ACCELSIM_JIT") == "0":
+        return None
+    jit = _load_jit_fma()
+    return None if jit is None else jit.round_finite(x, f, rounding)
 
 
 def engine_result(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = True,

@@ -14,12 +14,13 @@ from pathlib import Path
 from accelsim.commands._common import nonnegative_int, positive_float, positive_int, seed
 
 NAME = "train"
-HELP = ("Train mlp/cnn/transformer on digits (or a synthetic sequence task) with every GEMM "
-        "quantized to a recipe's formats and summed on an arith engine; --compare plots recipes.")
+HELP = ("Train mlp/cnn/transformer on digits (or a synthetic sequence task), or gpt-char on pydoc, "
+        "with every GEMM quantized to a recipe's formats and summed on an arith engine (or float32 "
+        "BLAS); --compare plots recipes.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from accelsim.train import DATASET_NAMES, MODEL_NAMES, RECIPE_NAMES
+    from accelsim.train import DATASET_NAMES, GEMM_LEVELS, MODEL_NAMES, RECIPE_NAMES
 
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--recipe", choices=RECIPE_NAMES, help="one recipe to train with")
@@ -27,11 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=f"comma-separated recipes to train and plot ({', '.join(RECIPE_NAMES)})")
     parser.add_argument("--model", choices=MODEL_NAMES, default="mlp", help="default: mlp")
     parser.add_argument("--dataset", choices=DATASET_NAMES, default="digits", help="default: digits")
+    parser.add_argument("--gemm", choices=GEMM_LEVELS, default="engine",
+                        help="engine: every GEMM on the recipe's bit-exact arith engine (default); "
+                             "blas: operands and outputs quantized, products and sums in float32 BLAS")
     parser.add_argument("--steps", type=positive_int, default=1000, help="training steps (default: 1000)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of split, init, batches, rounding")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="minibatch size (default: 32)")
     parser.add_argument("--lr", type=positive_float, default=None,
-                        help="learning rate (default: 0.05 for SGD recipes, 3e-3 for AdamW)")
+                        help="learning rate (default: 0.05 for SGD recipes, 0.2 with gpt-char; 3e-3 for AdamW)")
     parser.add_argument("--eval-every", type=nonnegative_int, default=None, metavar="N",
                         help="test accuracy every N steps; 0: only at the end (default: steps/20 with "
                              "--compare, else only at the end)")
@@ -49,9 +53,13 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.train import RECIPE_NAMES, TrainConfig, train
 
     if args.compare is not None:
-        recipes = [r.strip() for r in args.compare.split(",") if r.strip()]
-        if not recipes:
+        listed = [r.strip() for r in args.compare.split(",") if r.strip()]
+        if not listed:
             raise UserError("--compare needs at least one recipe")
+        recipes = list(dict.fromkeys(listed))  # each recipe once, first-listed order
+        if len(recipes) < len(listed):
+            dup = sorted({r for r in listed if listed.count(r) > 1})
+            print(f"--compare: {', '.join(dup)} listed more than once; training each recipe once")
         for r in recipes:
             if r not in RECIPE_NAMES:
                 raise UserError(f"--compare: unknown recipe {r!r}; choose from {', '.join(RECIPE_NAMES)}")
@@ -62,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     summaries, tables = [], []
     settings = {"model": args.model, "dataset": args.dataset, "steps": args.steps,
                 "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr,
-                "eval_every": eval_every}
+                "eval_every": eval_every, "gemm": args.gemm}
     stem = f"train_{args.model}_{args.dataset}"
     if args.compare is not None:
         from accelsim.commands._common import check_output_path
@@ -78,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             if saved is None:
                 cfg = TrainConfig(recipe=r, seed=args.seed, eval_every=eval_every,
                                   **{k: settings[k] for k in ("model", "dataset", "steps",
-                                                              "batch_size", "lr")})
+                                                              "batch_size", "lr", "gemm")})
                 res = train(cfg, np.random.default_rng(args.seed),
                             progress=not (args.no_progress or args.json))
                 summary, history = res.summary, res.history
@@ -108,13 +116,15 @@ def run(args: argparse.Namespace) -> int:
         history.to_csv(csv, index=False)
         png = plot_convergence(history, args.out / f"{stem}.png")
         if not args.json:
-            print(pd.DataFrame(summaries).to_string(index=False))
+            # "-" where a recipe has no loss scaler (null in the JSON), not pandas' NaN
+            table = pd.DataFrame(summaries)
+            print(table.astype(object).where(table.notna(), "-").to_string(index=False))
             print(f"wrote {csv} and {png}")
     if args.json:
         print(json.dumps(summaries[0] if len(summaries) == 1 else summaries))
     elif args.compare is None:
         for k, v in summaries[0].items():
-            print(f"{k:18s} {v}")
+            print(f"{k:18s} {'-' if v is None else v}")
     return 0
 
 

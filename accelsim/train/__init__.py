@@ -13,7 +13,7 @@ from .allreduce import METHODS as ALLREDUCE_METHODS
 from .allreduce import AllReduceResult, FP8AllReducer, GradientModel, allreduce_rates, allreduce_sweep, fp8_allreduce, shared_scale
 from .bnstats import MCResult, bn_error_table, monte_carlo, preserved_error, retuned_error
 from .data import DATASET_NAMES, Dataset, load_dataset
-from .datapath import GEMM_KINDS, Datapath, GemmRecord
+from .datapath import GEMM_KINDS, GEMM_LEVELS, Datapath, GemmLevel, GemmRecord
 from .models import MODEL_NAMES, build_model
 from .ptq import LinearPTQ, calibrate_linear, calibrate_sequential, direct_cast_linear, quantized_linear
 from .recipes import PRESET_NAMES as RECIPE_NAMES
@@ -30,7 +30,7 @@ __all__ = [
     "allreduce_sweep", "bn_error_table", "calibrate_linear", "calibrate_sequential", "direct_cast_linear",
     "fp8_allreduce", "monte_carlo", "preserved_error", "quantized_linear", "retuned_error", "shared_scale",
     "ALS_WINDOWS", "AdaptiveLossScaler", "AutoScaleMu", "DATASET_NAMES", "Dataset", "Datapath",
-    "DelayedScaler", "DynamicLossScaler", "GEMM_KINDS", "GemmRecord", "LossScaler", "MODEL_NAMES",
+    "DelayedScaler", "DynamicLossScaler", "GEMM_KINDS", "GEMM_LEVELS", "GemmLevel", "GemmRecord", "LossScaler", "MODEL_NAMES",
     "PerTensorScaler", "Precision", "RECIPES", "RECIPE_NAMES", "Recipe", "StaticLossScaler",
     "TrainConfig", "TrainResult", "Trainer", "UpdatePrecision", "amax", "build_model", "evaluate",
     "get_recipe", "has_inf_or_nan", "hif8_bls", "load_dataset", "pow2_scale", "saturation_fraction",

@@ -4,15 +4,20 @@ recipe's formats (with the recipe's per-tensor scaling), sum them on the recipe'
 This is the single place where the HFP8/4-bit appendices' "quantization-enabled" framework
 lives: a layer only says which GEMM it runs (fwd, bwd, wgrad), which tensor roles its operands
 have (act, weight, grad) and its tag (first, last, body, shortcut).
+
+Two emulation levels (:class:`GemmLevel`): ``engine`` sums every GEMM on the recipe's bit-exact
+arith engine; ``blas`` quantizes operands and the output as the recipe says but multiplies and
+sums in float32 BLAS (the cast-only emulation of most papers and of QPyTorch).
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import numpy as np
 
-from accelsim.arith import EngineConfig, dot, get_engine, matmul
+from accelsim.arith import EngineConfig, get_engine, matmul, round_finite
 from accelsim.numerics import decode, encode, get_format, quantize, s2fp8_quantize
 
 from .lowbit import pact, pact_alpha_grad, radix4, sawb
@@ -20,6 +25,38 @@ from .recipes import Precision, Recipe
 from .scaling import DelayedScaler, PerTensorScaler
 
 GEMM_KINDS = ("fwd", "bwd", "wgrad")
+
+
+class GemmLevel(enum.Enum):
+    """How a GEMM's products and sums are emulated (operands are quantized either way)."""
+
+    ENGINE = "engine"  # the recipe's arith engine: every step's rounding, bit-exact
+    BLAS = "blas"  # float32 BLAS, the output rounded to the engine's output format
+
+    @classmethod
+    def parse(cls, value: "GemmLevel | str") -> "GemmLevel":
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"gemm level {value!r} is not one of "
+                             f"{', '.join(m.value for m in cls)}") from None
+
+
+GEMM_LEVELS = tuple(m.value for m in GemmLevel)
+
+
+def round_to(x: np.ndarray, fmt: str, mode: str, *, saturate: bool = False, rng=None) -> np.ndarray:
+    """``numerics.quantize(x, fmt, mode, saturate=saturate, rng=rng)`` (float64 values), through
+    the compiled rounding where it applies (finite values, no overflow, rne/rna/rz: the same
+    bits, tested in tests/test_arith_jit_fma.py), else quantize itself."""
+    if rng is None:
+        q = round_finite(x, fmt, mode)
+        if q is not None:
+            return q
+    with np.errstate(over="ignore", invalid="ignore"):
+        return quantize(x, fmt, mode, saturate=saturate, rng=rng)
 
 
 @dataclass(frozen=True)
@@ -46,17 +83,21 @@ class Datapath:
     """
 
     def __init__(self, recipe: Recipe, rng: np.random.Generator, *, check: bool = False,
-                 reference: bool = False):
+                 reference: bool = False, gemm: GemmLevel = GemmLevel.ENGINE):
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        if not isinstance(gemm, GemmLevel):
+            raise TypeError(f"gemm must be a GemmLevel, got {type(gemm).__name__}")
         self.recipe = recipe
         self.rng = rng
         self.check = check
         self.reference = reference
+        self.level = gemm
         self.records: list[GemmRecord] = []
         self.inf_events = 0  # gradient values that overflowed to +-inf when quantized
         self.saturated = 0  # activation/weight values clipped at the format's max
         self._engines: dict[tuple, EngineConfig] = {}
+        self._precisions: dict[str, Precision] = {}
         self._tensor_scalers: dict = {}  # (site, kind, role) -> PerTensorScaler / DelayedScaler
         self.pact_alpha: dict = {}  # site -> PACT clip of the layer's input activations
         self.pact_grad: dict = {}  # site -> dL/dalpha of the current step (loss-scaled)
@@ -76,8 +117,15 @@ class Datapath:
                  kind: str = "fwd") -> tuple[np.ndarray, str, float]:
         """(operand values, engine operand format, scale) of tensor ``x`` in ``role``: the GEMM
         sees ``x * scale`` in the format; its output is divided by the scales (float64)."""
-        prec = self.recipe.precision(tag)
+        prec = self._precision(tag)
         fmt, mode = prec.format(role), prec.rounding(role)
+        if fmt == "fp32" and mode == "rne" and prec.scaling == "none":
+            # float32's own cast is this rounding (IEEE RNE, subnormals, overflow to inf): the
+            # answer unless an overflow must saturate or be counted as a gradient's INF event
+            q = x.astype(np.float32)
+            if (role == "grad" or prec.saturate_forward) and not np.isfinite(q).all():
+                return self._quantize_general(x, role, prec, fmt, mode, 1.0, None), fmt, 1.0
+            return q, fmt, 1.0
         rng = self.rng if mode == "sr" else None
         if prec.scaling == "s2fp8":
             # the GEMM sees X' = shift-and-squeeze round trip, held in fp32 (Cambier et al.
@@ -100,15 +148,35 @@ class Datapath:
                 scale = scaler.scale_for(x)
         # forward tensors (activations, weights) saturate as the recipe says in every GEMM they
         # enter; activation gradients have their own rule
+        return self._quantize_general(x, role, prec, fmt, mode, scale, rng), fmt, scale
+
+    def _quantize_general(self, x, role, prec, fmt, mode, scale, rng) -> np.ndarray:
+        """``x * scale`` quantized as the recipe says; counts INF events and clipped values."""
         saturate = prec.saturate_backward if role == "grad" else prec.saturate_forward
+        if scale != 1.0:
+            with np.errstate(over="ignore", invalid="ignore"):
+                xs = x * scale  # power of two: exact
+        else:
+            xs = x
+        if rng is None:
+            q = round_finite(xs, fmt, mode)
+            if q is not None:  # finite, nothing rounded past the format's max: no INF event
+                if saturate:  # values above max that rounded down to it still count as clipped
+                    self.saturated += int(np.count_nonzero(np.abs(xs) > get_format(fmt).max))
+                return q
         with np.errstate(over="ignore", invalid="ignore"):
-            xs = x * scale if scale != 1.0 else x  # power of two: exact
             q = quantize(xs, fmt, mode, saturate=saturate, rng=rng)
-        if role == "grad" and not saturate:
-            self.inf_events += int(np.count_nonzero(np.isinf(q) & np.isfinite(xs)))
-        elif saturate:
-            self.saturated += int(np.count_nonzero(np.abs(xs) > get_format(fmt).max))
-        return q, fmt, scale
+            if role == "grad" and not saturate:
+                self.inf_events += int(np.count_nonzero(np.isinf(q) & np.isfinite(xs)))
+            elif saturate:
+                self.saturated += int(np.count_nonzero(np.abs(xs) > get_format(fmt).max))
+        return q
+
+    def _precision(self, tag: str) -> Precision:
+        prec = self._precisions.get(tag)
+        if prec is None:
+            prec = self._precisions[tag] = self.recipe.precision(tag)
+        return prec
 
     def _quantize_4bit(self, x, role, fmt, site, kind):
         if site is None:
@@ -148,27 +216,32 @@ class Datapath:
         site and operand)."""
         if kind not in GEMM_KINDS:
             raise ValueError(f"GEMM kind {kind!r} is not one of {', '.join(GEMM_KINDS)}")
-        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        a, b = np.asarray(a), np.asarray(b)
         if a.ndim != b.ndim or a.ndim not in (2, 3) or a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
             raise ValueError(f"GEMM {kind}: shapes {a.shape} and {b.shape} do not multiply")
         if self.reference:
-            return a @ b
+            return a.astype(np.float64, copy=False) @ b.astype(np.float64, copy=False)
         aq, fa, sa = self.quantize(a, a_role, tag, site, kind)
         bq, fb, sb = self.quantize(b, b_role, tag, site, kind)
         descale = 1.0 / (sa * sb)
-        eng = self.engine(self.recipe.precision(tag), fa, fb)
+        eng = self.engine(self._precision(tag), fa, fb)
         if self.check:
             self.records.append(GemmRecord(kind, tag, a_role, b_role, eng, fa, fb, _representable(aq, fa),
                                            _representable(bq, fb)))
-        if a.ndim == 2:
-            return matmul(aq, bq, eng, validate=False).astype(np.float64) * descale
-        # a batch of GEMMs (attention): every output is one row-paired dot product on the same
-        # engine, so the bits are those of a per-sample matmul, in one vectorized call
-        nb, m, k = aq.shape
-        n = bq.shape[2]
-        rows_a = np.broadcast_to(aq[:, :, None, :], (nb, m, n, k)).reshape(-1, k)
-        rows_b = np.broadcast_to(bq.transpose(0, 2, 1)[:, None, :, :], (nb, m, n, k)).reshape(-1, k)
-        return dot(rows_a, rows_b, eng).astype(np.float64).reshape(nb, m, n) * descale
+        if self.level is GemmLevel.BLAS:
+            # operand values are exact in float32 (every recipe format fits it); products and
+            # sums are float32 BLAS's, the output is rounded to the engine's output format
+            y = np.matmul(aq.astype(np.float32, copy=False), bq.astype(np.float32, copy=False))
+            if eng.out_format != "fp32" or eng.out_rounding != "rne":
+                y = round_to(y.astype(np.float64), eng.out_format, eng.out_rounding)
+            else:
+                y = y.astype(np.float64)
+        elif a.ndim == 2:
+            y = matmul(aq, bq, eng, validate=False).astype(np.float64)
+        else:
+            # a batch of GEMMs (attention): one engine matmul per sample
+            y = np.stack([matmul(aq[i], bq[i], eng, validate=False) for i in range(aq.shape[0])]).astype(np.float64)
+        return y * descale if descale != 1.0 else y
 
 
 def _representable(x: np.ndarray, fmt: str) -> bool:

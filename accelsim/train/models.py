@@ -1,6 +1,7 @@
-"""The three model families: ``mlp``, ``cnn`` (BatchNorm and a residual block with a 1x1
-shortcut convolution) and ``transformer`` (one attention + MLP block). Layer tags mark the
-first and last layer and the shortcut, which recipes may keep in higher precision."""
+"""The model families: ``mlp``, ``cnn`` (BatchNorm and a residual block with a 1x1 shortcut
+convolution), ``transformer`` (one attention + MLP block) for classification, and ``gpt-char``
+(accelsim.train.gpt) for character-level language modelling. Layer tags mark the first and last
+layer and the shortcut, which recipes may keep in higher precision."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import numpy as np
 from accelsim.errors import InputError
 
 from .data import Dataset
+from .gpt import gpt_char
 from .layers import (AvgPool2d, BatchNorm, Conv2d, Flatten, Layer, Linear, MeanPool,
                      PositionalEmbedding, ReLU, Residual, Sequential, TransformerBlock)
 
-MODEL_NAMES = ("mlp", "cnn", "transformer")
+MODEL_NAMES = ("mlp", "cnn", "transformer", "gpt-char")
 
 
 class Reshape(Layer):
@@ -50,6 +52,13 @@ def transformer(L: int, F: int, n_classes: int, rng: np.random.Generator, d: int
 
 
 def build_model(name: str, data: Dataset, rng: np.random.Generator) -> Sequential:
+    if name not in MODEL_NAMES:
+        raise InputError(f"unknown model {name!r}; choose from {', '.join(MODEL_NAMES)}")
+    if (name == "gpt-char") != (data.task == "lm"):
+        raise InputError(f"model {name!r} does not fit dataset {data.name!r}: 'gpt-char' is the "
+                         f"language model (dataset 'pydoc'), the others classify ('digits', 'seq')")
+    if name == "gpt-char":
+        return gpt_char(data.n_classes, data.x_train.shape[1], rng)
     _, L, F = data.x_train.shape
     if name == "mlp":
         return mlp(L, F, data.n_classes, rng)
@@ -59,4 +68,4 @@ def build_model(name: str, data: Dataset, rng: np.random.Generator) -> Sequentia
         return cnn(L, F, data.n_classes, rng)
     if name == "transformer":
         return transformer(L, F, data.n_classes, rng)
-    raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODEL_NAMES)}")
+    raise InputError(f"unknown model {name!r}; choose from {', '.join(MODEL_NAMES)}")

@@ -17,8 +17,9 @@ import math
 
 import numpy as np
 
-from accelsim.numerics import get_format, quantize
+from accelsim.numerics import get_format
 
+from .datapath import round_to
 from .layers import Layer, parameters
 from .recipes import Recipe
 from .scaling import pow2_scale
@@ -27,14 +28,16 @@ from .scaling import pow2_scale
 def store(x: np.ndarray, fmt: str, rounding: str, rng=None, *, scaled: bool = False) -> np.ndarray:
     """``x`` as held in ``fmt`` (values, float64). ``scaled``: with a per-tensor power-of-two
     scale that puts amax at the format's largest value, descaled afterwards (exact)."""
+    r = None if rounding in ("rne", "rna", "rz") else rng  # only stochastic modes draw
     if fmt == "fp32" and not scaled:
-        return x.astype(np.float32).astype(np.float64) if rounding == "rne" else quantize(x, fmt, rounding, rng=rng)
+        if rounding == "rne":
+            return x.astype(np.float32).astype(np.float64)
+        return round_to(x, fmt, rounding, rng=r)
     if not scaled:
-        with np.errstate(over="ignore"):
-            return quantize(x, fmt, rounding, rng=rng, saturate=True)
+        return round_to(x, fmt, rounding, saturate=True, rng=r)
     a = float(np.max(np.abs(x))) if x.size else 0.0
     s = pow2_scale(a, get_format(fmt).max) if math.isfinite(a) else 1.0
-    return quantize(x * s, fmt, rounding, rng=rng, saturate=True) / s
+    return round_to(x * s, fmt, rounding, saturate=True, rng=r) / s
 
 
 class Optimizer:
@@ -73,17 +76,23 @@ class Optimizer:
         self.t += 1
         up = self.recipe.update
         for (layer, name), st in zip(self.params, self.state):
-            g = self._store(layer.grads[name] * inv_scale, up.grad)
+            grad = layer.grads[name]
+            g = self._store(grad * inv_scale if inv_scale != 1.0 else grad, up.grad)
             w = layer.params[name]
             if self.recipe.optimizer == "sgd":
-                v = st.get("v", np.zeros_like(w))
+                v = st.get("v")
+                if v is None:  # first step: zero momentum (allocated once, not every step)
+                    v = np.zeros_like(w)
                 v = self._store(self.momentum * v + g, up.momentum)
                 st["v"] = v
                 delta = -self.lr * v
             else:
                 b1, b2 = self.betas
-                m = self._store(b1 * st.get("m", np.zeros_like(w)) + (1 - b1) * g, up.momentum)
-                v2 = self._store(b2 * st.get("v2", np.zeros_like(w)) + (1 - b2) * g * g, up.second_moment)
+                m, v2 = st.get("m"), st.get("v2")
+                if m is None:
+                    m, v2 = np.zeros_like(w), np.zeros_like(w)
+                m = self._store(b1 * m + (1 - b1) * g, up.momentum)
+                v2 = self._store(b2 * v2 + (1 - b2) * g * g, up.second_moment)
                 st["m"], st["v2"] = m, v2
                 mh = m / (1 - b1**self.t)
                 vh = v2 / (1 - b2**self.t)

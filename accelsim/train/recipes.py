@@ -155,6 +155,13 @@ PRESETS: dict[str, Recipe] = {r.name: r for r in (
         name="fp32", source="IEEE 754 binary32 reference", body=_FP32,
     ),
     Recipe(
+        # The fair baseline of AdamW recipes (FP8-LM): the fp32 datapath with AdamW
+        # (Loshchilov & Hutter, "Decoupled Weight Decay Regularization", ICLR 2019), every
+        # optimizer tensor in FP32.
+        name="fp32-adamw", source="IEEE 754 binary32 reference; AdamW (Loshchilov & Hutter, ICLR 2019)",
+        body=_FP32, optimizer="adamw",
+    ),
+    Recipe(
         # Micikevicius et al., "Mixed Precision Training", ICLR 2018: FP16 operands, FP32
         # accumulation and master weights, dynamic loss scaling (NVIDIA APEX: initial 2^16,
         # doubled after 2000 clean steps, halved and the step skipped on INF/NaN).
@@ -191,6 +198,22 @@ PRESETS: dict[str, Recipe] = {r.name: r for r in (
         name="s2fp8", source="Cambier et al., ICLR 2020, sec. 3-4",
         body=Precision("e5m2", "e5m2", "e5m2", "fp32-fma", scaling="s2fp8"),
         edge=_FP32,
+    ),
+    Recipe(
+        # The plain-FP8 baseline of Cambier et al. (ICLR 2020, sec. 2 and 5): every GEMM
+        # operand (weights, activations, gradients, first/last layers too) rounded to E5M2, FP32
+        # accumulation and master weights, no loss scaling -- the configuration S2FP8's
+        # shift-and-squeeze exists to fix (gradients below E5M2's range flush to zero).
+        name="fp8-e5m2", source="Cambier et al., ICLR 2020, sec. 2 and 5 (FP8 baseline)",
+        body=Precision("e5m2", "e5m2", "e5m2", "fp32-fma"),
+    ),
+    Recipe(
+        # As fp8-e5m2 with a fixed loss scale, the remedy Cambier et al. compare against
+        # (sec. 5, "FP8 with loss scaling"). The value is an assumption: 2^10, inside the
+        # constant scales of 8 to 32,768 Micikevicius et al. (ICLR 2018, sec. 3.2) report.
+        name="fp8-e5m2-ls", source="Cambier et al., ICLR 2020, sec. 5; scale 2^10 assumed",
+        body=Precision("e5m2", "e5m2", "e5m2", "fp32-fma"),
+        loss_scaling="static", init_loss_scale=2.0**10,
     ),
     Recipe(
         # Luo et al., "Ascend HiFloat8 Format for Deep Learning", arXiv:2409.16626, sec. 4-5:
