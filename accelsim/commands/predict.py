@@ -125,8 +125,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"{out['system']} x {out['workload']} ({out['scheme']}, batch {args.batch}/chip, "
-              f"fusion {out['fusion']}): {out['samples_per_s']:.0f} samples/s, step "
+        how = (f"micro-batch {args.batch} per replica, tp {out['tp']} x pp {out['pp']} x dp "
+               f"{out['dp']}, {out['optimizer']}" if "tp" in out else
+               f"batch {args.batch}/chip, fusion {out['fusion']}, {out['optimizer']}")
+        print(f"{out['system']} x {out['workload']} ({out['scheme']}, {how}): "
+              f"{out['samples_per_s']:.0f} samples/s, step "
               f"{out['step_time_s'] * 1e3:.2f} ms, {out['tflops']:.1f} TFLOP/s, "
               f"{out['memory_GiB']:.1f} GiB per chip")
         if not out["fits_memory"]:
