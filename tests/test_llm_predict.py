@@ -304,3 +304,24 @@ def test_llm_gpus_gives_dp_for_one_plan(capsys):
     assert main([*base, "--dp", "8", "--micro-batch", "1"]) == 0
     assert json.loads(capsys.readouterr().out) == by_gpus
     assert by_gpus["dp"] == 8 and by_gpus["micro_batch"] == 1 and by_gpus["pp"] == 1
+
+
+def test_llm_model_preset_is_the_dimension_flags(capsys):
+    """--model gpt3-175b (a shipped preset) is GPT-3's dimension flags; flags override it; a
+    model the GPT transformer path cannot express is refused naming the feature."""
+    from accelsim.cli import main
+
+    common = ["llm", "--system", "dgx-h100", "--tp", "8", "--pp", "4", "--gpus", "128",
+              "--global-batch", "128", "--scheme", "bf16", "--json"]
+    assert main([*common, "--model", "gpt3-175b"]) == 0
+    by_name = json.loads(capsys.readouterr().out)
+    assert main([*common, "--layers", "96", "--hidden", "12288", "--heads", "96", "--seq",
+                 "2048", "--vocab", "50257"]) == 0
+    by_flags = json.loads(capsys.readouterr().out)
+    assert by_name == by_flags
+    assert by_name["params"] == by_name["active_params"] == 174_604_259_328
+    assert main([*common, "--model", "gpt3-175b", "--layers", "48"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"] < by_name["params"]
+    assert main([*common, "--model", "llama3-8b"]) == 2
+    err = capsys.readouterr().err
+    assert "kv_heads" in err and err.count("\n") == 1

@@ -267,6 +267,7 @@ class Prediction:
             "dp_comm_s": self.dp_comm_s,
             "optimizer_s": self.optimizer_s,
             "params": self.model.n_params,
+            "active_params": self.model.n_params,  # a dense GPT: every parameter per token
             "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp,
             "micro_batch": p.micro_batch, "global_batch": p.global_batch,
             "interleave": p.interleave, "recompute": p.recompute,
