@@ -8,16 +8,22 @@ have (act, weight, grad) and its tag (first, last, body, shortcut).
 Two emulation levels (:class:`GemmLevel`): ``engine`` sums every GEMM on the recipe's bit-exact
 arith engine; ``blas`` quantizes operands and the output as the recipe says but multiplies and
 sums in float32 BLAS (the cast-only emulation of most papers and of QPyTorch).
+
+Block-scaled precisions (``Precision.block_scaled``: mxfp8, mxfp4, nvfp4, deepseek-fp8) quantize
+A along K per row (axis -1) and B along K per column (axis -2) with
+``accelsim.numerics.block_quantize`` (weights in 2-D tiles where the recipe says), optionally
+after a random Hadamard transform along K; ``engine`` feeds the BlockQuantized operands to
+``accelsim.arith.blockscaled.block_scaled_matmul_q``, ``blas`` multiplies their dequantized
+values in float32 BLAS.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 
 import numpy as np
-
-import dataclasses
 
 from accelsim.arith import EngineConfig, get_engine, matmul, round_finite
 from accelsim.arith.blockscaled import BlockScaledEngine, block_scaled_matmul_q
