@@ -88,6 +88,28 @@ def test_deepseek_hopper_tiles_equal_fraction_oracle(promote):
             assert float(ours[i, j]) == float(acc), (i, j)
 
 
+def test_deepseek_wgrad_tiles_equal_fraction_oracle():
+    """The weight-gradient GEMM (both operands activation-like): B in dsv3-fp8-act blocked along
+    K per column (128 x 1 tiles), one scale per (K tile, column)."""
+    rng = np.random.default_rng(4)
+    eng = get_engine("dsv3-fp8", b_format="dsv3-fp8-act")
+    a, b = _data(rng, 2, 256, 5, 3)
+    qa, qb = quantize_operands(a, b, eng)
+    assert qb.scales.shape == (2, 5)
+    ours = block_scaled_matmul_q(qa, qb, eng)
+    inner = get_engine("h100-fp8", fast_accum=True, out_format="fp32")
+    for i in range(2):
+        for j in range(5):
+            acc = Fraction(0)
+            for k0 in range(0, 256, 128):
+                part = dot_reference(qa.elements[i, k0:k0 + 128], qb.elements[k0:k0 + 128, j], inner)
+                s = _f32(Fraction(float(qa.scales[i, k0 // 128])) * Fraction(float(qb.scales[k0 // 128, j])))
+                acc = _f32(acc + s * part)
+            assert float(ours[i, j]) == float(acc), (i, j)
+    with pytest.raises(ValueError, match="hopper-tiled takes"):
+        get_engine("dsv3-fp8", b_format="mxfp8-e4m3")
+
+
 def test_deepseek_v3_statement_at_k4096():
     """DeepSeek-V3 sec. 3.3.2: without promotion, Hopper's ~14-bit FP8 accumulation gives a
     maximum relative error of "nearly 2%" at K = 4096; promotion every 128 into FP32 fixes it.

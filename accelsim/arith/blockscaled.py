@@ -71,9 +71,11 @@ class BlockScaledEngine:
             if self.promote is not None:
                 raise ValueError("promote applies to hopper-tiled engines only")
         else:
-            if (fa.name, fb.name) != ("dsv3-fp8-act", "dsv3-fp8-weight"):
-                raise ValueError(f"{self.name}: hopper-tiled takes dsv3-fp8-act x dsv3-fp8-weight, got "
-                                 f"{fa.name} x {fb.name}")
+            # B: 128 x 128 weight tiles, or (the weight-gradient GEMM, both operands activation-
+            # like) 128 x 1 tiles: dsv3-fp8-act blocked along K per column
+            if fa.name != "dsv3-fp8-act" or fb.name not in ("dsv3-fp8-weight", "dsv3-fp8-act"):
+                raise ValueError(f"{self.name}: hopper-tiled takes dsv3-fp8-act x dsv3-fp8-weight or "
+                                 f"dsv3-fp8-act x dsv3-fp8-act, got {fa.name} x {fb.name}")
             p = self.promote
             if not isinstance(p, int) or isinstance(p, bool) or p < 32 or TILE % p:
                 raise ValueError(f"promote={p!r}: the per-tile scales are applied on promotion, so it "
@@ -170,7 +172,8 @@ def block_scaled_matmul_q(qa: BlockQuantized, qb: BlockQuantized, engine: BlockS
                 acc = round_fast(acc / (qa.tensor_scale * qb.tensor_scale), get_format("fp32"), "rne")
     else:
         inner = get_engine("h100-fp8", fast_accum=True, out_format="fp32")
-        sbn = np.repeat(qb.scales, TILE, axis=1)[:, :N]  # (K / 128, N)
+        # (K / 128, N): a weight tile's scale repeated over its 128 columns, or per column
+        sbn = qb.scales if qb.format.block[0] == 1 else np.repeat(qb.scales, TILE, axis=1)[:, :N]
         fp32 = get_format("fp32")
         for k0 in range(0, K, engine.promote):
             t = k0 // TILE

@@ -8,17 +8,27 @@ have (act, weight, grad) and its tag (first, last, body, shortcut).
 Two emulation levels (:class:`GemmLevel`): ``engine`` sums every GEMM on the recipe's bit-exact
 arith engine; ``blas`` quantizes operands and the output as the recipe says but multiplies and
 sums in float32 BLAS (the cast-only emulation of most papers and of QPyTorch).
+
+Block-scaled precisions (``Precision.block_scaled``: mxfp8, mxfp4, nvfp4, deepseek-fp8) quantize
+A along K per row (axis -1) and B along K per column (axis -2) with
+``accelsim.numerics.block_quantize`` (weights in 2-D tiles where the recipe says), optionally
+after a random Hadamard transform along K; ``engine`` feeds the BlockQuantized operands to
+``accelsim.arith.blockscaled.block_scaled_matmul_q``, ``blas`` multiplies their dequantized
+values in float32 BLAS.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 
 import numpy as np
 
 from accelsim.arith import EngineConfig, get_engine, matmul, round_finite
-from accelsim.numerics import decode, encode, get_format, quantize, s2fp8_quantize
+from accelsim.arith.blockscaled import BlockScaledEngine, block_scaled_matmul_q
+from accelsim.numerics import (BlockQuantized, block_quantize, decode, encode, get_block_format, get_format,
+                               quantize, s2fp8_quantize)
 
 from .lowbit import pact, pact_alpha_grad, radix4, sawb
 from .recipes import Precision, Recipe
@@ -67,7 +77,7 @@ class GemmRecord:
     tag: str
     a_role: str
     b_role: str
-    engine: EngineConfig
+    engine: EngineConfig | BlockScaledEngine
     a_format: str
     b_format: str
     a_representable: bool  # decode(encode(A)) == A in a_format (NaN-aware)
@@ -221,6 +231,8 @@ class Datapath:
             raise ValueError(f"GEMM {kind}: shapes {a.shape} and {b.shape} do not multiply")
         if self.reference:
             return a.astype(np.float64, copy=False) @ b.astype(np.float64, copy=False)
+        if self._precision(tag).block_scaled:
+            return self._block_gemm(kind, a, a_role, b, b_role, tag)
         aq, fa, sa = self.quantize(a, a_role, tag, site, kind)
         bq, fb, sb = self.quantize(b, b_role, tag, site, kind)
         descale = 1.0 / (sa * sb)
@@ -242,6 +254,92 @@ class Datapath:
             # a batch of GEMMs (attention): one engine matmul per sample
             y = np.stack([matmul(aq[i], bq[i], eng, validate=False) for i in range(aq.shape[0])]).astype(np.float64)
         return y * descale if descale != 1.0 else y
+
+    # ------------------------------------------------------------------ block-scaled GEMMs
+    def hadamard(self, n: int) -> np.ndarray:
+        """A random orthogonal n x n Hadamard transform R = diag(s) H / sqrt(n): H the Sylvester
+        Hadamard matrix, s random signs drawn from the Datapath's Generator (fresh per call)."""
+        h = np.ones((1, 1))
+        while h.shape[0] < n:
+            h = np.block([[h, h], [h, -h]])
+        signs = self.rng.choice(np.array([-1.0, 1.0]), size=n)
+        return signs[:, None] * h / np.sqrt(n)
+
+    def block_operand(self, x: np.ndarray, role: str, prec: Precision, axis: int) -> BlockQuantized:
+        """``x`` in ``role`` block-quantized along ``axis`` (the GEMM's K: -1 for A, -2 for B),
+        or, for 2-D weight blocks (``dsv3-fp8-weight``; ``prec.weight_tile``), in tiles of the
+        last two axes (a tile of W^T is the transpose of a tile of W: both GEMMs see one weight)."""
+        fmt, mode = get_block_format(prec.format(role)), prec.rounding(role)
+        rng = self.rng if mode == "sr" else None
+        if role == "weight" and prec.weight_tile is not None:
+            t = prec.weight_tile
+            fmt = dataclasses.replace(fmt, name=f"{fmt.name}-{t}x{t}", block=(t, t))
+        if fmt.block[0] > 1:
+            axis = -1
+        return block_quantize(x, fmt, axis=axis, rounding=mode, rng=rng)
+
+    def _block_gemm(self, kind: str, a: np.ndarray, a_role: str, b: np.ndarray, b_role: str,
+                    tag: str) -> np.ndarray:
+        prec = self._precision(tag)
+        if kind in prec.hadamard_kinds:
+            # (A R)(R^T B) = A B for block-diagonal orthogonal R along K (K zero-padded to n)
+            n = prec.hadamard
+            k = a.shape[-1]
+            pad = -k % n
+            if pad:
+                a = np.concatenate([a, np.zeros(a.shape[:-1] + (pad,))], axis=-1)
+                b = np.concatenate([b, np.zeros(b.shape[:-2] + (pad, b.shape[-1]))], axis=-2)
+            r = self.hadamard(n)
+            kb = (k + pad) // n
+            a = (a.reshape(a.shape[:-1] + (kb, n)) @ r).reshape(a.shape)
+            bt = np.swapaxes(b, -1, -2)
+            b = np.swapaxes((bt.reshape(bt.shape[:-1] + (kb, n)) @ r).reshape(bt.shape), -1, -2)
+        qa = self.block_operand(a, a_role, prec, -1)
+        qb = self.block_operand(b, b_role, prec, -2)
+        fa, fb = prec.format(a_role), prec.format(b_role)
+        key = (prec.engine, prec.engine_overrides, fa, fb)
+        eng = self._engines.get(key)
+        if eng is None:
+            eng = self._engines[key] = get_engine(prec.engine, **dict(prec.engine_overrides), a_format=fa, b_format=fb)
+        if self.check:
+            self.records.append(GemmRecord(kind, tag, a_role, b_role, eng, fa, fb,
+                                           _representable(qa.elements, qa.format.element),
+                                           _representable(qb.elements, qb.format.element)))
+        if self.level is GemmLevel.BLAS:
+            # the dequantized operands (exact for MX; one float32 rounding of P * S for NVFP4 /
+            # DeepSeek scales) multiplied and summed in float32 BLAS
+            y = np.matmul(qa.dequantize().astype(np.float32), qb.dequantize().astype(np.float32))
+            return y.astype(np.float64)
+        qb = _as_k_blocks(qb, fb)
+        if a.ndim == 2:
+            return block_scaled_matmul_q(qa, qb, eng).astype(np.float64)
+        # a batch of GEMMs (attention): quantized as one tensor (NVFP4's tensor scale is the
+        # batch's), one engine GEMM per sample
+        return np.stack([block_scaled_matmul_q(_sample(qa, i), _sample(qb, i), eng)
+                         for i in range(a.shape[0])]).astype(np.float64)
+
+
+def _sample(q: BlockQuantized, i: int) -> BlockQuantized:
+    """Sample ``i`` of a batched (3-D, 1-D blocks) BlockQuantized."""
+    return BlockQuantized(format=q.format, axis=q.axis - 1, elements=q.elements[i], scales=q.scales[i],
+                          scale_codes=None if q.scale_codes is None else q.scale_codes[i],
+                          tensor_scale=q.tensor_scale)
+
+
+def _as_k_blocks(q: BlockQuantized, fmt: str) -> BlockQuantized:
+    """A B operand quantized in r x r tiles (``weight_tile``) as the engine's 1 x r blocks along
+    K: the same elements, each tile's scale repeated over its r columns (every 1 x r block of a
+    tile carries the tile's scale: the values are unchanged, the engine sees them exactly)."""
+    bf = get_block_format(fmt)
+    if q.format.block[0] == 1 or bf.block[0] > 1:
+        return q
+    r, c = q.format.block
+    if (1, r) != bf.block or q.elements.ndim != 2:
+        raise ValueError(f"{q.format.name} tiles cannot feed an engine taking {bf.name}")
+    n = q.elements.shape[1]
+    rep = lambda v: None if v is None else np.repeat(v, c, axis=1)[:, :n]  # noqa: E731
+    return BlockQuantized(format=bf, axis=0, elements=q.elements, scales=rep(q.scales),
+                          scale_codes=rep(q.scale_codes), tensor_scale=q.tensor_scale)
 
 
 def _representable(x: np.ndarray, fmt: str) -> bool:
