@@ -257,16 +257,21 @@ def exit_interrupted(command: str, saved: str, out) -> None:
 
 
 def datapath_note(system, scheme) -> None:
-    """Tell the user (stderr) when the chip computes the scheme's precision no faster than its
-    high precision: the config has no faster datapath for it, so the scheme runs there at the
-    wider rate and any gain comes from smaller tensors in memory. PRECISIONS runs from wide to
-    narrow: the note is for a narrower scheme (fp8 beside fp16), never for fp32/tf32/bf16
-    beside the fp16 default."""
+    """Tell the user (stderr) when the chip has no datapath of its own for the scheme's
+    precision (it runs at the next wider one the config has: block-scaled formats on Hopper), or
+    computes it no faster than the scheme's high precision; either way any gain comes from the
+    smaller tensors in memory. PRECISIONS runs from wide to narrow: the second note is for a
+    narrower scheme (fp8 beside fp16), never for fp32/tf32/bf16 beside the fp16 default."""
     import sys
 
     from accelsim.arch.model import PRECISIONS
 
     core, cp, hp = system.chip.core, scheme.compute_precision, scheme.high_precision
+    datapath = core.datapath(cp)
+    if datapath != cp:
+        print(f"note: {system.name} has no {cp} datapath; it runs at its {datapath} rate "
+              f"({cp}'s tensors, scales included, still count in memory)", file=sys.stderr)
+        return
     narrower = PRECISIONS.index(cp) > PRECISIONS.index(hp)
     if narrower and core.supports(hp) and \
             core.macs_per_cycle_per_pe(cp) <= core.macs_per_cycle_per_pe(hp):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from accelsim.commands._common import dimension, scheme_choices
 
@@ -27,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
-    from accelsim.commands._common import require_precisions
+    from accelsim.commands._common import datapath_note, require_precisions
     from accelsim.paths import resolve_input
     from accelsim.perf.gemm import gemm_time
 
@@ -36,9 +35,7 @@ def run(args: argparse.Namespace) -> int:
     precision = get_scheme(args.scheme).compute_precision
     require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
     datapath = system.chip.core.datapath(precision)
-    if datapath != precision:
-        print(f"note: {system.name} has no {precision} datapath; it runs at its {datapath} rate "
-              f"({precision}'s tensors, scales included, still count in memory)", file=sys.stderr)
+    datapath_note(system, get_scheme(args.scheme))
     g = gemm_time(system, args.m, args.n, args.k, precision)
     d = g.as_dict()
     d.update(system=system.name, scheme=args.scheme, datapath=datapath,
