@@ -291,3 +291,16 @@ def test_simulate_is_the_one_call_for_every_workload():
                  "fp16")
     with pytest.raises(ValueError, match="collective_engine"):
         Options(collective_engine="bogus")
+
+
+def test_every_front_end_says_when_a_scheme_runs_on_a_wider_datapath(tmp_path, capsys):
+    """MX/NVFP4 on Hopper run at its FP8 rate: gemm, predict and llm say so (one helper)."""
+    for argv in (["gemm", "--system", "h100-sxm", "--m", "512", "--n", "512", "--k", "512",
+                  "--scheme", "nvfp4"],
+                 ["predict", "--system", "h100-sxm", "--workload", "tiny-cnn", "--batch", "8",
+                  "--scheme", "mxfp8", "--fusion", "off"],
+                 ["llm", "--system", "dgx-h100", "--model", "gpt2-small", "--gpus", "8",
+                  "--global-batch", "8", "--scheme", "nvfp4"]):
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        assert "no " in err and "datapath; it runs at its fp8 rate" in err, argv
