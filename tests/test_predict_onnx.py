@@ -18,6 +18,7 @@ import onnx  # the optional extra; the test extra installs it
 from onnx import TensorProto, helper, numpy_helper
 
 from accelsim.cli import main
+from accelsim.workload.onnx_import import load_onnx
 
 REPO = Path(__file__).resolve().parents[1]
 A100 = str(REPO / "arch_configs" / "a100-sxm.toml")      # 1 chip
@@ -100,8 +101,10 @@ def attention(tmp_path) -> str:
     T, D, H, d = 8, 32, 4, 8
     shape_in = numpy_helper.from_array(np.array([0, T, H, d], dtype=np.int64), "split")
     shape_out = numpy_helper.from_array(np.array([0, T, D], dtype=np.int64), "merge")
-    scale = numpy_helper.from_array(np.array(np.sqrt(d), dtype=np.float32), "sqrt_d")
-    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], name="ln", axis=-1)]
+    # the scale as a Constant node, as torch.onnx writes it
+    scale = numpy_helper.from_array(np.array(np.sqrt(d), dtype=np.float32), "sqrt_d_value")
+    nodes = [helper.make_node("Constant", [], ["sqrt_d"], name="sqrt_d", value=scale),
+             helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], name="ln", axis=-1)]
     for p in "qkv":
         nodes += [helper.make_node("MatMul", ["n", f"w{p}"], [f"{p}0"], name=f"proj_{p}"),
                   helper.make_node("Reshape", [f"{p}0", "split"], [f"{p}1"], name=f"split_{p}"),
@@ -117,7 +120,7 @@ def attention(tmp_path) -> str:
               helper.make_node("MatMul", ["o2", "wo"], ["o3"], name="proj_o"),
               helper.make_node("Add", ["o3", "x"], ["y"], name="residual")]
     inits = [_w("g", D), _w("b", D), _w("wq", D, D), _w("wk", D, D), _w("wv", D, D),
-             _w("wo", D, D), shape_in, shape_out, scale]
+             _w("wo", D, D), shape_in, shape_out]
     return _save(tmp_path, "attn", nodes, [_vi("x", "N", T, D)], [_vi("y", "N", T, D)], inits)
 
 
@@ -133,6 +136,23 @@ def test_onnx_model_flops_exact(tmp_path, capsys, build, macs):
     assert out["workload"] == Path(path).stem and out["batch"] == 4
     assert out["model_flops_per_iteration"] == 6 * 4 * macs
     assert out["step_time_s"] > 0 and out["samples_per_s"] == pytest.approx(4 / out["step_time_s"])
+
+
+def test_attention_pattern_maps_to_linear_and_matmul_layers(tmp_path):
+    wl = load_onnx(attention(tmp_path), 2)
+    assert [(x.name, x.kind) for x in wl.layers] == [
+        ("ln", "layernorm"), ("proj_q", "linear"), ("proj_k", "linear"), ("proj_v", "linear"),
+        ("scores", "matmul"), ("softmax", "softmax"), ("pv", "matmul"), ("proj_o", "linear"),
+        ("residual", "add")]
+    scores, pv = wl.layer("scores"), wl.layer("pv")
+    assert (scores.m, scores.n, scores.k, scores.count) == (8, 8, 8, 4)   # T x T over d, H heads
+    assert (pv.m, pv.n, pv.k, pv.count) == (8, 8, 8, 4)                   # T x d over T
+    assert wl.layer("proj_q").tokens == 8 and not wl.layer("proj_q").bias
+
+
+def test_model_flops_key_is_documented():
+    text = (REPO / "docs" / "workloads.md").read_text()
+    assert "`model_flops_per_iteration`" in text and "3 x 2 x the forward multiply-adds" in text
 
 
 def test_batch_sets_the_symbolic_dimension_and_the_global_batch(tmp_path, capsys):
