@@ -48,7 +48,9 @@ def test_moe_expert_gemms_take_their_share_of_the_tokens():
     ceil(4 x T x 2 / 8) = T tokens."""
     d = Decoder(PRESETS["mixtral-8x7b"], 4096)
     T = 4096
-    assert expert_tokens(d, T, 4) == math.ceil(4 * T * 2 / 8)
+    assert expert_tokens(d, 4 * T, 4) == (math.ceil(4 * T * 2 / 8), 2)
+    # one decode token reads its top-2 experts' weights, not all 8
+    assert expert_tokens(d, 1, 1) == (1, 2)
     g = {op.name: op for op in layer_gemms(d, True, T, 1, 4, "bf16")}
     assert g["experts.fc1"].count == 2 and g["experts.fc1"].n == 2 * 14336
     assert (g["router"].n, g["router"].k) == (8, 4096)

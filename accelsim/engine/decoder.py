@@ -246,14 +246,21 @@ def _mlp_gemms(prefix: str, tokens: int, ffn: int, h: int, tp: int, gated: bool,
             GemmOp(f"{prefix}fc2", tokens, h, ffn // tp, gp, count))
 
 
-def expert_tokens(model: Decoder, tokens: int, ep: int) -> int:
-    """Tokens one local expert processes when each of the ``ep`` GPUs of the expert-parallel
-    group routes ``tokens`` tokens to ``top_k`` experts each, spread evenly (dropless), or at
-    most the expert capacity (GShard/Switch capacity factor)."""
+def expert_tokens(model: Decoder, tokens: int, ep: int) -> tuple[int, int]:
+    """(tokens per active expert, active experts per GPU) when the ``ep`` GPUs of the
+    expert-parallel group route ``tokens`` tokens in all to ``top_k`` experts each, uniformly at
+    random: ``n = tokens x top_k`` choices hit ``E (1 - (1 - 1/E)^n)`` distinct experts
+    in expectation (all of them in training; a few at small-batch decode, whose weights alone
+    are read), ``1/ep`` of them on each GPU; the tokens spread evenly over them (dropless), or
+    at most the expert capacity (GShard/Switch capacity factor)."""
     m = model.config.moe
-    even = math.ceil(ep * tokens * m.top_k / m.n_experts)
-    cap = m.expert_capacity(ep * tokens)
-    return max(1, even if cap is None else min(even, cap))
+    n = tokens * m.top_k
+    hit = min(m.n_experts, math.ceil(m.n_experts * -math.expm1(n * math.log1p(-1 / m.n_experts))
+                                     - 1e-9)) if m.n_experts > 1 else 1
+    local = max(1, math.ceil(hit / ep))
+    even = math.ceil(n / (local * ep))
+    cap = m.expert_capacity(tokens)
+    return max(1, even if cap is None else min(even, cap)), local
 
 
 def a2a_elements(model: Decoder, tokens: int, tp: int) -> float:
@@ -263,9 +270,12 @@ def a2a_elements(model: Decoder, tokens: int, tp: int) -> float:
     return tokens * model.config.moe.top_k * model.hidden / tp
 
 
-def layer_gemms(model: Decoder, moe: bool, tokens: int, tp: int, ep: int, gp: str
+def layer_gemms(model: Decoder, moe: bool, tokens: int, tp: int, ep: int, gp: str, *,
+                etp: int | None = None, group_tokens: int | None = None
                 ) -> tuple[GemmOp, ...]:
-    """The linear GEMMs of one layer on one GPU for ``tokens`` tokens, in forward order."""
+    """The linear GEMMs of one layer on one GPU for ``tokens`` tokens, in forward order;
+    routed experts sliced ``etp`` ways (default ``tp``) and fed by the ``group_tokens`` tokens
+    of the expert-parallel group (default ``ep x tokens``: each rank brings its own)."""
     c, h, t, T = model.config, model.hidden, tp, tokens
     a, kv = c.heads, model.kv_heads
     out: list[GemmOp] = []
@@ -289,8 +299,9 @@ def layer_gemms(model: Decoder, moe: bool, tokens: int, tp: int, ep: int, gp: st
         return tuple(out)
     e = c.moe
     out.append(GemmOp("router", T, e.n_experts, h, gp))
-    out += _mlp_gemms("experts.", expert_tokens(model, T, ep), e.expert_ffn_size, h, t, gated,
-                      gp, e.n_experts // ep)
+    m_e, local = expert_tokens(model, ep * T if group_tokens is None else group_tokens, ep)
+    out += _mlp_gemms("experts.", m_e, e.expert_ffn_size, h, t if etp is None else etp, gated,
+                      gp, local)
     if e.n_shared_experts:
         out += _mlp_gemms("shared.", T, e.n_shared_experts * e.expert_ffn_size, h, t, gated, gp)
     return tuple(out)
