@@ -25,20 +25,22 @@ METRIC_UNIT = {
     "output_tokens_per_s_per_gpu": "tokens/s/GPU",
     "time_to_first_token": "s",
     "inter_token_latency": "s",
+    "request_latency": "s",
     "train_tokens_per_s_per_gpu": "tokens/s/GPU",
     "gpu_hours_per_trillion_tokens": "GPU-h/1e12 tokens",
     "gpu_hours": "GPU-h",
 }
 #: (unit as printed, unit in the file) -> factor
-CONVERT = {("ms", "s"): 1e-3}
+#: a node is 8 GPUs in the one source that reports per node (DeepSeek: "each node contains 8 H800")
+CONVERT = {("ms", "s"): 1e-3, ("tokens/s/node", "tokens/s/GPU"): 1 / 8}
 PLAN_KEYS = ("tp", "pp", "ep", "cp", "vp", "dp")
 
 
 def _printed_number(text: str) -> float:
-    """'19,694' -> 19694, '180K' -> 180000, '2664K' -> 2664000."""
-    m = re.fullmatch(r"([0-9][0-9,]*(?:\.[0-9]+)?)([KM]?)", text)
+    """'19,694' -> 19694, '180K' -> 180000, '14.8k' -> 14800."""
+    m = re.fullmatch(r"([0-9][0-9,]*(?:\.[0-9]+)?)([kKM]?)", text)
     assert m, f"unparseable printed number {text!r}"
-    return float(m.group(1).replace(",", "")) * {"": 1, "K": 1e3, "M": 1e6}[m.group(2)]
+    return float(m.group(1).replace(",", "")) * {"": 1, "k": 1e3, "K": 1e3, "M": 1e6}[m.group(2)]
 
 
 def test_there_are_cases_of_every_kind_the_issue_asks_for():
@@ -91,10 +93,11 @@ def test_plan_fits_the_gpus_and_the_system_preset_exists(case):
         if "micro_batch" in case:  # the global batch is whole micro-batches on every DP rank
             assert case["global_batch"] % (case["micro_batch"] * (g // model_parallel)) == 0
     else:
-        latency = case["metric"] in ("time_to_first_token", "inter_token_latency")
-        if latency:
+        if case["metric"] in ("time_to_first_token", "inter_token_latency"):
             assert case.get("batch", case.get("concurrency")) == 1
             assert case["input_tokens"] > 0
+        if case["metric"] == "request_latency":  # a whole batch: prefill and every decode step
+            assert case["batch"] >= 1 and case["input_tokens"] > 0 and case["output_tokens"] > 1
 
 
 def test_static_batch_cases_state_batch_and_lengths():
