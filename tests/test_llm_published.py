@@ -14,7 +14,8 @@ import pytest
 
 from accelsim.paths import PACKAGE_DATA, REPO_ROOT
 
-DATA = tomllib.loads((PACKAGE_DATA / "llm_published.toml").read_text(encoding="utf-8"))
+TEXT = (PACKAGE_DATA / "llm_published.toml").read_text(encoding="utf-8")
+DATA = tomllib.loads(TEXT)
 CASES = DATA["case"]
 MODELS = {m["name"]: m for m in DATA["model"]}
 BY_ID = {c["id"]: c for c in CASES}
@@ -98,6 +99,14 @@ def test_plan_fits_the_gpus_and_the_system_preset_exists(case):
             assert case["input_tokens"] > 0
         if case["metric"] == "request_latency":  # a whole batch: prefill and every decode step
             assert case["batch"] >= 1 and case["input_tokens"] > 0 and case["output_tokens"] > 1
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_source_tag_is_declared_in_the_file_header(case):
+    """A case's `source` starts with a short name that the header's source list spells out."""
+    tag = re.match(r"\[[A-Z0-9.\-]+\]", case["source"])
+    assert tag, case["source"]
+    assert re.search(r"^#\s+" + re.escape(tag.group(0)) + r"\s", TEXT, re.M), tag.group(0)
 
 
 def test_static_batch_cases_state_batch_and_lengths():
