@@ -95,7 +95,9 @@ def test_plan_fits_the_gpus_and_the_system_preset_exists(case):
             assert case["global_batch"] % (case["micro_batch"] * (g // model_parallel)) == 0
     else:
         if case["metric"] in ("time_to_first_token", "inter_token_latency"):
-            assert case.get("batch", case.get("concurrency")) == 1
+            # the load is stated: a static batch, requests in flight, or an arrival rate
+            load = [k for k in ("batch", "concurrency", "qps") if k in case]
+            assert load and all(case[k] > 0 for k in load), load
             assert case["input_tokens"] > 0
         if case["metric"] == "request_latency":  # a whole batch: prefill and every decode step
             assert case["batch"] >= 1 and case["input_tokens"] > 0 and case["output_tokens"] > 1
