@@ -115,3 +115,146 @@ def test_bad_inputs_name_the_value():
         dc.node_scale(12)
     with pytest.raises(InputError, match="bogus"):
         dc.precision_mac("bogus")
+
+
+# ------------------------------------------------------------- design-space energy and area
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _tiny_explore(**kw):
+    from accelsim.arch import build_system
+    from accelsim.dse import explore
+    from accelsim.workload import load_workload
+
+    system = build_system(REPO / "arch_configs" / "rapid-1chip.toml")
+    wl = load_workload(REPO / "workloads" / "tiny-cnn.toml")
+    return system, wl, explore(system, wl, 8, "hfp8", **kw)
+
+
+def test_explore_plans_carry_positive_energy_and_area_columns():
+    from accelsim.dse.energy import ENERGY_COLUMNS
+
+    _, _, res = _tiny_explore()
+    ok = res.plans[res.plans["feasible"]]
+    assert len(ok)
+    for c in ENERGY_COLUMNS:
+        assert (ok[c] > 0).all() and np.isfinite(ok[c]).all(), c
+    # the definitions: samples per joule and per second per mm^2 of all chips
+    assert np.allclose(ok["samples_per_J"], 8 / ok["energy_J"])
+    assert np.allclose(ok["samples_per_s_per_mm2"], ok["samples_per_s"] / ok["area_mm2"])
+    assert np.allclose(ok["power_W"], ok["energy_J"] / ok["step_s"])
+
+
+def test_explore_rank_by_keeps_the_default_and_changes_only_the_choice():
+    _, _, by_time = _tiny_explore()
+    _, _, by_energy = _tiny_explore(rank_by="samples_per_J")
+    # the plans table is the same either way; step_s ranking picks the fastest plan
+    pd.testing.assert_frame_equal(by_time.plans, by_energy.plans)
+    assert by_time.best["step_s"] == by_time.plans.loc[by_time.plans.feasible, "step_s"].min()
+    assert by_energy.best["samples_per_J"] == by_energy.plans["samples_per_J"].max()
+    with pytest.raises(InputError, match="bogus"):
+        _tiny_explore(rank_by="bogus")
+
+
+def test_energy_terms_add_up_and_narrow_formats_spend_less():
+    from accelsim.dse.energy import step_energy, step_work
+
+    system, wl, _ = _tiny_explore()
+    w16, w8 = step_work(system, wl, "fp16", 8), step_work(system, wl, "fp8", 8)
+    assert w8.mac_J < w16.mac_J and w8.memory_bytes < w16.memory_bytes
+    e = step_energy(system, w16, 1e-3, 8)
+    assert e.energy_J == pytest.approx(e.mac_J + e.memory_J + e.link_J + e.static_J)
+    # static energy grows with the step time, nothing else does
+    e2 = step_energy(system, w16, 2e-3, 8)
+    assert e2.static_J == pytest.approx(2 * e.static_J) and e2.mac_J == e.mac_J
+
+
+def test_sweep_rows_have_energy_columns(tmp_path):
+    from accelsim.dse.scenario import training_sweep
+
+    t = training_sweep(["scheme=fp16,hfp8"], out=None, executor="serial", progress=False)
+    for c in ("energy_J", "power_W", "area_mm2", "samples_per_J", "samples_per_s_per_mm2"):
+        assert (t[c] > 0).all(), c
+    by = dict(zip(t["scheme"], t["samples_per_J"]))
+    assert by["hfp8"] > by["fp16"]
+
+
+def test_cli_rank_by_bad_value_is_one_line_exit_2(capsys):
+    from accelsim.cli import main
+
+    rc = main(["explore", "--system", str(REPO / "arch_configs" / "rapid-1chip.toml"),
+               "--workload", "tiny-cnn", "--batch", "8", "--rank-by", "fastest"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "--rank-by" in err and "fastest" in err
+    rc = main(["sweep", "--axis", "scheme=fp16", "--rank-by", "cheapest", "--out", "x.csv"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "cheapest" in err
+
+
+def test_cli_sweep_rank_by_prints_best_first(tmp_path, capsys):
+    from accelsim.cli import main
+
+    out = tmp_path / "s.csv"
+    assert main(["sweep", "--axis", "scheme=fp16,hfp8", "--rank-by", "samples_per_J",
+                 "--no-progress", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["scheme", "samples_per_J"]
+    assert lines[1].split()[0] == "hfp8" and lines[2].split()[0] == "fp16"
+
+
+# ------------------------------------------------------------------------ the Pareto front
+def test_pareto_front_on_a_hand_made_table():
+    from accelsim.dse.pareto import pareto_front, pareto_front_reference
+
+    # (x, y), both higher-better. Front by hand: A (1, 9), C (3, 7), D (3, 7) equal to C, F
+    # (6, 2); B (1, 5) is beaten by A, E (2, 7) by C, G (5, 1) by F, H (0, 9) by A.
+    x = [1, 1, 3, 3, 2, 6, 5, 0]
+    y = [9, 5, 7, 7, 7, 2, 1, 9]
+    want = [True, False, True, True, False, True, False, False]
+    assert pareto_front(x, y).tolist() == want
+    assert pareto_front_reference(x, y).tolist() == want
+    # lower-is-better x (e.g. step_s): mirror x and the front is the mirrored front
+    assert pareto_front([-v for v in x], y, (False, True)).tolist() == want
+
+
+def test_pareto_fast_agrees_with_definition_on_random_tables():
+    from accelsim.dse.pareto import pareto_front, pareto_front_reference
+
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 2, 7, 40):
+        for mx in (True, False):
+            x = rng.integers(0, 6, n).astype(float)  # many ties
+            y = rng.integers(0, 6, n).astype(float)
+            assert (pareto_front(x, y, (mx, True)) == pareto_front_reference(x, y, (mx, True))).all()
+
+
+def test_plot_pareto_cli(tmp_path, capsys):
+    from accelsim.cli import main
+
+    t = pd.DataFrame({"design": list("ABCDEFG"), "samples_per_s": [1, 2, 3, 4, 5, 6, 2.5],
+                      "samples_per_J": [9, 8, 3, 6, 5, 1, 2], "status": ["ok"] * 6 + ["infeasible"]})
+    t.loc[6, ["samples_per_s", "samples_per_J"]] = np.nan
+    src = tmp_path / "t.csv"
+    t.to_csv(src, index=False)
+    png = tmp_path / "front.png"
+    assert main(["plot", "pareto", "--csv", str(src), "--x", "samples_per_s", "--y",
+                 "samples_per_J", "--out", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert png.stat().st_size > 0
+    # by hand: C (3, 3) is beaten by D (4, 6); A B D E F trade one metric for the other; the
+    # infeasible G is left out
+    assert "5 of 6 feasible rows" in out
+    rows = [ln.split()[0] for ln in out.splitlines()[1:-1]]
+    assert rows == ["A", "B", "D", "E", "F"]
+
+
+def test_plot_pareto_needs_its_table(tmp_path, capsys):
+    from accelsim.cli import main
+
+    assert main(["plot", "pareto", "--x", "a", "--y", "b", "--out", str(tmp_path / "f.png")]) == 2
+    assert "--csv" in capsys.readouterr().err
