@@ -26,7 +26,7 @@ MACs/PE/cycle x MAC area``: the HFP8 design fits 2 FP8 MACs in one FP16 MAC's ar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from accelsim.arch.datapath_cost import precision_mac
 from accelsim.arch.model import OPERAND_BYTES
@@ -157,8 +157,6 @@ class StepEnergy:
     samples_per_s_per_mm2: float
 
     def as_row(self) -> dict[str, float]:
-        from dataclasses import asdict
-
         return asdict(self)
 
 
