@@ -48,10 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="parallel workers (default: all CPUs)")
     parser.add_argument("--top", type=nonnegative_int, default=0, metavar="K",
                         help="print only the K slowest layers of the breakdown (default: all)")
+    parser.add_argument("--rank-by", choices=_rank_metrics(), default="step_s", metavar="METRIC",
+                        help="metric the best plan optimizes and the plans table is sorted by: "
+                             "step_s (default), samples_per_s, samples_per_J, "
+                             "samples_per_s_per_mm2, energy_J, power_W (energy and area: "
+                             "accelsim.dse.energy, docs/dse.md)")
     parser.add_argument("--optimizer", choices=optimizer_choices(),
                         default="sgd-momentum",
                         help="optimizer and its state formats (default sgd-momentum)")
     _report.add_arguments(parser)
+
+
+def _rank_metrics() -> tuple[str, ...]:
+    from accelsim.dse.energy import RANK_METRICS
+
+    return tuple(RANK_METRICS)
 
 
 def _strategies() -> tuple[str, ...]:
@@ -68,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                                            load_workload_arg, system_path)
     from accelsim.errors import UserError
     from accelsim.dse import explore
+    from accelsim.dse.energy import rank
 
     if args.out is not None:
         check_output_path(args.out, "--out")
@@ -79,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     res = explore(system, wl, args.batch, args.scheme, dataflows=args.dataflows,
                   strategies=args.strategies, compression=args.compression,
                   executor=args.executor, optimizer=args.optimizer,
-                  max_workers=args.workers, progress=True)
+                  max_workers=args.workers, progress=True, rank_by=args.rank_by)
     b = res.best
     if not b.get("feasible", False):
         print(res.plans[["strategy", "dataflow", "overlap", "reason"]].to_string(index=False))
@@ -96,8 +108,9 @@ def run(args: argparse.Namespace) -> int:
         print(lay.to_string(index=False))
         print()
         show = ["strategy", "dataflow", "overlap", "feasible", "compute_s", "exposed_comm_s",
-                "step_s", "samples_per_s", "utilization"]
-        print(res.plans[show].sort_values("step_s").to_string(index=False))
+                "step_s", "samples_per_s", "utilization", "samples_per_J",
+                "samples_per_s_per_mm2"]
+        print(rank(res.plans[show], args.rank_by).to_string(index=False))
     print(f"\n# best: {b['strategy']} / {b['dataflow']} / overlap {b['overlap']} -- "
           f"{wl.name} on {system.name}, {args.scheme}, batch {args.batch}")
     print(f"# step {b['step_s'] * 1e3:.3f} ms = fwd {b['fwd_s'] * 1e3:.3f} + bwd_data "
@@ -108,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"# {b['samples_per_s']:,.0f} samples/s, {b['achieved_flops'] / 1e12:,.1f} TFLOP/s "
           f"= {b['utilization']:.1%} of peak; {b['model_parallel_layers']} layers model-parallel;"
           f" {len(res.points):,} points, {int((~res.points.feasible).sum()):,} infeasible")
+    print(f"# energy {b['energy_J']:,.3g} J per step ({b['power_W']:,.3g} W): "
+          f"{b['samples_per_J']:,.3g} samples/J; {b['area_mm2']:,.0f} mm2 of silicon: "
+          f"{b['samples_per_s_per_mm2']:,.3g} samples/s/mm2 (best by {args.rank_by}; model "
+          "and sources: docs/dse.md)")
     _report.write(args, res.rows(), res.timeline,
                   f"accelsim explore: {wl.name} on {system.name}, {args.scheme}")
     if args.out is not None:

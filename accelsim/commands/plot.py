@@ -1,17 +1,28 @@
-"""``accelsim plot``: a PNG from any sweep table (CSV or Parquet), or the timeline of a trace
-written by ``--trace`` (``accelsim plot --trace OUT.json --out timeline.png``)."""
+"""``accelsim plot``: a PNG from any sweep table (CSV or Parquet), the timeline of a trace
+written by ``--trace`` (``accelsim plot --trace OUT.json --out timeline.png``), or the Pareto
+front of a design-space table (``accelsim plot pareto --csv T.csv --x samples_per_s --y
+samples_per_J --out front.png``)."""
 
 from __future__ import annotations
 
 NAME = "plot"
 HELP = ("plot any sweep table: choose the x and y columns, and optionally a hue (one line per "
         "value) and a facet (one panel per value); or --trace a Chrome trace as a timeline; "
-        "writes a PNG")
+        "or 'pareto --csv TABLE' the Pareto front of two metrics; writes a PNG")
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("table", metavar="TABLE", nargs="?", default=None,
-                        help="a sweep table (.csv or .parquet)")
+                        help="a sweep table (.csv or .parquet), or the word 'pareto' to draw "
+                             "the Pareto front of the --csv table over --x and --y")
+    parser.add_argument("--csv", default=None, metavar="TABLE",
+                        help="with 'pareto': the table (.csv or .parquet; a sweep table, or "
+                             "explore's <stem>_plans.csv)")
+    parser.add_argument("--x-lower-better", action="store_true",
+                        help="with 'pareto': smaller x is better (default: larger is, except "
+                             "for step_s, energy_J and power_W)")
+    parser.add_argument("--y-lower-better", action="store_true",
+                        help="with 'pareto': smaller y is better (default as for x)")
     parser.add_argument("--trace", default=None, metavar="TRACE.json",
                         help="instead of a table: draw a trace written by predict/llm/explore "
                              "--trace as one track per stream")
@@ -47,6 +58,10 @@ def run(args) -> int:
         if args.table is not None:
             raise UserError("give a TABLE or --trace, not both")
         return _plot_trace(args)
+    if args.table == "pareto":
+        return _plot_pareto(args)
+    if args.csv is not None:
+        raise UserError("--csv goes with 'accelsim plot pareto'; give a plain table as TABLE")
     if args.table is None:
         raise UserError("a TABLE to plot (or --trace TRACE.json) is required")
     missing = [f for f in ("x", "y") if getattr(args, f) is None]
@@ -116,4 +131,78 @@ def _plot_trace(args) -> int:
     except ValueError as exc:
         raise UserError(f"--trace {src}: {exc}") from None
     print(out)
+    return 0
+
+
+def _read_table(src):
+    from pathlib import Path
+
+    import pandas as pd
+
+    from accelsim.errors import UserError
+
+    src = Path(src)
+    if not src.is_file():
+        raise UserError(f"{src}: " + ("not a regular file (a table was expected)" if src.exists()
+                                      else "no such file"))
+    try:
+        return pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
+    except (ValueError, OSError, ImportError, pd.errors.ParserError) as exc:
+        raise UserError(f"{src}: cannot read the table: {' '.join(str(exc).split())}") from None
+
+
+def _plot_pareto(args) -> int:
+    """The Pareto front of --x and --y over the feasible rows of the --csv table: drawn, and
+    its rows printed."""
+    import numpy as np
+    import pandas as pd
+
+    from accelsim.commands._common import check_output_path
+    from accelsim.dse.energy import RANK_METRICS
+    from accelsim.dse.pareto import pareto_front
+    from accelsim.errors import AccelsimError, UserError
+    from accelsim.report.plot import plot_pareto
+
+    if args.csv is None:
+        raise UserError("plot pareto: --csv TABLE is required")
+    missing = [f for f in ("x", "y") if getattr(args, f) is None]
+    if missing:
+        raise UserError(f"plot pareto: {' and '.join('--' + f for f in missing)} required")
+    if args.facet is not None or args.kind != "line":
+        raise UserError("plot pareto: --facet and --kind are for plain tables")
+    check_output_path(args.out, "--out")
+    table = _read_table(args.csv)
+    for flag, col in (("--x", args.x), ("--y", args.y)):
+        if col not in table.columns:
+            raise UserError(f"{flag} {col}: not a column of {args.csv} (columns: "
+                            f"{', '.join(map(str, table.columns))})")
+        if not pd.api.types.is_numeric_dtype(table[col]):
+            raise UserError(f"{flag} {col}: not a numeric column of {args.csv}")
+    ok = table
+    if "status" in ok.columns:
+        ok = ok[ok["status"] == "ok"]
+    if "feasible" in ok.columns:
+        ok = ok[ok["feasible"].astype(bool)]
+    ok = ok[np.isfinite(ok[args.x].astype(float)) & np.isfinite(ok[args.y].astype(float))]
+    if ok.empty:
+        raise UserError(f"plot pareto: {args.csv} has no feasible row with finite "
+                        f"{args.x} and {args.y}")
+    better = [not (args.x_lower_better or not RANK_METRICS.get(args.x, True)),
+              not (args.y_lower_better or not RANK_METRICS.get(args.y, True))]
+    ok = ok.assign(on_front=pareto_front(ok[args.x], ok[args.y], tuple(better)))
+    try:
+        out = plot_pareto(ok, args.out, x=args.x, y=args.y, hue=args.hue, logx=args.logx,
+                          logy=args.logy, title=args.title)
+    except AccelsimError as exc:
+        raise UserError(f"{args.csv}: {exc}") from None
+    front = ok[ok["on_front"]].sort_values(args.x)
+    # what tells the points apart (the swept keys, a plan's strategy), then the two metrics
+    keys = [c for c in ok.columns if c not in ("point_id", "row_crc", "on_front", args.x, args.y)
+            and 1 < ok[c].nunique(dropna=False) <= 20
+            and (not pd.api.types.is_float_dtype(ok[c]) or c in str(args.hue))]
+    with pd.option_context("display.width", 220, "display.max_columns", None):
+        print(front[keys + [args.x, args.y]].to_string(index=False))
+    print(f"wrote {out}: Pareto front of {args.y} ({'higher' if better[1] else 'lower'} is "
+          f"better) vs {args.x} ({'higher' if better[0] else 'lower'} is better), "
+          f"{len(front)} of {len(ok):,} feasible rows of {args.csv}")
     return 0

@@ -27,7 +27,9 @@ examples:
   accelsim sweep --axis scheme=fp16,fp8,hfp8 --axis chip_GBps=32,64,128 --out sweep.csv
   accelsim sweep --axis compression=32:512:x2 --set scheme=hfp8 --out c.csv
   accelsim sweep --file my_sweep.toml --workers 2 --out s.csv     # rerun the same line to resume
+  accelsim sweep --axis scheme=fp16,fp8,hfp8 --rank-by samples_per_J --out e.csv
   accelsim plot s.csv --x chip_GBps --y samples_per_s --hue scheme --out s.png
+  accelsim plot pareto --csv e.csv --x samples_per_s --y samples_per_J --out front.png
 """
 
 
@@ -61,9 +63,34 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-points", type=positive_int, default=None, metavar="N",
                         help="refuse sweeps (and ranges) with more points than this, counted "
                              "before anything is built (default: 100,000)")
+    parser.add_argument("--rank-by", default=None, choices=_rank_metrics(), metavar="METRIC",
+                        help="after the sweep, print its points best first by this metric: "
+                             "step_s, samples_per_s, samples_per_J, samples_per_s_per_mm2, "
+                             "energy_J, power_W (the table on disk keeps sweep order)")
+    parser.add_argument("--top", type=positive_int, default=10, metavar="K",
+                        help="with --rank-by: how many points to print (default 10)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check every key and value and list the points (and which are "
                              "already done) without running them")
+
+
+def _rank_metrics() -> tuple[str, ...]:
+    from accelsim.dse.energy import RANK_METRICS
+
+    return tuple(RANK_METRICS)
+
+
+def print_ranked(table, spec, metric: str, top: int) -> None:
+    """The sweep's ok points best first by ``metric``: the swept keys, then the metrics."""
+    import pandas as pd
+
+    from accelsim.dse.energy import RANK_METRICS, rank
+
+    ok = table[table["status"] == "ok"]
+    cols = [k for k, _ in spec.axes] + list(dict.fromkeys(
+        [metric, *(c for c in RANK_METRICS if c in table.columns)]))
+    with pd.option_context("display.width", 220, "display.max_columns", None):
+        print(rank(ok[cols], metric).head(top).to_string(index=False))
 
 
 def build_spec(args):
@@ -140,6 +167,8 @@ def run(args) -> int:
     except KeyboardInterrupt:
         exit_interrupted("sweep", f"{journal_rows(out)} of {spec.n_points} points", out)
     n_ok = int((table["status"] == "ok").sum())
+    if args.rank_by is not None:
+        print_ranked(table, spec, args.rank_by, args.top)
     print(f"{len(table)} points in {out} (manifest {manifest_path}): {n_ok} ok, "
           f"{len(table) - n_ok} infeasible")
     return 0

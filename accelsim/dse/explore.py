@@ -52,6 +52,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.arch.schemes import get_scheme
+from accelsim.dse.energy import (
+    DEFAULT_ENERGY,
+    ENERGY_COLUMNS,
+    RANK_METRICS,
+    EnergyParams,
+    rank,
+    step_energy,
+    step_work,
+)
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.memory import layer_memory_bytes
 from accelsim.engine.run import comm_phases
@@ -219,7 +228,8 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
             strategies: Sequence[str] = STRATEGIES, overlap: Sequence[bool] = (False, True),
             comm=None, compression: float = 1.0,
             engine: str = "analytic", executor="serial", max_workers: int | None = None,
-            progress: bool = False, optimizer: str = "sgd-momentum") -> ExploreResult:
+            progress: bool = False, optimizer: str = "sgd-momentum",
+            energy: EnergyParams = DEFAULT_ENERGY, rank_by: str = "step_s") -> ExploreResult:
     """Explore mappings of ``workload`` (global minibatch ``batch``) on ``system`` under
     ``scheme`` and return the best plan with the full points and plans tables.
 
@@ -230,6 +240,10 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     bandwidths; ``compression`` and ``engine`` are passed on). ``executor``: "serial"
     (default), "process", "thread", "dask" or a ``concurrent.futures.Executor`` (reuse one pool across calls: starting worker
     processes costs about a second each time, more than one ResNet-50 exploration on 2 cores).
+    ``energy``: per-unit costs of the plans' ``energy_J``, ``power_W``, ``samples_per_J`` and
+    ``samples_per_s_per_mm2`` columns (:mod:`accelsim.dse.energy`). ``rank_by``: the metric the
+    best plan maximizes or minimizes (:data:`accelsim.dse.energy.RANK_METRICS`; default the
+    step time).
     """
     import pandas as pd
 
@@ -246,6 +260,9 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     for st in strategies:
         if st not in STRATEGIES:
             raise ValueError(f"unknown strategy {st!r}; expected one of {STRATEGIES}")
+    if rank_by not in RANK_METRICS:
+        raise InputError(f"unknown rank metric {rank_by!r}; expected one of "
+                         f"{', '.join(RANK_METRICS)}")
     if not dataflows or not strategies or not overlap:
         raise ValueError("dataflows, strategies and overlap must each name at least one option")
 
@@ -338,13 +355,14 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
             plans[c] = np.nan
     plans["feasible"] = plans["feasible"].astype(bool)
     plans["reason"] = plans["reason"].fillna("")
+    _add_energy_columns(plans, system, workload, scheme, batch, compression, energy)
     ok = plans[plans["feasible"]]
     if ok.empty:
         raise_reason = plans["reason"].iloc[0]
         best = {"feasible": False, "reason": raise_reason}
         layers = points.iloc[0:0]
     else:
-        bi = ok["step_s"].idxmin()
+        bi = rank(ok, rank_by).index[0]
         best = plans.loc[bi].to_dict()
         pick = chosen_by_plan[(best["strategy"], best["dataflow"], best["overlap"])]
         sel = pd.MultiIndex.from_frame(pick[["index", "mapping_id"]])
@@ -363,6 +381,21 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     return ExploreResult(system=system.name, workload=workload.name, batch=batch,
                          scheme=scheme.name, best=best, layers=layers, plans=plans,
                          points=points, comm=comm_d)
+
+
+def _add_energy_columns(plans, system, workload, scheme, batch, compression,
+                        params: EnergyParams) -> None:
+    """Each feasible plan's step energy and area efficiency (:mod:`accelsim.dse.energy`), in
+    place; NaN where a plan is infeasible."""
+    for c in ENERGY_COLUMNS:
+        plans[c] = np.nan
+    if not plans["feasible"].any():
+        return
+    work = step_work(system, workload, scheme, batch, compression, params)
+    for i in plans.index[plans["feasible"]]:
+        row = step_energy(system, work, float(plans.at[i, "step_s"]), batch, params).as_row()
+        for c in ENERGY_COLUMNS:
+            plans.at[i, c] = row[c]
 
 
 @dataclass(frozen=True)

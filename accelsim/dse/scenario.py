@@ -26,6 +26,7 @@ from accelsim.arch import ConfigError, System, Unbuildable, build_system
 from accelsim.arch import scenario as arch_scenario
 from accelsim.arch.schemes import get_scheme
 from accelsim.dse.hfp8_study import DEFAULT_SYSTEM, DEFAULT_WORKLOAD, PAPER_SETUP, PAPER_SETUP_SOURCE
+from accelsim.dse.energy import ENERGY_COLUMNS, step_energy, step_work
 from accelsim.dse.training import training_step
 from accelsim.engine.schedule import STEP_COLUMNS, TrainingParams
 from accelsim.dse.sweep import MAX_POINTS, Infeasible, SweepSpec
@@ -54,7 +55,8 @@ SETTING_COLUMNS = ("system", "system_name", "workload", "scheme", *PARAM_KEYS, "
                    *BANDWIDTH_KEYS)
 RESULT_COLUMNS = tuple(c for c in STEP_COLUMNS if c not in ("scheme", "minibatch")) \
     + ("peak_samples_per_s",)
-COLUMNS = SETTING_COLUMNS + RESULT_COLUMNS
+#: Energy and area of the step (accelsim.dse.energy), after the timing results.
+COLUMNS = SETTING_COLUMNS + RESULT_COLUMNS + ENERGY_COLUMNS
 
 
 def defaults() -> dict[str, Any]:
@@ -161,6 +163,17 @@ def build_scenario(point: Mapping[str, Any]) -> Scenario:
     return Scenario(system, workload, scheme, TrainingParams(**kw))
 
 
+def _step_work(sc: Scenario):
+    """MACs and bytes of a scenario's step (cached: communication-only sweeps share it)."""
+    return _cached_step_work(sc.system, sc.workload, sc.scheme, sc.params.minibatch,
+                             sc.params.compression)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_step_work(system, workload, scheme, minibatch, compression):
+    return step_work(system, workload, scheme, minibatch, compression)
+
+
 def evaluate_point(point: Mapping[str, Any], drop: Iterable[str] = ()) -> dict[str, Any]:
     """Sweep evaluator: one training step for a point; the row carries every effective setting
     (except the keys in ``drop``, which the sweep records as the point's own parameters)."""
@@ -169,6 +182,8 @@ def evaluate_point(point: Mapping[str, Any], drop: Iterable[str] = ()) -> dict[s
     row = {**sc.settings(), "system": str({**defaults(), **point}["system"])}
     row.update({k: v for k, v in st.as_row().items() if k not in ("scheme", "minibatch")})
     row["peak_samples_per_s"] = st.peak_flops_per_s / (st.achieved_flops_per_s / st.samples_per_s)
+    en = step_energy(sc.system, _step_work(sc), st.step_s, sc.params.minibatch).as_row()
+    row.update({c: en[c] for c in ENERGY_COLUMNS})
     drop = set(drop)
     return {k: v for k, v in row.items() if k not in drop}
 

@@ -154,3 +154,44 @@ def plot_table(table, path: str | Path, *, x: str, y: str, hue: str | None = Non
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plot_pareto(table, path: str | Path, *, x: str, y: str, front: str = "on_front",
+                hue: str | None = None, logx: bool = False, logy: bool = False,
+                title: str | None = None) -> Path:
+    """Every point of ``table`` (y against x; one colour per ``hue`` value) with the Pareto
+    front (rows where column ``front`` is true, computed by :func:`accelsim.dse.pareto`) drawn
+    as a line through its points, into a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _check_columns(table, (x, y, front, hue))
+    if table.empty:
+        raise InputError("nothing to plot: the table has no rows")
+    n_hues = table[hue].nunique(dropna=False) if hue else 1
+    if n_hues > MAX_HUES:
+        raise InputError(f"--hue {hue}: {n_hues:,} values, more than the {MAX_HUES} a figure "
+                         "can show")
+    fig, ax = plt.subplots(figsize=(6.4, 4.6), dpi=120)
+    groups = [(None, table)] if not hue else list(table.groupby(hue, sort=False, dropna=False))
+    for hv, g in groups:
+        ax.scatter(g[x], g[y], s=18, alpha=0.6, label=None if hv is None else f"{hue}={hv}")
+    fr = table[table[front].astype(bool)].sort_values([x, y])
+    ax.plot(fr[x], fr[y], color="black", marker="o", markerfacecolor="none", markersize=8,
+            linewidth=1.2, label=f"Pareto front ({len(fr)} of {len(table)})")
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_label(y))
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False, fontsize=8)
+    ax.set_title(title or f"{_label(y)} vs {_label(x)}: Pareto front", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
