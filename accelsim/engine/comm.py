@@ -73,6 +73,7 @@ class Fabric:
     inter_Bps: float
     inter_latency_s: float
     engine: str = "analytic"
+    a2a_scale: float = 1.0  # an all-to-all's achievable bandwidth over a ring collective's
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -98,7 +99,8 @@ class Fabric:
                    intra_Bps=ln.bandwidth_Bps * ln.links_per_chip * e,
                    intra_latency_s=ln.latency_s,
                    inter_Bps=ib.bandwidth_Bps * ib.links_per_chip * e,
-                   inter_latency_s=ib.latency_s, engine=engine)
+                   inter_latency_s=ib.latency_s, engine=engine,
+                   a2a_scale=params.all_to_all_efficiency / e)
 
     def split(self, size: int, stride: int) -> tuple[int, int]:
         """(members per node, nodes) of a group of ``size`` ranks spaced ``stride`` apart."""
@@ -127,20 +129,32 @@ class Fabric:
         return (self.ring(kind, kin, size_bytes, *intra)
                 + self.ring(kind, kout, size_bytes / kin, *inter))
 
-    def all_to_all_s(self, size_bytes: float, ranks: int, stride: int) -> float:
+    def all_to_all_s(self, size_bytes: float, ranks: int, stride: int,
+                     inter_fraction: float = 1.0) -> float:
         """Time of one all-to-all of ``size_bytes`` per GPU in a group of ``ranks`` spaced
         ``stride`` apart: pairwise inside each node, then across nodes on the NICs
-        (:func:`accelsim.netsim.alltoall.two_tier_plan`, closed form)."""
+        (:func:`accelsim.netsim.alltoall.two_tier_plan`, closed form); the cross-node level
+        carries ``inter_fraction`` of its pairwise share (a dispatch that sends each token once
+        per node, not once per expert)."""
         if ranks <= 1 or size_bytes <= 0:
             return 0.0
         from accelsim.netsim import alltoall
 
         kin, kout = self.split(ranks, stride)
-        pl = alltoall.two_tier_plan(kin, kout, intra_Bps=self.intra_Bps,
-                                    inter_Bps=self.inter_Bps,
+        pl = alltoall.two_tier_plan(kin, kout, intra_Bps=self.intra_Bps * self.a2a_scale,
+                                    inter_Bps=self.inter_Bps * self.a2a_scale,
                                     intra_latency_s=self.intra_latency_s,
                                     inter_latency_s=self.inter_latency_s)
-        return alltoall.analytic_time(pl, size_bytes).time_s
+        if inter_fraction == 1.0 or kout == 1:
+            return alltoall.analytic_time(pl, size_bytes).time_s
+        per = size_bytes / pl.streams
+        intra, inter = pl.levels if kin > 1 else ((), pl.levels[0])
+        t = inter.time_s(per * inter_fraction)
+        return t + (intra.time_s(per) if kin > 1 else 0.0)
+
+    def nodes_of(self, ranks: int, stride: int) -> int:
+        """Nodes a group of ``ranks`` spaced ``stride`` apart spans."""
+        return self.split(ranks, stride)[1]
 
     def p2p_s(self, nbytes: float, across_nodes: bool) -> float:
         if nbytes <= 0:
@@ -236,10 +250,11 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
         # ep ranks tp apart; dispatch at the GEMM-input bytes, combine at the output's
         elems = a2a_elements(model, model.seq * plan.micro_batch, t)
         dispatch, combine = elems * scheme.act_gather_bytes, elems * scheme.act_reduce_bytes
-        ep_fwd = fabric.all_to_all_s(dispatch, plan.ep, t) + fabric.all_to_all_s(
-            combine, plan.ep, t)
-        ep_bwd = fabric.all_to_all_s(combine, plan.ep, t) + fabric.all_to_all_s(
-            dispatch, plan.ep, t)
+        f = inter_node_fraction(model, fabric.nodes_of(plan.ep, t))
+        ep_fwd = fabric.all_to_all_s(dispatch, plan.ep, t, f) + fabric.all_to_all_s(
+            combine, plan.ep, t, f)
+        ep_bwd = fabric.all_to_all_s(combine, plan.ep, t, f) + fabric.all_to_all_s(
+            dispatch, plan.ep, t, f)
         leave = (plan.ep - 1) / plan.ep
         ep_bytes = 2 * (1 + recomputed) * leave * (dispatch + combine) * moe_layers \
             * plan.n_micro
@@ -251,6 +266,18 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
                 dp_bytes=dp_bytes, tp_layer_pass_s=2 * fwd_s, tp_layer_bwd_s=2 * bwd_s,
                 pp_p2p_s=pp_p2p_s, dp_reduce_s=dp_reduce_s, dp_gather_s=dp_gather_s,
                 ep_bytes=ep_bytes, ep_layer_pass_s=ep_fwd, ep_layer_bwd_s=ep_bwd)
+
+
+def inter_node_fraction(model: Decoder, nodes: int) -> float:
+    """Share of a token's ``top_k`` copies that cross nodes, relative to per-expert sending,
+    when the routing reaches at most ``groups_per_token`` of ``expert_groups`` = ``nodes``
+    nodes and the dispatch sends a token once per node, then forwards it on the node's links
+    (DeepSeek-V3 section 3.2.2: "tokens are first transmitted via IB to the GPUs with the same
+    in-node index on their target nodes ... then forwarded via NVLink"); 1 otherwise."""
+    m = model.config.moe
+    if m is None or not m.groups_per_token or m.expert_groups != nodes:
+        return 1.0
+    return min(m.top_k, m.groups_per_token) / m.top_k
 
 
 def _dp(fabric: Fabric, plan: Plan, counts: ParamCounts, scheme: StateFormats, d: int,

@@ -33,6 +33,10 @@ class Plan:
     ``ep``: expert-parallel GPUs (mixture-of-experts models): the routed experts are split over
     ``ep`` data-parallel ranks, which exchange tokens by all-to-all; expert gradients are reduced
     over the ``dp / ep`` ranks that hold the same experts (Megatron-Core's expert parallelism).
+    ``overlap_moe_comm``: each MoE layer's all-to-alls run beside the computation of another
+    micro-batch (DeepSeek-V3's DualPipe, section 3.2.1; Megatron-Core's
+    ``--overlap-moe-expert-parallel-comm``): only the part longer than the layer's forward +
+    backward computation is exposed.
     ``grad_accumulation_fusion``: the weight-gradient GEMM accumulates into the main-gradient
     buffer in its epilogue (Megatron's default); off (``--no-gradient-accumulation-fusion``, as
     FP8-LM's public scripts run), every micro-batch writes its 16-bit weight gradient and a
@@ -52,6 +56,7 @@ class Plan:
     grad_accumulation_fusion: bool = True
     optimizer: str = "adamw"
     ep: int = 1
+    overlap_moe_comm: bool = False
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave", "ep"):
@@ -123,6 +128,8 @@ class LlmParams:
     network_efficiency: fraction of a link's bandwidth a collective reaches (NCCL bus bandwidth
         over the wire rate).
     memory_efficiency: fraction of HBM bandwidth that the non-GEMM (element-wise) kernels reach.
+    all_to_all_efficiency: fraction of a link's bandwidth an expert-parallel all-to-all
+        (token dispatch and combine) reaches.
     memory_reserve_GiB: GPU memory per GPU outside the training tensors: the CUDA context,
         NCCL communicator buffers (one set per process group; several GB per GPU on H100 with
         NVLink SHARP in 2023: NVIDIA/nccl#864, NVIDIA/NeMo-Framework-Launcher#127), library
@@ -137,9 +144,14 @@ class LlmParams:
     network_efficiency: float = 0.55
     memory_efficiency: float = 0.45  # fitted: scripts/llm_fit.py
     memory_reserve_GiB: float = 11.3  # fitted: scripts/llm_fit.py (FP8-LM Table 5)
+    # not fitted: DeepEP's README (github.com/deepseek-ai/DeepEP, "Normal kernels with NVLink
+    # and RDMA forwarding", H800 + CX7 400 Gb/s, DeepSeek-V3's pretraining setting): dispatch and
+    # combine reach 43-51 GB/s of the ~50 GB/s NIC at EP 16-64 and 153-158 GB/s of the ~160 GB/s
+    # NVLink at EP 8 -- pairwise sends without a ring's reduction steps
+    all_to_all_efficiency: float = 0.9
 
     def __post_init__(self) -> None:
-        for f in ("network_efficiency", "memory_efficiency"):
+        for f in ("network_efficiency", "memory_efficiency", "all_to_all_efficiency"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"LlmParams.{f} must be in (0, 1], got {v!r}")

@@ -133,6 +133,13 @@ class Prediction:
     moe_layer_ops: tuple[OpTime, ...] = ()  # one MoE layer, one micro-batch
     moe_recompute_s: float = 0.0
     critical_stage: int = 0  # the stage the iteration is timed on (the slowest)
+    moe_a2a_exposed_s: float = 0.0  # per MoE layer and micro-batch, forward + backward
+
+    def _a2a_exposed(self) -> tuple[float, float]:
+        """(forward, backward) exposed all-to-all of one MoE layer and micro-batch."""
+        e = self.moe_a2a_exposed_s
+        f = min(self.comm.ep_layer_pass_s, e)
+        return f, e - f
 
     def _stage_of_layer(self) -> list[int]:
         p, v, L = self.plan.pp, self.plan.interleave, self.model.layers
@@ -159,18 +166,23 @@ class Prediction:
                       for o in ops]
             pieces += [("tp_comm", Phase.FWD, cm.tp_layer_pass_s, 0.0, 0.0, "comm", Stream.TP),
                        ("tp_comm", Phase.BWD, cm.tp_layer_bwd_s, 0.0, 0.0, "comm", Stream.TP)]
+            exposed = {}
             if moe:
                 pieces += [("all_to_all", Phase.FWD, cm.ep_layer_pass_s, 0.0, 0.0, "comm",
                             Stream.TP),
                            ("all_to_all", Phase.BWD, cm.ep_layer_bwd_s, 0.0, 0.0, "comm",
                             Stream.TP)]
+                ef, eb = self._a2a_exposed()
+                exposed = {Phase.FWD: ef, Phase.BWD: eb}
             pieces.append(("recompute", Phase.BWD,
                            self.moe_recompute_s if moe else self.recompute_s, 0.0, 0.0,
                            "recompute", Stream.COMPUTE))
             for op, ph, t, fl, by, bound, stream in pieces:
                 if t > 0:
+                    shown = exposed[ph] if op == "all_to_all" else t
                     out.append(Row(f"layer{i}", op, ph, stage, m, t * m,
-                                   t * m if on_path else 0.0, fl * m, by * m, bound, stream))
+                                   shown * m if on_path else 0.0, fl * m, by * m, bound,
+                                   stream))
         for o in self.head_ops:
             out.append(Row("head", o.op, o.phase, p.pp - 1, m, o.time_s * m, o.time_s * m,
                            o.flops * m, o.bytes * m, o.bound, o.stream))
@@ -208,8 +220,8 @@ class Prediction:
             tp = cm.tp_layer_pass_s if phase == Phase.FWD else cm.tp_layer_bwd_s
             out.append((f"tp_comm x{layers}", layers * tp, Stream.TP))
             if moe:
-                ep = cm.ep_layer_pass_s if phase == Phase.FWD else cm.ep_layer_bwd_s
-                out.append((f"all_to_all x{moe}", moe * ep, Stream.TP))
+                ep = self._a2a_exposed()[0 if phase == Phase.FWD else 1]
+                out.append((f"all_to_all (exposed) x{moe}", moe * ep, Stream.TP))
             if phase == Phase.BWD:
                 out.append((f"recompute x{layers}", dense * self.recompute_s
                             + moe * self.moe_recompute_s, Stream.COMPUTE))
@@ -285,6 +297,7 @@ class Prediction:
             "interleave": p.interleave, "recompute": p.recompute,
             "sequence_parallel": p.sequence_parallel, "zero": p.zero,
             "overlap_grad_reduce": p.overlap_grad_reduce,
+            "overlap_moe_comm": p.overlap_moe_comm,
             "grad_accumulation_fusion": p.grad_accumulation_fusion, "scheme": self.scheme,
         }
 
@@ -338,7 +351,11 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         f = _phase_s(rows, Phase.FWD) + cm.tp_layer_pass_s
         b = _phase_s(rows, Phase.BWD) + cm.tp_layer_bwd_s
         if a2a_f or a2a_b:
-            f, b = f + a2a_f, b + a2a_b
+            if plan.overlap_moe_comm:  # beside another micro-batch's forward + backward
+                hidden = _phase_s(rows, Phase.FWD) + _phase_s(rows, Phase.BWD)
+                b += max(0.0, a2a_f + a2a_b - hidden)
+            else:
+                f, b = f + a2a_f, b + a2a_b
         if plan.recompute == "full":
             rec = f
         elif plan.recompute == "selective":
@@ -350,6 +367,10 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     f_d, b_d, rec_d = per_layer(lrows, 0.0, 0.0)
     f_m, b_m, rec_m = per_layer(mrows, cm.ep_layer_pass_s, cm.ep_layer_bwd_s) if mrows \
         else (0.0, 0.0, 0.0)
+    a2a = cm.ep_layer_pass_s + cm.ep_layer_bwd_s
+    a2a_exposed = a2a
+    if mrows and plan.overlap_moe_comm:
+        a2a_exposed = max(0.0, a2a - _phase_s(mrows, Phase.FWD) - _phase_s(mrows, Phase.BWD))
     stages = model.stage_layers(plan.pp) if plan.interleave == 1 else \
         [(model.layers // plan.pp, 0)] * plan.pp
     cost = [d * (f_d + b_d + rec_d) + (m * (f_m + b_m + rec_m) if m else 0.0)
@@ -386,4 +407,4 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
-        moe_recompute_s=rec_m, critical_stage=critical)
+        moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed)

@@ -55,8 +55,6 @@ _FAMILY_IGNORED: dict[str, dict[str, str]] = {
              "summary_proj_to_labels": "sequence-summary head",
              "summary_first_dropout": "dropout", "task_specific_params": "generation defaults"},
     "deepseek": {"ep_size": "deployment hint", "routed_scaling_factor": "routing weight scale",
-                 "n_group": "routing group limit (which experts, not how many)",
-                 "topk_group": "routing group limit (which experts, not how many)",
                  "scoring_func": "routing score function", "norm_topk_prob": "routing weights",
                  "aux_loss_alpha": "training loss", "seq_aux": "training loss",
                  "head_dim": "derived (MLA uses its own head dims)",
@@ -83,7 +81,8 @@ SHAPE_KEYS: dict[str, frozenset[str]] = {
     "deepseek_v2": frozenset(_LLAMA - {"head_dim"} | {
         "attention_bias", "moe_intermediate_size", "n_routed_experts", "n_shared_experts",
         "num_experts_per_tok", "first_k_dense_replace", "moe_layer_freq", "topk_method",
-        "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}),
+        "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+        "n_group", "topk_group"}),
 }
 SHAPE_KEYS["deepseek_v3"] = SHAPE_KEYS["deepseek_v2"] | {"num_nextn_predict_layers"}
 FAMILIES = tuple(SHAPE_KEYS)
@@ -238,7 +237,9 @@ def _deepseek(r: _Reader, name: str) -> TransformerConfig:
                   router_bias=r.choice("topk_method", "greedy" if r.family == "deepseek_v2"
                                        else "noaux_tc", {"greedy": False,
                                                          "group_limited_greedy": False,
-                                                         "noaux_tc": True}))
+                                                         "noaux_tc": True}),
+                  expert_groups=r.integer("n_group", 1, nullable=True) or 1,
+                  groups_per_token=r.integer("topk_group", 0, minimum=0, nullable=True) or 0)
     mtp = r.integer("num_nextn_predict_layers", 0, minimum=0) if r.family == "deepseek_v3" else 0
     return TransformerConfig(
         name=name, layers=r.integer("num_hidden_layers"), hidden=r.integer("hidden_size"), heads=heads,

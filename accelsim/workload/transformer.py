@@ -176,7 +176,12 @@ class Moe:
     ``e_score_correction_bias``), ``n_experts`` routed experts of ``expert_ffn_size`` of which
     a token uses ``top_k``, and ``n_shared_experts`` that every token uses (one MLP of
     ``n_shared_experts x expert_ffn_size``, as DeepSeek builds them). ``capacity_factor``:
-    tokens an expert takes per step, relative to an even share (None: dropless)."""
+    tokens an expert takes per step, relative to an even share (None: dropless).
+    ``expert_groups`` / ``groups_per_token``: group-limited routing (DeepSeek's ``n_group`` /
+    ``topk_group``): a token's experts come from at most ``groups_per_token`` of the
+    ``expert_groups`` equal groups (0: no limit). It changes which experts, not how many: no
+    parameter or FLOP moves; with one group per node (DeepSeek-V3's layout) it bounds the
+    nodes a token is sent to (:mod:`accelsim.engine.comm`)."""
 
     n_experts: int
     top_k: int
@@ -186,9 +191,19 @@ class Moe:
     layer_freq: int = 1
     capacity_factor: float | None = None
     router_bias: bool = False
+    expert_groups: int = 1
+    groups_per_token: int = 0
 
     def __post_init__(self) -> None:
         _check_int("Moe.n_experts", self.n_experts, 1)
+        _check_int("Moe.expert_groups", self.expert_groups, 1)
+        _check_int("Moe.groups_per_token", self.groups_per_token, 0)
+        if self.n_experts % self.expert_groups:
+            raise ValueError(f"Moe: {self.n_experts} experts do not split into "
+                             f"{self.expert_groups} groups")
+        if self.groups_per_token > self.expert_groups:
+            raise ValueError(f"Moe: groups_per_token {self.groups_per_token} > expert_groups "
+                             f"{self.expert_groups}")
         _check_int("Moe.top_k", self.top_k, 1)
         _check_int("Moe.expert_ffn_size", self.expert_ffn_size, 1)
         for f in ("n_shared_experts", "first_dense_layers"):
@@ -568,7 +583,8 @@ PRESETS: dict[str, TransformerConfig] = {
         moe=Moe(n_experts=8, top_k=2, expert_ffn_size=14336),
         source="https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json"),
     # DeepSeek-V3 (arXiv:2412.19437 section 4.2 and the HF config.json): 61 layers, the first
-    # 3 dense (ffn 18432), then 256 routed experts (top-8, ffn 2048) + 1 shared; MLA with
+    # 3 dense (ffn 18432), then 256 routed experts (top-8 from at most 4 of 8 groups: n_group,
+    # topk_group; "each token will be ensured to be sent to at most 4 nodes") + 1 shared; MLA with
     # q_lora 1536, kv_lora 512, 128 + 64 qk and 128 v head dims; 1 MTP module (not in
     # n_params); the router's noaux_tc selection bias is a checkpoint parameter.
     "deepseek-v3": TransformerConfig(
@@ -576,7 +592,7 @@ PRESETS: dict[str, TransformerConfig] = {
         seq=163840, mlp=MlpKind.SWIGLU, norm=NormKind.RMSNORM, positions=PositionKind.ROTARY,
         tied_embeddings=False,
         moe=Moe(n_experts=256, top_k=8, expert_ffn_size=2048, n_shared_experts=1,
-                first_dense_layers=3, router_bias=True),
+                first_dense_layers=3, router_bias=True, expert_groups=8, groups_per_token=4),
         mla=Mla(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
                 v_head_dim=128),
         mtp_layers=1,
