@@ -13,7 +13,8 @@ from accelsim.arch.config import (
     read_toml,
     system_from_dict,
 )
-from accelsim.arch.model import PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link, MemoryLevel, System
+from accelsim.arch.model import (PRECISIONS, REQUIRED_PRECISIONS, Chip, ChipPower, Core, Link,
+                                 MemoryLevel, System)
 from accelsim.arch.scenario import (
     Unbuildable,
     build_system,
@@ -32,6 +33,7 @@ __all__ = [
     "Table",
     "TOPOLOGIES",
     "Chip",
+    "ChipPower",
     "ConfigError",
     "Core",
     "Link",

@@ -17,6 +17,10 @@ Schema (every key required unless marked optional)::
               layout (optional, "nhwc" default | "nchw": activation layout of the framework),
               winograd (optional bool, default false: 3x3 stride-1 convolutions may use
               Winograd where faster, as cuDNN's benchmark mode; true needs [[chip.level]])
+    [chip.power]  (optional; absent = no power model) power_limit_W (board limit, the TDP),
+              static_W, max_clock_MHz, voltage_floor (V(0)/V(f_max) of a linear V(f), in
+              [0, 1)), memory_pJ_per_byte; [chip.power.flop_pJ] precision = pJ per FLOP at
+              V(f_max) (any of the core's precisions; accelsim.perf.power)
     [[chip.level]]  (optional, any number, innermost first) name, capacity_KiB | capacity_MiB,
               bandwidth_GBps (per instance), shared_by (cores per instance; must divide cores)
     [core]    rows, cols, frequency_GHz, scratchpad_KiB | scratchpad_MiB,
@@ -38,8 +42,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, Core, Link,
-                                 MemoryLevel, System)
+from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, ChipPower,
+                                 Core, Link, MemoryLevel, System)
 from accelsim.errors import ABSENT, ConfigError
 from accelsim.paths import locate
 
@@ -85,7 +89,13 @@ PLAUSIBLE = {
     "rows": (1, 65_536),
     "cols": (1, 65_536),
     "shared_by": (1, 1_000_000),
+    "power_limit_W": (1.0, 1e5),                    # [chip.power]
+    "static_W": (1e-3, 1e5),
+    "max_clock_MHz": (1.0, 1e5),
+    "memory_pJ_per_byte": (1e-3, 1e5),
 }
+#: energies per FLOP (``chip.power.flop_pJ.*``), pJ
+PLAUSIBLE_FLOP_PJ = (1e-4, 1e4)
 #: per-PE MAC rates of any precision (``core.macs_per_pe_per_cycle.*``)
 PLAUSIBLE_MAC_RATE = (1e-6, 1e4)
 
@@ -151,7 +161,8 @@ class Table:
             raise ConfigError(self.file, self._key(key), v, "must be a number")
         if not math.isfinite(v) or v <= 0:
             raise ConfigError(self.file, self._key(key), v, "must be a positive finite number")
-        bounds = PLAUSIBLE_MAC_RATE if ".macs_per_pe_per_cycle" in f".{self.path}" else None
+        bounds = (PLAUSIBLE_MAC_RATE if ".macs_per_pe_per_cycle" in f".{self.path}" else
+                  PLAUSIBLE_FLOP_PJ if f".{self.path}".endswith(".power.flop_pJ") else None)
         _check_plausible(self.file, self._key(key), v, bounds)
         return float(v)
 
@@ -239,6 +250,31 @@ def _level(t: Table, cores: int) -> MemoryLevel:
     return lv
 
 
+def _power(t: Table, core: Core) -> ChipPower:
+    flop_t = t.table("flop_pJ")
+    flops = []
+    for p in list(flop_t.data):
+        if p not in PRECISIONS or not core.supports(p):
+            raise ConfigError(t.file, flop_t._key(p), flop_t.data[p],
+                              "must name a precision with a core.macs_per_pe_per_cycle rate")
+        flops.append((p, flop_t.positive(p) * 1e-12))
+    flop_t.finish()
+    floor = t.raw("voltage_floor")
+    if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0 <= floor < 1:
+        raise ConfigError(t.file, t._key("voltage_floor"), floor, "must be a number in [0, 1)")
+    limit, static = t.positive("power_limit_W"), t.positive("static_W")
+    if static >= limit:
+        raise ConfigError(t.file, t._key("static_W"), static,
+                          f"must be below power_limit_W ({limit:g})")
+    power = ChipPower(power_limit_W=limit, static_W=static,
+                      max_clock_Hz=t.positive("max_clock_MHz") * 1e6,
+                      voltage_floor=float(floor),
+                      memory_J_per_byte=t.positive("memory_pJ_per_byte") * 1e-12,
+                      flop_J=tuple(flops))
+    t.finish()
+    return power
+
+
 def _chip(t: Table, core: Core) -> Chip:
     cores = t.integer("cores")
     launch = t.raw("kernel_launch_us", optional=True)
@@ -265,6 +301,7 @@ def _chip(t: Table, core: Core) -> Chip:
         fusion=t.boolean("fusion", default=False),
         layout=t.string("layout", optional=True, choices=LAYOUTS) or "nhwc",
         winograd=t.boolean("winograd", default=False),
+        power=_power(t.table("power"), core) if "power" in t.data else None,
     )
     if chip.winograd and not levels:
         # only the hierarchy (GPU) model times Winograd; the per-core model would ignore it

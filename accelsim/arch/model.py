@@ -141,6 +141,49 @@ class Core:
 
 
 @dataclass(frozen=True)
+class ChipPower:
+    """A chip's power and clock parameters (``[chip.power]``; SI units): the board power limit,
+    the static (idle) power, the maximum SM clock, the voltage-frequency relation and the dynamic
+    energies. ``voltage_floor`` is V(0)/V(f_max) of the linear relation
+    ``V(f)/V(f_max) = voltage_floor + (1 - voltage_floor) f / f_max``; ``flop_J`` are
+    ``(precision, J per FLOP at V(f_max))`` pairs of the tensor-core datapaths, ``memory_J_per_byte``
+    the energy of a byte of chip-memory traffic at V(f_max). The formulas live in
+    :mod:`accelsim.perf.power`."""
+
+    power_limit_W: float
+    static_W: float
+    max_clock_Hz: float
+    voltage_floor: float
+    memory_J_per_byte: float
+    flop_J: tuple[tuple[str, float], ...]
+
+    def __post_init__(self) -> None:
+        for f in ("power_limit_W", "max_clock_Hz", "memory_J_per_byte"):
+            v = getattr(self, f)
+            if not (isinstance(v, int | float) and 0 < v < float("inf")):
+                raise ValueError(f"ChipPower.{f} must be a positive finite number, got {v!r}")
+        if not 0 <= self.static_W < self.power_limit_W:
+            raise ValueError(f"ChipPower: static_W {self.static_W!r} must be >= 0 and below the "
+                             f"power limit {self.power_limit_W!r} W")
+        if not 0 <= self.voltage_floor < 1:
+            raise ValueError(f"ChipPower.voltage_floor must be in [0, 1), got "
+                             f"{self.voltage_floor!r}")
+        for p, e in self.flop_J:
+            _check_precision(p)
+            if not 0 < e < float("inf"):
+                raise ValueError(f"ChipPower.flop_J[{p!r}] must be positive, got {e!r}")
+
+    def energy_per_flop_J(self, precision: str) -> float:
+        """J per FLOP of ``precision``'s datapath at V(f_max) (resolve block-scaled formats with
+        :meth:`Core.datapath` first)."""
+        table = dict(self.flop_J)
+        if precision not in table:
+            raise ValueError(f"[chip.power] gives no energy per FLOP for {precision!r} "
+                             f"(flop_pJ has {', '.join(table) or 'none'})")
+        return table[precision]
+
+
+@dataclass(frozen=True)
 class Chip:
     """``cores`` identical cores on an on-chip ring, sharing an off-chip memory (DRAM/HBM).
 
@@ -152,7 +195,8 @@ class Chip:
     every array (tensor-core) convolution transpose its input and output to the array's
     ``"nhwc"`` and back (see :mod:`accelsim.perf.layer_model`); ``winograd``, whether 3x3
     stride-1 convolutions may use Winograd algorithms where the model finds them faster, as
-    cuDNN's benchmark mode does (:mod:`accelsim.perf.winograd`)."""
+    cuDNN's benchmark mode does (:mod:`accelsim.perf.winograd`); ``power``, the chip's power
+    and clock parameters (None: no power model; :mod:`accelsim.perf.power`)."""
 
     cores: int
     core: Core
@@ -164,6 +208,7 @@ class Chip:
     fusion: bool = False
     layout: str = "nhwc"
     winograd: bool = False
+    power: ChipPower | None = None
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -187,6 +232,12 @@ class Chip:
 
     def with_winograd(self, winograd: bool) -> Chip:
         return replace(self, winograd=bool(winograd))
+
+    def with_power_limit(self, watts: float) -> Chip:
+        """The same chip under another board power limit (needs ``power``)."""
+        if self.power is None:
+            raise ValueError("this chip has no [chip.power] table: no power limit to change")
+        return replace(self, power=replace(self.power, power_limit_W=float(watts)))
 
     def peak_flops(self, precision: str) -> float:
         return self.cores * self.core.peak_flops(precision)
@@ -248,6 +299,10 @@ class System:
     def with_winograd(self, winograd: bool) -> System:
         """The same system with Winograd convolution algorithms allowed (True) or not."""
         return replace(self, chip=self.chip.with_winograd(winograd))
+
+    def with_power_limit(self, watts: float) -> System:
+        """The same system with every chip under another board power limit (W)."""
+        return replace(self, chip=self.chip.with_power_limit(watts))
 
     def with_link_bandwidth(self, bandwidth_Bps: float) -> System:
         """The same system with a different intra-board link bandwidth (per link per direction)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from accelsim.commands._common import dimension, scheme_choices
+from accelsim.commands._common import config_range_float, dimension, scheme_choices
 
 NAME = "gemm"
 HELP = ("Time and TFLOP/s of one GEMM [M,K] @ [K,N] on one chip of a system config "
@@ -20,6 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=dimension, required=True, help="reduction dimension")
     parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
                         help="precision of the GEMM (a scheme's compute precision; default fp16)")
+    parser.add_argument("--power-model", action="store_true",
+                        help="time the GEMM at the highest SM clock the chip's power limit allows "
+                             "(needs a [chip.power] table; default: the preset's fixed clock)")
+    parser.add_argument("--power-limit-W", type=config_range_float("power_limit_W"),
+                        default=None, metavar="W",
+                        help="what-if board power limit in watts (implies --power-model)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -36,15 +42,69 @@ def run(args: argparse.Namespace) -> int:
     require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
     datapath = system.chip.core.datapath(precision)
     datapath_note(system, get_scheme(args.scheme))
-    g = gemm_time(system, args.m, args.n, args.k, precision)
+    system, power_model = _power_system(system, spath, args)
+    if power_model:
+        from accelsim.perf.power import gemm_power_limited
+
+        pg = gemm_power_limited(system, args.m, args.n, args.k, precision)
+        g = pg.gemm
+        power = {"clock_MHz": pg.clock_MHz, "power_W": pg.power_W, "energy_J": pg.energy_J,
+                 "power_limit_W": pg.power_limit_W}
+    else:
+        g = gemm_time(system, args.m, args.n, args.k, precision)
+        power = _fixed_clock_power(system, g)
     d = g.as_dict()
     d.update(system=system.name, scheme=args.scheme, datapath=datapath,
-             peak_tflops=system.chip.peak_flops(precision) / 1e12)
+             peak_tflops=system.chip.peak_flops(precision) / 1e12, power_model=power_model,
+             **power)
     if args.json:
         print(json.dumps(d))
     else:
+        clock = "" if d["clock_MHz"] is None else (
+            f"; {d['clock_MHz']:.0f} MHz, {d['power_W']:.0f} W"
+            + (f" (limit {d['power_limit_W']:g} W)" if power_model else "")
+            + (f", {d['energy_J'] * 1e3:.3g} mJ" if d["energy_J"] is not None else ""))
         print(f"{system.name}: {args.m}x{args.n}x{args.k} {precision}: {g.time_s * 1e6:.2f} us, "
               f"{g.tflops:.1f} TFLOP/s of {d['peak_tflops']:.1f} peak, {g.bound}-bound "
               f"(tile {g.tile_m}x{g.tile_n}, {g.waves} waves, {g.dataflow}; chip-memory "
-              f"traffic {g.memory_bytes / g.compulsory_bytes:.2f}x compulsory)")
+              f"traffic {g.memory_bytes / g.compulsory_bytes:.2f}x compulsory){clock}")
     return 0
+
+
+def _power_system(system, spath, args: argparse.Namespace):
+    """(system, power model on?): --power-limit-W / --power-model need a [chip.power] table;
+    the limit must lie above the chip's static power."""
+    from accelsim.errors import UserError
+
+    wanted = args.power_model or args.power_limit_W is not None
+    if not wanted:
+        return system, False
+    power = system.chip.power
+    flag = ("--power-limit-W" if args.power_limit_W is not None else "--power-model")
+    if power is None:
+        raise UserError(f"{flag}: {spath} has no [chip.power] table (docs/configs.md); the "
+                        "presets with one: h100-sxm, h100-pcie, a100-sxm, a100-pcie-40gb, "
+                        "dgx-h100, dgx-a100")
+    if args.power_limit_W is not None:
+        if args.power_limit_W <= power.static_W:
+            raise UserError(f"--power-limit-W {args.power_limit_W:g}: must be above the chip's "
+                            f"static power, {power.static_W:g} W ({spath} chip.power.static_W)")
+        system = system.with_power_limit(args.power_limit_W)
+    return system, True
+
+
+def _fixed_clock_power(system, g) -> dict:
+    """The power-table keys at the preset's fixed clock (None without a [chip.power] table);
+    the power may exceed the limit: that clock is an effective one, not a power-limited one."""
+    keys = {"clock_MHz": None, "power_W": None, "energy_J": None, "power_limit_W": None}
+    power = system.chip.power
+    if power is None:
+        return keys
+    from accelsim.perf.power import kernel_power_W
+
+    f = system.chip.core.frequency_Hz
+    if f > power.max_clock_Hz:
+        return keys
+    watts = kernel_power_W(system, g, f)
+    return {"clock_MHz": f / 1e6, "power_W": watts, "energy_J": watts * g.time_s,
+            "power_limit_W": power.power_limit_W}

@@ -2,7 +2,8 @@
 and a roofline per layer x training phase (compute, scratchpad, memory, SFU, split collectives)
 for a mapping of the layer onto a system's chips and cores (HFP8 paper, appendix D); with a
 memory hierarchy in the config, GEMMs tiled over all cores of a chip through shared levels
-(:mod:`accelsim.perf.gemm`, public :func:`gemm_time`), kernel fusion and launch costs."""
+(:mod:`accelsim.perf.gemm`, public :func:`gemm_time`), kernel fusion and launch costs; the
+clock a chip's power limit allows a GEMM (:mod:`accelsim.perf.power`, opt-in)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ _EXPORTS = {
     **dict.fromkeys(("BOUNDS", "Mapping", "data_parallel", "evaluate_layer", "layer_table"),
                     "layer_model"),
     **dict.fromkeys(("layer_precision", "layer_precisions"), "precision"),
+    **dict.fromkeys(("PoweredGemm", "gemm_at_clock", "gemm_power_limited"), "power"),
     **dict.fromkeys(("DATAFLOWS", "Dataflow", "SystolicResult", "conv_gemm_dims", "conv_output_size",
                      "gemm_cycles", "gemm_cycles_array", "systolic_gemm", "workload_cycles"),
                     "systolic"),

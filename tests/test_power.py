@@ -1,0 +1,174 @@
+"""The power/clock model (accelsim.perf.power, [chip.power]): what a power-limited GPU does
+(a long dense GEMM below the max clock at the limit, a skinny one at the max clock), the
+what-if limit, the pinned fit data and its fit re-derived, strict loading, clean CLI errors."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelsim.arch import ConfigError, load_system, read_toml, system_from_dict
+from accelsim.cli import main
+from accelsim.perf.gemm import gemm_time
+from accelsim.perf.power import (gemm_at_clock, gemm_power_limited, kernel_power_W,
+                                 system_at_clock, voltage_ratio)
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "accelsim" / "data" / "h100_power"
+#: sha256 of the shipped copy of ../shared/data/h100_power/h100_gemm_power.json (fit data)
+DATA_SHA256 = "b0f2ba51fe8bbb2412a75b7dfe654f288c0b27a7701d8aa72e24647bd3399d07"
+POWER_PRESETS = ("h100-sxm", "h100-pcie", "a100-sxm", "a100-pcie-40gb", "dgx-h100", "dgx-a100")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_system("h100-sxm")
+
+
+def _json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_fit_data_is_the_pinned_copy_with_its_readme():
+    assert hashlib.sha256((DATA / "h100_gemm_power.json").read_bytes()).hexdigest() == DATA_SHA256
+    assert "limiter" in (DATA / "README.md").read_text()
+
+
+def test_long_large_bf16_gemm_runs_power_limited_near_1400_mhz(h100):
+    pg = gemm_power_limited(h100, 16384, 16384, 16384, "bf16")
+    assert pg.limited
+    assert 1250 <= pg.clock_MHz <= 1550
+    assert pg.power_W == pytest.approx(700, rel=0.01)
+    assert pg.energy_J == pytest.approx(pg.power_W * pg.gemm.time_s)
+    # at the preset's fixed 1.83 GHz the same GEMM would draw more than the limit
+    g = gemm_time(h100, 16384, 16384, 16384, "bf16")
+    assert kernel_power_W(h100, g, h100.chip.core.frequency_Hz) > 700
+
+
+def test_skinny_decode_gemm_runs_at_the_max_clock(h100):
+    pg = gemm_power_limited(h100, 8, 8192, 8192, "bf16")
+    assert not pg.limited and pg.clock_MHz == pytest.approx(1980)
+    assert pg.power_W < 700 and pg.gemm.bound == "memory"
+
+
+def test_power_rises_with_clock_as_f_times_v_squared(h100):
+    """Compute-bound, time ~ 1/f (launch aside): dynamic power ~ f V(f)^2."""
+    p = h100.chip.power
+    lo, hi = (gemm_at_clock(h100, 16384, 16384, 16384, "bf16", f) for f in (1.0e9, 1.5e9))
+    assert lo.power_W < hi.power_W
+    expected = 1.5 * (voltage_ratio(p, 1.5e9) / voltage_ratio(p, 1.0e9)) ** 2
+    assert (hi.power_W - p.static_W) / (lo.power_W - p.static_W) == pytest.approx(expected,
+                                                                                rel=0.01)
+
+
+def test_memory_part_does_not_scale_with_clock(h100):
+    slow = gemm_time(system_at_clock(h100, 0.99e9), 8, 8192, 8192, "bf16")
+    fast = gemm_time(system_at_clock(h100, 1.98e9), 8, 8192, 8192, "bf16")
+    assert slow.memory_s == fast.memory_s and slow.launch_s == fast.launch_s
+    big_slow = gemm_time(system_at_clock(h100, 0.99e9), 16384, 16384, 16384, "bf16")
+    big_fast = gemm_time(system_at_clock(h100, 1.98e9), 16384, 16384, 16384, "bf16")
+    assert big_slow.compute_s == pytest.approx(2 * big_fast.compute_s)
+
+
+def test_power_limit_350_w_lowers_throughput_by_less_than_half(capsys):
+    argv = ["gemm", "--system", "h100-sxm", "--m", "16384", "--n", "16384", "--k", "16384",
+            "--scheme", "bf16", "--json"]
+    full = _json(capsys, argv + ["--power-model"])
+    capped = _json(capsys, argv + ["--power-limit-W", "350"])
+    assert capped["power_limit_W"] == 350 and capped["power_W"] <= 350 * (1 + 1e-9)
+    assert capped["clock_MHz"] < full["clock_MHz"]
+    assert 0.5 < capped["tflops"] / full["tflops"] < 1
+    for d in (full, capped):
+        assert d["power_model"] is True
+        assert d["energy_J"] == pytest.approx(d["power_W"] * d["time_s"])
+
+
+def test_default_gemm_timing_is_unchanged_and_reports_its_fixed_clock(h100, capsys):
+    d = _json(capsys, ["gemm", "--system", "h100-sxm", "--m", "4096", "--n", "4096", "--k",
+                       "4096", "--scheme", "bf16", "--json"])
+    assert d["time_s"] == gemm_time(h100, 4096, 4096, 4096, "bf16").time_s
+    assert d["power_model"] is False and d["clock_MHz"] == pytest.approx(1830)
+    assert d["power_W"] > h100.chip.power.static_W
+    d = _json(capsys, ["op", "gemm", "--system", "v100-sxm2", "--m", "64", "--n", "64", "--k",
+                       "64", "--json"])
+    assert d["clock_MHz"] is None and d["power_W"] is None and d["energy_J"] is None
+
+
+@pytest.mark.parametrize("value,fragment", [("abc", "not a number"), ("0", "must be"),
+                                            ("-5", "must be"), ("inf", "must be"),
+                                            ("nan", "must be"), ("100", "static power")])
+def test_bad_power_limit_is_a_one_line_error(value, fragment, capsys):
+    try:
+        rc = main(["op", "gemm", "--system", "h100-sxm", "--m", "8", "--n", "8", "--k", "8",
+                   "--power-limit-W", value])
+    except SystemExit as exc:  # argparse rejects a bad flag value with exit 2
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and fragment in err and "--power-limit-W" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_power_model_needs_a_power_table(capsys):
+    assert main(["gemm", "--system", "v100-sxm2", "--m", "8", "--n", "8", "--k", "8",
+                 "--power-model"]) == 2
+    err = capsys.readouterr().err
+    assert "[chip.power]" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", POWER_PRESETS)
+def test_presets_have_a_consistent_power_table(name):
+    chip = load_system(name).chip
+    p = chip.power
+    assert p is not None and 0 < p.static_W < p.power_limit_W
+    assert p.max_clock_Hz >= chip.core.frequency_Hz  # the fixed clock is an effective one
+    for q in ("bf16", "fp16", "fp8", "tf32"):
+        assert p.energy_per_flop_J(chip.core.datapath(q)) > 0
+
+
+def _edited(name: str, **power):
+    data = read_toml(REPO / "arch_configs" / f"{name}.toml")
+    data["chip"]["power"].update(power)
+    return data
+
+
+@pytest.mark.parametrize("edit,key", [
+    ({"bogus_W": 1}, "chip.power.bogus_W"),
+    ({"static_W": 800}, "chip.power.static_W"),
+    ({"voltage_floor": 1.5}, "chip.power.voltage_floor"),
+    ({"power_limit_W": -700}, "chip.power.power_limit_W"),
+    ({"flop_pJ": {"int4": 1.0}}, "chip.power.flop_pJ.int4"),
+])
+def test_power_table_is_loaded_strictly(edit, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        system_from_dict(_edited("h100-sxm", **edit), "h100-sxm.toml")
+
+
+def test_fit_is_rederived_and_matches_the_presets():
+    """scripts/fit_power.py's fit, rerun here, gives the numbers the presets carry."""
+    spec = importlib.util.spec_from_file_location("fit_power", REPO / "scripts" / "fit_power.py")
+    fit_power = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = fit_power  # its dataclass looks its module up
+    try:
+        spec.loader.exec_module(fit_power)
+    finally:
+        del sys.modules[spec.name]
+    f = fit_power.fit(verbose=False)
+    floor, e, used = f.floor, f.energies, f.used
+    # fit quality as reported (reports/power_validation.md): rms power error of the fit rows
+    assert sum(x * x for x in f.power_residuals) / len(f.power_residuals) < 0.2**2
+    assert {r.label for r in used if r.kind == "copy"} == {"copy 4096 MiB"}
+    assert len([r for r in used if r.kind == "gemm"]) == 7
+    for name, scale in fit_power.PRESETS.items():
+        p = load_system(name).chip.power
+        assert p.voltage_floor == pytest.approx(floor, abs=0.005)
+        assert p.memory_J_per_byte == pytest.approx(e["byte"] * scale * 1e-12, rel=1e-3)
+        assert p.energy_per_flop_J("bf16") == pytest.approx(e["16-bit"] * scale * 1e-12,
+                                                            rel=1e-3)
+        fp8 = e["16-bit" if name in fit_power.FP8_ON_16BIT else "fp8"]
+        assert p.energy_per_flop_J("fp8") == pytest.approx(fp8 * scale * 1e-12, rel=1e-3)
