@@ -186,6 +186,22 @@ def llm(log) -> list[dict]:
     return out
 
 
+def llm_published() -> list[dict]:
+    """scripts/llm_published_validate.py: LLM inference and MoE training vs published numbers
+    (held out: nothing is fitted to them)."""
+    import llm_published_validate as v
+
+    out = []
+    for r in v.rows():
+        if r["accelsim"] is None:
+            continue
+        out.append(_row(f"LLM inference / MoE training, published ({r['metric']})",
+                        f"{r['id']} ({r['unit']})", r["published"], r["accelsim"],
+                        r["error_pct"], "%", f"+-{100 * v.TOLERANCE:g}", r["in_target"],
+                        "checked"))
+    return out
+
+
 # --------------------------------------------------------------------------- SCALE-Sim, bits, netsim
 def scalesim() -> list[dict]:
     """accelsim's --scalesim-compat cycles against SCALE-Sim v3's golden files (per file: total
@@ -295,6 +311,7 @@ def main(argv=None) -> int:
                      ("GPU compute", lambda: compute(args.quick, log)),
                      ("GPU datasheet peaks", datasheet_peaks),
                      ("Megatron-LM and FP8-LM", lambda: llm(log)),
+                     ("LLM inference and MoE training (published)", llm_published),
                      ("SCALE-Sim cycles", scalesim),
                      ("H100 FP8 bits", h100_bits),
                      ("netsim engines", lambda: netsim(args.quick))):
