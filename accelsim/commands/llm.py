@@ -119,14 +119,21 @@ def run(args: argparse.Namespace) -> int:
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
     d = r.as_dict()
+    from accelsim.engine.energy import power_note
+
+    note = power_note(r.energy, "the iteration")
+    if note:
+        print(note, file=sys.stderr)
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))
         return 0
     print(f"{model.n_params / 1e9:.2f} B parameters on {plan.gpus} GPUs "
           f"(tp {plan.tp} x pp {plan.pp} x dp {plan.dp}), {args.scheme}, {system.name}")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
-              "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
-        print(f"  {k:<22} {d[k]:.4g}")
+              "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s",
+              "power_W"):
+        if d[k] is not None:
+            print(f"  {k:<22} {d[k]:.4g}")
     cap = system.chip.memory_capacity_bytes / 2 ** 30
     if d["memory_GiB_per_gpu"] > cap:
         print(f"  warning: needs {d['memory_GiB_per_gpu']:.1f} GiB per GPU > {cap:.0f} GiB")

@@ -37,6 +37,7 @@ from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.engine import decoder
 from accelsim.engine.comm import Fabric
 from accelsim.engine.decoder import Decoder
+from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_parts,
                                    attention_precision, gemm_s, gemm_timed)
 from accelsim.engine.plan import LlmParams
@@ -298,6 +299,8 @@ class InferenceResult:
     weights_bytes: float
     kv_cache_bytes: float
     reserve_bytes: float
+    prefill_energy: StepEnergy | None = None  # None: no pass, or no power model
+    decode_energy: StepEnergy | None = None
 
     @property
     def memory_GiB_per_gpu(self) -> float:
@@ -315,6 +318,12 @@ class InferenceResult:
         if self.decode is not None:
             d.update(context_tokens=self.context, decode_step_s=self.decode.time_s,
                      decode_tokens_per_s=self.batch / self.decode.time_s)
+        for name, e in (("prefill", self.prefill_energy), ("decode_step", self.decode_energy)):
+            if e is not None:
+                d[f"{name}_energy_J"] = e.energy_J  # all GPUs
+                d[f"{name}_power_W"] = e.power_W  # mean per GPU
+        if self.decode_energy is not None:
+            d["energy_J_per_output_token"] = self.decode_energy.energy_J / self.batch
         if self.request_latency_s is not None:
             d.update(output_tokens=self.output_tokens, request_latency_s=self.request_latency_s,
                      end_to_end_tokens_per_s=self.batch * self.output_tokens
@@ -374,12 +383,17 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         latency = pre.time_s + decode_total_s(model, system, fabric, plan, gp, batch, prompt,
                                               output_tokens - 1)
     ctx_mem = max(context or 0, (prompt or 0) + (output_tokens or 0))
+
+    def energy(p: PassTime | None) -> StepEnergy | None:
+        return None if p is None else step_energy(system, p.rows(), gp, p.time_s, plan.gpus,
+                                                  plan.tp)
+
     return InferenceResult(
         model=model, plan=plan, scheme=sc.name, batch=batch, prefill=pre, decode=dec,
         prompt=prompt or 0, context=context or 0, output_tokens=output_tokens or 0,
         request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
-        reserve_bytes=reserve_GiB * GIB)
+        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec))
 
 
 def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,

@@ -16,7 +16,7 @@ gradients through HBM: the scheme's ``grad_accumulation_bytes`` per parameter (b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
@@ -25,6 +25,7 @@ from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine import decoder
 from accelsim.engine.comm import Comm, Fabric, comm
 from accelsim.engine.decoder import Decoder
+from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.memory import GIB, Memory, memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.graph import (
@@ -134,6 +135,7 @@ class Prediction:
     moe_recompute_s: float = 0.0
     critical_stage: int = 0  # the stage the iteration is timed on (the slowest)
     moe_a2a_exposed_s: float = 0.0  # per MoE layer and micro-batch, forward + backward
+    energy: StepEnergy | None = None  # None: the chip has no power model
 
     def _a2a_exposed(self) -> tuple[float, float]:
         """(forward, backward) exposed all-to-all of one MoE layer and micro-batch."""
@@ -289,6 +291,8 @@ class Prediction:
             "bubble_s": self.bubble_s,
             "dp_comm_s": self.dp_comm_s,
             "optimizer_s": self.optimizer_s,
+            "energy_J": None if self.energy is None else self.energy.energy_J,  # all GPUs
+            "power_W": None if self.energy is None else self.energy.power_W,  # mean per GPU
             "params": self.model.n_params,
             "active_params": self.model.n_active_params,
             "model": self.model.name,
@@ -400,7 +404,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         extra = mflops / 3 - model.head_flops(B)  # no head recompute
     elif plan.recompute == "selective":
         extra = model.attention_flops(B)
-    return Prediction(
+    pred = Prediction(
         model=model, plan=plan, scheme=sc.name, iteration_time_s=total, pipeline_s=pipeline,
         bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
         model_flops=mflops, hardware_flops=mflops + extra,
@@ -408,3 +412,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
         moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed)
+    if system.chip.power is None:
+        return pred
+    return replace(pred, energy=step_energy(system, pred.rows(), sc.gemm_precision, total,
+                                            plan.gpus, plan.tp * plan.dp))
