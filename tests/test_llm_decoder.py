@@ -126,3 +126,28 @@ def test_llm_cli_times_llama_and_refuses_bad_ep(capsys):
     assert main([*common, "--model", "mixtral-8x7b", "--ep", "3"]) == 2
     err = capsys.readouterr().err
     assert "ep 3 must divide dp 8" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("fixture,params", [("llama3-8b", 8_030_261_248),
+                                            ("mixtral-8x7b", 46_702_792_704)])
+def test_llm_and_infer_take_a_config_json(capsys, fixture, params):
+    """--model path/to/config.json on both front-ends: the exact counts, the same prediction
+    as the shipped preset (the presets and the fixtures describe the same model)."""
+    from pathlib import Path
+
+    from accelsim.cli import main
+
+    cfg = str(Path(__file__).parent / "data" / "hf_configs" / f"{fixture}.json")
+    common = ["llm", "--system", "dgx-h100", "--gpus", "8", "--global-batch", "8", "--ep",
+              "8" if "mixtral" in fixture else "1", "--scheme", "bf16", "--seq", "2048",
+              "--flash-attention", "--json"]
+    assert main([*common, "--model", cfg]) == 0
+    by_file = json.loads(capsys.readouterr().out)
+    assert main([*common, "--model", fixture]) == 0
+    by_name = json.loads(capsys.readouterr().out)
+    assert by_file["params"] == params
+    by_file.pop("model"), by_name.pop("model")
+    assert by_file == by_name
+    assert main(["infer", "--system", "h100-sxm", "--model", cfg, "--scheme", "fp8",
+                 "--batch", "4", "--context", "512", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"] == params
