@@ -212,9 +212,19 @@ def _search(args, model, path, params) -> int:
         gpus = args.tp * args.pp * args.dp
     if args.out is not None:
         check_output_path(args.out, "--out")
+    from accelsim.engine.decoder import Decoder
+
+    source = None
+    if isinstance(model, Decoder):
+        over = [f"--{k}" for k in ("layers", "hidden", "heads", "vocab", "ffn")
+                if getattr(args, k) is not None]
+        if over or args.untied_embeddings:
+            raise UserError(f"--search takes --model {args.model} as it is: drop "
+                            f"{', '.join(over or ['--untied-embeddings'])}")
+        source = args.model
     try:
         table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
-                       optimizer=args.optimizer, executor=args.executor,
+                       optimizer=args.optimizer, executor=args.executor, model_source=source,
                        workers=args.workers, out=args.out, progress=True)
     except KeyboardInterrupt:
         if args.out is None:
@@ -238,6 +248,8 @@ def _search(args, model, path, params) -> int:
           f"reserve per GPU, --memory-reserve); best {min(args.top, len(ok))}:")
     cols = ["tp", "pp", "dp", "micro_batch", "interleave", "recompute", "sequence_parallel",
             "zero", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu"]
+    if "ep" in ok.columns:
+        cols.insert(3, "ep")
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(ok[cols].head(args.top).to_string(index=False))
     if len(bad):

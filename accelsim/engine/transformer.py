@@ -208,8 +208,7 @@ class Prediction:
     def timeline(self) -> Timeline:
         """The iteration on the critical stage as trace events (:mod:`accelsim.engine.trace`)."""
         p, cm = self.plan, self.comm
-        dense, moe = self.model.stage_layers(p.pp)[self.critical_stage] if p.interleave == 1 \
-            else (self.model.layers // p.pp, 0)
+        dense, moe = self.model.stage_layers(p.pp, p.interleave)[self.critical_stage]
         layers = dense + moe
         by_op: dict[tuple[str, Phase], float] = {}
         for ops, n in ((self.layer_ops, dense), (self.moe_layer_ops, moe)):
@@ -375,8 +374,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     a2a_exposed = a2a
     if mrows and plan.overlap_moe_comm:
         a2a_exposed = max(0.0, a2a - _phase_s(mrows, Phase.FWD) - _phase_s(mrows, Phase.BWD))
-    stages = model.stage_layers(plan.pp) if plan.interleave == 1 else \
-        [(model.layers // plan.pp, 0)] * plan.pp
+    stages = model.stage_layers(plan.pp, plan.interleave)
     cost = [d * (f_d + b_d + rec_d) + (m * (f_m + b_m + rec_m) if m else 0.0)
             for d, m in stages]
     critical = cost.index(max(cost))
