@@ -125,6 +125,13 @@ class Stack:
                 raise InputError(f"stack {self.name}: launch floor {kind!r} = {us!r} must be "
                                  "a KernelKind and a number of us >= 0")
 
+    def __repr__(self) -> str:
+        """A preset by its name (signatures in docs/api.md stay readable); else every field."""
+        if STACKS.get(self.name) is self:
+            return f"{self.name.upper()}"
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__dataclass_fields__)
+        return f"Stack({fields})"
+
     def floor_s(self, kind: KernelKind) -> float:
         """The per-call floor of a kernel of ``kind`` (seconds)."""
         return dict(self.launch_floor_us).get(kind, 0.0) * 1e-6
