@@ -12,6 +12,7 @@ that this list names them all)::
     predict / explore                                                (perf + netsim -> engine -> dse)
     collective / comm                                                (netsim)
     llm          3-D parallel LLM training: one plan or a search     (engine -> llm)
+    infer        LLM inference: prefill, decode, KV cache, --serve   (engine)
     figures / sweep / plot                                           (dse + netsim -> report)
 
 An error the user's input causes (the :class:`~accelsim.errors.AccelsimError` family) ends here

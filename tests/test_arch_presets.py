@@ -44,7 +44,8 @@ def test_missing_precision_rate_is_an_error_naming_it():
 
 
 @pytest.mark.parametrize("box,gpu,nvlink_GBps,ib_GBps",
-                         [("dgx-a100", "a100-sxm", 300, 25), ("dgx-h100", "h100-sxm", 450, 50)])
+                         [("dgx-a100", "a100-sxm", 300, 25), ("dgx-h100", "h100-sxm", 450, 50),
+                          ("dgx-h800", "h100-sxm", 200, 50)])
 def test_dgx_is_eight_gpus_on_one_switch_with_ib_per_gpu(box, gpu, nvlink_GBps, ib_GBps):
     from accelsim.netsim.system import system_graph
 

@@ -204,6 +204,13 @@ def test_pytorch_stack_refuses_what_eager_pytorch_does_not_run():
         predict(GPT2, replace(ONE_GPU, tp=2), "bf16", DGX_H100, LlmParams(stack=PYTORCH))
     with pytest.raises(InputError, match="Transformer Engine"):
         predict(GPT2, ONE_GPU, "te-fp8", H100, LlmParams(stack=PYTORCH))
+    from accelsim.engine.decoder import Decoder
+    from accelsim.workload.hf_config import resolve_model
+
+    llama = Decoder(resolve_model("llama3-8b"), 1024)
+    with pytest.raises(InputError, match="GPT block"):
+        predict(llama, replace(ONE_GPU, micro_batch=1, global_batch=1), "bf16", H100,
+                LlmParams(stack=PYTORCH))
 
 
 def _run(capsys, argv):

@@ -318,10 +318,12 @@ def test_llm_model_preset_is_the_dimension_flags(capsys):
     assert main([*common, "--layers", "96", "--hidden", "12288", "--heads", "96", "--seq",
                  "2048", "--vocab", "50257"]) == 0
     by_flags = json.loads(capsys.readouterr().out)
+    assert by_name.pop("model") == "gpt3-175b"
+    by_flags.pop("model")
     assert by_name == by_flags
     assert by_name["params"] == by_name["active_params"] == 174_604_259_328
     assert main([*common, "--model", "gpt3-175b", "--layers", "48"]) == 0
     assert json.loads(capsys.readouterr().out)["params"] < by_name["params"]
-    assert main([*common, "--model", "llama3-8b"]) == 2
+    assert main([*common, "--model", "llama3-8b", "--ep", "2"]) == 2
     err = capsys.readouterr().err
-    assert "kv_heads" in err and err.count("\n") == 1
+    assert "ep 2 needs a mixture-of-experts model" in err and err.count("\n") == 1

@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                        default=None, metavar=meta, help=what)
     p.add_argument("--global-batch", type=positive_int, required=global_batch_required,
                    default=None, metavar="B", help="samples per iteration over all replicas")
+    p.add_argument("--ep", type=chip_count, default=1, metavar="E",
+                   help="expert-parallel GPUs of a mixture-of-experts model, carved out of the "
+                        "data-parallel ranks (default 1); tokens move by all-to-all")
     p.add_argument("--interleave", type=positive_int, default=1, metavar="v",
                    help="model chunks per pipeline stage (default 1: plain 1F1B)")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none",
@@ -70,7 +73,7 @@ def params(args: argparse.Namespace, *, reserve_default: float | None = None):
 
 
 #: plan flags a data-parallel layer workload cannot use (name -> value that means "not used")
-TRANSFORMER_ONLY = {"tp": None, "pp": None, "interleave": 1, "recompute": "none",
+TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "interleave": 1, "recompute": "none",
                     "sequence_parallel": False, "zero": 0, "overlap_grad_reduce": False,
                     "no_grad_accumulation_fusion": False}
 
@@ -94,7 +97,7 @@ def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_bat
                     sequence_parallel=args.sequence_parallel, zero=args.zero,
                     overlap_grad_reduce=args.overlap_grad_reduce,
                     grad_accumulation_fusion=not args.no_grad_accumulation_fusion,
-                    optimizer=args.optimizer)
+                    optimizer=args.optimizer, ep=args.ep)
     except ValueError as exc:
-        raise UserError(f"plan (--tp {tp} --pp {pp} --dp {dp} --micro-batch {micro_batch} "
+        raise UserError(f"plan (--tp {tp} --pp {pp} --dp {dp} --ep {args.ep} --micro-batch {micro_batch} "
                         f"--global-batch {global_batch}): {exc}") from None

@@ -23,9 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="node file (e.g. arch_configs/dgx-h100.toml) or shipped name")
     m = parser.add_argument_group("model (--model, or every dimension flag; flags override)")
     m.add_argument("--model", default=None, metavar="NAME_OR_CONFIG",
-                   help="a shipped preset (gpt2-small, gpt3-175b, ...) or a Hugging Face "
-                        "config.json; the transformer path times GPT-architecture models "
-                        "(MHA, GELU MLP, LayerNorm, learned positions)")
+                   help="a shipped preset (gpt2-small, gpt3-175b, llama3-8b, llama3-70b, "
+                        "mixtral-8x7b, deepseek-v3) or a Hugging Face config.json: GPT, "
+                        "GQA/MQA, SwiGLU/GeGLU, RMSNorm, rotary, MoE (with --ep) and MLA models")
     m.add_argument("--layers", type=model_layers, default=None, metavar="L")
     for flag, meta in (("--hidden", "H"), ("--heads", "A"), ("--seq", "S"), ("--vocab", "V")):
         m.add_argument(flag, type=dimension, default=None, metavar=meta)
@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     _report.check(args)
     r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
-                  f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp}, {args.scheme}")
+                  f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
+                  f"{args.scheme}")
     d = r.as_dict()
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))
@@ -157,18 +158,28 @@ def _model(args: argparse.Namespace):
     from accelsim.workload.hf_config import resolve_model
 
     tc = resolve_model(args.model)
+    over = {k: v for k, v in dims.items() if v is not None and k != "seq"}
+    if args.ffn is not None:
+        over["ffn"] = args.ffn
+    if args.untied_embeddings:
+        over["tied_embeddings"] = False
     try:
         gpt = tc.as_gpt(seq=args.seq, flash_attention=args.flash_attention)
-        over = {k: v for k, v in dims.items() if v is not None and k != "seq"}
-        if args.ffn is not None:
-            over["ffn"] = args.ffn
-        if args.untied_embeddings:
-            over["tied_embeddings"] = False
-        return replace(gpt, **over) if over else gpt
+    except ValueError:
+        gpt = None  # GQA, SwiGLU, MoE, MLA, ...: the decoder the engine lowers
+    try:
+        if gpt is not None:
+            return replace(gpt, **over) if over else gpt
+        from accelsim.engine.decoder import Decoder
+
+        if "ffn" in over:
+            over["ffn_size"] = over.pop("ffn")
+        if "hidden" in over or "heads" in over:
+            over["head_dim"] = None  # re-derived from the new hidden / heads
+        return Decoder(replace(tc, **over) if over else tc, args.seq or tc.seq,
+                       flash_attention=args.flash_attention)
     except ValueError as exc:
-        raise UserError(f"--model {args.model}: {exc}; the transformer path times GPT-"
-                        "architecture models (GQA, SwiGLU, RMSNorm, rotary and MoE layers are "
-                        "the modern-workloads issue's)") from None
+        raise UserError(f"--model {args.model}: {exc}") from None
 
 
 def _params(args: argparse.Namespace):

@@ -8,9 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from accelsim.commands import _plan, _report
 from accelsim.commands._common import positive_int, scheme_choices
+
+if TYPE_CHECKING:
+    from accelsim.workload import Workload
 
 NAME = "predict"
 HELP = ("Predict one data-parallel training iteration (batch B per chip): samples/s, step time, "
@@ -21,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="arch_configs/*.toml file or shipped name (e.g. a100-sxm)")
     parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
-                        help="workload TOML file or shipped name (e.g. resnet50)")
+                        help="workload TOML file or shipped name (e.g. resnet50), a SCALE-Sim "
+                             "topology .csv, or an ONNX graph .onnx (its batch dimension set "
+                             "to --batch; needs the onnx extra)")
     parser.add_argument("--batch", type=positive_int, required=True, metavar="B",
                         help="samples per chip per iteration (a transformer plan: the "
                              "micro-batch, with --global-batch B x dp unless given)")
@@ -66,14 +72,19 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.errors import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.paths import resolve_input
-    from accelsim.commands._common import check_scheme_optimizer, datapath_note
+    from accelsim.commands._common import (check_scheme_optimizer, datapath_note,
+                                           load_workload_arg)
     from accelsim.engine.run import predict_workload
-    from accelsim.workload import load_workload
 
     spath = resolve_input(args.system, "system")
     system = load_system(spath)
     wpath = resolve_input(args.workload, "workload")
-    workload = load_workload(wpath)
+    if wpath.suffix.lower() == ".onnx":  # an ONNX graph takes the batch its inputs get
+        from accelsim.workload.onnx_import import load_onnx
+
+        workload = load_onnx(wpath, args.batch)
+    else:
+        workload = load_workload_arg(str(wpath))  # a TOML file or a SCALE-Sim topology CSV
     if args.winograd == "on" and not system.chip.has_hierarchy:
         raise UserError(f"--winograd on: system {spath} has no memory hierarchy "
                         "([[chip.level]]); Winograd convolutions are modelled only on "
@@ -110,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if workload.transformer is not None:
         r = _transformer(args, system, workload, scheme, fusion)
         out = _transformer_fields(r, system, workload, fused=args.stack != "pytorch")
+        out["model_flops_per_iteration"] = r.model_flops
         timeline = r.timeline
     else:
         unused = _plan.transformer_only_flags(args)
@@ -127,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
                              layout=args.layout, winograd=winograd, optimizer=args.optimizer,
                              memory_reserve_bytes=reserve)
         out = r.as_dict()
+        out["model_flops_per_iteration"] = model_flops(workload, args.batch * system.chips)
         timeline = r.timeline
     _report.write(args, r.rows(), timeline,
                   f"accelsim predict: {workload.name} on {system.name}, {scheme.name}")
@@ -199,3 +212,12 @@ def _transformer_fields(r, system, workload, *, fused: bool = True) -> dict:
             "scheme", "gpus"}
     out.update({k: v for k, v in d.items() if k not in skip})
     return out
+
+
+def model_flops(workload: Workload, global_batch: int) -> int:
+    """Model FLOPs of one training iteration of a layer workload over ``global_batch`` samples:
+    3 x the forward FLOPs (2 x multiply-adds) of every GEMM layer (conv, linear, matmul), the
+    MFU convention (no recomputation; backward counted as twice the forward, whether or not the
+    first layer's input gradient is computed). What ``--json`` reports as
+    ``model_flops_per_iteration``, so that an import can be checked against a hand count."""
+    return 3 * workload.flops(global_batch)["fwd"]

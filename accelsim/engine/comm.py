@@ -33,10 +33,11 @@ import math
 from dataclasses import dataclass
 
 from accelsim.arch import System
-from accelsim.arch.states import StateFormats, param_bytes
+from accelsim.arch.states import ParamCounts, StateFormats, param_bytes
 from accelsim.engine.memory import Memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.ring import bus_factor, ring_collective_time
+from accelsim.engine.decoder import Decoder, a2a_elements
 from accelsim.workload.gpt import GptConfig
 from accelsim.errors import InputError
 
@@ -126,6 +127,21 @@ class Fabric:
         return (self.ring(kind, kin, size_bytes, *intra)
                 + self.ring(kind, kout, size_bytes / kin, *inter))
 
+    def all_to_all_s(self, size_bytes: float, ranks: int, stride: int) -> float:
+        """Time of one all-to-all of ``size_bytes`` per GPU in a group of ``ranks`` spaced
+        ``stride`` apart: pairwise inside each node, then across nodes on the NICs
+        (:func:`accelsim.netsim.alltoall.two_tier_plan`, closed form)."""
+        if ranks <= 1 or size_bytes <= 0:
+            return 0.0
+        from accelsim.netsim import alltoall
+
+        kin, kout = self.split(ranks, stride)
+        pl = alltoall.two_tier_plan(kin, kout, intra_Bps=self.intra_Bps,
+                                    inter_Bps=self.inter_Bps,
+                                    intra_latency_s=self.intra_latency_s,
+                                    inter_latency_s=self.inter_latency_s)
+        return alltoall.analytic_time(pl, size_bytes).time_s
+
     def p2p_s(self, nbytes: float, across_nodes: bool) -> float:
         if nbytes <= 0:
             return 0.0
@@ -153,6 +169,9 @@ class Comm:
     pp_p2p_s: float  # one activation (or gradient) transfer between stages
     dp_reduce_s: float  # the gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1-3)
     dp_gather_s: float  # the ZeRO weight all-gathers after the update (0 for ZeRO 0)
+    ep_bytes: float = 0.0  # expert-parallel all-to-alls (token dispatch and combine)
+    ep_layer_pass_s: float = 0.0  # one MoE layer, one micro-batch, one forward pass
+    ep_layer_bwd_s: float = 0.0  # one MoE layer, one micro-batch, one backward pass
 
     @property
     def dp_s(self) -> float:
@@ -161,7 +180,7 @@ class Comm:
 
     @property
     def activation_bytes(self) -> float:
-        return self.tp_bytes + self.pp_bytes
+        return self.tp_bytes + self.pp_bytes + self.ep_bytes
 
     @property
     def weight_bytes(self) -> float:
@@ -173,12 +192,16 @@ def tp_passes(plan: Plan) -> int:
     return 3 if plan.recompute == "full" else 2
 
 
-def comm(model: GptConfig, plan: Plan, scheme: StateFormats, fabric: Fabric, mem: Memory) -> Comm:
-    """Volumes and times of the tensor-, pipeline- and data-parallel traffic of one GPU;
-    ``mem`` gives the stage's parameters (all, and the linear weight matrices)."""
+def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: Fabric,
+         mem: Memory) -> Comm:
+    """Volumes and times of the tensor-, expert-, pipeline- and data-parallel traffic of one
+    GPU on the largest stage; ``mem`` gives the stage's parameters (all, the linear weight
+    matrices, the routed experts)."""
+    model = Decoder.of(model)
     t, p, d, v = plan.tp, plan.pp, plan.dp, plan.interleave
     act = model.seq * plan.micro_batch * model.hidden  # elements of one s x b x h tensor
-    layers = model.layers // p
+    dense_layers, moe_layers = max(model.stage_layers(p), key=sum)
+    layers = dense_layers + moe_layers
     # two of each per layer: input conversion (g) and output reduction (g-bar) of the
     # attention block and of the MLP block
     ag_in, red = act * scheme.act_gather_bytes, act * scheme.act_reduce_bytes
@@ -206,18 +229,41 @@ def comm(model: GptConfig, plan: Plan, scheme: StateFormats, fabric: Fabric, mem
     # (stages advance in lock step: the slowest boundary sets the pace)
     pp_across = t * d >= fabric.gpus_per_node or p * t * d > fabric.gpus_per_node
     pp_p2p_s = fabric.p2p_s(p2p_bytes, pp_across)
-    # data parallel, over ranks tp apart; the linear weight matrices in the scheme's bytes, the
-    # other parameters in its other scheme's
-    gb = param_bytes(mem.counts, scheme, lambda x: x.grad_comm_bytes)
-    wb = param_bytes(mem.counts, scheme, lambda x: x.weight_comm_bytes)
-    if plan.zero == 0:
-        dp_bytes = ring_sent("all-reduce", d, gb)
-        dp_reduce_s, dp_gather_s = fabric.collective_s("all-reduce", gb, d, t), 0.0
-    else:
-        gathers = 2 if plan.zero == 3 else 1
-        dp_bytes = ring_sent("reduce-scatter", d, gb) + gathers * ring_sent("all-gather", d, wb)
-        dp_reduce_s = fabric.collective_s("reduce-scatter", gb, d, t)
-        dp_gather_s = gathers * fabric.collective_s("all-gather", wb, d, t)
+    # data parallel, over ranks tp apart (routed experts: over the dp / ep ranks tp x ep apart)
+    ep_bytes, ep_fwd, ep_bwd = 0.0, 0.0, 0.0
+    if moe_layers and plan.ep > 1:
+        # two all-to-alls forward (dispatch, combine) and two backward per MoE layer, over the
+        # ep ranks tp apart; dispatch at the GEMM-input bytes, combine at the output's
+        elems = a2a_elements(model, model.seq * plan.micro_batch, t)
+        dispatch, combine = elems * scheme.act_gather_bytes, elems * scheme.act_reduce_bytes
+        ep_fwd = fabric.all_to_all_s(dispatch, plan.ep, t) + fabric.all_to_all_s(
+            combine, plan.ep, t)
+        ep_bwd = fabric.all_to_all_s(combine, plan.ep, t) + fabric.all_to_all_s(
+            dispatch, plan.ep, t)
+        leave = (plan.ep - 1) / plan.ep
+        ep_bytes = 2 * (1 + recomputed) * leave * (dispatch + combine) * moe_layers \
+            * plan.n_micro
+    dp_bytes, dp_reduce_s, dp_gather_s = _dp(fabric, plan, mem.counts, scheme, d, t)
+    if mem.expert_params and d // plan.ep > 1:
+        eb, er, eg = _dp(fabric, plan, mem.expert_counts, scheme, d // plan.ep, t * plan.ep)
+        dp_bytes, dp_reduce_s, dp_gather_s = dp_bytes + eb, dp_reduce_s + er, dp_gather_s + eg
     return Comm(tp_bytes=tp_bytes, tp_input_bytes=tp_input_bytes, pp_bytes=pp_bytes,
                 dp_bytes=dp_bytes, tp_layer_pass_s=2 * fwd_s, tp_layer_bwd_s=2 * bwd_s,
-                pp_p2p_s=pp_p2p_s, dp_reduce_s=dp_reduce_s, dp_gather_s=dp_gather_s)
+                pp_p2p_s=pp_p2p_s, dp_reduce_s=dp_reduce_s, dp_gather_s=dp_gather_s,
+                ep_bytes=ep_bytes, ep_layer_pass_s=ep_fwd, ep_layer_bwd_s=ep_bwd)
+
+
+def _dp(fabric: Fabric, plan: Plan, counts: ParamCounts, scheme: StateFormats, d: int,
+        stride: int) -> tuple[float, float, float]:
+    """(bytes sent, reduce s, gather s) of the data-parallel collectives over ``d`` ranks
+    ``stride`` apart for ``counts`` parameters (the linear weight matrices in the scheme's
+    bytes, the other parameters in its other scheme's)."""
+    gb = param_bytes(counts, scheme, lambda x: x.grad_comm_bytes)
+    wb = param_bytes(counts, scheme, lambda x: x.weight_comm_bytes)
+    if plan.zero == 0:
+        return (ring_sent("all-reduce", d, gb), fabric.collective_s("all-reduce", gb, d, stride),
+                0.0)
+    gathers = 2 if plan.zero == 3 else 1
+    return (ring_sent("reduce-scatter", d, gb) + gathers * ring_sent("all-gather", d, wb),
+            fabric.collective_s("reduce-scatter", gb, d, stride),
+            gathers * fabric.collective_s("all-gather", wb, d, stride))

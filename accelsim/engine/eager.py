@@ -16,6 +16,7 @@ TF32 schemes) everything is 4 bytes and no cast runs.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.states import StateFormats
@@ -24,19 +25,22 @@ from accelsim.engine.plan import Plan
 from accelsim.errors import InputError
 from accelsim.workload.gpt import GptConfig
 
+if TYPE_CHECKING:
+    from accelsim.engine.decoder import Decoder
+
 #: bytes of one fp32 element (the residual stream, LayerNorm, master weights, the loss)
 F32 = 4
 
 
-def _sizes(model: GptConfig, micro_batch: int, precision: str) -> tuple[int, int, int, int,
-                                                                          int, int]:
+def _sizes(model: GptConfig | Decoder, micro_batch: int, precision: str
+           ) -> tuple[int, int, int, int, int, int]:
     """(T tokens, h, f, e activation bytes, r residual bytes, c 1 under autocast else 0)."""
     e = OPERAND_BYTES[precision]
     return (model.seq * micro_batch, model.hidden, model.ffn_size, e, F32,
             1 if e < F32 else 0)
 
 
-def layer_kernels(model: GptConfig, micro_batch: int, precision: str
+def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
                   ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) element-wise kernels of one layer and micro-batch, one op each."""
     T, h, f, e, r, c = _sizes(model, micro_batch, precision)
@@ -74,7 +78,7 @@ def layer_kernels(model: GptConfig, micro_batch: int, precision: str
     return tuple(fwd), tuple(bwd)
 
 
-def head_kernels(model: GptConfig, micro_batch: int, precision: str
+def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
                  ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) element-wise kernels outside the layers, per micro-batch: the
     embeddings, the final LayerNorm, the tied LM-head weight's cast, and the loss as
@@ -106,7 +110,8 @@ def head_kernels(model: GptConfig, micro_batch: int, precision: str
     return tuple(fwd), tuple(bwd)
 
 
-def activation_bytes_per_layer(model: GptConfig, micro_batch: int, precision: str) -> float:
+def activation_bytes_per_layer(model: GptConfig | Decoder, micro_batch: int, precision: str
+                               ) -> float:
     """What autograd saves for one layer's backward pass (bytes, one micro-batch): the fp32
     LayerNorm inputs (2), the 16-bit inputs of the four linear layers, SDPA's Q, K, V, output
     and fp32 log-sum-exp per head, and GELU's input (FC1's output; its output is FC2's input)."""
@@ -114,7 +119,8 @@ def activation_bytes_per_layer(model: GptConfig, micro_batch: int, precision: st
     return T * (2 * r * h + 7 * e * h + 2 * e * f + F32 * model.heads)
 
 
-def head_activation_bytes(model: GptConfig, micro_batch: int, precision: str) -> float:
+def head_activation_bytes(model: GptConfig | Decoder, micro_batch: int, precision: str
+                          ) -> float:
     """The rest at the peak (the start of the loss's backward pass), one micro-batch: the final
     LayerNorm's fp32 input and 16-bit output, the head weight's 16-bit copy, and per logit the
     16-bit logits, the saved fp32 log-softmax, the NLL gradient and the log-softmax gradient
@@ -131,10 +137,16 @@ def stream_s(kernels: tuple[ElementwiseOp, ...], hbm_Bps: float, floor_s: float
             sum(k.bytes for k in kernels))
 
 
-def check_plan(plan: Plan, formats: StateFormats) -> None:
+def check_plan(model: Decoder, plan: Plan, formats: StateFormats) -> None:
     """Raise InputError for what the eager stack does not run: tensor, pipeline or sequence
-    parallelism and recomputation (Megatron-LM's; eager PyTorch here is one GPU or DDP), and
-    8-bit GEMMs (Transformer Engine's: ``--stack megatron``)."""
+    parallelism and recomputation (Megatron-LM's; eager PyTorch here is one GPU or DDP), 8-bit
+    GEMMs (Transformer Engine's: ``--stack megatron``), and a model other than the GPT block
+    whose kernels this module lists."""
+    try:
+        model.config.as_gpt(model.seq)
+    except ValueError as exc:
+        raise InputError(f"the pytorch stack's eager kernels are the GPT block's (LayerNorm, "
+                         f"GELU MLP, learned positions): {exc}") from None
     used = [f"{k} {v}" for k, v, off in (("tp", plan.tp, 1), ("pp", plan.pp, 1),
                                          ("recompute", plan.recompute, "none"),
                                          ("sequence_parallel", plan.sequence_parallel, False))
@@ -164,7 +176,7 @@ def autocast_formats(formats: StateFormats, optimizer: str) -> StateFormats:
                    act_reduce_bytes=e, saved_linear_input_bytes=e, fp8_weight_cache_bytes=e)
 
 
-def activation_bytes(model: GptConfig, plan: Plan, precision: str) -> float:
+def activation_bytes(model: GptConfig | Decoder, plan: Plan, precision: str) -> float:
     """Saved activations of one GPU at the peak (every layer of every in-flight micro-batch,
     one micro-batch in flight without a pipeline, plus the head and loss)."""
     return (model.layers * activation_bytes_per_layer(model, plan.micro_batch, precision)

@@ -37,7 +37,9 @@ from accelsim.arch.schemes import OPTIMIZERS, get_scheme
 from accelsim.engine.plan import Plan
 from accelsim.perf.gemm import OPERAND_BYTES
 from accelsim.perf.layer_model import NORM_PARAM_BYTES
+from accelsim.engine.decoder import Decoder
 from accelsim.workload.gpt import GptConfig
+from accelsim.workload.transformer import MlpKind
 
 GIB = 2 ** 30
 
@@ -91,11 +93,19 @@ class Memory:
     optimizer_bytes: float
     activations_bytes: float
     reserve_bytes: float = 0.0  # outside the tensors: contexts, communicator buffers, allocator
+    expert_params: float = 0.0  # of ``params``: routed experts' weight matrices (1/ep of them)
 
     @property
     def counts(self) -> ParamCounts:
-        """The stage's parameters split as the scheme prices them (linear weights / the rest)."""
-        return ParamCounts(linear=self.linear_params, rest=self.params - self.linear_params)
+        """The stage's parameters outside the routed experts, split as the scheme prices them
+        (linear weights / the rest); data parallel over all ``dp`` ranks."""
+        return ParamCounts(linear=self.linear_params,
+                           rest=self.params - self.linear_params - self.expert_params)
+
+    @property
+    def expert_counts(self) -> ParamCounts:
+        """The routed experts' weight matrices on this GPU; data parallel over ``dp / ep``."""
+        return ParamCounts(linear=self.expert_params, rest=0.0)
 
     @property
     def model_states_bytes(self) -> float:
@@ -110,25 +120,53 @@ class Memory:
         return self.total_bytes / GIB
 
 
-def stage_params(model: GptConfig, plan: Plan) -> float:
-    """Parameters per GPU of the first pipeline stage (the largest one): its layers split over
-    the tensor-parallel ranks (LayerNorms and the row-parallel biases replicated) plus the
-    vocabulary-parallel word embedding and the (replicated) position embedding."""
-    h, f, t = model.hidden, model.ffn_size, plan.tp
-    split = 4 * h * h + 2 * h * f + 3 * h + f  # QKV, projection, FC1, FC2 weights; QKV, FC1 bias
-    layer = split / t + (model.params_per_layer - split)
-    n_layers = model.layers // plan.pp
-    emb = model.vocab * h / t + model.n_positions * h
-    if plan.pp == 1:
-        emb += 2 * h + model.head_params / t  # final LayerNorm and an untied head, same stage
-    return n_layers * layer + emb
+def _stage_params(model: Decoder, plan: Plan, layers: tuple[int, int], first: bool,
+                  last: bool) -> tuple[float, float, float, float]:
+    """(params, linear params, expert params, expert linear params) per GPU of a pipeline stage
+    holding ``layers`` (dense, MoE) layers: each layer's tensor-parallel part split over the
+    ranks (LayerNorms, the row-parallel biases and the replicated projections whole), routed
+    experts over ``ep x tp``; the first stage adds the vocabulary-parallel word embedding and
+    the (replicated) position table, the last the final norm and an untied head."""
+    t, ep = plan.tp, plan.ep
+    n = lin = ex = 0.0
+    for count, moe in zip(layers, (False, True)):
+        if not count:
+            continue
+        split, split_lin, rep_lin, expert, total = model.layer_param_split(moe)
+        n += count * (split / t + (total - split - expert) + expert / (ep * t))
+        lin += count * split_lin / t + count * rep_lin
+        ex += count * expert / (ep * t)
+    h = model.hidden
+    emb = 0.0
+    if first:
+        emb = model.vocab * h / t + model.n_positions * h
+    if last:
+        norm = model.config.head_ops()[0].params
+        head = 0 if model.config.tied_embeddings else model.vocab * h
+        emb += norm + head / t
+    return n + emb, lin, ex, ex
 
 
-def stage_linear_params(model: GptConfig, plan: Plan) -> float:
-    """Weight-matrix parameters of the first stage's linear layers on one GPU (QKV, projection,
-    FC1, FC2; no biases): the tensors FP8 schemes store as FP8."""
-    h, f = model.hidden, model.ffn_size
-    return model.layers // plan.pp * (4 * h * h + 2 * h * f) / plan.tp
+def stage_params(model: GptConfig | Decoder, plan: Plan) -> float:
+    """Parameters per GPU of the largest pipeline stage (see :func:`_stage_params`)."""
+    return _largest_stage(Decoder.of(model), plan)[1][0]
+
+
+def _largest_stage(model: Decoder, plan: Plan) -> tuple[int, tuple[float, float, float, float]]:
+    stages = model.stage_layers(plan.pp)
+    best = (-1, (-1.0, 0.0, 0.0, 0.0))
+    for i, layers in enumerate(stages):
+        # GPT: the first stage (the embedding) unless pp == 1, where it is also the last
+        p = _stage_params(model, plan, layers, i == 0, i == plan.pp - 1 and plan.pp == 1)
+        if p[0] > best[1][0]:
+            best = (i, p)
+    return best
+
+
+def stage_linear_params(model: GptConfig | Decoder, plan: Plan) -> float:
+    """Weight-matrix parameters of the largest stage's linear layers on one GPU (no biases):
+    the tensors FP8 schemes store as FP8."""
+    return _largest_stage(Decoder.of(model), plan)[1][1]
 
 
 #: bytes per logit the loss holds: the 16-bit logits and their fp32 copy that Megatron's
@@ -136,26 +174,46 @@ def stage_linear_params(model: GptConfig, plan: Plan) -> float:
 LOGIT_BYTES = 2 + 4
 
 
-def activation_bytes_per_layer(model: GptConfig, plan: Plan, scheme: StateFormats) -> float:
-    """Saved activations of one layer and one micro-batch on one GPU (bytes)."""
+def activation_bytes_per_layer(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats,
+                               moe: bool = False) -> float:
+    """Saved activations of one (dense or MoE) layer and one micro-batch on one GPU (bytes):
+    Korthikanti's accounting with the attention tensors at their real widths (GQA's smaller
+    K and V, MLA's head dims), a gated MLP's gate and up outputs both kept, and an MoE layer's
+    ``top_k`` permuted copies of its input with the experts' FFN tensors per routed copy."""
+    model = Decoder.of(model)
+    c = model.config
     s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
     sbh = s * b * h
-    f_ratio = model.ffn_size / (4 * h)  # Korthikanti's 8 + 8 are FFN = 4h tensors
     if plan.recompute == "full":
         return 2 * sbh / (t if plan.sequence_parallel else 1)
     r = scheme.saved_linear_input_bytes / 2
+    m = c.mla
+    dq, dv = (c.head_dim, c.head_dim) if m is None else (m.qk_head_dim, m.v_head_dim)
+    kv = model.kv_heads
+    qkv = 2 * (a * dq + kv * dq + kv * dv) / h  # Korthikanti's Q and K 4, V 2 for MHA
+    fc_out = 16 if c.mlp is not MlpKind.GELU else 8  # fc1 outputs (gate and up: twice)
+    if moe:
+        e = c.moe
+        ffn = e.top_k * e.expert_ffn_size + e.n_shared_experts * e.expert_ffn_size
+        routed = 2 * r * e.top_k  # the permuted copies of the input, one per chosen expert
+    else:
+        ffn, routed = model.ffn_size, 0
+    f_ratio = ffn / (4 * h)  # Korthikanti's 8 + 8 are FFN = 4h tensors
     replicated = 4 + 2 + 2 * r + 2 * r
-    split = 4 + 2 + 2 * r + f_ratio * (8 + 8 * r)
+    if routed:
+        replicated += routed
+    split = qkv + 2 * r * (a * dv / h) + f_ratio * (fc_out + 8 * r)
     scores = 0.0 if (plan.recompute == "selective" or model.flash_attention) else 5 * a * s / h
     if plan.sequence_parallel:
         return sbh * (replicated + split + scores) / t
     return sbh * (replicated + (split + scores) / t)
 
 
-def in_flight_layers(model: GptConfig, plan: Plan) -> float:
-    """Layers' worth of micro-batch activations the first stage holds at its peak."""
+def in_flight_layers(model: GptConfig | Decoder, plan: Plan) -> float:
+    """Layers' worth of micro-batch activations the largest stage holds at its peak."""
+    model = Decoder.of(model)
     p, v = plan.pp, plan.interleave
-    per_stage = model.layers / p
+    per_stage = sum(max(model.stage_layers(p)))
     in_flight = min(p, plan.n_micro)
     factor = 1 + (p - 1) / (p * v) if v > 1 else 1.0
     return per_stage * in_flight * factor
@@ -174,23 +232,35 @@ def model_state_bytes(counts: ParamCounts, scheme: StateFormats, zero: int, dp: 
     return w, g, o
 
 
-def memory(model: GptConfig, plan: Plan, scheme: StateFormats, reserve_bytes: float = 0.0
-           ) -> Memory:
-    """Memory per GPU: model states after ZeRO sharding and activations of the first stage,
-    plus ``reserve_bytes`` outside the tensors (``LlmParams.memory_reserve_GiB``)."""
+def memory(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats,
+           reserve_bytes: float = 0.0) -> Memory:
+    """Memory per GPU: model states after ZeRO sharding (routed experts over the ``dp / ep``
+    ranks that share them) and activations of the largest stage, plus ``reserve_bytes``
+    outside the tensors (``LlmParams.memory_reserve_GiB``)."""
+    model = Decoder.of(model)
     plan.check_model(model)
-    n = stage_params(model, plan)
-    lin = stage_linear_params(model, plan)
-    w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin), scheme, plan.zero,
+    stage, (n, lin, ex, _) = _largest_stage(model, plan)
+    w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin - ex), scheme, plan.zero,
                                 plan.dp)
-    act = activation_bytes_per_layer(model, plan, scheme) * in_flight_layers(model, plan)
+    if ex:
+        we, ge, oe = model_state_bytes(ParamCounts(linear=ex, rest=0.0), scheme, plan.zero,
+                                       plan.dp // plan.ep)
+        w, g, o = w + we, g + ge, o + oe
+    dense, moe = model.stage_layers(plan.pp)[stage]
+    per_layer = activation_bytes_per_layer(model, plan, scheme)
+    if moe:
+        per_layer = (dense * per_layer + moe * activation_bytes_per_layer(
+            model, plan, scheme, moe=True)) / (dense + moe)
+    act = per_layer * in_flight_layers(model, plan)
     if plan.recompute == "full":
         # the layer being recomputed holds its full activations once, during its backward
-        act += activation_bytes_per_layer(model, replace(plan, recompute="none"), scheme)
+        act += activation_bytes_per_layer(model, replace(plan, recompute="none"), scheme,
+                                          moe=moe > 0)
     # embedding dropout mask (1 byte per element) of each in-flight micro-batch
     act += model.seq * plan.micro_batch * model.hidden * min(plan.pp, plan.n_micro) / (
         plan.tp if plan.sequence_parallel else 1)
     if plan.pp == 1:  # the loss on the same stage
         act += model.seq * plan.micro_batch * model.vocab / plan.tp * LOGIT_BYTES
     return Memory(params=n, linear_params=lin, weights_bytes=w, grads_bytes=g,
-                  optimizer_bytes=o, activations_bytes=act, reserve_bytes=reserve_bytes)
+                  optimizer_bytes=o, activations_bytes=act, reserve_bytes=reserve_bytes,
+                  expert_params=ex)

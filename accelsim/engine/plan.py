@@ -5,10 +5,14 @@ parameters of the LLM timing model."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from accelsim.arch.schemes import OPTIMIZERS
 from accelsim.engine.stack import MEGATRON, Stack
 from accelsim.workload.gpt import GptConfig
+
+if TYPE_CHECKING:
+    from accelsim.engine.decoder import Decoder
 from accelsim.errors import InputError
 
 RECOMPUTE = ("none", "selective", "full")
@@ -27,6 +31,9 @@ class Plan:
     ``optimizer``: ``adamw`` (default, as Megatron-LM trains), ``sgd-momentum`` or ``sgd``; with
     the scheme it fixes the formats of every training state
     (:meth:`accelsim.arch.Scheme.formats`).
+    ``ep``: expert-parallel GPUs (mixture-of-experts models): the routed experts are split over
+    ``ep`` data-parallel ranks, which exchange tokens by all-to-all; expert gradients are reduced
+    over the ``dp / ep`` ranks that hold the same experts (Megatron-Core's expert parallelism).
     ``grad_accumulation_fusion``: the weight-gradient GEMM accumulates into the main-gradient
     buffer in its epilogue (Megatron's default); off (``--no-gradient-accumulation-fusion``, as
     FP8-LM's public scripts run), every micro-batch writes its 16-bit weight gradient and a
@@ -45,9 +52,10 @@ class Plan:
     overlap_grad_reduce: bool = False
     grad_accumulation_fusion: bool = True
     optimizer: str = "adamw"
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave"):
+        for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave", "ep"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InputError(f"plan {f} must be an integer >= 1, got {v!r}")
@@ -62,6 +70,9 @@ class Plan:
         if self.global_batch % (self.micro_batch * self.dp):
             raise InputError(f"global batch {self.global_batch} is not a multiple of "
                              f"micro-batch x dp = {self.micro_batch} x {self.dp}")
+        if self.dp % self.ep:
+            raise InputError(f"ep {self.ep} must divide dp {self.dp} (experts are split over "
+                             "data-parallel ranks)")
         if self.interleave > 1 and self.pp == 1:
             raise InputError(f"interleave {self.interleave} needs pipeline parallelism (pp > 1)")
         if self.interleave > 1 and self.n_micro % self.pp:
@@ -77,19 +88,25 @@ class Plan:
         """Micro-batches per pipeline per iteration."""
         return self.global_batch // (self.micro_batch * self.dp)
 
-    def check_model(self, model: GptConfig) -> None:
-        """Raise ValueError when ``model`` cannot be split this way (invalid, not infeasible)."""
+    def check_model(self, model: GptConfig | Decoder) -> None:
+        """Raise InputError when ``model`` cannot be split this way (invalid, not infeasible).
+        Layers need not divide evenly over plain 1F1B stages (Megatron-Core's uneven
+        pipeline split: the first stages take one more); interleaved chunks must be equal."""
+        from accelsim.engine.decoder import Decoder
+
+        model = Decoder.of(model)
         if model.heads % self.tp:
             raise InputError(f"heads {model.heads} not divisible by tp {self.tp}")
         if model.ffn_size % self.tp:
             raise InputError(f"ffn {model.ffn_size} not divisible by tp {self.tp}")
-        if model.layers % (self.pp * self.interleave):
+        if model.layers < self.pp or (
+                self.interleave > 1 and model.layers % (self.pp * self.interleave)):
             raise InputError(f"layers {model.layers} not divisible by pp x interleave = "
                              f"{self.pp} x {self.interleave}")
         if self.sequence_parallel and model.seq % self.tp:
             raise InputError(f"sequence parallelism needs seq {model.seq} divisible by tp "
                              f"{self.tp}")
-
+        model.check_split(self.tp, self.ep)
 
     def check_placement(self, gpus_per_node: int) -> None:
         """Raise ValueError when the tensor-parallel group does not fit in one node of

@@ -22,8 +22,9 @@ from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
-from accelsim.engine import eager
+from accelsim.engine import decoder, eager
 from accelsim.engine.comm import Comm, Fabric, comm
+from accelsim.engine.decoder import Decoder
 from accelsim.engine.memory import GIB, Memory, memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.graph import (
@@ -60,43 +61,26 @@ class OpTime:
     stream: Stream = Stream.COMPUTE
 
 
-def _elementwise_bytes(model: GptConfig, plan: Plan, gp: str) -> float:
-    """HBM bytes of one layer's element-wise kernels per micro-batch, forward (16-bit):
-    LayerNorms 2 x 4, dropout + residual 2 x 7 (replicated over the tensor-parallel ranks unless
-    sequence parallel), bias + GeLU 16 (FFN-sized, split); 8-bit GEMM inputs add their casts
-    (read 2 bytes, write 1 byte per element of the four linear inputs). The score softmax is
-    the attention op's (:attr:`accelsim.engine.graph.AttentionOp.score_bytes`)."""
-    s, b, h, t = model.seq, plan.micro_batch, model.hidden, plan.tp
-    f, T = model.ffn_size, model.seq * plan.micro_batch
-    sbh = s * b * h
-    nbytes = 22 * sbh / (t if plan.sequence_parallel else 1) + 16 * sbh * (f / (4 * h)) / t
-    if OPERAND_BYTES[gp] < 2:  # 8-bit and narrower GEMM inputs are cast from 16 bits
-        nbytes += 3 * T * (2 * h + (h + f) / t)
-    return nbytes
+def layer_ops(model: GptConfig | Decoder, plan: Plan, formats: StateFormats, moe: bool = False
+              ) -> tuple[tuple[GemmOp, ...], AttentionOp, ElementwiseOp, GemmOp]:
+    """The ops of one (dense or MoE) layer on one GPU and one micro-batch
+    (:func:`accelsim.engine.decoder.layer_ops`: for GPT, Megatron's split QKV (T, 3h/t, h),
+    projection (T, h, h/t), FC1 (T, F/t, h), FC2 (T, h, F/t), T = b s tokens; attention over
+    the GPU's a/t heads), and the LM head (vocabulary-parallel)."""
+    model = Decoder.of(model)
+    T, gp = model.seq * plan.micro_batch, formats.gemm_precision
+    gemms, attn, ew = decoder.layer_ops(model, moe, T, plan.micro_batch, plan.tp, plan.ep,
+                                        plan.sequence_parallel, gp)
+    return gemms, attn, ew, decoder.head_op(model, T, plan.tp, gp)
 
 
-def layer_ops(model: GptConfig, plan: Plan, formats: StateFormats) -> tuple[
-        tuple[GemmOp, ...], AttentionOp, ElementwiseOp, GemmOp]:
-    """The ops of one layer on one GPU and one micro-batch under Megatron's tensor-parallel
-    split (QKV (T, 3h/t, h), projection (T, h, h/t), FC1 (T, F/t, h), FC2 (T, h, F/t), T = b s
-    tokens; attention over the GPU's a/t heads), and the LM head (vocabulary-parallel)."""
-    s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
-    f, T, gp = model.ffn_size, model.seq * plan.micro_batch, formats.gemm_precision
-    linear = (GemmOp("qkv", T, 3 * h // t, h, gp), GemmOp("proj", T, h, h // t, gp),
-              GemmOp("fc1", T, f // t, h, gp), GemmOp("fc2", T, h, f // t, gp))
-    attn = AttentionOp(batch=b, heads=a // t, seq=s, head_dim=model.head_dim,
-                       causal=model.causal, flash=model.flash_attention,
-                       precision=attention_precision(gp))
-    ew = ElementwiseOp("elementwise", _elementwise_bytes(model, plan, gp))
-    head = GemmOp("lm_head", T, -(-model.vocab // t), h, gp)
-    return linear, attn, ew, head
-
-
-def layer_op_times(model: GptConfig, plan: Plan, formats: StateFormats, system: System,
-                   params: LlmParams) -> tuple[list[OpTime], list[OpTime]]:
+def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats,
+                   system: System, params: LlmParams, moe: bool = False
+                   ) -> tuple[list[OpTime], list[OpTime]]:
     """Per-op times of one layer and of the LM head (with its softmax / cross-entropy passes
     over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch."""
-    linear, attn, ew, head = layer_ops(model, plan, formats)
+    model = Decoder.of(model)
+    linear, attn, ew, head = layer_ops(model, plan, formats, moe)
     stack = params.stack
     bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     gfloor = stack.floor_s(KernelKind.GEMM)
@@ -148,7 +132,7 @@ def _phase_s(rows: list[OpTime], phase: Phase, names: tuple[str, ...] | None = N
 class Prediction:
     """One plan's predicted iteration (all per GPU unless named otherwise)."""
 
-    model: GptConfig
+    model: Decoder
     plan: Plan
     scheme: str
     iteration_time_s: float
@@ -167,25 +151,43 @@ class Prediction:
     head_ops: tuple[OpTime, ...] = ()  # the LM head and loss, one micro-batch
     recompute_s: float = 0.0  # per layer and micro-batch, in the backward pass
     grad_accumulation_s: float = 0.0  # per micro-batch (unfused accumulation)
+    moe_layer_ops: tuple[OpTime, ...] = ()  # one MoE layer, one micro-batch
+    moe_recompute_s: float = 0.0
+    critical_stage: int = 0  # the stage the iteration is timed on (the slowest)
+
+    def _stage_of_layer(self) -> list[int]:
+        p, v, L = self.plan.pp, self.plan.interleave, self.model.layers
+        if v > 1:
+            per_chunk = L // (p * v)
+            return [(i // per_chunk) % p for i in range(L)]
+        out: list[int] = []
+        for stage, (d, m) in enumerate(self.model.stage_layers(p)):
+            out += [stage] * (d + m)
+        return out
 
     def rows(self) -> list[Row]:
         """The breakdown (:mod:`accelsim.engine.trace`): every op of every layer, phase and
         stage over the iteration; the critical path is the first stage's layers plus the LM
         head (the stage the model times), so other stages' layers are not exposed."""
         p, m, v = self.plan, self.plan.n_micro, self.plan.interleave
-        L = self.model.layers
-        per_chunk = L // (p.pp * v)
         cm = self.comm
         out: list[Row] = []
-        for i in range(L):
-            stage = (i // per_chunk) % p.pp
-            on_path = stage == 0
+        for i, stage in enumerate(self._stage_of_layer()):
+            on_path = stage == self.critical_stage
+            moe = self.model.config.is_moe_layer(i)
+            ops = self.moe_layer_ops if moe else self.layer_ops
             pieces = [(o.op, o.phase, o.time_s, o.flops, o.bytes, o.bound, o.stream)
-                      for o in self.layer_ops]
+                      for o in ops]
             pieces += [("tp_comm", Phase.FWD, cm.tp_layer_pass_s, 0.0, 0.0, "comm", Stream.TP),
-                       ("tp_comm", Phase.BWD, cm.tp_layer_bwd_s, 0.0, 0.0, "comm", Stream.TP),
-                       ("recompute", Phase.BWD, self.recompute_s, 0.0, 0.0, "recompute",
-                        Stream.COMPUTE)]
+                       ("tp_comm", Phase.BWD, cm.tp_layer_bwd_s, 0.0, 0.0, "comm", Stream.TP)]
+            if moe:
+                pieces += [("all_to_all", Phase.FWD, cm.ep_layer_pass_s, 0.0, 0.0, "comm",
+                            Stream.TP),
+                           ("all_to_all", Phase.BWD, cm.ep_layer_bwd_s, 0.0, 0.0, "comm",
+                            Stream.TP)]
+            pieces.append(("recompute", Phase.BWD,
+                           self.moe_recompute_s if moe else self.recompute_s, 0.0, 0.0,
+                           "recompute", Stream.COMPUTE))
             for op, ph, t, fl, by, bound, stream in pieces:
                 if t > 0:
                     out.append(Row(f"layer{i}", op, ph, stage, m, t * m,
@@ -213,18 +215,25 @@ class Prediction:
     def timeline(self) -> Timeline:
         """The iteration on the critical stage as trace events (:mod:`accelsim.engine.trace`)."""
         p, cm = self.plan, self.comm
-        layers = self.model.layers // p.pp
+        dense, moe = self.model.stage_layers(p.pp)[self.critical_stage] if p.interleave == 1 \
+            else (self.model.layers // p.pp, 0)
+        layers = dense + moe
         by_op: dict[tuple[str, Phase], float] = {}
-        for o in self.layer_ops:
-            by_op[(o.op, o.phase)] = by_op.get((o.op, o.phase), 0.0) + layers * o.time_s
+        for ops, n in ((self.layer_ops, dense), (self.moe_layer_ops, moe)):
+            for o in ops if n else ():
+                by_op[(o.op, o.phase)] = by_op.get((o.op, o.phase), 0.0) + n * o.time_s
 
         def pieces(phase: Phase) -> list[tuple[str, float, Stream]]:
             out = [(f"{op} x{layers}", t, Stream.COMPUTE) for (op, ph), t in by_op.items()
                    if ph == phase]
             tp = cm.tp_layer_pass_s if phase == Phase.FWD else cm.tp_layer_bwd_s
             out.append((f"tp_comm x{layers}", layers * tp, Stream.TP))
+            if moe:
+                ep = cm.ep_layer_pass_s if phase == Phase.FWD else cm.ep_layer_bwd_s
+                out.append((f"all_to_all x{moe}", moe * ep, Stream.TP))
             if phase == Phase.BWD:
-                out.append((f"recompute x{layers}", layers * self.recompute_s, Stream.COMPUTE))
+                out.append((f"recompute x{layers}", dense * self.recompute_s
+                            + moe * self.moe_recompute_s, Stream.COMPUTE))
                 out.append(("grad_accumulation", self.grad_accumulation_s, Stream.COMPUTE))
             out += [(o.op, o.time_s, o.stream) for o in self.head_ops if o.phase == phase]
             out.append(("p2p", p.interleave * cm.pp_p2p_s, Stream.PP))
@@ -283,14 +292,16 @@ class Prediction:
             "tp_input_comm_GiB_per_microbatch":
                 self.comm.tp_input_bytes / self.plan.n_micro / GIB,  # FP8-LM Table 7
             "tp_comm_GB": self.comm.tp_bytes / 1e9,
+            "all_to_all_GB": self.comm.ep_bytes / 1e9,  # per iteration, per GPU (MoE, ep > 1)
             "pp_comm_GB": self.comm.pp_bytes / 1e9,
             "pipeline_s": self.pipeline_s,
             "bubble_s": self.bubble_s,
             "dp_comm_s": self.dp_comm_s,
             "optimizer_s": self.optimizer_s,
             "params": self.model.n_params,
-            "active_params": self.model.n_params,  # a dense GPT: every parameter per token
-            "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp,
+            "active_params": self.model.n_active_params,
+            "model": self.model.name,
+            "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep,
             "micro_batch": p.micro_batch, "global_batch": p.global_batch,
             "interleave": p.interleave, "recompute": p.recompute,
             "sequence_parallel": p.sequence_parallel, "zero": p.zero,
@@ -322,18 +333,21 @@ def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float
     return param_bytes(mem.counts, scheme, per_param) / shard
 
 
-def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
+def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system: System,
             params: LlmParams = LlmParams(), *, engine: str = "analytic") -> Prediction:
-    """Predict one training iteration of ``model`` under ``plan`` on nodes like ``system``;
-    ``scheme`` (a name of the one registry, :mod:`accelsim.arch.schemes`) and the plan's
-    optimizer fix every state format; ``engine`` times the collectives (``analytic`` closed
-    form, or netsim's ``des``)."""
+    """Predict one training iteration of ``model`` (a GPT, or any
+    :class:`~accelsim.engine.decoder.Decoder`: GQA, SwiGLU, MoE with expert parallelism, MLA)
+    under ``plan`` on nodes like ``system``; ``scheme`` (a name of the one registry,
+    :mod:`accelsim.arch.schemes`) and the plan's optimizer fix every state format; ``engine``
+    times the collectives (``analytic`` closed form, or netsim's ``des``). The iteration is
+    timed on the slowest pipeline stage (its dense and MoE layers)."""
+    model = Decoder.of(model)
     sc = get_scheme(scheme).formats(plan.optimizer)
     plan.check_model(model)
     plan.check_placement(system.chips)
     name = sc.name
     if not params.stack.fused:  # eager PyTorch (accelsim.engine.eager): one GPU or DDP
-        eager.check_plan(plan, sc)
+        eager.check_plan(model, plan, sc)
         if params.stack.autocast:
             sc = eager.autocast_formats(sc, plan.optimizer)
     if params.stack.attention is AttentionKernel.FLASH:
@@ -348,20 +362,40 @@ def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
                                                                     sc.gemm_precision))
     cm = comm(model, plan, sc, fabric, mem)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
-    layers = model.layers // plan.pp
-    f_layer = _phase_s(lrows, Phase.FWD) + cm.tp_layer_pass_s
-    b_layer = _phase_s(lrows, Phase.BWD) + cm.tp_layer_bwd_s
-    if plan.recompute == "full":
-        recompute = f_layer
-    elif plan.recompute == "selective":
-        recompute = _phase_s(lrows, Phase.FWD, ("attention",))
-    else:
-        recompute = 0.0
+    mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
+        else []
+
+    def per_layer(rows: list[OpTime], a2a_f: float, a2a_b: float) -> tuple[float, float, float]:
+        f = _phase_s(rows, Phase.FWD) + cm.tp_layer_pass_s
+        b = _phase_s(rows, Phase.BWD) + cm.tp_layer_bwd_s
+        if a2a_f or a2a_b:
+            f, b = f + a2a_f, b + a2a_b
+        if plan.recompute == "full":
+            rec = f
+        elif plan.recompute == "selective":
+            rec = _phase_s(rows, Phase.FWD, ("attention",))
+        else:
+            rec = 0.0
+        return f, b, rec
+
+    f_d, b_d, rec_d = per_layer(lrows, 0.0, 0.0)
+    f_m, b_m, rec_m = per_layer(mrows, cm.ep_layer_pass_s, cm.ep_layer_bwd_s) if mrows \
+        else (0.0, 0.0, 0.0)
+    stages = model.stage_layers(plan.pp) if plan.interleave == 1 else \
+        [(model.layers // plan.pp, 0)] * plan.pp
+    cost = [d * (f_d + b_d + rec_d) + (m * (f_m + b_m + rec_m) if m else 0.0)
+            for d, m in stages]
+    critical = cost.index(max(cost))
+    dense, moe = stages[critical]
+
+    def stage_sum(d_val: float, m_val: float) -> float:
+        return d_val * dense + (m_val * moe if moe else 0.0) if dense else m_val * moe
+
     v = plan.interleave
     hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     accumulate = grad_accumulation_s(mem, plan, sc, hbm)
-    fwd = layers * f_layer + _phase_s(hrows, Phase.FWD) + v * cm.pp_p2p_s
-    bwd = layers * (b_layer + recompute) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
+    fwd = stage_sum(f_d, f_m) + _phase_s(hrows, Phase.FWD) + v * cm.pp_p2p_s
+    bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
         + accumulate
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
     opt_s = optimizer_step_bytes(mem, plan, sc) / hbm
@@ -371,17 +405,16 @@ def predict(model: GptConfig, plan: Plan, scheme: Scheme | str, system: System,
     total = pipeline + dp_exposed + opt_s
     B = plan.global_batch
     mflops = model.model_flops(B)
-    fwd_flops = mflops / 3
     extra = 0.0
     if plan.recompute == "full":
-        extra = fwd_flops - 2 * B * model.seq * model.hidden * model.vocab  # no head recompute
+        extra = mflops / 3 - model.head_flops(B)  # no head recompute
     elif plan.recompute == "selective":
-        extra = 2 * B * model.heads * 2 * model.seq ** 2 * model.head_dim \
-            * model.attention_fraction * model.layers
+        extra = model.attention_flops(B)
     return Prediction(
         model=model, plan=plan, scheme=name, iteration_time_s=total, pipeline_s=pipeline,
         bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
         model_flops=mflops, hardware_flops=mflops + extra,
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
-        recompute_s=recompute, grad_accumulation_s=accumulate)
+        recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
+        moe_recompute_s=rec_m, critical_stage=critical)

@@ -1,14 +1,16 @@
 """ONNX graphs -> :class:`~accelsim.workload.Workload` (explicit per-layer shapes), through the same
 strict builder as ``workloads/*.toml`` (:func:`accelsim.workload.workload_from_dict`).
 
-Needs the optional ``onnx`` package (``pip install accelsim[onnx]``). Shapes come from ONNX shape
+Needs the optional ``onnx`` package (``pip install 'accelsim[onnx]'``; without it an
+:class:`~accelsim.errors.InputError` says so). Shapes come from ONNX shape
 inference with the batch dimension (dimension 0 of every graph input) set to ``batch``; layers
 are per sample, as in a TOML workload. Mapped ops: Gemm and MatMul with a constant weight ->
 ``linear`` (a following Add of a constant vector becomes its bias), MatMul of two activations
 -> ``matmul`` (attention's Q.K^T and P.V), Conv (2-D, no dilation, symmetric padding) ->
 ``conv``, Gather from a constant table -> ``embedding``, MaxPool / AveragePool /
-GlobalAveragePool, BatchNormalization, LayerNormalization, Relu, Gelu, Tanh, Softmax, Add.
-Reshaping ops (Flatten, Reshape, Transpose, ...) move no arithmetic and are skipped. Any other
+GlobalAveragePool, BatchNormalization, LayerNormalization, Relu, Gelu, Tanh, Softmax, Add; a
+Mul / Div of a GEMM's output by a constant scalar (attention's 1/sqrt(d)) is folded into that
+GEMM's epilogue, as fused attention kernels apply it. Reshaping ops (Flatten, Reshape, Transpose, ...) move no arithmetic and are skipped. Any other
 op is a :class:`ConfigError` naming the node and the op.
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.arch.config import ABSENT, ConfigError
+from accelsim.errors import InputError
 from accelsim.workload.loader import workload_from_dict
 from accelsim.workload.model import Workload
 
@@ -27,16 +30,23 @@ SKIPPED_OPS = frozenset({"Flatten", "Reshape", "Transpose", "Identity", "Dropout
                          "Unsqueeze", "Constant", "Shape", "Cast"})
 _ELEMENTWISE = {"Relu": "relu", "Gelu": "gelu", "Tanh": "tanh", "Softmax": "softmax",
                 "LayerNormalization": "layernorm", "BatchNormalization": "batchnorm"}
-SUPPORTED_OPS = frozenset({"Gemm", "MatMul", "Conv", "Gather", "Add", "MaxPool", "AveragePool",
-                           "GlobalAveragePool"} | _ELEMENTWISE.keys() | SKIPPED_OPS)
+#: GEMM ops whose output a constant scalar scale can be folded into (the epilogue)
+_GEMM_OPS = frozenset({"Gemm", "MatMul", "Conv"})
+SUPPORTED_OPS = frozenset({"Gemm", "MatMul", "Conv", "Gather", "Add", "Mul", "Div", "MaxPool",
+                           "AveragePool", "GlobalAveragePool"} | _ELEMENTWISE.keys() | SKIPPED_OPS)
+
+
+#: the one message for an ONNX import without the onnx extra
+ONNX_MISSING = ("ONNX import needs the optional 'onnx' package, which is not installed: "
+                "pip install 'accelsim[onnx]'")
 
 
 def _onnx():
     try:
         import onnx
     except ImportError:
-        raise ImportError("ONNX import needs the optional 'onnx' package: "
-                          "pip install 'accelsim[onnx]'") from None
+        # the user's environment, not a bug: the CLI prints the family as one line (exit 2)
+        raise InputError(ONNX_MISSING) from None
     return onnx
 
 
@@ -46,6 +56,13 @@ class _Graph:
         self.file = file
         g = model.graph
         self.init = {t.name: tuple(t.dims) for t in g.initializer}
+        for n in g.node:  # Constant nodes are initializers written as ops
+            if n.op_type == "Constant" and n.output:
+                v = {a.name: a for a in n.attribute}
+                if "value" in v:
+                    self.init[n.output[0]] = tuple(v["value"].t.dims)
+                elif "value_float" in v or "value_int" in v:
+                    self.init[n.output[0]] = ()
         for inp in g.input:
             if inp.name in self.init:
                 continue
@@ -70,7 +87,9 @@ class _Graph:
                                         for d in dims)
         self.nodes = list(inferred.graph.node)
         self.consumers: dict[str, list[int]] = {}
+        self.producer: dict[str, int] = {}
         for i, n in enumerate(self.nodes):
+            self.producer.update((y, i) for y in n.output)
             for x in n.input:
                 self.consumers.setdefault(x, []).append(i)
         self.batch = batch
@@ -122,6 +141,20 @@ def _bias_add(g: _Graph, out: str, n_out: int) -> int | None:
     if len(other) == 1 and other[0] in g.init and math.prod(g.init[other[0]]) == n_out:
         return users[0]
     return None
+
+
+def _folded_scale(g: _Graph, node) -> bool:
+    """A Mul / Div of a GEMM's output by a constant scalar: the score scaling of attention,
+    which fused kernels apply in the GEMM epilogue (no pass over memory of its own)."""
+    if len(node.input) != 2:
+        return False
+    x, c = node.input
+    if node.op_type == "Mul" and x in g.init:
+        x, c = c, x
+    if c not in g.init or math.prod(g.init[c]) != 1:
+        return False
+    src = g.producer.get(x)
+    return src is not None and g.nodes[src].op_type in _GEMM_OPS
 
 
 def _layers(g: _Graph) -> list[dict]:
@@ -192,6 +225,13 @@ def _layers(g: _Graph) -> list[dict]:
             idx = g.shape(node.input[1], where)
             layer.update(kind="embedding", vocab=table[0], dim=table[1],
                          tokens=g.per_sample(math.prod(idx), where))
+        elif op in ("Mul", "Div"):
+            if not _folded_scale(g, node):
+                raise ConfigError(g.file, where, op,
+                                  f"{op} is supported only as a scale by a constant scalar of a "
+                                  "MatMul/Gemm/Conv output (attention's 1/sqrt(d)), folded "
+                                  "into that GEMM")
+            continue
         elif op == "Add":
             layer.update(kind="add", shape=list(y[1:]))
         else:

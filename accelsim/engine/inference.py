@@ -1,0 +1,400 @@
+"""LLM inference on the one execution model: prefill, decode steps over a KV cache, whole
+requests and a batch x context sweep (``accelsim infer``).
+
+A forward pass is the training path's lowering (:mod:`accelsim.engine.decoder`) run once, no
+backward: per layer the linear GEMMs of ``M`` = the tokens of the pass (prefill: ``B x T``;
+decode: ``B``, one per sequence), attention, the element-wise kernels and the tensor-parallel
+all-reduces (two per layer, Megatron's split), expert-parallel all-to-alls for MoE layers, and
+the LM head for the last token of each sequence only (as vLLM and TensorRT-LLM compute
+logits). Every GEMM is perf's one kernel formula (:func:`accelsim.perf.gemm.gemm_time`: tiles,
+waves, the memory-bound weight stream of a skinny decode GEMM, the per-kernel fixed time).
+
+* **prefill** attention is :class:`~accelsim.engine.graph.AttentionOp` with a flash kernel over
+  the prompt (causal);
+* **decode** attention (:class:`CachedAttention`) reads the KV cache of ``context`` tokens
+  (flash-decoding style: one pass over the cache, split over the sequence) -- the larger of its
+  FLOPs at the tensor-core rate and its bytes at the fitted streaming efficiency of perf
+  (:data:`accelsim.perf.gemm.FITTED`), plus one kernel's fixed time;
+* the element-wise work of a layer runs as :data:`ELEMENTWISE_KERNELS` kernels (vLLM's
+  ``LlamaDecoderLayer``: two fused residual-add + RMSNorm kernels, the rotary embedding, the
+  fused SiLU-and-mul; learned positions add no rotary kernel), each its bytes at the fitted
+  streaming efficiency plus the chip's per-kernel fixed time.
+
+Pipeline stages run one after another for one batch (no decode micro-batching: the latency of
+a step, and its throughput). Memory per GPU: weights at the scheme's GEMM operand bytes (block
+scales included; embeddings and norms 16-bit), the KV cache at ``kv_dtype`` (split over the
+tensor-parallel ranks by KV head, replicated when ``kv_heads < tp``; MLA's latent cache whole),
+plus ``reserve_GiB``; activations of a forward pass are not held across steps and not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelsim.arch import System
+from accelsim.arch.model import OPERAND_BYTES
+from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.engine import decoder
+from accelsim.engine.comm import Fabric
+from accelsim.engine.decoder import Decoder
+from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_parts,
+                                   attention_precision, gemm_s, gemm_timed)
+from accelsim.engine.plan import LlmParams
+from accelsim.engine.trace import Row, Timeline
+from accelsim.errors import InputError
+from accelsim.perf.gemm import FITTED
+from accelsim.workload.transformer import PositionKind
+
+GIB = 2 ** 30
+#: bytes per cached element by KV-cache dtype
+KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+#: element-wise kernels per decoder layer outside GEMMs and attention (vLLM LlamaDecoderLayer:
+#: input and post-attention fused_add_rms_norm, rotary_emb, SiluAndMul); rotary adds one
+ELEMENTWISE_KERNELS = 3
+
+
+@dataclass(frozen=True)
+class InferencePlan:
+    """``tp`` tensor-parallel GPUs per stage x ``pp`` stages; ``ep``: 1, or the ``tp`` GPUs
+    of a stage hold whole experts instead of slices of every expert (vLLM's
+    ``--enable-expert-parallel``); ``kv_dtype`` the KV-cache element type."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    kv_dtype: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for f in ("tp", "pp", "ep"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"inference plan {f} must be an integer >= 1, got {v!r}")
+        if self.ep not in (1, self.tp):
+            raise InputError(f"ep {self.ep} must be 1 or tp ({self.tp}): experts are spread "
+                             "over a stage's tensor-parallel GPUs")
+        if self.kv_dtype not in KV_BYTES:
+            raise InputError(f"kv dtype must be one of {', '.join(KV_BYTES)}, "
+                             f"got {self.kv_dtype!r}")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    def check(self, model: Decoder, gpus_per_node: int) -> None:
+        if model.heads % self.tp:
+            raise InputError(f"heads {model.heads} not divisible by tp {self.tp}")
+        if model.ffn_size % self.tp:
+            raise InputError(f"ffn {model.ffn_size} not divisible by tp {self.tp}")
+        if model.layers < self.pp:
+            raise InputError(f"{model.layers} layers cannot fill pp {self.pp} stages")
+        if self.tp > gpus_per_node or gpus_per_node % self.tp:
+            raise InputError(f"tp {self.tp} must divide the {gpus_per_node} GPUs of a node")
+        model.check_split(1 if self.ep > 1 else self.tp, self.ep)
+
+
+@dataclass(frozen=True)
+class CachedAttention:
+    """One decode step's attention of ``batch`` sequences over a cache of ``context`` tokens:
+    ``heads`` query heads, ``kv_heads`` cached heads of ``head_dim`` (``latent``: MLA's
+    compressed cache of that many elements per token, shared by all heads)."""
+
+    batch: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    context: int
+    kv_bytes: float
+    latent: int = 0
+    v_dim: int = 0
+
+    @property
+    def flops(self) -> float:
+        if self.latent:  # absorbed MLA: scores over the latent + rope, values over the latent
+            return 2.0 * self.batch * self.heads * self.context * (self.latent + self.v_dim)
+        return 4.0 * self.batch * self.heads * self.context * self.head_dim
+
+    @property
+    def bytes(self) -> float:
+        per_token = self.latent if self.latent else 2 * self.kv_heads * self.head_dim
+        return self.batch * self.context * per_token * self.kv_bytes
+
+
+@dataclass(frozen=True)
+class OpCost:
+    op: str
+    time_s: float
+    flops: float
+    bytes: float
+    bound: str
+    stream: Stream = Stream.COMPUTE
+
+
+def cached_attention(model: Decoder, plan: InferencePlan, batch: int, context: int
+                     ) -> CachedAttention:
+    """The decode attention of one GPU: its ``heads / tp`` query heads over the cache of
+    ``context`` tokens (a sliding window keeps at most that many)."""
+    c, t = model.config, plan.tp
+    w = c.sliding_window
+    ctx = context if w is None else min(context, w)
+    kvb = KV_BYTES[plan.kv_dtype]
+    if c.mla is not None:
+        return CachedAttention(batch, model.heads // t, 1, model.head_dim, ctx, kvb,
+                               latent=c.mla.kv_lora_rank + c.mla.qk_rope_head_dim,
+                               v_dim=c.mla.kv_lora_rank)
+    return CachedAttention(batch, model.heads // t, max(1, model.kv_heads // t), c.head_dim,
+                           ctx, kvb)
+
+
+def _kernel_s(system: System, flops: float, nbytes: float, precision: str) -> tuple[float, str]:
+    """A fused kernel: its FLOPs at the chip's peak for ``precision`` or its bytes at perf's
+    fitted streaming efficiency, whichever is longer, plus the per-kernel fixed time."""
+    c = flops / (system.chip.peak_flops(precision) * FITTED.array_efficiency)
+    m = nbytes / (system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency)
+    return system.chip.kernel_launch_s + max(c, m), "compute" if c > m else "memory"
+
+
+def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: InferencePlan,
+           gp: str, batch: int, new_tokens: int, context: int) -> list[OpCost]:
+    """One layer's ops on one GPU for ``batch`` sequences each adding ``new_tokens`` tokens
+    (prefill: the prompt; decode: 1) to a cache of ``context`` tokens (decode)."""
+    t, ep = plan.tp, plan.ep
+    T = batch * new_tokens
+    out: list[OpCost] = []
+    etp = 1 if ep > 1 else t
+    for g in decoder.layer_gemms(model, moe, T, t, ep, gp, etp=etp, group_tokens=T):
+        gt = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count)
+        out.append(OpCost(g.name, gemm_s(system, g), g.flops, g.bytes, gt.bound))
+    ap = attention_precision(gp)
+    kv = model.kv_heads
+    if new_tokens > 1:  # prefill: flash attention over the prompt
+        attn = AttentionOp(batch=batch, heads=model.heads // t, seq=new_tokens,
+                           head_dim=model.head_dim, kv_heads=max(1, kv // t), causal=True,
+                           flash=True, precision=ap)
+        bw = system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency
+        f, _, bound = attention_parts(system, attn, bw)
+        out.append(OpCost("attention", f, attn.flops, attn.bytes, bound))
+    else:
+        ca = cached_attention(model, plan, batch, context)
+        s, bound = _kernel_s(system, ca.flops, ca.bytes, ap)
+        out.append(OpCost("attention", s, ca.flops, ca.bytes, bound))
+    ew = decoder.elementwise_bytes(model, moe, T, t, False, (), "bf16")
+    kernels = ELEMENTWISE_KERNELS + (model.config.positions is PositionKind.ROTARY)
+    s = kernels * system.chip.kernel_launch_s + ew / (
+        system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency)
+    out.append(OpCost("elementwise", s, 0.0, ew, "memory"))
+    red = T * model.hidden * 2  # a 16-bit s x b x h activation
+    ar = fabric.collective_s("all-reduce", red, t, 1)
+    if ar:
+        out.append(OpCost("tp_comm", 2 * ar, 0.0, 2 * red, "comm", Stream.TP))
+    if moe and ep > 1:
+        elems = decoder.a2a_elements(model, T, ep)
+        a2a = 2 * fabric.all_to_all_s(2 * elems, ep, 1)
+        out.append(OpCost("all_to_all", a2a, 0.0, 4 * elems, "comm", Stream.TP))
+    return out
+
+
+@dataclass(frozen=True)
+class PassTime:
+    """One forward pass (a prefill or a decode step) over every layer on the critical path."""
+
+    kind: str  # "prefill" or "decode"
+    layers: tuple[tuple[int, tuple[OpCost, ...]], ...]  # (count, ops of one such layer)
+    head: tuple[OpCost, ...]
+    p2p_s: float
+
+    @property
+    def time_s(self) -> float:
+        return (sum(n * o.time_s for n, ops in self.layers for o in ops)
+                + sum(o.time_s for o in self.head) + self.p2p_s)
+
+    def rows(self, steps: int = 1) -> list[Row]:
+        out = []
+        for n, ops in self.layers:
+            for o in ops:
+                out.append(Row(f"{self.kind} x{n} layers", o.op, Phase.FWD, 0, n * steps,
+                               n * steps * o.time_s, n * steps * o.time_s, n * steps * o.flops,
+                               n * steps * o.bytes, o.bound, o.stream))
+        for o in self.head:
+            out.append(Row(f"{self.kind} head", o.op, Phase.FWD, 0, steps, steps * o.time_s,
+                           steps * o.time_s, steps * o.flops, steps * o.bytes, o.bound,
+                           o.stream))
+        if self.p2p_s:
+            out.append(Row(self.kind, "p2p", Phase.FWD, 0, steps, steps * self.p2p_s,
+                           steps * self.p2p_s, 0.0, 0.0, "comm", Stream.PP))
+        return out
+
+
+def forward_pass(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,
+                 gp: str, batch: int, new_tokens: int, context: int = 0) -> PassTime:
+    """Time of one forward pass of ``batch`` sequences adding ``new_tokens`` each."""
+    n_moe = model.config.n_moe_layers
+    kinds = []
+    if model.layers - n_moe:
+        kinds.append((model.layers - n_moe, tuple(_layer(model, False, system, fabric, plan, gp,
+                                                         batch, new_tokens, context))))
+    if n_moe:
+        kinds.append((n_moe, tuple(_layer(model, True, system, fabric, plan, gp, batch,
+                                          new_tokens, context))))
+    head = decoder.head_op(model, batch, plan.tp, gp)
+    ht = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count)
+    heads = (OpCost("lm_head", gemm_s(system, head), head.flops, head.bytes, ht.bound),)
+    act = batch * new_tokens * model.hidden * 2
+    across = plan.tp * plan.pp > fabric.gpus_per_node
+    p2p = (plan.pp - 1) * fabric.p2p_s(act, across) if plan.pp > 1 else 0.0
+    return PassTime("prefill" if new_tokens > 1 else "decode", tuple(kinds), heads, p2p)
+
+
+def weight_bytes_per_gpu(model: Decoder, plan: InferencePlan, gp: str) -> float:
+    """Weights of the largest pipeline stage on one GPU: linear weight matrices at the GEMM
+    operand bytes (block scales included), the rest (embeddings, norms, biases) 16-bit."""
+    t = plan.tp
+    wb = OPERAND_BYTES[gp]
+    best = 0.0
+    for i, (dense, moe) in enumerate(model.stage_layers(plan.pp)):
+        nbytes = 0.0
+        for count, is_moe in ((dense, False), (moe, True)):
+            if not count:
+                continue
+            split, split_lin, rep_lin, expert, total = model.layer_param_split(is_moe)
+            lin = split_lin / t + rep_lin + expert / t  # experts: sliced or whole, 1/t each
+            other = split / t + (total - split - expert) - split_lin / t - rep_lin
+            nbytes += count * (lin * wb + max(other, 0.0) * 2)
+        h = model.hidden
+        if i == 0:
+            nbytes += (model.vocab * h / t + model.n_positions * h) * 2
+        if i == plan.pp - 1:
+            head = 0 if model.config.tied_embeddings else model.vocab * h / t
+            nbytes += head * wb + model.config.head_ops()[0].params * 2
+        best = max(best, nbytes)
+    return best
+
+
+def kv_cache_bytes_per_gpu(model: Decoder, plan: InferencePlan, batch: int, context: int
+                           ) -> float:
+    """KV cache of ``batch`` sequences of ``context`` tokens on one GPU of the largest stage."""
+    c = model.config
+    w = c.sliding_window
+    ctx = context if w is None else min(context, w)
+    layers = max(sum(s) for s in model.stage_layers(plan.pp))
+    if c.mla is not None:
+        per_layer = c.mla.kv_lora_rank + c.mla.qk_rope_head_dim
+    else:
+        per_layer = 2 * max(1, model.kv_heads // plan.tp) * c.head_dim
+    return batch * ctx * layers * per_layer * KV_BYTES[plan.kv_dtype]
+
+
+@dataclass(frozen=True)
+class InferenceResult:
+    model: Decoder
+    plan: InferencePlan
+    scheme: str
+    batch: int
+    prefill: PassTime | None
+    decode: PassTime | None  # the step at --context
+    prompt: int
+    context: int
+    output_tokens: int
+    request_latency_s: float | None
+    weights_bytes: float
+    kv_cache_bytes: float
+    reserve_bytes: float
+
+    @property
+    def memory_GiB_per_gpu(self) -> float:
+        return (self.weights_bytes + self.kv_cache_bytes + self.reserve_bytes) / GIB
+
+    def as_dict(self) -> dict:
+        d: dict = {"model": self.model.name, "params": self.model.n_params,
+                   "active_params": self.model.n_active_params, "scheme": self.scheme,
+                   "batch": self.batch, "tp": self.plan.tp, "pp": self.plan.pp,
+                   "ep": self.plan.ep, "gpus": self.plan.gpus, "kv_dtype": self.plan.kv_dtype}
+        if self.prefill is not None:
+            d.update(prompt_tokens=self.prompt, prefill_s=self.prefill.time_s,
+                     time_to_first_token_s=self.prefill.time_s,
+                     prefill_tokens_per_s=self.batch * self.prompt / self.prefill.time_s)
+        if self.decode is not None:
+            d.update(context_tokens=self.context, decode_step_s=self.decode.time_s,
+                     decode_tokens_per_s=self.batch / self.decode.time_s)
+        if self.request_latency_s is not None:
+            d.update(output_tokens=self.output_tokens, request_latency_s=self.request_latency_s,
+                     end_to_end_tokens_per_s=self.batch * self.output_tokens
+                     / self.request_latency_s)
+        d.update(kv_cache_GiB=self.kv_cache_bytes / GIB, weights_GiB=self.weights_bytes / GIB,
+                 memory_reserve_GiB=self.reserve_bytes / GIB,
+                 memory_GiB_per_gpu=self.memory_GiB_per_gpu)
+        return d
+
+    def rows(self) -> list[Row]:
+        out: list[Row] = []
+        if self.prefill is not None:
+            out += self.prefill.rows()
+        if self.decode is not None:
+            out += self.decode.rows()
+        return out
+
+    def timeline(self) -> Timeline:
+        tl = Timeline()
+        for p in (self.prefill, self.decode):
+            if p is None:
+                continue
+            for n, ops in p.layers:
+                for o in ops:
+                    tl.run(f"{p.kind} {o.op} x{n}", n * o.time_s, o.stream)
+            for o in p.head:
+                tl.run(f"{p.kind} {o.op}", o.time_s, o.stream)
+            tl.run(f"{p.kind} p2p", p.p2p_s, Stream.PP)
+        return tl
+
+
+def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: Scheme | str,
+          batch: int, *, prompt: int | None = None, context: int | None = None,
+          output_tokens: int | None = None, params: LlmParams = LlmParams(),
+          reserve_GiB: float = 0.0) -> InferenceResult:
+    """Prefill of ``batch`` prompts of ``prompt`` tokens, one decode step over a cache of
+    ``context`` tokens, and with ``prompt`` and ``output_tokens`` the whole request (the
+    cache growing from ``prompt`` to ``prompt + output_tokens - 1``, each step timed)."""
+    model = Decoder.of(model)
+    if prompt is None and context is None:
+        raise InputError("give a prompt length (prefill) or a context length (decode), or both")
+    for name, v in (("batch", batch), ("prompt", prompt), ("context", context),
+                    ("output_tokens", output_tokens)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+    if output_tokens is not None and prompt is None:
+        raise InputError("output tokens need a prompt length (the request starts with it)")
+    plan.check(model, system.chips)
+    sc = get_scheme(scheme)
+    gp = sc.compute_precision
+    fabric = Fabric.of(system, params)
+    pre = forward_pass(model, system, fabric, plan, gp, batch, prompt, prompt) if prompt \
+        else None
+    dec = forward_pass(model, system, fabric, plan, gp, batch, 1, context) if context else None
+    latency = None
+    if output_tokens is not None:
+        latency = pre.time_s + decode_total_s(model, system, fabric, plan, gp, batch, prompt,
+                                              output_tokens - 1)
+    ctx_mem = max(context or 0, (prompt or 0) + (output_tokens or 0))
+    return InferenceResult(
+        model=model, plan=plan, scheme=sc.name, batch=batch, prefill=pre, decode=dec,
+        prompt=prompt or 0, context=context or 0, output_tokens=output_tokens or 0,
+        request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
+        kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
+        reserve_bytes=reserve_GiB * GIB)
+
+
+def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,
+                   gp: str, batch: int, prompt: int, steps: int) -> float:
+    """Seconds of ``steps`` decode steps after a prefill of ``prompt`` tokens (the first token
+    comes from the prefill): step ``i`` attends ``prompt + i + 1`` cached tokens. Only the
+    attention depends on the context: the rest of a step is timed once."""
+    if steps <= 0:
+        return 0.0
+    first = forward_pass(model, system, fabric, plan, gp, batch, 1, prompt + 1)
+    fixed = first.time_s - sum(n * o.time_s for n, ops in first.layers for o in ops
+                               if o.op == "attention")
+    total = steps * fixed
+    ap = attention_precision(gp)
+    for i in range(steps):
+        ca = cached_attention(model, plan, batch, prompt + i + 1)
+        total += model.layers * _kernel_s(system, ca.flops, ca.bytes, ap)[0]
+    return total

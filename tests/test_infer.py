@@ -1,0 +1,125 @@
+"""LLM inference (accelsim.engine.inference, ``accelsim infer``): memory from the published
+shapes by hand, and the physics bounds every step must respect (a decode step cannot beat
+streaming its weights from HBM; a prefill cannot beat the tensor-core peak)."""
+
+import json
+
+import pytest
+
+from accelsim.arch import build_system
+from accelsim.engine.decoder import Decoder
+from accelsim.engine.inference import InferencePlan, infer
+from accelsim.errors import InputError
+from accelsim.workload.transformer import PRESETS
+
+H100 = build_system("h100-sxm")
+DGX = build_system("dgx-h100")
+LLAMA = Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
+
+
+def test_kv_cache_and_weights_are_the_hand_count():
+    """Llama-3-8B: 32 layers x K and V x 8 KV heads x 128 x 2 bytes per token; bf16 weights
+    2 bytes x 8,030,261,248."""
+    r = infer(LLAMA, H100, InferencePlan(), "bf16", 4, context=1024)
+    assert r.kv_cache_bytes == 4 * 1024 * 32 * 2 * 8 * 128 * 2
+    assert r.weights_bytes == 8_030_261_248 * 2
+    fp8 = infer(LLAMA, H100, InferencePlan(kv_dtype="fp8"), "bf16", 4, context=1024)
+    assert fp8.kv_cache_bytes == r.kv_cache_bytes / 2
+    # tp 8: 8 KV heads, one per GPU; the weights split but for norms (replicated)
+    t8 = infer(LLAMA, DGX, InferencePlan(tp=8), "bf16", 4, context=1024)
+    assert t8.kv_cache_bytes == r.kv_cache_bytes / 8
+    assert r.weights_bytes / 8 < t8.weights_bytes < r.weights_bytes / 8 * 1.001
+
+
+def test_fp8_weights_take_one_byte():
+    r = infer(LLAMA, H100, InferencePlan(), "fp8", 1, context=16)
+    emb = 2 * 128256 * 4096  # input embedding and untied head: the head is a GEMM (fp8)
+    norms = 2 * 4096 * 32 + 4096
+    linear = 8_030_261_248 - emb - norms
+    assert r.weights_bytes == pytest.approx(linear + 128256 * 4096 + 2 * (128256 * 4096 + norms))
+
+
+def test_decode_is_bounded_by_the_weight_stream():
+    """Batch-1 decode reads every weight once: no faster than bytes / peak HBM bandwidth, and
+    near it (within 2x: kernel fixed times and the fitted stream efficiency)."""
+    r = infer(LLAMA, H100, InferencePlan(), "bf16", 1, context=512)
+    floor = r.weights_bytes / H100.chip.memory_bandwidth_Bps
+    assert floor < r.decode.time_s < 2 * floor
+    # memory-bound: 8 sequences cost little more than one
+    r8 = infer(LLAMA, H100, InferencePlan(), "bf16", 8, context=512)
+    assert r8.as_dict()["decode_tokens_per_s"] > 7 * r.as_dict()["decode_tokens_per_s"]
+    # a longer context reads more cache
+    long = infer(LLAMA, H100, InferencePlan(), "bf16", 8, context=8192)
+    assert long.decode.time_s > r8.decode.time_s
+
+
+def test_prefill_is_bounded_by_the_peak():
+    T = 4096
+    r = infer(LLAMA, H100, InferencePlan(), "bf16", 1, prompt=T)
+    flops = PRESETS["llama3-8b"].forward_flops(T) - (T - 1) * 2 * 4096 * 128256  # head: last
+    assert r.prefill.time_s > flops / H100.peak_flops("bf16")
+    assert r.as_dict()["time_to_first_token_s"] == r.prefill.time_s
+
+
+def test_request_latency_adds_every_decode_step():
+    r = infer(LLAMA, H100, InferencePlan(), "bf16", 2, prompt=128, output_tokens=3)
+    steps = [infer(LLAMA, H100, InferencePlan(), "bf16", 2, context=c).decode.time_s
+             for c in (129, 130)]
+    assert r.request_latency_s == pytest.approx(r.prefill.time_s + sum(steps), rel=1e-12)
+    d = r.as_dict()
+    assert d["end_to_end_tokens_per_s"] == pytest.approx(2 * 3 / d["request_latency_s"])
+
+
+def test_moe_decode_reads_only_the_chosen_experts():
+    mix = Decoder(PRESETS["mixtral-8x7b"], 4096, flash_attention=True)
+    one = infer(mix, H100, InferencePlan(), "fp8", 1, context=256)
+    dense_equiv = 12_879_925_248  # active parameters, 1 byte each
+    assert one.decode.time_s < 1.5 * dense_equiv / H100.chip.memory_bandwidth_Bps / 0.78
+    r = infer(mix, DGX, InferencePlan(tp=8, ep=8), "bf16", 8, context=4096)
+    assert any(o.op == "all_to_all" for _, ops in r.decode.layers for o in ops)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(ep=2, tp=4), "ep 2 must be 1 or tp"),
+    (dict(kv_dtype="int3"), "kv dtype must be one of"),
+])
+def test_bad_plan_names_the_value(kw, msg):
+    with pytest.raises(InputError, match=msg):
+        InferencePlan(**kw)
+
+
+def test_cli(capsys, tmp_path):
+    from accelsim.cli import main
+
+    base = ["infer", "--system", "h100-sxm", "--model", "llama3-8b", "--scheme", "bf16"]
+    assert main([*base, "--batch", "4", "--prompt", "256", "--output-tokens", "8",
+                 "--context", "1024", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for k in ("prefill_s", "time_to_first_token_s", "decode_step_s", "decode_tokens_per_s",
+              "request_latency_s", "end_to_end_tokens_per_s", "kv_cache_GiB",
+              "memory_GiB_per_gpu", "params", "active_params"):
+        assert k in d
+    assert d["params"] == d["active_params"] == 8_030_261_248
+    out = tmp_path / "serve.csv"
+    png = tmp_path / "serve.png"
+    assert main([*base, "--serve", "--batches", "1,8", "--contexts", "512,2048", "--out",
+                 str(out), "--plot", str(png)]) == 0
+    import pandas as pd
+
+    df = pd.read_csv(out)
+    assert len(df) == 4 and png.stat().st_size > 0
+    bd = tmp_path / "bd.csv"
+    assert main([*base, "--batch", "2", "--context", "100", "--breakdown", str(bd)]) == 0
+    rows = pd.read_csv(bd)
+    assert rows["exposed_s"].sum() == pytest.approx(
+        infer(Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True), H100, InferencePlan(),
+              "bf16", 2, context=100).decode.time_s, rel=1e-5)
+    capsys.readouterr()
+    for argv, msg in ((["--batch", "1"], "give --prompt T"),
+                      (["--batch", "1", "--context", "5", "--tp", "2"], "tp 2 must divide the 1 GPUs"),
+                      (["--batch", "1", "--context", "5", "--pp", "2"], "needs a node file"),
+                      (["--batch", "1", "--output-tokens", "4", "--context", "5"],
+                       "--output-tokens needs --prompt")):
+        assert main([*base, *argv]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1
