@@ -398,7 +398,9 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
         + accumulate
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
-    opt_s = optimizer_step_bytes(mem, plan, sc) / hbm
+    # one fused optimizer call: its bytes at the stack's stream bandwidth, at least one call
+    opt_s = max(optimizer_step_bytes(mem, plan, sc) / hbm,
+                params.stack.floor_s(KernelKind.OPTIMIZER))
     # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
     dp_exposed = exposed_comm_s(cm.dp_reduce_s, cm.dp_gather_s, 0.0,
                                 bwd if plan.overlap_grad_reduce else 0.0)
