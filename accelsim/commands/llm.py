@@ -41,9 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--fusion", choices=("on",), default="on",
-                        help="the transformer path models Megatron-LM's fused kernels (fused "
-                             "softmax, flash attention where asked); an unfused stack is not "
-                             "modelled")
+                        help="kept for scripts: fusion is the stack's (--stack megatron: "
+                             "Megatron-LM's fused kernels; --stack pytorch: eager, one kernel "
+                             "per element-wise op)")
     _plan.add_arguments(
         parser, global_batch_required=True, optimizer_default="adamw",
         reserve_help="GiB per GPU counted on top of the training tensors (weights, "
