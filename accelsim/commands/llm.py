@@ -41,9 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--fusion", choices=("on",), default="on",
-                        help="the transformer path models Megatron-LM's fused kernels (fused "
-                             "softmax, flash attention where asked); an unfused stack is not "
-                             "modelled")
+                        help="kept for scripts: fusion is the stack's (--stack megatron: "
+                             "Megatron-LM's fused kernels; --stack pytorch: eager, one kernel "
+                             "per element-wise op)")
     _plan.add_arguments(
         parser, global_batch_required=True, optimizer_default="adamw",
         reserve_help="GiB per GPU counted on top of the training tensors (weights, "
@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{LlmParams().memory_reserve_GiB:g}, fitted by scripts/llm_fit.py on FP8-LM's H100 "
         "runs and applied to every system and model as is (also in --search's fit check); "
         "0 for a bare tensor count. Reported as memory_reserve_GiB, included in "
-        "memory_GiB_per_gpu")
+        "memory_GiB_per_gpu; --stack pytorch: 0.4",
+        stack_default="megatron", stack_help="Default megatron (as llm has always timed).")
     _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
@@ -93,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
     check_scheme_optimizer([args.scheme], args.optimizer)
     datapath_note(system, scheme)
     if args.search:
+        if args.stack != "megatron":
+            raise UserError(f"--search --stack {args.stack}: the plan search ranks Megatron-LM "
+                            "3-D parallel plans (--stack megatron)")
         return _search(args, model, path, _params(args))
     tp, pp = args.tp or 1, args.pp or 1
     dp = args.dp
@@ -187,15 +191,7 @@ def _model(args: argparse.Namespace):
 
 def _params(args: argparse.Namespace):
     """The global parameters with the command line's overrides (the one place they are set)."""
-    from accelsim.engine import LlmParams
-    from accelsim.errors import UserError
-
-    if args.memory_reserve is None:
-        return LlmParams()
-    try:
-        return LlmParams(memory_reserve_GiB=args.memory_reserve)
-    except ValueError as exc:
-        raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
+    return _plan.params(args)
 
 
 def _search(args, model, path, params) -> int:

@@ -22,7 +22,7 @@ from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
-from accelsim.engine import decoder
+from accelsim.engine import decoder, eager
 from accelsim.engine.comm import Comm, Fabric, comm
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
@@ -37,9 +37,11 @@ from accelsim.engine.graph import (
     attention_parts,
     attention_precision,
     elementwise_s,
+    flash_attention_parts,
     gemm_fwd_bwd_s,
     gemm_timed,
 )
+from accelsim.engine.stack import AttentionKernel, KernelKind
 from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
@@ -80,27 +82,46 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
     over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch."""
     model = Decoder.of(model)
     linear, attn, ew, head = layer_ops(model, plan, formats, moe)
+    stack = params.stack
     bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
+    gfloor = stack.floor_s(KernelKind.GEMM)
     rows: list[OpTime] = []
     for g in linear:
-        fw, bk = gemm_fwd_bwd_s(system, g)
+        fw, bk = gemm_fwd_bwd_s(system, g, gfloor)
         bound = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count).bound
         rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, bound))
         rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, bound))
-    af, ab, abound = attention_parts(system, attn, bw)
+    if stack.attention is AttentionKernel.FLASH:  # one fused kernel (SDPA)
+        attn = replace(attn, flash=True)
+        af, ab, abound = flash_attention_parts(system, attn, stack.flash, bw,
+                                               stack.floor_s(KernelKind.ATTENTION))
+        bflops, bbytes = attn.backward_flops, attn.backward_bytes
+    else:
+        af, ab, abound = attention_parts(system, attn, bw)
+        bflops, bbytes = 2 * attn.flops, 2 * attn.bytes
     rows.append(OpTime("attention", Phase.FWD, af, attn.flops, attn.bytes, abound))
-    rows.append(OpTime("attention", Phase.BWD, ab, 2 * attn.flops, 2 * attn.bytes, abound))
-    rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
-    rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
-                       "memory"))
+    rows.append(OpTime("attention", Phase.BWD, ab, bflops, bbytes, abound))
     T, V = model.seq * plan.micro_batch, model.vocab / plan.tp
-    hf, hb = gemm_fwd_bwd_s(system, head)
+    if stack.fused:
+        rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
+        rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
+                           "memory"))
+        loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
+        loss = ((loss_f / bw, loss_f), (loss_b / bw, loss_b))
+    else:  # eager: every element-wise op its own kernel (accelsim.engine.eager)
+        efloor = stack.floor_s(KernelKind.ELEMENTWISE)
+        for phase, kernels in zip((Phase.FWD, Phase.BWD), eager.layer_kernels(
+                model, plan.micro_batch, formats.gemm_precision)):
+            t, nbytes = eager.stream_s(kernels, bw, efloor)
+            rows.append(OpTime(ew.name, phase, t, 0.0, nbytes, "memory"))
+        loss = tuple(eager.stream_s(k, bw, efloor) for k in eager.head_kernels(
+            model, plan.micro_batch, formats.gemm_precision))
+    hf, hb = gemm_fwd_bwd_s(system, head, gfloor)
     hbound = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count).bound
-    loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
     head_rows = [OpTime("lm_head", Phase.FWD, hf, head.flops, head.bytes, hbound),
                  OpTime("lm_head", Phase.BWD, hb, 2 * head.flops, 2 * head.bytes, hbound),
-                 OpTime("loss", Phase.FWD, loss_f / bw, 0.0, loss_f, "memory"),
-                 OpTime("loss", Phase.BWD, loss_b / bw, 0.0, loss_b, "memory")]
+                 OpTime("loss", Phase.FWD, loss[0][0], 0.0, loss[0][1], "memory"),
+                 OpTime("loss", Phase.BWD, loss[1][0], 0.0, loss[1][1], "memory")]
     return rows, head_rows
 
 
@@ -340,11 +361,21 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     sc = get_scheme(scheme).formats(plan.optimizer)
     plan.check_model(model)
     plan.check_placement(system.chips)
+    name = sc.name
+    if not params.stack.fused:  # eager PyTorch (accelsim.engine.eager): one GPU or DDP
+        eager.check_plan(model, plan, sc)
+        if params.stack.autocast:
+            sc = eager.autocast_formats(sc, plan.optimizer)
+    if params.stack.attention is AttentionKernel.FLASH:
+        model = replace(model, flash_attention=True)
     if not system.chip.core.supports(sc.gemm_precision):
         raise InputError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")
     fabric = Fabric.of(system, params, engine)
     mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
+    if not params.stack.fused:
+        mem = replace(mem, activations_bytes=eager.activation_bytes(model, plan,
+                                                                    sc.gemm_precision))
     cm = comm(model, plan, sc, fabric, mem)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
     mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
@@ -390,7 +421,9 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
         + accumulate
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
-    opt_s = optimizer_step_bytes(mem, plan, sc) / hbm
+    # one fused optimizer call: its bytes at the stack's stream bandwidth, at least one call
+    opt_s = max(optimizer_step_bytes(mem, plan, sc) / hbm,
+                params.stack.floor_s(KernelKind.OPTIMIZER))
     # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
     dp_exposed = exposed_comm_s(cm.dp_reduce_s, cm.dp_gather_s, 0.0,
                                 bwd if plan.overlap_grad_reduce else 0.0)
@@ -403,7 +436,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     elif plan.recompute == "selective":
         extra = model.attention_flops(B)
     pred = Prediction(
-        model=model, plan=plan, scheme=sc.name, iteration_time_s=total, pipeline_s=pipeline,
+        model=model, plan=plan, scheme=name, iteration_time_s=total, pipeline_s=pipeline,
         bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
         model_flops=mflops, hardware_flops=mflops + extra,
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
