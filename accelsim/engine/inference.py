@@ -9,8 +9,9 @@ the LM head for the last token of each sequence only (as vLLM and TensorRT-LLM c
 logits). Every GEMM is perf's one kernel formula (:func:`accelsim.perf.gemm.gemm_time`: tiles,
 waves, the memory-bound weight stream of a skinny decode GEMM, the per-kernel fixed time).
 
-* **prefill** attention is :class:`~accelsim.engine.graph.AttentionOp` with a flash kernel over
-  the prompt (causal);
+* **prefill** attention is :class:`~accelsim.engine.graph.AttentionOp` over the prompt (causal),
+  timed by the flash kernel model (:func:`accelsim.engine.graph.flash_attention_parts` with
+  :class:`accelsim.engine.stack.FlashKernel`'s published sustained fractions);
 * **decode** attention (:class:`CachedAttention`) reads the KV cache of ``context`` tokens
   (flash-decoding style: one pass over the cache, split over the sequence) -- the larger of its
   FLOPs at the tensor-core rate and its bytes at the fitted streaming efficiency of perf
@@ -38,9 +39,10 @@ from accelsim.engine import decoder
 from accelsim.engine.comm import Fabric
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
-from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_parts,
-                                   attention_precision, gemm_s, gemm_timed)
+from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precision,
+                                   flash_attention_parts, gemm_s, gemm_timed)
 from accelsim.engine.plan import LlmParams
+from accelsim.engine.stack import FlashKernel
 from accelsim.engine.trace import Row, Timeline
 from accelsim.errors import InputError
 from accelsim.perf.gemm import FITTED
@@ -172,7 +174,7 @@ def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: Infe
                            head_dim=model.head_dim, kv_heads=max(1, kv // t), causal=True,
                            flash=True, precision=ap)
         bw = system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency
-        f, _, bound = attention_parts(system, attn, bw)
+        f, _, bound = flash_attention_parts(system, attn, FlashKernel(), bw)
         out.append(OpCost("attention", f, attn.flops, attn.bytes, bound))
     else:
         ca = cached_attention(model, plan, batch, context)
