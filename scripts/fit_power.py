@@ -68,7 +68,7 @@ VOLTAGE_FLOORS = tuple(round(0.05 * i, 2) for i in range(17))  # 0.00 .. 0.80
 #: TSMC, 5nm technology page: N5 offers "about 30% reduction in power consumption" vs N7
 N7_TO_N5_POWER = 0.7
 #: presets that get the fit: H100 parts as fitted (same TSMC 4N silicon), A100 parts / 0.7
-PRESETS = {"h100-sxm": 1.0, "dgx-h100": 1.0, "h100-pcie": 1.0, "a100-sxm": 1 / N7_TO_N5_POWER,
+PRESETS = {"h100-sxm": 1.0, "dgx-h100": 1.0, "dgx-h800": 1.0, "h100-pcie": 1.0, "a100-sxm": 1 / N7_TO_N5_POWER,
            "dgx-a100": 1 / N7_TO_N5_POWER, "a100-pcie-40gb": 1 / N7_TO_N5_POWER}
 #: presets without an FP8 datapath: fp8/hfp8 run on the 16-bit one (A100 whitepaper)
 FP8_ON_16BIT = ("a100-sxm", "dgx-a100", "a100-pcie-40gb")

@@ -157,7 +157,8 @@ def test_stage_params_add_up_to_the_model():
 
 @pytest.mark.parametrize("kw,msg", [
     (dict(tp=3), "heads 16 not divisible by tp 3"),
-    (dict(pp=25), "layers 24 not divisible by pp x interleave"),
+    (dict(pp=25), "24 layers cannot fill pp 25 stages"),
+    (dict(pp=5, interleave=2, global_batch=5), "layers 24 not divisible by pp x interleave"),
 ])
 def test_invalid_split_names_the_value(kw, msg):
     m = GptConfig(layers=24, hidden=2048, heads=16, seq=2048, vocab=51200)

@@ -173,6 +173,11 @@ class ChipPower:
             if not 0 < e < float("inf"):
                 raise ValueError(f"ChipPower.flop_J[{p!r}] must be positive, got {e!r}")
 
+    def has_energy(self, precision: str) -> bool:
+        """Whether ``flop_pJ`` prices ``precision``'s datapath (fp32 on the SIMT cores is not
+        fitted: the fit data are tensor-core GEMMs)."""
+        return precision in dict(self.flop_J)
+
     def energy_per_flop_J(self, precision: str) -> float:
         """J per FLOP of ``precision``'s datapath at V(f_max) (resolve block-scaled formats with
         :meth:`Core.datapath` first)."""

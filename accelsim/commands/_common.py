@@ -13,6 +13,19 @@ from accelsim.errors import MAX_COUNT, UserError
 from accelsim.workload.loader import MAX_DIM as WORKLOAD_MAX_DIM
 
 
+#: figure formats matplotlib's Agg backend writes (by file suffix)
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff")
+
+
+def check_figure_path(path: str | Path, flag: str) -> Path:
+    """:func:`check_output_path` for a figure: the suffix must name a format matplotlib writes."""
+    p = check_output_path(path, flag)
+    if p.suffix.lower() not in FIGURE_SUFFIXES:
+        raise UserError(f"{flag} {path}: a figure needs one of the suffixes "
+                        f"{', '.join(FIGURE_SUFFIXES)}")
+    return p
+
+
 def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -> Path:
     """Refuse, before any computing, an output path that cannot be written: its parent is not a
     directory or not writable, or the target is a directory (a file was meant) / a file (a

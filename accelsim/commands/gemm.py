@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from accelsim.commands._common import config_range_float, dimension, scheme_choices
 
@@ -53,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         g = gemm_time(system, args.m, args.n, args.k, precision)
         power = _fixed_clock_power(system, g)
+    if not power_model and d_over(power):
+        print(f"note: at the preset's fixed {power['clock_MHz']:.0f} MHz this GEMM draws "
+              f"{power['power_W']:.0f} W, above the {power['power_limit_W']:g} W limit: the chip "
+              "would lower its clock (--power-model times it at that clock)", file=sys.stderr)
     d = g.as_dict()
     d.update(system=system.name, scheme=args.scheme, datapath=datapath,
              peak_tflops=system.chip.peak_flops(precision) / 1e12, power_model=power_model,
@@ -85,12 +90,23 @@ def _power_system(system, spath, args: argparse.Namespace):
         raise UserError(f"{flag}: {spath} has no [chip.power] table (docs/configs.md); the "
                         "presets with one: h100-sxm, h100-pcie, a100-sxm, a100-pcie-40gb, "
                         "dgx-h100, dgx-a100")
+    from accelsim.arch.schemes import get_scheme
+
+    datapath = system.chip.core.datapath(get_scheme(args.scheme).compute_precision)
+    if not power.has_energy(datapath):
+        raise UserError(f"{flag}: {spath} chip.power.flop_pJ has no energy for {datapath} "
+                        f"(it prices {', '.join(p for p, _ in power.flop_J)})")
     if args.power_limit_W is not None:
         if args.power_limit_W <= power.static_W:
             raise UserError(f"--power-limit-W {args.power_limit_W:g}: must be above the chip's "
                             f"static power, {power.static_W:g} W ({spath} chip.power.static_W)")
         system = system.with_power_limit(args.power_limit_W)
     return system, True
+
+
+def d_over(power: dict) -> bool:
+    """The fixed-clock power exceeds the chip's limit."""
+    return power["power_W"] is not None and power["power_W"] > power["power_limit_W"]
 
 
 def _fixed_clock_power(system, g) -> dict:
@@ -103,7 +119,7 @@ def _fixed_clock_power(system, g) -> dict:
     from accelsim.perf.power import kernel_power_W
 
     f = system.chip.core.frequency_Hz
-    if f > power.max_clock_Hz:
+    if f > power.max_clock_Hz or not power.has_energy(system.chip.core.datapath(g.precision)):
         return keys
     watts = kernel_power_W(system, g, f)
     return {"clock_MHz": f / 1e6, "power_W": watts, "energy_J": watts * g.time_s,

@@ -79,6 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print one JSON object (units in the key names; docs/llm.md)")
 
 
+def _context_note(model, tokens: int) -> None:
+    """Say so when a request runs past the positions the model was built for."""
+    if tokens > model.config.seq:
+        print(f"note: {tokens} tokens exceed {model.name}'s {model.config.seq} positions "
+              "(max_position_embeddings); the timing extrapolates", file=sys.stderr)
+
+
 def _setup(args: argparse.Namespace):
     from accelsim.arch import build_system
     from accelsim.arch.schemes import get_scheme
@@ -99,8 +106,10 @@ def _setup(args: argparse.Namespace):
         plan = InferencePlan(tp=args.tp, pp=args.pp, ep=args.ep, kv_dtype=args.kv_cache)
         plan.check(model, system.chips)
     except ValueError as exc:
+        hint = (" (a node file, e.g. dgx-h100, has several)"
+                if "GPUs of a node" in str(exc) and system.chips == 1 else "")
         raise UserError(f"--model {args.model} --tp {args.tp} --pp {args.pp} --ep {args.ep}: "
-                        f"{exc}") from None
+                        f"{exc}{hint}") from None
     if plan.gpus > 1 and system.chips == 1:
         raise UserError(f"{path}: one GPU; tp x pp = {plan.gpus} needs a node file "
                         "(e.g. dgx-h100)")
@@ -122,8 +131,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("give --prompt T (prefill), --context L (decode), or both")
     if args.output_tokens is not None and args.prompt is None:
         raise UserError("--output-tokens needs --prompt (the request starts with it)")
+    for flag, default in (("batches", SERVE_BATCHES), ("contexts", SERVE_CONTEXTS)):
+        if getattr(args, flag) != default:
+            raise UserError(f"--{flag} is for --serve (one prediction takes --batch / --context)")
     _report.check(args)
     system, model, plan = _setup(args)
+    _context_note(model, max(args.context or 0, (args.prompt or 0) + (args.output_tokens or 0)))
     r = infer(model, system, plan, args.scheme, args.batch, prompt=args.prompt,
               context=args.context, output_tokens=args.output_tokens,
               reserve_GiB=args.memory_reserve)
@@ -146,9 +159,9 @@ def run(args: argparse.Namespace) -> int:
           f"{args.scheme}, batch {args.batch}")
     for k in ("prefill_s", "time_to_first_token_s", "decode_step_s", "decode_tokens_per_s",
               "request_latency_s", "end_to_end_tokens_per_s", "kv_cache_GiB", "weights_GiB",
-              "memory_GiB_per_gpu", "prefill_power_W", "decode_step_power_W",
-              "energy_J_per_output_token"):
-        if k in d:
+              "memory_reserve_GiB", "memory_GiB_per_gpu", "prefill_power_W_per_gpu",
+              "decode_step_power_W_per_gpu", "energy_J_per_output_token"):
+        if d.get(k) is not None:
             print(f"  {k:<26} {d[k]:.4g}")
     if not d["fits_memory"]:
         print(f"  warning: needs {d['memory_GiB_per_gpu']:.1f} GiB per GPU > {cap:.0f} GiB")
@@ -158,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.commands._common import check_output_path
+    from accelsim.commands._common import check_figure_path, check_output_path
     from accelsim.engine.inference import infer
     from accelsim.errors import UserError
 
@@ -168,10 +181,12 @@ def _serve(args: argparse.Namespace) -> int:
         if getattr(args, flag) is not None:
             raise UserError(f"--serve sweeps --batches and --contexts; drop --"
                             f"{flag.replace('_', '-')}")
-    for flag in ("out", "plot"):
-        if getattr(args, flag) is not None:
-            check_output_path(getattr(args, flag), f"--{flag}")
+    if args.out is not None:
+        check_output_path(args.out, "--out")
+    if args.plot is not None:
+        check_figure_path(args.plot, "--plot")
     system, model, plan = _setup(args)
+    _context_note(model, max(args.contexts) + (args.prompt or 0))
     cap = system.chip.memory_capacity_bytes / 2 ** 30
     rows = []
     for ctx in args.contexts:

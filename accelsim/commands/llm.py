@@ -26,9 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="a shipped preset (gpt2-small, gpt3-175b, llama3-8b, llama3-70b, "
                         "mixtral-8x7b, deepseek-v3) or a Hugging Face config.json: GPT, "
                         "GQA/MQA, SwiGLU/GeGLU, RMSNorm, rotary, MoE (with --ep) and MLA models")
-    m.add_argument("--layers", type=model_layers, default=None, metavar="L")
-    for flag, meta in (("--hidden", "H"), ("--heads", "A"), ("--seq", "S"), ("--vocab", "V")):
-        m.add_argument(flag, type=dimension, default=None, metavar=meta)
+    m.add_argument("--layers", type=model_layers, default=None, metavar="L",
+                   help="decoder layers (with --model: overrides the model's)")
+    for flag, meta, what in (("--hidden", "H", "hidden size"), ("--heads", "A", "attention heads"),
+                             ("--seq", "S", "tokens per sample (with --model default: its "
+                                            "positions, e.g. llama3-8b 8192)"),
+                             ("--vocab", "V", "vocabulary size")):
+        m.add_argument(flag, type=dimension, default=None, metavar=meta,
+                       help=what + ("" if flag == "--seq" else " (with --model: an override)"))
     m.add_argument("--ffn", type=dimension, default=None, metavar="F",
                    help="FFN size (default 4 x H)")
     m.add_argument("--untied-embeddings", action="store_true",
@@ -131,11 +136,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))
         return 0
-    print(f"{model.n_params / 1e9:.2f} B parameters on {plan.gpus} GPUs "
-          f"(tp {plan.tp} x pp {plan.pp} x dp {plan.dp}), {args.scheme}, {system.name}")
+    active = "" if d["active_params"] == d["params"] else \
+        f" ({d['active_params'] / 1e9:.2f} B active)"
+    print(f"{d['model']}: {model.n_params / 1e9:.2f} B parameters{active}, seq {d['seq']}, on "
+          f"{plan.gpus} GPUs (tp {plan.tp} x pp {plan.pp} x dp {plan.dp}"
+          + (f", ep {plan.ep}" if plan.ep > 1 else "") + f"), {args.scheme}, {system.name}")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
               "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s",
-              "power_W"):
+              "power_W_per_gpu"):
         if d[k] is not None:
             print(f"  {k:<22} {d[k]:.4g}")
     cap = system.chip.memory_capacity_bytes / 2 ** 30
@@ -208,6 +216,18 @@ def _search(args, model, path, params) -> int:
         gpus = args.tp * args.pp * args.dp
     if args.out is not None:
         check_output_path(args.out, "--out")
+    # the plan flags the search does not explore (it would silently drop them)
+    fixed = [flag for flag, on in (
+        ("--overlap-grad-reduce", args.overlap_grad_reduce),
+        ("--no-grad-accumulation-fusion", args.no_grad_accumulation_fusion),
+        ("--overlap-moe-comm", args.overlap_moe_comm), ("--engine des", args.engine != "analytic"),
+        ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
+        ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
+        ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1)) if on]
+    if fixed:
+        raise UserError(f"--search explores tp, pp, micro-batch, interleave, recompute, sequence "
+                        f"parallelism, ZeRO (and ep for MoE) with the default collective engine; "
+                        f"drop {', '.join(fixed)} (or time that one plan without --search)")
     from accelsim.engine.decoder import Decoder
 
     source = None
@@ -234,9 +254,13 @@ def _search(args, model, path, params) -> int:
     ok = table[table["status"] == "ok"]
     bad = table[table["status"] != "ok"]["reason"]
     if ok.empty:
-        first = bad.value_counts().index[0] if len(bad) else "no plan could be formed"
-        raise UserError(f"none of {len(table)} plans for {gpus} GPUs fits or can be formed "
-                        f"(most common reason: {first})")
+        # the commonest reasons by shape (numbers aside), each with one real example
+        shape = bad.str.replace(r"[\d.]+", "#", regex=True)
+        groups = bad.groupby(shape).agg(["size", "first"]).sort_values("size", ascending=False)
+        why = "; ".join(f"{n} like '{r}'" for n, r in groups.head(3).itertuples(index=False)) \
+            if len(bad) else "no plan could be formed"
+        raise UserError(f"none of {len(table)} plans for {gpus} GPUs fits or can be formed: "
+                        f"{why}")
     if args.json:
         print(ok.head(args.top).to_json(orient="records"))
         return 0

@@ -71,7 +71,8 @@ def _attention(args: argparse.Namespace) -> int:
 
     spath = resolve_input(args.system, "system")
     system = load_system(spath)
-    precision = attention_precision(get_scheme(args.scheme).compute_precision)
+    precision = attention_precision(get_scheme(args.scheme).compute_precision,
+                                    system.chip.core)
     require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
     try:
         op = AttentionOp(batch=args.batch, heads=args.heads, seq=args.seq,

@@ -48,7 +48,7 @@ def run(args) -> int:
 
     import pandas as pd
 
-    from accelsim.commands._common import check_output_path
+    from accelsim.commands._common import check_figure_path
     from accelsim.errors import AccelsimError, UserError
     from accelsim.report.plot import plot_table
 
@@ -73,7 +73,7 @@ def run(args) -> int:
                                       else "no such file"))
     if not args.out.lower().endswith(".png"):
         raise UserError(f"--out {args.out}: must end in .png")
-    check_output_path(args.out, "--out")
+    check_figure_path(args.out, "--out")
     try:
         table = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
     except (ValueError, OSError, ImportError, pd.errors.ParserError) as exc:
@@ -101,7 +101,7 @@ def _plot_trace(args) -> int:
 
     import pandas as pd
 
-    from accelsim.commands._common import check_output_path
+    from accelsim.commands._common import check_figure_path
     from accelsim.errors import UserError
     from accelsim.report.trace import plot_trace
 
@@ -112,7 +112,7 @@ def _plot_trace(args) -> int:
     given = [f"--{f}" for f in ("x", "y", "hue", "facet") if getattr(args, f) is not None]
     if given:
         raise UserError(f"{', '.join(given)}: table options; a --trace draws its own tracks")
-    check_output_path(args.out, "--out")
+    check_figure_path(args.out, "--out")
     try:
         data = json.loads(src.read_text())
         raw = data["traceEvents"] if isinstance(data, dict) else data
@@ -157,7 +157,7 @@ def _plot_pareto(args) -> int:
     import numpy as np
     import pandas as pd
 
-    from accelsim.commands._common import check_output_path
+    from accelsim.commands._common import check_figure_path
     from accelsim.dse.energy import RANK_METRICS
     from accelsim.dse.pareto import pareto_front
     from accelsim.errors import AccelsimError, UserError
@@ -170,7 +170,7 @@ def _plot_pareto(args) -> int:
         raise UserError(f"plot pareto: {' and '.join('--' + f for f in missing)} required")
     if args.facet is not None or args.kind != "line":
         raise UserError("plot pareto: --facet and --kind are for plain tables")
-    check_output_path(args.out, "--out")
+    check_figure_path(args.out, "--out")
     table = _read_table(args.csv)
     for flag, col in (("--x", args.x), ("--y", args.y)):
         if col not in table.columns:

@@ -51,14 +51,17 @@ def step_energy(system: System, rows: Iterable[Row], precision: str, time_s: flo
     """Energy of a step of ``time_s`` on ``gpus`` GPUs whose breakdown ``rows`` (FLOPs at
     ``precision``'s datapath -- attention's at :func:`accelsim.engine.graph.attention_precision`
     -- and HBM bytes) are run ``replicas`` times over the system (tp x dp for a transformer
-    plan); None when the chip has no power model."""
+    plan); None when the chip has no power model or it prices no energy for the datapath."""
     p = system.chip.power
     if p is None or time_s <= 0:
         return None
     core = system.chip.core
+    if not (p.has_energy(core.datapath(precision))
+            and p.has_energy(core.datapath(attention_precision(precision, core)))):
+        return None  # a datapath the fit does not price (fp32 on the SIMT cores)
     v2 = voltage_ratio(p, min(core.frequency_Hz, p.max_clock_Hz)) ** 2
     e_flop = p.energy_per_flop_J(core.datapath(precision))
-    e_attn = p.energy_per_flop_J(core.datapath(attention_precision(precision)))
+    e_attn = p.energy_per_flop_J(core.datapath(attention_precision(precision, core)))
     dynamic = 0.0
     for r in rows:
         e = e_attn if r.op == "attention" else e_flop

@@ -154,10 +154,14 @@ class AttentionOp:
         return elems * OPERAND_BYTES[self.precision] + self.score_bytes
 
 
-def attention_precision(compute_precision: str) -> str:
+def attention_precision(compute_precision: str, core=None) -> str:
     """The precision attention's two matmuls run in: the scheme's when 16 or 32 bits, bf16
-    under 8-bit schemes (Transformer Engine and FP8-LM keep attention 16-bit)."""
-    return compute_precision if OPERAND_BYTES[compute_precision] >= 2 else "bf16"
+    under 8-bit schemes (Transformer Engine and FP8-LM keep attention 16-bit) -- fp16 on a
+    ``core`` without a bf16 rate (V100)."""
+    p = compute_precision if OPERAND_BYTES[compute_precision] >= 2 else "bf16"
+    if core is not None and p == "bf16" and not core.supports("bf16") and core.supports("fp16"):
+        return "fp16"
+    return p
 
 
 def flash_attention_parts(system: System, op: AttentionOp, kernel: FlashKernel,

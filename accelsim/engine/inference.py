@@ -167,7 +167,7 @@ def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: Infe
     for g in decoder.layer_gemms(model, moe, T, t, ep, gp, etp=etp, group_tokens=T):
         gt = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count)
         out.append(OpCost(g.name, gemm_s(system, g), g.flops, g.bytes, gt.bound))
-    ap = attention_precision(gp)
+    ap = attention_precision(gp, system.chip.core)
     kv = model.kv_heads
     if new_tokens > 1:  # prefill: flash attention over the prompt
         attn = AttentionOp(batch=batch, heads=model.heads // t, seq=new_tokens,
@@ -320,12 +320,15 @@ class InferenceResult:
         if self.decode is not None:
             d.update(context_tokens=self.context, decode_step_s=self.decode.time_s,
                      decode_tokens_per_s=self.batch / self.decode.time_s)
-        for name, e in (("prefill", self.prefill_energy), ("decode_step", self.decode_energy)):
-            if e is not None:
-                d[f"{name}_energy_J"] = e.energy_J  # all GPUs
-                d[f"{name}_power_W"] = e.power_W  # mean per GPU
-        if self.decode_energy is not None:
-            d["energy_J_per_output_token"] = self.decode_energy.energy_J / self.batch
+        # energy keys whenever the pass ran: null without a power model (as llm's)
+        for name, p, e in (("prefill", self.prefill, self.prefill_energy),
+                           ("decode_step", self.decode, self.decode_energy)):
+            if p is not None:
+                d[f"{name}_energy_J"] = None if e is None else e.energy_J  # all GPUs
+                d[f"{name}_power_W_per_gpu"] = None if e is None else e.power_W
+        if self.decode is not None:
+            d["energy_J_per_output_token"] = None if self.decode_energy is None else \
+                self.decode_energy.energy_J / self.batch
         if self.request_latency_s is not None:
             d.update(output_tokens=self.output_tokens, request_latency_s=self.request_latency_s,
                      end_to_end_tokens_per_s=self.batch * self.output_tokens
@@ -409,7 +412,7 @@ def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: Inferen
     fixed = first.time_s - sum(n * o.time_s for n, ops in first.layers for o in ops
                                if o.op == "attention")
     total = steps * fixed
-    ap = attention_precision(gp)
+    ap = attention_precision(gp, system.chip.core)
     for i in range(steps):
         ca = cached_attention(model, plan, batch, prompt + i + 1)
         total += model.layers * _kernel_s(system, ca.flops, ca.bytes, ap)[0]

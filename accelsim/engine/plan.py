@@ -75,6 +75,9 @@ class Plan:
         if self.global_batch % (self.micro_batch * self.dp):
             raise InputError(f"global batch {self.global_batch} is not a multiple of "
                              f"micro-batch x dp = {self.micro_batch} x {self.dp}")
+        if self.overlap_moe_comm and self.ep == 1:
+            raise InputError("overlap_moe_comm needs expert parallelism (ep > 1): there is no "
+                             "all-to-all to overlap")
         if self.dp % self.ep:
             raise InputError(f"ep {self.ep} must divide dp {self.dp} (experts are split over "
                              "data-parallel ranks)")
@@ -104,8 +107,9 @@ class Plan:
             raise InputError(f"heads {model.heads} not divisible by tp {self.tp}")
         if model.ffn_size % self.tp:
             raise InputError(f"ffn {model.ffn_size} not divisible by tp {self.tp}")
-        if model.layers < self.pp or (
-                self.interleave > 1 and model.layers % (self.pp * self.interleave)):
+        if model.layers < self.pp:
+            raise InputError(f"{model.layers} layers cannot fill pp {self.pp} stages")
+        if self.interleave > 1 and model.layers % (self.pp * self.interleave):
             raise InputError(f"layers {model.layers} not divisible by pp x interleave = "
                              f"{self.pp} x {self.interleave}")
         if self.sequence_parallel and model.seq % self.tp:

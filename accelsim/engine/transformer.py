@@ -82,6 +82,8 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
     over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch."""
     model = Decoder.of(model)
     linear, attn, ew, head = layer_ops(model, plan, formats, moe)
+    if not system.chip.core.supports(attn.precision):  # bf16 attention on a chip without it
+        attn = replace(attn, precision=attention_precision(attn.precision, system.chip.core))
     stack = params.stack
     bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     gfloor = stack.floor_s(KernelKind.GEMM)
@@ -312,10 +314,13 @@ class Prediction:
             "dp_comm_s": self.dp_comm_s,
             "optimizer_s": self.optimizer_s,
             "energy_J": None if self.energy is None else self.energy.energy_J,  # all GPUs
-            "power_W": None if self.energy is None else self.energy.power_W,  # mean per GPU
+            # one name per meaning: power_W is the whole system's (as explore's and sweep's)
+            "power_W": None if self.energy is None else self.energy.power_W * p.gpus,
+            "power_W_per_gpu": None if self.energy is None else self.energy.power_W,
             "params": self.model.n_params,
             "active_params": self.model.n_active_params,
             "model": self.model.name,
+            "seq": self.model.seq,
             "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep,
             "micro_batch": p.micro_batch, "global_batch": p.global_batch,
             "interleave": p.interleave, "recompute": p.recompute,
@@ -331,7 +336,11 @@ def grad_accumulation_s(mem: Memory, plan: Plan, scheme: StateFormats, hbm_Bps: 
     (the linear weight matrices at the scheme's bytes, the rest at its other scheme's)."""
     if plan.grad_accumulation_fusion:
         return 0.0
-    return param_bytes(mem.counts, scheme, lambda x: x.grad_accumulation_bytes) / hbm_Bps
+    per = lambda x: x.grad_accumulation_bytes  # noqa: E731
+    nbytes = param_bytes(mem.counts, scheme, per)
+    if mem.expert_params:  # the routed experts this GPU holds
+        nbytes += param_bytes(mem.expert_counts, scheme, per)
+    return nbytes / hbm_Bps
 
 
 def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float:
@@ -339,14 +348,19 @@ def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float
     each parameter at its own formats (FP8-LM: the linear weight matrices at FP8-LM's, the rest
     at bf16's): the bytes per parameter of the one update model,
     :func:`accelsim.netsim.update_bytes_per_elem` (read gradient, master weight and moments;
-    write master weight, moments and the working copy), for the plan's optimizer."""
+    write master weight, moments and the working copy), for the plan's optimizer; routed
+    experts sharded over the ``dp / ep`` ranks that hold them."""
     shard = plan.dp if plan.zero >= 1 else 1
 
     def per_param(f: StateFormats) -> float:
         return sum(update_bytes_per_elem(get_scheme(f.name).for_optimizer(plan.optimizer),
                                          plan.optimizer))
 
-    return param_bytes(mem.counts, scheme, per_param) / shard
+    nbytes = param_bytes(mem.counts, scheme, per_param) / shard
+    if mem.expert_params:  # routed experts: ZeRO shards them over the dp / ep ranks sharing them
+        nbytes += param_bytes(mem.expert_counts, scheme, per_param) / (
+            plan.dp // plan.ep if plan.zero >= 1 else 1)
+    return nbytes
 
 
 def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system: System,

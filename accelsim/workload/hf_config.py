@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.arch.config import ABSENT, ConfigError
+from accelsim.errors import InputError
 from accelsim.workload.transformer import (PRESETS, Mla, MlpKind, Moe, NormKind, PositionKind,
                                            TransformerConfig)
 
@@ -312,6 +313,6 @@ def resolve_model(spec: str | Path) -> TransformerConfig:
     if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
         return load_hf_config(p)
     if p.exists():
-        raise ValueError(f"model {s!r}: a folder without a config.json")
-    raise ValueError(f"unknown model {s!r}: not a preset ({', '.join(PRESETS)}) nor an "
+        raise InputError(f"model {s!r}: a folder without a config.json")
+    raise InputError(f"unknown model {s!r}: not a preset ({', '.join(PRESETS)}) nor an "
                      f"existing config.json file or folder")
