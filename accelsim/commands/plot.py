@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--y-lower-better", action="store_true",
                         help="with 'pareto': smaller y is better (default as for x)")
     parser.add_argument("--trace", default=None, metavar="TRACE.json",
-                        help="instead of a table: draw a trace written by predict/llm/explore "
+                        help="instead of a table: draw a trace written by predict/llm/infer/explore "
                              "--trace as one track per stream")
     parser.add_argument("--x", default=None, metavar="COLUMN", help="column on the x axis")
     parser.add_argument("--y", default=None, metavar="COLUMN",
@@ -181,8 +181,9 @@ def _plot_pareto(args) -> int:
     ok = table
     if "status" in ok.columns:
         ok = ok[ok["status"] == "ok"]
-    if "feasible" in ok.columns:
-        ok = ok[ok["feasible"].astype(bool)]
+    for col in ("feasible", "fits_memory"):  # explore/sweep; infer --serve
+        if col in ok.columns:
+            ok = ok[ok[col].astype(bool)]
     ok = ok[np.isfinite(ok[args.x].astype(float)) & np.isfinite(ok[args.y].astype(float))]
     if ok.empty:
         raise UserError(f"plot pareto: {args.csv} has no feasible row with finite "
