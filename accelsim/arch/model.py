@@ -156,6 +156,9 @@ class ChipPower:
     voltage_floor: float
     memory_J_per_byte: float
     flop_J: tuple[tuple[str, float], ...]
+    #: time every GEMM at its power-limited clock (the --power-model / --power-limit-W what-if
+    #: of the front-ends; never from a config file: presets keep their fixed effective clock)
+    enforced: bool = False
 
     def __post_init__(self) -> None:
         for f in ("power_limit_W", "max_clock_Hz", "memory_J_per_byte"):
@@ -244,6 +247,12 @@ class Chip:
             raise ValueError("this chip has no [chip.power] table: no power limit to change")
         return replace(self, power=replace(self.power, power_limit_W=float(watts)))
 
+    def with_power_model(self) -> Chip:
+        """The same chip with its GEMMs timed at their power-limited clock (needs ``power``)."""
+        if self.power is None:
+            raise ValueError("this chip has no [chip.power] table: no power model")
+        return replace(self, power=replace(self.power, enforced=True))
+
     def peak_flops(self, precision: str) -> float:
         return self.cores * self.core.peak_flops(precision)
 
@@ -308,6 +317,10 @@ class System:
     def with_power_limit(self, watts: float) -> System:
         """The same system with every chip under another board power limit (W)."""
         return replace(self, chip=self.chip.with_power_limit(watts))
+
+    def with_power_model(self) -> System:
+        """The same system with every GEMM timed at its power-limited clock."""
+        return replace(self, chip=self.chip.with_power_model())
 
     def with_link_bandwidth(self, bandwidth_Bps: float) -> System:
         """The same system with a different intra-board link bandwidth (per link per direction)."""

@@ -291,3 +291,39 @@ def datapath_note(system, scheme) -> None:
         print(f"note: {system.name} computes {cp} no faster than {hp} (its config has no "
               f"faster {cp} datapath); any gain over {hp} comes from {cp}'s smaller tensors "
               "in memory", file=sys.stderr)
+
+
+def add_power_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--power-model`` and ``--power-limit-W``: every front-end that times kernels."""
+    parser.add_argument("--power-model", action="store_true",
+                        help="time every GEMM at the highest SM clock the chip's power limit "
+                             "allows (needs a [chip.power] table; default: the preset's fixed "
+                             "clock)")
+    parser.add_argument("--power-limit-W", type=config_range_float("power_limit_W"),
+                        default=None, metavar="W",
+                        help="what-if board power limit in watts (implies --power-model)")
+
+
+def power_system(system, spath, args: argparse.Namespace, precision: str):
+    """(system, power model on?): --power-limit-W / --power-model need a [chip.power] table
+    pricing ``precision``'s datapath; the limit must lie above the chip's static power. On,
+    the returned system times every GEMM at its power-limited clock."""
+    wanted = args.power_model or args.power_limit_W is not None
+    if not wanted:
+        return system, False
+    power = system.chip.power
+    flag = ("--power-limit-W" if args.power_limit_W is not None else "--power-model")
+    if power is None:
+        raise UserError(f"{flag}: {spath} has no [chip.power] table (docs/configs.md); the "
+                        "presets with one: h100-sxm, h100-pcie, a100-sxm, a100-pcie-40gb, "
+                        "dgx-h100, dgx-a100")
+    datapath = system.chip.core.datapath(precision)
+    if not power.has_energy(datapath):
+        raise UserError(f"{flag}: {spath} chip.power.flop_pJ has no energy for {datapath} "
+                        f"(it prices {', '.join(p for p, _ in power.flop_J)})")
+    if args.power_limit_W is not None:
+        if args.power_limit_W <= power.static_W:
+            raise UserError(f"--power-limit-W {args.power_limit_W:g}: must be above the chip's "
+                            f"static power, {power.static_W:g} W ({spath} chip.power.static_W)")
+        system = system.with_power_limit(args.power_limit_W)
+    return system.with_power_model(), True

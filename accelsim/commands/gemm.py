@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from accelsim.commands._common import config_range_float, dimension, scheme_choices
+from accelsim.commands._common import (add_power_arguments, dimension, power_system,
+                                       scheme_choices)
 
 NAME = "gemm"
 HELP = ("Time and TFLOP/s of one GEMM [M,K] @ [K,N] on one chip of a system config "
@@ -21,12 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=dimension, required=True, help="reduction dimension")
     parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
                         help="precision of the GEMM (a scheme's compute precision; default fp16)")
-    parser.add_argument("--power-model", action="store_true",
-                        help="time the GEMM at the highest SM clock the chip's power limit allows "
-                             "(needs a [chip.power] table; default: the preset's fixed clock)")
-    parser.add_argument("--power-limit-W", type=config_range_float("power_limit_W"),
-                        default=None, metavar="W",
-                        help="what-if board power limit in watts (implies --power-model)")
+    add_power_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -43,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
     datapath = system.chip.core.datapath(precision)
     datapath_note(system, get_scheme(args.scheme))
-    system, power_model = _power_system(system, spath, args)
+    system, power_model = power_system(system, spath, args, precision)
     if power_model:
         from accelsim.perf.power import gemm_power_limited
 
@@ -74,34 +70,6 @@ def run(args: argparse.Namespace) -> int:
               f"(tile {g.tile_m}x{g.tile_n}, {g.waves} waves, {g.dataflow}; chip-memory "
               f"traffic {g.memory_bytes / g.compulsory_bytes:.2f}x compulsory){clock}")
     return 0
-
-
-def _power_system(system, spath, args: argparse.Namespace):
-    """(system, power model on?): --power-limit-W / --power-model need a [chip.power] table;
-    the limit must lie above the chip's static power."""
-    from accelsim.errors import UserError
-
-    wanted = args.power_model or args.power_limit_W is not None
-    if not wanted:
-        return system, False
-    power = system.chip.power
-    flag = ("--power-limit-W" if args.power_limit_W is not None else "--power-model")
-    if power is None:
-        raise UserError(f"{flag}: {spath} has no [chip.power] table (docs/configs.md); the "
-                        "presets with one: h100-sxm, h100-pcie, a100-sxm, a100-pcie-40gb, "
-                        "dgx-h100, dgx-a100")
-    from accelsim.arch.schemes import get_scheme
-
-    datapath = system.chip.core.datapath(get_scheme(args.scheme).compute_precision)
-    if not power.has_energy(datapath):
-        raise UserError(f"{flag}: {spath} chip.power.flop_pJ has no energy for {datapath} "
-                        f"(it prices {', '.join(p for p, _ in power.flop_J)})")
-    if args.power_limit_W is not None:
-        if args.power_limit_W <= power.static_W:
-            raise UserError(f"--power-limit-W {args.power_limit_W:g}: must be above the chip's "
-                            f"static power, {power.static_W:g} W ({spath} chip.power.static_W)")
-        system = system.with_power_limit(args.power_limit_W)
-    return system, True
 
 
 def d_over(power: dict) -> bool:

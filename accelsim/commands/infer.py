@@ -61,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--ep", type=chip_count, default=1, metavar="E",
                    help="MoE: 1 (experts sliced over tp) or tp (whole experts per GPU, tokens "
                         "by all-to-all)")
+    from accelsim.commands._common import add_power_arguments
+
+    add_power_arguments(parser)
     parser.add_argument("--memory-reserve", type=nonnegative_float, default=0.0, metavar="GIB",
                         help="GPU memory per GPU outside weights and KV cache (default 0)")
     s = parser.add_argument_group("serving sweep")
@@ -100,6 +103,9 @@ def _setup(args: argparse.Namespace):
     scheme = get_scheme(args.scheme)
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     datapath_note(system, scheme)
+    from accelsim.commands._common import power_system
+
+    system, _ = power_system(system, path, args, scheme.compute_precision)
     cfg = resolve_model(args.model)
     try:
         model = Decoder(cfg, cfg.seq, causal=True, flash_attention=True)

@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheme", choices=SCHEME_NAMES, required=True,
                         help="training scheme (one registry with predict's); with "
                              "--optimizer it fixes every state format")
+    from accelsim.commands._common import add_power_arguments
+
+    add_power_arguments(parser)
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--fusion", choices=("on",), default="on",
@@ -98,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     check_scheme_optimizer([args.scheme], args.optimizer)
     datapath_note(system, scheme)
+    from accelsim.commands._common import power_system
+
+    system, _ = power_system(system, path, args, scheme.compute_precision)
     if args.search:
         if args.stack != "megatron":
             raise UserError(f"--search --stack {args.stack}: the plan search ranks Megatron-LM "
@@ -223,7 +229,8 @@ def _search(args, model, path, params) -> int:
         ("--overlap-moe-comm", args.overlap_moe_comm), ("--engine des", args.engine != "analytic"),
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
-        ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1)) if on]
+        ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1),
+        ("--power-model", args.power_model or args.power_limit_W is not None)) if on]
     if fixed:
         raise UserError(f"--search explores tp, pp, micro-batch, interleave, recompute, sequence "
                         f"parallelism, ZeRO (and ep for MoE) with the default collective engine; "

@@ -302,6 +302,7 @@ class InferenceResult:
     kv_cache_bytes: float
     reserve_bytes: float
     prefill_energy: StepEnergy | None = None  # None: no pass, or no power model
+    power_model: bool = False  # GEMMs timed at their power-limited clock (--power-model)
     decode_energy: StepEnergy | None = None
 
     @property
@@ -312,7 +313,8 @@ class InferenceResult:
         d: dict = {"model": self.model.name, "params": self.model.n_params,
                    "active_params": self.model.n_active_params, "scheme": self.scheme,
                    "batch": self.batch, "tp": self.plan.tp, "pp": self.plan.pp,
-                   "ep": self.plan.ep, "gpus": self.plan.gpus, "kv_dtype": self.plan.kv_dtype}
+                   "ep": self.plan.ep, "gpus": self.plan.gpus, "kv_dtype": self.plan.kv_dtype,
+                   "power_model": self.power_model}
         if self.prefill is not None:
             d.update(prompt_tokens=self.prompt, prefill_s=self.prefill.time_s,
                      time_to_first_token_s=self.prefill.time_s,
@@ -398,7 +400,8 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         prompt=prompt or 0, context=context or 0, output_tokens=output_tokens or 0,
         request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
-        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec))
+        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec),
+        power_model=system.chip.power is not None and system.chip.power.enforced)
 
 
 def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,

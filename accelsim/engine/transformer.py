@@ -159,6 +159,7 @@ class Prediction:
     critical_stage: int = 0  # the stage the iteration is timed on (the slowest)
     moe_a2a_exposed_s: float = 0.0  # per MoE layer and micro-batch, forward + backward
     energy: StepEnergy | None = None  # None: the chip has no power model
+    power_model: bool = False  # GEMMs timed at their power-limited clock (--power-model)
 
     def _a2a_exposed(self) -> tuple[float, float]:
         """(forward, backward) exposed all-to-all of one MoE layer and micro-batch."""
@@ -317,6 +318,7 @@ class Prediction:
             # one name per meaning: power_W is the whole system's (as explore's and sweep's)
             "power_W": None if self.energy is None else self.energy.power_W * p.gpus,
             "power_W_per_gpu": None if self.energy is None else self.energy.power_W,
+            "power_model": self.power_model,
             "params": self.model.n_params,
             "active_params": self.model.n_active_params,
             "model": self.model.name,
@@ -456,7 +458,8 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
-        moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed)
+        moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed,
+        power_model=system.chip.power is not None and system.chip.power.enforced)
     if system.chip.power is None:
         return pred
     return replace(pred, energy=step_energy(system, pred.rows(), sc.gemm_precision, total,
