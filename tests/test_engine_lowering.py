@@ -22,17 +22,20 @@ from accelsim.engine.graph import (
     LossOp,
     MatmulOp,
     NormOp,
+    Phase,
     PointwiseOp,
     PoolOp,
     Stream,
     UpdateOp,
 )
+from accelsim.engine.comm import Fabric
 from accelsim.engine.lower import (
     data_parallel_program,
     gradient_comm_ops,
     lower_workload,
     time_layer_op,
     update_op,
+    zero_comm_ops,
 )
 from accelsim.engine.run import predict_workload
 from accelsim.engine.trace import breakdown_frame
@@ -219,3 +222,54 @@ def test_breakdown_is_the_program_and_adds_up(system, scheme, batch):
     assert r.phases.flops == pytest.approx(want, rel=1e-12)
     if s.chips > 1:
         assert {"reduce_scatter", "all_gather"} <= set(df["op"])
+
+
+def test_zero_transformation_inserts_the_reduce_and_the_gathers():
+    ar, = zero_comm_ops(4e9, 2e9, 0, 8, 2)
+    assert (ar.kind, ar.size_bytes, ar.group, ar.stride) == (CommKind.ALL_REDUCE, 4e9, 8, 2)
+    assert ar.bytes == pytest.approx(2 * 7 / 8 * 4e9, rel=1e-15)
+    for zero in (1, 2):
+        rs, ag = zero_comm_ops(4e9, 2e9, zero, 8)
+        assert (rs.kind, ag.kind) == (CommKind.REDUCE_SCATTER, CommKind.ALL_GATHER)
+        assert rs.bytes + ag.bytes == pytest.approx(7 / 8 * (4e9 + 2e9), rel=1e-15)
+    rs, fwd, bwd = zero_comm_ops(4e9, 2e9, 3, 8)
+    assert (fwd.phase, bwd.phase) == (Phase.FWD, Phase.BWD)
+    assert fwd.size_bytes == bwd.size_bytes == 2e9
+    with pytest.raises(ValueError, match="zero"):
+        zero_comm_ops(1.0, 1.0, 4, 2)
+
+
+def test_comm_op_time_by_hand():
+    """Ring collectives: p - 1 steps of latency + size / (p x bandwidth) per reduce-scatter or
+    all-gather, all-reduce both; a send-recv crosses the NIC when its ranks span nodes."""
+    fab = Fabric(gpus_per_node=8, intra_Bps=100e9, intra_latency_s=1e-6, inter_Bps=25e9,
+                 inter_latency_s=5e-6)
+    size = 1e9
+    ar = CommOp("g", CommKind.ALL_REDUCE, size, 8)
+    assert fab.op_s(ar) == pytest.approx(2 * 7 * (1e-6 + size / (8 * 100e9)), rel=1e-12)
+    ag = CommOp("g", CommKind.ALL_GATHER, size, 4, stride=8)  # one rank per node: the NICs
+    assert fab.op_s(ag) == pytest.approx(3 * (5e-6 + size / (4 * 25e9)), rel=1e-12)
+    near = CommOp("p2p", CommKind.SEND_RECV, 1e6, 2, stride=1, stream=Stream.PP)
+    far = CommOp("p2p", CommKind.SEND_RECV, 1e6, 2, stride=8, stream=Stream.PP)
+    assert fab.op_s(near) == pytest.approx(1e-6 + 1e6 / 100e9, rel=1e-12)
+    assert fab.op_s(far) == pytest.approx(5e-6 + 1e6 / 25e9, rel=1e-12)
+    assert fab.op_s(CommOp("one", CommKind.ALL_REDUCE, size, 1)) == 0.0
+
+
+def test_transformer_data_parallel_traffic_is_the_zero_comm_ops():
+    """The transformer path's data-parallel bytes and times (engine/comm.py) are the sums of
+    the transformation's CommOps: ZeRO 3 gathers the weights twice, ZeRO 1 once."""
+    from accelsim.engine import LlmParams, Plan, predict
+
+    node = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
+    gpt = GptConfig(layers=4, hidden=1024, heads=16, seq=512, vocab=50304)
+    res = {z: predict(gpt, Plan(tp=2, pp=1, dp=4, micro_batch=1, global_batch=8, zero=z),
+                      "bf16", node, LlmParams()).comm for z in (0, 1, 3)}
+    assert res[0].dp_gather_s == 0.0
+    assert res[3].dp_reduce_s == pytest.approx(res[1].dp_reduce_s, rel=1e-15)
+    assert res[3].dp_gather_s == pytest.approx(2 * res[1].dp_gather_s, rel=1e-15)
+    # ring bytes: an all-reduce sends what a reduce-scatter sends twice, so ZeRO 1 adds to half
+    # of ZeRO 0's bytes one weight all-gather, and ZeRO 3 one more of the same
+    gather = res[1].dp_bytes - res[0].dp_bytes / 2
+    assert gather > 0
+    assert res[3].dp_bytes - res[1].dp_bytes == pytest.approx(gather, rel=1e-12)

@@ -9,7 +9,10 @@ phase under each mapping). :func:`data_parallel_program` is the data-parallel tr
 it appends the gradient reduction (reduce-scatter, all-gather of the reduced gradients or, for
 a sharded update, of the updated weights) and the optimizer update to the program, as CommOps
 and an UpdateOp, in the scheme's phase order; their times are netsim's
-(:func:`accelsim.engine.run.comm_phases`).
+(:func:`accelsim.engine.run.comm_phases`). :func:`zero_comm_ops` is the same transformation
+for a plan with ZeRO (the transformer path's data-parallel traffic,
+:func:`accelsim.engine.comm.comm`), its CommOps timed on the node file's fabric
+(:meth:`accelsim.engine.comm.Fabric.op_s`).
 """
 
 from __future__ import annotations
@@ -99,4 +102,24 @@ def data_parallel_program(ops: tuple, workload: Workload, scheme: Scheme | str, 
         rs, ag = gradient_comm_ops(n, sc, optimizer, chips, compression=compression)
         step.update(reduce_scatter=rs, all_gather=ag)
     return tuple(ops) + tuple(step[ph] for ph in sc.phase_order if ph in step)
+
+
+
+def zero_comm_ops(grad_bytes: float, weight_bytes: float, zero: int, group: int,
+                  stride: int = 1) -> tuple[CommOp, ...]:
+    """The data-parallel transformation's collectives for ``group`` replicas ``stride`` ranks
+    apart under ZeRO stage ``zero``: the gradient buffer (``grad_bytes`` per rank) all-reduced
+    (ZeRO 0) or reduce-scattered (ZeRO 1-3), then the updated weights (``weight_bytes``)
+    all-gathered once (ZeRO 1, 2: the distributed optimizer) or, ZeRO 3, in the forward and
+    again in the backward pass. The reduction comes first."""
+    if zero not in (0, 1, 2, 3):
+        raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero!r}")
+    if zero == 0:
+        return (CommOp("dp_reduce", CommKind.ALL_REDUCE, grad_bytes, group, stride),)
+    reduce = CommOp("dp_reduce", CommKind.REDUCE_SCATTER, grad_bytes, group, stride)
+    if zero < 3:
+        return reduce, CommOp("dp_gather", CommKind.ALL_GATHER, weight_bytes, group, stride)
+    return (reduce,
+            CommOp("dp_gather", CommKind.ALL_GATHER, weight_bytes, group, stride, phase=Phase.FWD),
+            CommOp("dp_gather", CommKind.ALL_GATHER, weight_bytes, group, stride, phase=Phase.BWD))
 
