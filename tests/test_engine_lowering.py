@@ -150,8 +150,12 @@ def test_ring_all_reduce_bytes_by_hand():
     assert CommOp("one", "all-reduce", 1e6, 1).bytes == 0.0
     with pytest.raises(InputError, match="group"):
         CommOp("bad", "all-reduce", 1e6, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError, match="broadcast"):
         CommOp("bad", "broadcast", 1e6, 2)
+    with pytest.raises(InputError, match="batch"):
+        ConvOp(RESNET.layers[0], 0, "fp16")
+    with pytest.raises(InputError, match="precision"):
+        ConvOp(RESNET.layers[0], 1, "fp7")
 
 
 @pytest.mark.parametrize("scheme", ["fp16", "hfp8"])

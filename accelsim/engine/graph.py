@@ -19,6 +19,7 @@ from accelsim.arch import System
 from accelsim.perf.gemm import OPERAND_BYTES, gemm_time
 from accelsim.ring import bus_factor
 from accelsim.workload.model import Layer
+from accelsim.errors import check_int, choose
 from accelsim.errors import InputError
 
 
@@ -216,9 +217,7 @@ class LayerOp:
     precision: str
 
     def __post_init__(self) -> None:
-        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
-            raise InputError(f"{type(self).__name__} {self.layer.name!r}: batch must be an "
-                             f"integer >= 1, got {self.batch!r}")
+        check_int(f"{type(self).__name__} {self.layer.name!r}: batch", self.batch)
         if self.precision not in OPERAND_BYTES:
             raise InputError(f"{type(self).__name__} {self.layer.name!r}: unknown precision "
                              f"{self.precision!r}")
@@ -402,13 +401,9 @@ class CommOp:
     phase: Phase = Phase.STEP
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", CommKind(self.kind))
-        if isinstance(self.group, bool) or not isinstance(self.group, int) or self.group < 1:
-            raise InputError(f"CommOp {self.name!r}: group must be an integer >= 1, got "
-                             f"{self.group!r}")
-        if isinstance(self.stride, bool) or not isinstance(self.stride, int) or self.stride < 1:
-            raise InputError(f"CommOp {self.name!r}: stride must be an integer >= 1, got "
-                             f"{self.stride!r}")
+        object.__setattr__(self, "kind", choose(CommKind, self.kind, f"CommOp {self.name!r} kind"))
+        check_int(f"CommOp {self.name!r}: group", self.group)
+        check_int(f"CommOp {self.name!r}: stride", self.stride)
         if not self.size_bytes >= 0:
             raise InputError(f"CommOp {self.name!r}: size_bytes must be >= 0, got "
                              f"{self.size_bytes!r}")
