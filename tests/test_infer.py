@@ -123,3 +123,35 @@ def test_cli(capsys, tmp_path):
         assert main([*base, *argv]) == 2
         err = capsys.readouterr().err
         assert msg in err and err.count("\n") == 1
+
+
+def test_energy_follows_the_physics():
+    """Static power is a floor; batching amortizes the weight stream, so the energy per output
+    token falls with the batch; a chip without a power table reports none."""
+    one = infer(LLAMA, H100, InferencePlan(), "bf16", 1, context=1024, prompt=1024)
+    many = infer(LLAMA, H100, InferencePlan(), "bf16", 64, context=1024)
+    static = H100.chip.power.static_W
+    assert one.decode_energy.power_W > static
+    assert one.decode_energy.energy_J > static * one.decode.time_s
+    assert many.as_dict()["energy_J_per_output_token"] < one.as_dict()[
+        "energy_J_per_output_token"] / 10
+    # the compute-bound prefill draws more power than the memory-bound batch-1 decode
+    assert one.prefill_energy.power_W > one.decode_energy.power_W
+    v100 = build_system("v100-sxm2")
+    assert v100.chip.power is None
+    r = infer(LLAMA, v100, InferencePlan(), "fp16", 1, context=64)
+    assert "decode_step_energy_J" not in r.as_dict()
+
+
+def test_llm_reports_energy_between_static_and_the_limit():
+    from accelsim.engine import Plan
+    from accelsim.engine.transformer import predict
+    from accelsim.workload.gpt import PRESETS as GPT
+
+    r = predict(GPT["gpt3-175b"], Plan(tp=8, pp=8, dp=2, micro_batch=1, global_batch=64),
+                "bf16", DGX)
+    d = r.as_dict()
+    assert DGX.chip.power.static_W < d["power_W"] < 1.5 * DGX.chip.power.power_limit_W
+    assert d["energy_J"] == pytest.approx(d["power_W"] * d["iteration_time_s"] * 128)
+    assert predict(GPT["gpt3-175b"], Plan(tp=8, pp=8, dp=2, micro_batch=1, global_batch=64),
+                   "fp16", build_system("dgx1-v100")).as_dict()["energy_J"] is None

@@ -126,3 +126,53 @@ def test_llm_cli_times_llama_and_refuses_bad_ep(capsys):
     assert main([*common, "--model", "mixtral-8x7b", "--ep", "3"]) == 2
     err = capsys.readouterr().err
     assert "ep 3 must divide dp 8" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("fixture,params", [("llama3-8b", 8_030_261_248),
+                                            ("mixtral-8x7b", 46_702_792_704)])
+def test_llm_and_infer_take_a_config_json(capsys, fixture, params):
+    """--model path/to/config.json on both front-ends: the exact counts, the same prediction
+    as the shipped preset (the presets and the fixtures describe the same model)."""
+    from pathlib import Path
+
+    from accelsim.cli import main
+
+    cfg = str(Path(__file__).parent / "data" / "hf_configs" / f"{fixture}.json")
+    common = ["llm", "--system", "dgx-h100", "--gpus", "8", "--global-batch", "8", "--ep",
+              "8" if "mixtral" in fixture else "1", "--scheme", "bf16", "--seq", "2048",
+              "--flash-attention", "--json"]
+    assert main([*common, "--model", cfg]) == 0
+    by_file = json.loads(capsys.readouterr().out)
+    assert main([*common, "--model", fixture]) == 0
+    by_name = json.loads(capsys.readouterr().out)
+    assert by_file["params"] == params
+    by_file.pop("model"), by_name.pop("model")
+    assert by_file == by_name
+    assert main(["infer", "--system", "h100-sxm", "--model", cfg, "--scheme", "fp8",
+                 "--batch", "4", "--context", "512", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"] == params
+
+
+@pytest.mark.parametrize("model,kw", [
+    ("mixtral-8x7b", dict(tp=2, pp=4, dp=8, ep=8, interleave=2, sequence_parallel=True)),
+    ("mixtral-8x7b", dict(tp=1, pp=2, dp=4, ep=4, overlap_moe_comm=True)),
+    ("deepseek-v3", dict(tp=1, pp=16, dp=4, ep=4, overlap_moe_comm=True, zero=1)),
+    ("llama3-8b", dict(tp=2, pp=3, dp=1)),  # 32 layers over 3 stages: 11, 11, 10
+])
+def test_breakdown_sums_to_the_iteration(model, kw):
+    """Every MoE / uneven / interleaved plan: the breakdown's exposed time is the iteration."""
+    d = Decoder(PRESETS[model], 4096, flash_attention=True)
+    gb = kw["dp"] * 8
+    plan = Plan(micro_batch=1, global_batch=gb, **kw)
+    r = predict(d, plan, "bf16", DGX)
+    assert sum(row.exposed_s for row in r.rows()) == pytest.approx(r.iteration_time_s,
+                                                                   rel=1e-9)
+    assert r.timeline().end_s == pytest.approx(r.iteration_time_s, rel=1e-9)
+
+
+def test_interleaved_moe_stages_hold_moe_layers():
+    """Interleaved chunks of an all-MoE model are all MoE (the time is the MoE layers')."""
+    d = Decoder(PRESETS["mixtral-8x7b"], 4096)
+    assert d.stage_layers(4, 2) == [(0, 8)] * 4
+    ds = Decoder(PRESETS["deepseek-v3"], 4096)
+    assert sum(map(sum, ds.stage_layers(16))) == 61

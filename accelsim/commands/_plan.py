@@ -10,9 +10,11 @@ from accelsim.commands._common import chip_count, nonnegative_float, positive_in
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: bool,
-                  optimizer_default: str, reserve_help: str) -> None:
+                  optimizer_default: str, reserve_help: str, stack_default: str | None,
+                  stack_help: str) -> None:
     from accelsim.arch.schemes import OPTIMIZERS
     from accelsim.engine.plan import RECOMPUTE
+    from accelsim.engine.stack import STACKS
 
     p = parser.add_argument_group("plan")
     for flag, meta, what in (("--tp", "T", "tensor-parallel GPUs (inside one node; default 1)"),
@@ -49,6 +51,29 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         f"(default {optimizer_default})")
     p.add_argument("--memory-reserve", type=nonnegative_float, default=None, metavar="GIB",
                    help=reserve_help)
+    p.add_argument("--stack", choices=tuple(STACKS), default=stack_default,
+                   help="software stack preset (accelsim/engine/stack.py): megatron = "
+                        "Megatron-LM's fused kernels as fitted (element-wise at 45 %% of HBM, "
+                        "11.3 GiB reserve); pytorch = eager PyTorch (bf16 autocast over fp32 "
+                        "weights, fused AdamW, SDPA flash attention, one kernel per element-wise "
+                        "op with a per-call floor, 0.4 GiB CUDA context; one GPU or DDP). "
+                        + stack_help)
+
+
+def params(args: argparse.Namespace, *, reserve_default: float | None = None):
+    """The :class:`accelsim.engine.LlmParams` of ``--stack`` (megatron when not given) and
+    ``--memory-reserve`` (``reserve_default`` when neither is given; None: the stack's)."""
+    from accelsim.engine.plan import LlmParams
+    from accelsim.engine.stack import get_stack
+    from accelsim.errors import UserError
+
+    reserve = args.memory_reserve
+    if reserve is None and args.stack is None:
+        reserve = reserve_default
+    try:
+        return LlmParams(stack=get_stack(args.stack or "megatron"), memory_reserve_GiB=reserve)
+    except ValueError as exc:
+        raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
 
 
 #: plan flags a data-parallel layer workload cannot use (name -> value that means "not used")

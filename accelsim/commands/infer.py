@@ -132,6 +132,12 @@ def run(args: argparse.Namespace) -> int:
     d = r.as_dict()
     cap = system.chip.memory_capacity_bytes / 2 ** 30
     d["fits_memory"] = d["memory_GiB_per_gpu"] <= cap
+    from accelsim.engine.energy import power_note
+
+    for e, what in ((r.prefill_energy, "the prefill"), (r.decode_energy, "a decode step")):
+        note = power_note(e, what)
+        if note:
+            print(note, file=sys.stderr)
     if args.json:
         print(json.dumps(d))
         return 0
@@ -140,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
           f"{args.scheme}, batch {args.batch}")
     for k in ("prefill_s", "time_to_first_token_s", "decode_step_s", "decode_tokens_per_s",
               "request_latency_s", "end_to_end_tokens_per_s", "kv_cache_GiB", "weights_GiB",
-              "memory_GiB_per_gpu"):
+              "memory_GiB_per_gpu", "prefill_power_W", "decode_step_power_W",
+              "energy_J_per_output_token"):
         if k in d:
             print(f"  {k:<26} {d[k]:.4g}")
     if not d["fits_memory"]:

@@ -41,9 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--fusion", choices=("on",), default="on",
-                        help="the transformer path models Megatron-LM's fused kernels (fused "
-                             "softmax, flash attention where asked); an unfused stack is not "
-                             "modelled")
+                        help="kept for scripts: fusion is the stack's (--stack megatron: "
+                             "Megatron-LM's fused kernels; --stack pytorch: eager, one kernel "
+                             "per element-wise op)")
     _plan.add_arguments(
         parser, global_batch_required=True, optimizer_default="adamw",
         reserve_help="GiB per GPU counted on top of the training tensors (weights, "
@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{LlmParams().memory_reserve_GiB:g}, fitted by scripts/llm_fit.py on FP8-LM's H100 "
         "runs and applied to every system and model as is (also in --search's fit check); "
         "0 for a bare tensor count. Reported as memory_reserve_GiB, included in "
-        "memory_GiB_per_gpu")
+        "memory_GiB_per_gpu; --stack pytorch: 0.4",
+        stack_default="megatron", stack_help="Default megatron (as llm has always timed).")
     _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
@@ -93,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
     check_scheme_optimizer([args.scheme], args.optimizer)
     datapath_note(system, scheme)
     if args.search:
+        if args.stack != "megatron":
+            raise UserError(f"--search --stack {args.stack}: the plan search ranks Megatron-LM "
+                            "3-D parallel plans (--stack megatron)")
         return _search(args, model, path, _params(args))
     tp, pp = args.tp or 1, args.pp or 1
     dp = args.dp
@@ -119,14 +123,21 @@ def run(args: argparse.Namespace) -> int:
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
     d = r.as_dict()
+    from accelsim.engine.energy import power_note
+
+    note = power_note(r.energy, "the iteration")
+    if note:
+        print(note, file=sys.stderr)
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))
         return 0
     print(f"{model.n_params / 1e9:.2f} B parameters on {plan.gpus} GPUs "
           f"(tp {plan.tp} x pp {plan.pp} x dp {plan.dp}), {args.scheme}, {system.name}")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
-              "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s"):
-        print(f"  {k:<22} {d[k]:.4g}")
+              "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s",
+              "power_W"):
+        if d[k] is not None:
+            print(f"  {k:<22} {d[k]:.4g}")
     cap = system.chip.memory_capacity_bytes / 2 ** 30
     if d["memory_GiB_per_gpu"] > cap:
         print(f"  warning: needs {d['memory_GiB_per_gpu']:.1f} GiB per GPU > {cap:.0f} GiB")
@@ -180,15 +191,7 @@ def _model(args: argparse.Namespace):
 
 def _params(args: argparse.Namespace):
     """The global parameters with the command line's overrides (the one place they are set)."""
-    from accelsim.engine import LlmParams
-    from accelsim.errors import UserError
-
-    if args.memory_reserve is None:
-        return LlmParams()
-    try:
-        return LlmParams(memory_reserve_GiB=args.memory_reserve)
-    except ValueError as exc:
-        raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
+    return _plan.params(args)
 
 
 def _search(args, model, path, params) -> int:
@@ -205,9 +208,19 @@ def _search(args, model, path, params) -> int:
         gpus = args.tp * args.pp * args.dp
     if args.out is not None:
         check_output_path(args.out, "--out")
+    from accelsim.engine.decoder import Decoder
+
+    source = None
+    if isinstance(model, Decoder):
+        over = [f"--{k}" for k in ("layers", "hidden", "heads", "vocab", "ffn")
+                if getattr(args, k) is not None]
+        if over or args.untied_embeddings:
+            raise UserError(f"--search takes --model {args.model} as it is: drop "
+                            f"{', '.join(over or ['--untied-embeddings'])}")
+        source = args.model
     try:
         table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
-                       optimizer=args.optimizer, executor=args.executor,
+                       optimizer=args.optimizer, executor=args.executor, model_source=source,
                        workers=args.workers, out=args.out, progress=True)
     except KeyboardInterrupt:
         if args.out is None:
@@ -231,6 +244,8 @@ def _search(args, model, path, params) -> int:
           f"reserve per GPU, --memory-reserve); best {min(args.top, len(ok))}:")
     cols = ["tp", "pp", "dp", "micro_batch", "interleave", "recompute", "sequence_parallel",
             "zero", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu"]
+    if "ep" in ok.columns:
+        cols.insert(3, "ep")
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(ok[cols].head(args.top).to_string(index=False))
     if len(bad):

@@ -42,9 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a.set_defaults(_op_run=_attention)
 
 
-_ATTENTION_HELP = ("Forward and backward time of scaled dot-product attention: the score and "
-                   "P.V matmuls on the GEMM model, the unfused softmax pass over the scores at "
-                   "the transformer path's element-wise bandwidth (none with --flash-attention)")
+_ATTENTION_HELP = ("Forward and backward time of scaled dot-product attention: unfused, the "
+                   "score and P.V matmuls on the GEMM model and the softmax pass over the "
+                   "scores at the megatron stack's element-wise bandwidth; --flash-attention, "
+                   "one fused kernel (no score matrix, causal half skipped, backward recompute) "
+                   "at the flash kernel's share of tensor-core peak (accelsim/engine/stack.py)")
 
 
 #: one attention op larger than this is a typo, not a model (GPT-3 175B's whole training run
@@ -62,7 +64,9 @@ def _attention(args: argparse.Namespace) -> int:
     from accelsim.errors import UserError
     from accelsim.commands._common import require_precisions
     from accelsim.engine import LlmParams
-    from accelsim.engine.graph import AttentionOp, attention_parts, attention_precision
+    from accelsim.engine.graph import (AttentionOp, attention_parts, attention_precision,
+                                       flash_attention_parts)
+    from accelsim.engine.stack import STREAM_EFFICIENCY, FlashKernel
     from accelsim.paths import resolve_input
 
     spath = resolve_input(args.system, "system")
@@ -81,8 +85,12 @@ def _attention(args: argparse.Namespace) -> int:
                         f"{args.head_dim}: {op.flops:.3g} FLOPs in one attention op, beyond any "
                         f"model (limit {MAX_ATTENTION_FLOPS:.0e}; GPT-3's whole training run was "
                         "3e23)")
-    hbm = system.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
-    fwd, bwd, bound = attention_parts(system, op, hbm)
+    if op.flash:  # one fused kernel, streaming at the fitted achievable bandwidth
+        fwd, bwd, bound = flash_attention_parts(
+            system, op, FlashKernel(), system.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
+    else:
+        hbm = system.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
+        fwd, bwd, bound = attention_parts(system, op, hbm)
     d = {"system": system.name, "scheme": args.scheme, "precision": precision,
          "batch": args.batch, "heads": args.heads, "kv_heads": args.kv_heads or args.heads,
          "seq": args.seq, "head_dim": args.head_dim, "causal": op.causal, "flash": op.flash,

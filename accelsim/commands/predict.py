@@ -56,7 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, global_batch_required=False, optimizer_default="sgd-momentum",
         reserve_help="GiB per chip on top of the training tensors (CUDA context, communicator "
         "buffers, allocator slack; default 0: a bare tensor count, predict's stated stack; "
-        "llm's Megatron-LM stack reserves 11.3)")
+        "with --stack, the stack's: megatron 11.3, pytorch 0.4)",
+        stack_default=None,
+        stack_help="Default: none given, predict's own stack -- today's fusion rule (--fusion) "
+        "and no reserve, a transformer workload on megatron's kernels. A transformer "
+        "workload's fusion is its stack's (megatron fused, pytorch eager); a layer workload's "
+        "--fusion default becomes the stack's")
     _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -84,9 +89,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--winograd on: system {spath} has no memory hierarchy "
                         "([[chip.level]]); Winograd convolutions are modelled only on "
                         "hierarchy (GPU) chips")
-    fusion = args.fusion == "on" if args.fusion else (system.chip.fusion
-                                                      or system.chip.has_hierarchy)
-    if args.fusion is None and fusion and workload.transformer is None:
+    from accelsim.engine.stack import get_stack
+
+    fusion = args.fusion == "on" if args.fusion else (
+        get_stack(args.stack).fused if args.stack else (system.chip.fusion
+                                                         or system.chip.has_hierarchy))
+    if args.fusion is None and args.stack is None and fusion and workload.transformer is None:
         print(f"note: fusion on (the default on {system.name}: element-wise layers fused into "
               "GEMMs, as cuDNN/XLA/torch.compile do); the validated GPU ResNet-50 numbers run "
               "unfused as NVIDIA's DeepLearningExamples did (--fusion off; docs/perf.md)",
@@ -109,10 +117,10 @@ def run(args: argparse.Namespace) -> int:
     datapath_note(system, scheme)
     check_scheme_optimizer([scheme.name], args.optimizer)
     _report.check(args)
-    reserve = (args.memory_reserve or 0.0) * 2**30
+    reserve = _plan.params(args, reserve_default=0.0).memory_reserve_GiB * 2**30
     if workload.transformer is not None:
         r = _transformer(args, system, workload, scheme, fusion)
-        out = _transformer_fields(r, system, workload)
+        out = _transformer_fields(r, system, workload, fused=args.stack != "pytorch")
         out["model_flops_per_iteration"] = r.model_flops
         timeline = r.timeline
     else:
@@ -155,7 +163,6 @@ def _transformer(args, system, workload, scheme, fusion: bool):
     """A generated transformer workload through the engine's transformer path (what ``llm``
     runs): ``--batch`` is the micro-batch, dp defaults to the system's chips over tp x pp."""
     from accelsim.errors import UserError
-    from accelsim.engine import LlmParams
     from accelsim.engine.transformer import predict
 
     for flag, v in (("--layout", args.layout), ("--winograd", args.winograd),
@@ -165,9 +172,12 @@ def _transformer(args, system, workload, scheme, fusion: bool):
                             "scheme's precision, attention in bf16)")
     if args.precision_override:
         raise UserError("--precision-override: not used by a transformer workload")
-    if not fusion:
-        raise UserError("--fusion off: the transformer path models Megatron-LM's fused kernels; "
-                        "an unfused transformer stack is not modelled")
+    params = _plan.params(args, reserve_default=0.0)
+    if args.fusion is not None and fusion != params.stack.fused:
+        raise UserError(f"--fusion {args.fusion}: a transformer workload's fusion is its "
+                        f"stack's (--stack {params.stack.name}: "
+                        f"{'fused' if params.stack.fused else 'eager, unfused'}; --stack "
+                        f"{'pytorch' if params.stack.fused else 'megatron'} for the other)")
     if args.micro_batch is not None and args.micro_batch != args.batch:
         raise UserError(f"--micro-batch {args.micro_batch} != --batch {args.batch}: for a "
                         "transformer workload --batch is the micro-batch per replica (give one)")
@@ -180,13 +190,12 @@ def _transformer(args, system, workload, scheme, fusion: bool):
     plan = _plan.build_plan(args, tp=tp, pp=pp, dp=dp, micro_batch=micro,
                             global_batch=args.global_batch or micro * dp)
     try:
-        params = LlmParams(memory_reserve_GiB=args.memory_reserve or 0.0)
-    except ValueError as exc:
-        raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
-    return predict(workload.transformer, plan, scheme, system, params)
+        return predict(workload.transformer, plan, scheme, system, params)
+    except ValueError as exc:  # what the stack does not run (eager: no tp/pp; no FP8)
+        raise UserError(f"--stack {params.stack.name}: {exc}") from None
 
 
-def _transformer_fields(r, system, workload) -> dict:
+def _transformer_fields(r, system, workload, *, fused: bool = True) -> dict:
     """predict's JSON fields for a transformer prediction (the plan and memory parts as llm
     names them)."""
     d = r.as_dict()
@@ -194,7 +203,7 @@ def _transformer_fields(r, system, workload) -> dict:
     cap = system.chip.memory_capacity_bytes / 2**30
     out = {"system": system.name, "workload": workload.name, "scheme": d["scheme"],
            "optimizer": r.plan.optimizer, "batch": r.plan.micro_batch, "chips": gpus,
-           "fusion": "on", "samples_per_s": d["samples_per_s"],
+           "fusion": "on" if fused else "off", "samples_per_s": d["samples_per_s"],
            "step_time_s": d["iteration_time_s"],
            "tflops": d["tflops_per_gpu"] * gpus, "peak_tflops": r.peak_flops_per_gpu * gpus / 1e12,
            "memory_GiB": d["memory_GiB_per_gpu"], "memory_capacity_GiB": cap,

@@ -226,7 +226,7 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
     model = Decoder.of(model)
     t, p, d, v = plan.tp, plan.pp, plan.dp, plan.interleave
     act = model.seq * plan.micro_batch * model.hidden  # elements of one s x b x h tensor
-    dense_layers, moe_layers = max(model.stage_layers(p), key=sum)
+    dense_layers, moe_layers = max(model.stage_layers(p, v), key=sum)
     layers = dense_layers + moe_layers
     # two of each per layer: input conversion (g) and output reduction (g-bar) of the
     # attention block and of the MLP block

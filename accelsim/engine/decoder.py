@@ -172,10 +172,12 @@ class Decoder:
     def _layer_index(self, moe: bool) -> int:
         return _layer_index(self.config, moe)
 
-    def stage_layers(self, pp: int) -> list[tuple[int, int]]:
-        """(dense, MoE) layers of each of ``pp`` pipeline stages (contiguous blocks of
-        ``layers / pp``; uneven counts: the first stages one more)."""
-        return list(_stage_layers(self.config, pp))
+    def stage_layers(self, pp: int, interleave: int = 1) -> list[tuple[int, int]]:
+        """(dense, MoE) layers of each of ``pp`` pipeline stages: contiguous blocks of
+        ``layers / pp`` (uneven counts: the first stages one more), or with ``interleave`` v
+        chunks per stage, chunk c of stage s holding layers ``(c pp + s) L / (pp v)`` onward
+        (Narayanan et al. SC'21's interleaved assignment)."""
+        return list(_stage_layers(self.config, pp, interleave))
 
     def check_split(self, tp: int, ep: int) -> None:
         c = self.config
@@ -207,8 +209,17 @@ def _layer_index(c: TransformerConfig, moe: bool) -> int:
 
 
 @functools.lru_cache(maxsize=1024)
-def _stage_layers(c: TransformerConfig, pp: int) -> tuple[tuple[int, int], ...]:
+def _stage_layers(c: TransformerConfig, pp: int, interleave: int = 1
+                  ) -> tuple[tuple[int, int], ...]:
     L, out, start = c.layers, [], 0
+    if interleave > 1:
+        per = L // (pp * interleave)
+        for s in range(pp):
+            layers = [i for ch in range(interleave)
+                      for i in range((ch * pp + s) * per, (ch * pp + s + 1) * per)]
+            moe = sum(c.is_moe_layer(i) for i in layers)
+            out.append((len(layers) - moe, moe))
+        return tuple(out)
     for s in range(pp):
         n = L // pp + (1 if s < L % pp else 0)
         moe = sum(c.is_moe_layer(i) for i in range(start, start + n))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from accelsim.arch import System
+from accelsim.engine.stack import FlashKernel
 from accelsim.perf.gemm import OPERAND_BYTES, gemm_time
 from accelsim.ring import bus_factor
 from accelsim.workload.model import Layer
@@ -123,8 +124,29 @@ class AttentionOp:
 
     @property
     def flops(self) -> float:
-        """Forward FLOPs (the backward pass does twice as many)."""
+        """Forward FLOPs."""
         return sum(g.flops for g in self.gemms)
+
+    @property
+    def backward_flops(self) -> float:
+        """Backward FLOPs: two GEMMs per forward GEMM (data and weight side), and a flash
+        kernel also recomputes the scores ``Q K^T`` it never stored -- 5 matmuls against the
+        forward's 2, 2.5x (Dao 2023, FlashAttention-2, section 3.1.2's backward pass)."""
+        if self.flash:
+            return 2.5 * self.flops
+        return 2.0 * self.flops
+
+    @property
+    def backward_bytes(self) -> float:
+        """Backward HBM bytes of a flash kernel: Q, K, V, O, dO read, dQ, dK, dV written (K, V
+        and their gradients per key/value head; the 4-byte log-sum-exp per query row, under
+        1 % of it at head dim 64, is left out); an unfused kernel's twice the forward's (its
+        score pass runs twice)."""
+        if not self.flash:
+            return 2.0 * self.bytes
+        kv = self.kv_heads or self.heads
+        elems = self.batch * self.seq * self.head_dim * (4 * self.heads + 4 * kv)
+        return elems * OPERAND_BYTES[self.precision]
 
     @property
     def bytes(self) -> float:
@@ -139,6 +161,34 @@ def attention_precision(compute_precision: str) -> str:
     """The precision attention's two matmuls run in: the scheme's when 16 or 32 bits, bf16
     under 8-bit schemes (Transformer Engine and FP8-LM keep attention 16-bit)."""
     return compute_precision if OPERAND_BYTES[compute_precision] >= 2 else "bf16"
+
+
+def flash_attention_parts(system: System, op: AttentionOp, kernel: FlashKernel,
+                          hbm_Bps: float, floor_s: float = 0.0) -> tuple[float, float, str]:
+    """(forward s, backward s, bound) of a fused (flash) attention kernel on one chip: its
+    FLOPs (the causal half skipped; the backward pass 2.5x, recompute included) at the chip's
+    dense tensor-core peak for the op's precision times the kernel's sustained fraction
+    (:class:`accelsim.engine.stack.FlashKernel`), or its HBM traffic (Q, K, V, O forward; Q, K,
+    V, O, dO read and dQ, dK, dV written backward -- never the s x s scores) at ``hbm_Bps``,
+    whichever is longer, plus the chip's kernel time; at least ``floor_s`` per pass (a
+    stack's per-call floor). ``bound`` names what bounds the forward pass."""
+    if not op.flash:
+        raise InputError("flash_attention_parts times a flash kernel: the op has flash=False "
+                         "(an unfused kernel is attention_parts')")
+    peak = system.peak_flops(op.precision) / system.chips
+    causal = kernel.causal_efficiency if op.causal else 1.0
+    launch = system.chip.kernel_launch_s
+
+    def one(flops: float, nbytes: float, eff: float) -> tuple[float, str]:
+        compute, memory = flops / (peak * eff * causal), nbytes / hbm_Bps
+        t = max(compute, memory) + launch
+        if floor_s > t:
+            return floor_s, "latency"
+        return t, "compute" if compute >= memory else "memory"
+
+    f, bound = one(op.flops, op.bytes, kernel.fwd_efficiency)
+    b, _ = one(op.backward_flops, op.backward_bytes, kernel.bwd_efficiency)
+    return f, b, bound
 
 
 @dataclass(frozen=True)
@@ -158,15 +208,18 @@ def gemm_timed(system: System, m: int, n: int, k: int, precision: str, count: in
     return gemm_time(system, m, n, k, precision, count=count)
 
 
-def gemm_s(system: System, op: GemmOp) -> float:
-    """Seconds of one GEMM op on one chip of ``system``."""
-    return op.fraction * gemm_timed(system, op.m, op.n, op.k, op.precision, op.count).time_s
+def gemm_s(system: System, op: GemmOp, floor_s: float = 0.0) -> float:
+    """Seconds of one GEMM op on one chip of ``system``, at least ``floor_s`` (a stack's
+    per-call floor; 0: none)."""
+    return max(op.fraction * gemm_timed(system, op.m, op.n, op.k, op.precision,
+                                        op.count).time_s, floor_s)
 
 
-def gemm_fwd_bwd_s(system: System, op: GemmOp) -> tuple[float, float]:
-    """(forward, backward) seconds: the op, then its data- and weight-gradient GEMMs."""
+def gemm_fwd_bwd_s(system: System, op: GemmOp, floor_s: float = 0.0) -> tuple[float, float]:
+    """(forward, backward) seconds: the op, then its data- and weight-gradient GEMMs (each
+    call at least ``floor_s``)."""
     d, w = op.backward
-    return gemm_s(system, op), gemm_s(system, d) + gemm_s(system, w)
+    return gemm_s(system, op, floor_s), gemm_s(system, d, floor_s) + gemm_s(system, w, floor_s)
 
 
 def attention_s(system: System, op: AttentionOp, hbm_Bps: float) -> tuple[float, float]:
@@ -194,9 +247,10 @@ def attention_parts(system: System, op: AttentionOp, hbm_Bps: float
     return f + score_s, b + 2 * score_s, bound
 
 
-def elementwise_s(op: ElementwiseOp, hbm_Bps: float) -> float:
-    """Seconds of a memory-bound kernel streaming at ``hbm_Bps``."""
-    return op.bytes / hbm_Bps
+def elementwise_s(op: ElementwiseOp, hbm_Bps: float, floor_s: float = 0.0) -> float:
+    """Seconds of a memory-bound kernel streaming at ``hbm_Bps``, at least ``floor_s`` (a
+    stack's per-call floor; 0: none)."""
+    return max(op.bytes / hbm_Bps, floor_s)
 
 
 # --------------------------------------------------------------------------- layer workloads

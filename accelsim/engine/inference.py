@@ -9,8 +9,9 @@ the LM head for the last token of each sequence only (as vLLM and TensorRT-LLM c
 logits). Every GEMM is perf's one kernel formula (:func:`accelsim.perf.gemm.gemm_time`: tiles,
 waves, the memory-bound weight stream of a skinny decode GEMM, the per-kernel fixed time).
 
-* **prefill** attention is :class:`~accelsim.engine.graph.AttentionOp` with a flash kernel over
-  the prompt (causal);
+* **prefill** attention is :class:`~accelsim.engine.graph.AttentionOp` over the prompt (causal),
+  timed by the flash kernel model (:func:`accelsim.engine.graph.flash_attention_parts` with
+  :class:`accelsim.engine.stack.FlashKernel`'s published sustained fractions);
 * **decode** attention (:class:`CachedAttention`) reads the KV cache of ``context`` tokens
   (flash-decoding style: one pass over the cache, split over the sequence) -- the larger of its
   FLOPs at the tensor-core rate and its bytes at the fitted streaming efficiency of perf
@@ -37,9 +38,11 @@ from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.engine import decoder
 from accelsim.engine.comm import Fabric
 from accelsim.engine.decoder import Decoder
-from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_parts,
-                                   attention_precision, gemm_s, gemm_timed)
+from accelsim.engine.energy import StepEnergy, step_energy
+from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precision,
+                                   flash_attention_parts, gemm_s, gemm_timed)
 from accelsim.engine.plan import LlmParams
+from accelsim.engine.stack import FlashKernel
 from accelsim.engine.trace import Row, Timeline
 from accelsim.errors import InputError
 from accelsim.perf.gemm import FITTED
@@ -171,7 +174,7 @@ def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: Infe
                            head_dim=model.head_dim, kv_heads=max(1, kv // t), causal=True,
                            flash=True, precision=ap)
         bw = system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency
-        f, _, bound = attention_parts(system, attn, bw)
+        f, _, bound = flash_attention_parts(system, attn, FlashKernel(), bw)
         out.append(OpCost("attention", f, attn.flops, attn.bytes, bound))
     else:
         ca = cached_attention(model, plan, batch, context)
@@ -298,6 +301,8 @@ class InferenceResult:
     weights_bytes: float
     kv_cache_bytes: float
     reserve_bytes: float
+    prefill_energy: StepEnergy | None = None  # None: no pass, or no power model
+    decode_energy: StepEnergy | None = None
 
     @property
     def memory_GiB_per_gpu(self) -> float:
@@ -315,6 +320,12 @@ class InferenceResult:
         if self.decode is not None:
             d.update(context_tokens=self.context, decode_step_s=self.decode.time_s,
                      decode_tokens_per_s=self.batch / self.decode.time_s)
+        for name, e in (("prefill", self.prefill_energy), ("decode_step", self.decode_energy)):
+            if e is not None:
+                d[f"{name}_energy_J"] = e.energy_J  # all GPUs
+                d[f"{name}_power_W"] = e.power_W  # mean per GPU
+        if self.decode_energy is not None:
+            d["energy_J_per_output_token"] = self.decode_energy.energy_J / self.batch
         if self.request_latency_s is not None:
             d.update(output_tokens=self.output_tokens, request_latency_s=self.request_latency_s,
                      end_to_end_tokens_per_s=self.batch * self.output_tokens
@@ -374,12 +385,17 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         latency = pre.time_s + decode_total_s(model, system, fabric, plan, gp, batch, prompt,
                                               output_tokens - 1)
     ctx_mem = max(context or 0, (prompt or 0) + (output_tokens or 0))
+
+    def energy(p: PassTime | None) -> StepEnergy | None:
+        return None if p is None else step_energy(system, p.rows(), gp, p.time_s, plan.gpus,
+                                                  plan.tp)
+
     return InferenceResult(
         model=model, plan=plan, scheme=sc.name, batch=batch, prefill=pre, decode=dec,
         prompt=prompt or 0, context=context or 0, output_tokens=output_tokens or 0,
         request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
-        reserve_bytes=reserve_GiB * GIB)
+        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec))
 
 
 def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,

@@ -153,7 +153,7 @@ def stage_params(model: GptConfig | Decoder, plan: Plan) -> float:
 
 
 def _largest_stage(model: Decoder, plan: Plan) -> tuple[int, tuple[float, float, float, float]]:
-    stages = model.stage_layers(plan.pp)
+    stages = model.stage_layers(plan.pp, plan.interleave)
     best = (-1, (-1.0, 0.0, 0.0, 0.0))
     for i, layers in enumerate(stages):
         # GPT: the first stage (the embedding) unless pp == 1, where it is also the last
@@ -213,7 +213,7 @@ def in_flight_layers(model: GptConfig | Decoder, plan: Plan) -> float:
     """Layers' worth of micro-batch activations the largest stage holds at its peak."""
     model = Decoder.of(model)
     p, v = plan.pp, plan.interleave
-    per_stage = sum(max(model.stage_layers(p)))
+    per_stage = max(sum(s) for s in model.stage_layers(p, v))
     in_flight = min(p, plan.n_micro)
     factor = 1 + (p - 1) / (p * v) if v > 1 else 1.0
     return per_stage * in_flight * factor
@@ -246,7 +246,7 @@ def memory(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats,
         we, ge, oe = model_state_bytes(ParamCounts(linear=ex, rest=0.0), scheme, plan.zero,
                                        plan.dp // plan.ep)
         w, g, o = w + we, g + ge, o + oe
-    dense, moe = model.stage_layers(plan.pp)[stage]
+    dense, moe = model.stage_layers(plan.pp, plan.interleave)[stage]
     per_layer = activation_bytes_per_layer(model, plan, scheme)
     if moe:
         per_layer = (dense * per_layer + moe * activation_bytes_per_layer(

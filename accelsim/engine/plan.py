@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelsim.arch.schemes import OPTIMIZERS
+from accelsim.engine.stack import MEGATRON, Stack
 from accelsim.workload.gpt import GptConfig
 
 if TYPE_CHECKING:
@@ -123,27 +124,33 @@ class Plan:
 
 @dataclass(frozen=True)
 class LlmParams:
-    """Global physical parameters (one set for every case; fitted by scripts/llm_fit.py).
+    """The global parameters of one prediction: the fabric's and the software stack's.
 
     network_efficiency: fraction of a link's bandwidth a collective reaches (NCCL bus bandwidth
-        over the wire rate).
-    memory_efficiency: fraction of HBM bandwidth that the non-GEMM (element-wise) kernels reach.
+        over the wire rate; fitted by scripts/llm_fit.py).
     all_to_all_efficiency: fraction of a link's bandwidth an expert-parallel all-to-all
         (token dispatch and combine) reaches.
-    memory_reserve_GiB: GPU memory per GPU outside the training tensors: the CUDA context,
-        NCCL communicator buffers (one set per process group; several GB per GPU on H100 with
-        NVLink SHARP in 2023: NVIDIA/nccl#864, NVIDIA/NeMo-Framework-Launcher#127), library
-        workspaces and the caching allocator's reserve, of a 2023 Megatron-LM / MS-AMP run on
-        DGX H100 (where it is fitted). One number for every system and model, not scaled by
-        either: a property of the software stack, so it lives here rather than in a node file
-        (docs/llm.md); ``accelsim llm --memory-reserve`` sets it, 0 for a bare tensor count.
+    stack: the software stack (:mod:`accelsim.engine.stack`; default ``megatron``, the stack
+        the model was fitted on): fusion, per-kernel floors, attention kernel, autocast.
+    memory_efficiency: fraction of HBM bandwidth that the non-GEMM (element-wise) kernels and
+        the optimizer step reach; None: the stack's (``megatron`` 0.45, fitted by
+        scripts/llm_fit.py; ``pytorch`` the copy-fitted stream bandwidth).
+    memory_reserve_GiB: GPU memory per GPU outside the training tensors (CUDA context,
+        communicator buffers, workspaces, allocator reserve); None: the stack's (``megatron``
+        11.3, fitted on FP8-LM's 2023 Megatron-LM / MS-AMP runs on DGX H100: NCCL buffers are
+        several GB per GPU with NVLink SHARP, NVIDIA/nccl#864,
+        NVIDIA/NeMo-Framework-Launcher#127). One number for every system and model, not
+        scaled by either: a property of the software stack (docs/llm.md); ``accelsim llm
+        --memory-reserve`` sets it, 0 for a bare tensor count.
+    Overrides (``--memory-reserve``, a fit's grid) are resolved here, once.
     """
 
     # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1); 0.5 before perf's per-kernel time
     # was fitted (GPU presets' kernel_launch_us 2 -> 6 us)
     network_efficiency: float = 0.55
-    memory_efficiency: float = 0.45  # fitted: scripts/llm_fit.py
-    memory_reserve_GiB: float = 11.3  # fitted: scripts/llm_fit.py (FP8-LM Table 5)
+    memory_efficiency: float | None = None
+    memory_reserve_GiB: float | None = None
+    stack: Stack = MEGATRON
     # not fitted: DeepEP's README (github.com/deepseek-ai/DeepEP, "Normal kernels with NVLink
     # and RDMA forwarding", H800 + CX7 400 Gb/s, DeepSeek-V3's pretraining setting): dispatch and
     # combine reach 43-51 GB/s of the ~50 GB/s NIC at EP 16-64 and 153-158 GB/s of the ~160 GB/s
@@ -151,6 +158,12 @@ class LlmParams:
     all_to_all_efficiency: float = 0.9
 
     def __post_init__(self) -> None:
+        if not isinstance(self.stack, Stack):
+            raise InputError(f"LlmParams.stack must be a Stack, got {self.stack!r}")
+        if self.memory_efficiency is None:
+            object.__setattr__(self, "memory_efficiency", self.stack.elementwise_efficiency)
+        if self.memory_reserve_GiB is None:
+            object.__setattr__(self, "memory_reserve_GiB", self.stack.memory_reserve_GiB)
         for f in ("network_efficiency", "memory_efficiency", "all_to_all_efficiency"):
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not 0 < v <= 1:

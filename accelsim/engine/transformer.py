@@ -16,15 +16,16 @@ gradients through HBM: the scheme's ``grad_accumulation_bytes`` per parameter (b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
-from accelsim.engine import decoder
+from accelsim.engine import decoder, eager
 from accelsim.engine.comm import Comm, Fabric, comm
 from accelsim.engine.decoder import Decoder
+from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.memory import GIB, Memory, memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.graph import (
@@ -36,9 +37,11 @@ from accelsim.engine.graph import (
     attention_parts,
     attention_precision,
     elementwise_s,
+    flash_attention_parts,
     gemm_fwd_bwd_s,
     gemm_timed,
 )
+from accelsim.engine.stack import AttentionKernel, KernelKind
 from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
@@ -79,27 +82,46 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
     over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch."""
     model = Decoder.of(model)
     linear, attn, ew, head = layer_ops(model, plan, formats, moe)
+    stack = params.stack
     bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
+    gfloor = stack.floor_s(KernelKind.GEMM)
     rows: list[OpTime] = []
     for g in linear:
-        fw, bk = gemm_fwd_bwd_s(system, g)
+        fw, bk = gemm_fwd_bwd_s(system, g, gfloor)
         bound = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count).bound
         rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, bound))
         rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, bound))
-    af, ab, abound = attention_parts(system, attn, bw)
+    if stack.attention is AttentionKernel.FLASH:  # one fused kernel (SDPA)
+        attn = replace(attn, flash=True)
+        af, ab, abound = flash_attention_parts(system, attn, stack.flash, bw,
+                                               stack.floor_s(KernelKind.ATTENTION))
+        bflops, bbytes = attn.backward_flops, attn.backward_bytes
+    else:
+        af, ab, abound = attention_parts(system, attn, bw)
+        bflops, bbytes = 2 * attn.flops, 2 * attn.bytes
     rows.append(OpTime("attention", Phase.FWD, af, attn.flops, attn.bytes, abound))
-    rows.append(OpTime("attention", Phase.BWD, ab, 2 * attn.flops, 2 * attn.bytes, abound))
-    rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
-    rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
-                       "memory"))
+    rows.append(OpTime("attention", Phase.BWD, ab, bflops, bbytes, abound))
     T, V = model.seq * plan.micro_batch, model.vocab / plan.tp
-    hf, hb = gemm_fwd_bwd_s(system, head)
+    if stack.fused:
+        rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
+        rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
+                           "memory"))
+        loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
+        loss = ((loss_f / bw, loss_f), (loss_b / bw, loss_b))
+    else:  # eager: every element-wise op its own kernel (accelsim.engine.eager)
+        efloor = stack.floor_s(KernelKind.ELEMENTWISE)
+        for phase, kernels in zip((Phase.FWD, Phase.BWD), eager.layer_kernels(
+                model, plan.micro_batch, formats.gemm_precision)):
+            t, nbytes = eager.stream_s(kernels, bw, efloor)
+            rows.append(OpTime(ew.name, phase, t, 0.0, nbytes, "memory"))
+        loss = tuple(eager.stream_s(k, bw, efloor) for k in eager.head_kernels(
+            model, plan.micro_batch, formats.gemm_precision))
+    hf, hb = gemm_fwd_bwd_s(system, head, gfloor)
     hbound = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count).bound
-    loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
     head_rows = [OpTime("lm_head", Phase.FWD, hf, head.flops, head.bytes, hbound),
                  OpTime("lm_head", Phase.BWD, hb, 2 * head.flops, 2 * head.bytes, hbound),
-                 OpTime("loss", Phase.FWD, loss_f / bw, 0.0, loss_f, "memory"),
-                 OpTime("loss", Phase.BWD, loss_b / bw, 0.0, loss_b, "memory")]
+                 OpTime("loss", Phase.FWD, loss[0][0], 0.0, loss[0][1], "memory"),
+                 OpTime("loss", Phase.BWD, loss[1][0], 0.0, loss[1][1], "memory")]
     return rows, head_rows
 
 
@@ -134,6 +156,7 @@ class Prediction:
     moe_recompute_s: float = 0.0
     critical_stage: int = 0  # the stage the iteration is timed on (the slowest)
     moe_a2a_exposed_s: float = 0.0  # per MoE layer and micro-batch, forward + backward
+    energy: StepEnergy | None = None  # None: the chip has no power model
 
     def _a2a_exposed(self) -> tuple[float, float]:
         """(forward, backward) exposed all-to-all of one MoE layer and micro-batch."""
@@ -206,8 +229,7 @@ class Prediction:
     def timeline(self) -> Timeline:
         """The iteration on the critical stage as trace events (:mod:`accelsim.engine.trace`)."""
         p, cm = self.plan, self.comm
-        dense, moe = self.model.stage_layers(p.pp)[self.critical_stage] if p.interleave == 1 \
-            else (self.model.layers // p.pp, 0)
+        dense, moe = self.model.stage_layers(p.pp, p.interleave)[self.critical_stage]
         layers = dense + moe
         by_op: dict[tuple[str, Phase], float] = {}
         for ops, n in ((self.layer_ops, dense), (self.moe_layer_ops, moe)):
@@ -289,6 +311,8 @@ class Prediction:
             "bubble_s": self.bubble_s,
             "dp_comm_s": self.dp_comm_s,
             "optimizer_s": self.optimizer_s,
+            "energy_J": None if self.energy is None else self.energy.energy_J,  # all GPUs
+            "power_W": None if self.energy is None else self.energy.power_W,  # mean per GPU
             "params": self.model.n_params,
             "active_params": self.model.n_active_params,
             "model": self.model.name,
@@ -337,11 +361,21 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     sc = get_scheme(scheme).formats(plan.optimizer)
     plan.check_model(model)
     plan.check_placement(system.chips)
+    name = sc.name
+    if not params.stack.fused:  # eager PyTorch (accelsim.engine.eager): one GPU or DDP
+        eager.check_plan(model, plan, sc)
+        if params.stack.autocast:
+            sc = eager.autocast_formats(sc, plan.optimizer)
+    if params.stack.attention is AttentionKernel.FLASH:
+        model = replace(model, flash_attention=True)
     if not system.chip.core.supports(sc.gemm_precision):
         raise InputError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")
     fabric = Fabric.of(system, params, engine)
     mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
+    if not params.stack.fused:
+        mem = replace(mem, activations_bytes=eager.activation_bytes(model, plan,
+                                                                    sc.gemm_precision))
     cm = comm(model, plan, sc, fabric, mem)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
     mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
@@ -371,8 +405,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     a2a_exposed = a2a
     if mrows and plan.overlap_moe_comm:
         a2a_exposed = max(0.0, a2a - _phase_s(mrows, Phase.FWD) - _phase_s(mrows, Phase.BWD))
-    stages = model.stage_layers(plan.pp) if plan.interleave == 1 else \
-        [(model.layers // plan.pp, 0)] * plan.pp
+    stages = model.stage_layers(plan.pp, plan.interleave)
     cost = [d * (f_d + b_d + rec_d) + (m * (f_m + b_m + rec_m) if m else 0.0)
             for d, m in stages]
     critical = cost.index(max(cost))
@@ -388,7 +421,9 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
         + accumulate
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
-    opt_s = optimizer_step_bytes(mem, plan, sc) / hbm
+    # one fused optimizer call: its bytes at the stack's stream bandwidth, at least one call
+    opt_s = max(optimizer_step_bytes(mem, plan, sc) / hbm,
+                params.stack.floor_s(KernelKind.OPTIMIZER))
     # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
     dp_exposed = exposed_comm_s(cm.dp_reduce_s, cm.dp_gather_s, 0.0,
                                 bwd if plan.overlap_grad_reduce else 0.0)
@@ -400,11 +435,15 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         extra = mflops / 3 - model.head_flops(B)  # no head recompute
     elif plan.recompute == "selective":
         extra = model.attention_flops(B)
-    return Prediction(
-        model=model, plan=plan, scheme=sc.name, iteration_time_s=total, pipeline_s=pipeline,
+    pred = Prediction(
+        model=model, plan=plan, scheme=name, iteration_time_s=total, pipeline_s=pipeline,
         bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
         model_flops=mflops, hardware_flops=mflops + extra,
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
         moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed)
+    if system.chip.power is None:
+        return pred
+    return replace(pred, energy=step_energy(system, pred.rows(), sc.gemm_precision, total,
+                                            plan.gpus, plan.tp * plan.dp))

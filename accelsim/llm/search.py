@@ -12,6 +12,7 @@ from typing import Any
 
 from accelsim.arch import System, build_system
 from accelsim.dse.sweep import Infeasible, SweepSpec, run_sweep
+from accelsim.engine.decoder import Decoder
 from accelsim.engine.plan import RECOMPUTE, ZERO_STAGES, LlmParams, Plan
 from accelsim.engine.transformer import predict
 from accelsim.workload.gpt import GptConfig
@@ -35,9 +36,19 @@ def _system(path: str) -> System:
     return build_system(path)
 
 
+@functools.lru_cache(maxsize=8)
+def _decoder(source: str, seq: int, flash_attention: bool) -> Decoder:
+    from accelsim.workload.hf_config import resolve_model
+
+    return Decoder(resolve_model(source), seq, flash_attention=flash_attention)
+
+
 def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
     """Sweep evaluator (top level, picklable): one plan -> its outputs, or Infeasible."""
-    model = GptConfig(**{k: point[k] for k in MODEL_KEYS})
+    if point.get("model_source"):
+        model = _decoder(point["model_source"], point["seq"], point["flash_attention"])
+    else:
+        model = GptConfig(**{k: point[k] for k in MODEL_KEYS})
     system = _system(point["system"])
     gpus, tp, pp = point["gpus"], point["tp"], point["pp"]
     if point["sequence_parallel"] and tp == 1:
@@ -48,7 +59,7 @@ def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
         plan = Plan(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=point["micro_batch"],
                     global_batch=point["global_batch"], interleave=point["interleave"],
                     recompute=point["recompute"], sequence_parallel=point["sequence_parallel"],
-                    zero=point["zero"], optimizer=point["optimizer"])
+                    zero=point["zero"], optimizer=point["optimizer"], ep=point.get("ep", 1))
         plan.check_model(model)
         plan.check_placement(system.chips)
     except ValueError as exc:
@@ -68,12 +79,16 @@ def evaluate_plan(point: Mapping[str, Any]) -> dict[str, Any]:
 evaluate_plan.columns = OUTPUT_COLUMNS
 
 
-def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int, scheme: str,
-                params: LlmParams = LlmParams(), *, optimizer: str = "adamw", max_tp: int = 8,
-                micro_batches: tuple[int, ...] = (1, 2, 4, 8),
-                interleaves: tuple[int, ...] = (1, 2, 4)) -> SweepSpec:
+def search_spec(model: GptConfig | Decoder, system_path: str, gpus: int, global_batch: int,
+                scheme: str, params: LlmParams = LlmParams(), *, optimizer: str = "adamw",
+                max_tp: int = 8, micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+                interleaves: tuple[int, ...] = (1, 2, 4), model_source: str | None = None
+                ) -> SweepSpec:
     """The search space as a sweep: TP and PP powers of two (PP also any divisor of the layer
-    count), micro-batches, interleave, recompute, sequence parallelism and ZeRO as axes."""
+    count), micro-batches, interleave, recompute, sequence parallelism and ZeRO as axes; for a
+    mixture-of-experts model also EP (powers of two up to the experts). A :class:`Decoder`
+    needs ``model_source``: the preset name or config.json it came from (the sweep's points
+    are plain values, resolved again in each worker)."""
     if gpus < 1 or global_batch < 1:
         raise ValueError(f"gpus and global batch must be >= 1, got {gpus}, {global_batch}")
     pps = sorted({p for p in range(1, model.layers + 1) if model.layers % p == 0 and p <= gpus})
@@ -81,17 +96,26 @@ def search_spec(model: GptConfig, system_path: str, gpus: int, global_batch: int
                 optimizer=optimizer,
                 network_efficiency=params.network_efficiency,
                 memory_efficiency=params.memory_efficiency,
-                memory_reserve_GiB=params.memory_reserve_GiB,
-                layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
-                vocab=model.vocab, ffn=model.ffn, flash_attention=model.flash_attention)
+                memory_reserve_GiB=params.memory_reserve_GiB, seq=model.seq,
+                flash_attention=model.flash_attention)
+    eps: tuple[int, ...] = ()
+    if isinstance(model, Decoder):
+        if model_source is None:
+            raise ValueError("a Decoder's plan search needs model_source (its preset or file)")
+        base["model_source"] = model_source
+        if model.is_moe:
+            eps = _pow2_upto(min(model.config.moe.n_experts, gpus))
+    else:
+        base.update(layers=model.layers, hidden=model.hidden, heads=model.heads,
+                    vocab=model.vocab, ffn=model.ffn)
     axes = (("tp", _pow2_upto(min(max_tp, gpus))), ("pp", tuple(pps)),
             ("micro_batch", micro_batches), ("interleave", interleaves),
             ("recompute", RECOMPUTE), ("sequence_parallel", (False, True)),
-            ("zero", ZERO_STAGES))
+            ("zero", ZERO_STAGES)) + ((("ep", eps),) if eps else ())
     return SweepSpec(base=tuple(base.items()), axes=axes)
 
 
-def search(model: GptConfig, system_path: str, gpus: int, global_batch: int, scheme: str,
+def search(model: GptConfig | Decoder, system_path: str, gpus: int, global_batch: int, scheme: str,
            params: LlmParams = LlmParams(), *, executor: str = "serial",
            workers: int | None = None, out=None,
            progress: bool = False, **space):

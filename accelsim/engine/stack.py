@@ -1,0 +1,182 @@
+"""Software stacks as presets: what belongs to the framework a model trains under rather than
+to the chip -- the memory held outside the training tensors, whether element-wise work is
+fused, the bandwidth a stream kernel reaches, the per-call floor of each kernel kind and the
+attention kernel.
+
+``megatron`` is the stack the LLM model was fitted on (Megatron-LM / MS-AMP on DGX H100,
+``scripts/llm_fit.py``): its numbers are the ones ``accelsim llm`` has always used, so the
+Megatron-LM and FP8-LM validations do not move. ``pytorch`` is eager PyTorch on one GPU or
+under DDP -- bf16 autocast over fp32 master weights, fused AdamW, SDPA attention, every
+element-wise op its own kernel -- what most single-GPU users run. Every number cites its
+source where it is defined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from accelsim.errors import InputError
+
+
+class AttentionKernel(StrEnum):
+    """How a stack runs scaled dot-product attention."""
+
+    #: the score and P.V matmuls on perf's GEMM model, plus (unfused) the softmax pass over the
+    #: scores; a "flash" model skips the masked half (the megatron preset's 2023 fit used it)
+    GEMM_PAIR = "gemm-pair"
+    #: one fused kernel (:class:`FlashKernel`): no score matrix in HBM, the causal half skipped,
+    #: the backward pass recomputing the scores
+    FLASH = "flash"
+
+
+class KernelKind(StrEnum):
+    """The kinds of kernel a stack launches, each with its own per-call floor."""
+
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    ELEMENTWISE = "elementwise"
+    OPTIMIZER = "optimizer"
+
+
+@dataclass(frozen=True)
+class FlashKernel:
+    """A fused attention kernel's sustained fraction of the chip's dense tensor-core peak.
+
+    One global set (not per shape), the long-sequence plateau of the kernel PyTorch's SDPA
+    runs on H100: cuDNN attention, SDPA's first choice on sm90 once the bundled cuDNN is newer
+    than 9.15 (PyTorch 2.11: ``check_prefer_cudnn_attention`` in ``sdp_utils.cpp``, as
+    discussed in huggingface/transformers#48163). Plateau values of Shah et al. 2024,
+    FlashAttention-3 (arXiv:2407.08608), Figs. 5-6, H100 80GB SXM5, head dim 128, bf16/fp16,
+    sequence 16k, cuDNN bars: forward 595 TFLOPS non-causal and 539 causal, backward 516
+    (non-causal; the backward counts 2.5x the forward FLOPs), against the 989.4 TFLOPS dense
+    peak: ``fwd_efficiency`` 595 / 989.4, ``bwd_efficiency`` 516 / 989.4 and
+    ``causal_efficiency`` 539 / 595 (a causal kernel's loss to its diagonal blocks and load
+    imbalance, applied to both passes). Shorter sequences run below the plateau (tile and wave
+    quantization), which this global set does not model.
+    """
+
+    fwd_efficiency: float = 595 / 989.4
+    bwd_efficiency: float = 516 / 989.4
+    causal_efficiency: float = 539 / 595
+
+    def __post_init__(self) -> None:
+        for f in ("fwd_efficiency", "bwd_efficiency", "causal_efficiency"):
+            v = getattr(self, f)
+            if not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise InputError(f"FlashKernel.{f} must be in (0, 1], got {v!r}")
+
+
+#: the HBM bandwidth a streaming kernel reaches on an H100, as a fraction of the datasheet's
+#: 3.35 TB/s: fitted by ``scripts/fit_stream.py`` on the device-to-device copies of
+#: ``accelsim/data/h100_power/h100_gemm_power.json`` whose working set is at least ten times
+#: the 50 MB L2 (256, 1024, 4096 MiB each way), with the chip's kernel time (6 us) fixed
+STREAM_EFFICIENCY = 0.911
+
+#: eager PyTorch's per-call floor (us): the time one op takes when it is issued back to back
+#: from Python and its kernel is smaller than the issue cost -- fitted by
+#: ``scripts/fit_stream.py`` on the same file: a cuBLAS matmul, the mean of the bf16/fp16
+#: 768^3 and 1000^3 GEMMs (19.7, 20.5, 20.6, 21.4 us, whose tensor-core work is under 2.3 us);
+#: an element-wise op, the 4 MiB copy (6.8 us; 8 MiB moved, from L2)
+EAGER_GEMM_FLOOR_US = 20.6
+EAGER_ELEMENTWISE_FLOOR_US = 6.8
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One software stack's global parameters.
+
+    elementwise_efficiency: fraction of HBM bandwidth its element-wise (memory-bound) kernels
+        and the optimizer step stream at.
+    memory_reserve_GiB: GPU memory per GPU outside the training tensors (CUDA context,
+        communicator buffers, library workspaces, allocator reserve).
+    fused: element-wise work as one fused per-layer byte count (Megatron-LM's fused kernels,
+        Korthikanti et al.'s accounting), or eager: every op its own kernel with its own HBM
+        round trip and per-call floor (:mod:`accelsim.engine.eager`).
+    attention: the attention kernel (:class:`AttentionKernel`).
+    launch_floor_us: per-call floor of each kernel kind (a kernel takes at least this long;
+        0: none beyond the chip's own kernel time).
+    autocast: 16-bit schemes run under autocast over fp32 weights: the fp32 weights are the
+        master copy (fp32 gradients and moments), each forward casts them to 16 bits and keeps
+        the copies for the backward pass.
+    """
+
+    name: str
+    elementwise_efficiency: float
+    memory_reserve_GiB: float
+    fused: bool
+    attention: AttentionKernel
+    launch_floor_us: tuple[tuple[KernelKind, float], ...] = ()
+    autocast: bool = False
+    flash: FlashKernel = FlashKernel()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        v = self.elementwise_efficiency
+        if not isinstance(v, (int, float)) or not 0 < v <= 1:
+            raise InputError(f"stack {self.name}: elementwise_efficiency must be in (0, 1], "
+                             f"got {v!r}")
+        v = self.memory_reserve_GiB
+        if not isinstance(v, (int, float)) or not 0 <= v < 1024:
+            raise InputError(f"stack {self.name}: memory_reserve_GiB must be in [0, 1024), "
+                             f"got {v!r}")
+        for kind, us in self.launch_floor_us:
+            if not isinstance(kind, KernelKind) or not isinstance(us, (int, float)) or us < 0:
+                raise InputError(f"stack {self.name}: launch floor {kind!r} = {us!r} must be "
+                                 "a KernelKind and a number of us >= 0")
+
+    def __repr__(self) -> str:
+        """A preset by its name (signatures in docs/api.md stay readable); else every field."""
+        if STACKS.get(self.name) is self:
+            return f"{self.name.upper()}"
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__dataclass_fields__)
+        return f"Stack({fields})"
+
+    def floor_s(self, kind: KernelKind) -> float:
+        """The per-call floor of a kernel of ``kind`` (seconds)."""
+        return dict(self.launch_floor_us).get(kind, 0.0) * 1e-6
+
+
+#: Megatron-LM's stack as ``accelsim llm`` has always modelled it (numbers must not move: the
+#: Megatron-LM and FP8-LM validations were fitted with them)
+MEGATRON = Stack(
+    name="megatron",
+    # fitted: scripts/llm_fit.py on Narayanan et al. SC'21 Table 1 (with network 0.55)
+    elementwise_efficiency=0.45,
+    # fitted: scripts/llm_fit.py on FP8-LM Table 5 (CUDA context, NCCL buffers, workspaces,
+    # allocator reserve of a 2023 Megatron-LM / MS-AMP run on DGX H100; docs/llm.md)
+    memory_reserve_GiB=11.3,
+    fused=True,  # Megatron-LM's fused bias-GeLU, bias-dropout-add, softmax, LayerNorm kernels
+    # as fitted: a flash kernel timed as its two GEMMs on the GEMM model (causal half skipped)
+    attention=AttentionKernel.GEMM_PAIR,
+    description="Megatron-LM (fused kernels, as fitted on Megatron-LM and FP8-LM runs)")
+
+#: eager PyTorch on one GPU (or DDP): bf16 autocast, fused AdamW, SDPA attention
+PYTORCH = Stack(
+    name="pytorch",
+    elementwise_efficiency=STREAM_EFFICIENCY,
+    # the CUDA context with lazy module loading (CUDA >= 11.7, PyTorch's default): "around
+    # 400MB" (pytorch/pytorch#109888, ptrblck 2023); it is outside the caching allocator, so
+    # torch.cuda.max_memory_allocated does not count it. The allocator's cached slack is not
+    # modelled (it depends on the allocation history).
+    memory_reserve_GiB=0.4,
+    fused=False,
+    attention=AttentionKernel.FLASH,
+    launch_floor_us=((KernelKind.GEMM, EAGER_GEMM_FLOOR_US),
+                     # an SDPA call is a library call like a matmul (assumption: same floor)
+                     (KernelKind.ATTENTION, EAGER_GEMM_FLOOR_US),
+                     (KernelKind.ELEMENTWISE, EAGER_ELEMENTWISE_FLOOR_US),
+                     (KernelKind.OPTIMIZER, EAGER_ELEMENTWISE_FLOOR_US)),
+    autocast=True,
+    description="eager PyTorch (bf16 autocast over fp32 weights, fused AdamW, SDPA)")
+
+STACKS = {s.name: s for s in (MEGATRON, PYTORCH)}
+
+
+def get_stack(name: str) -> Stack:
+    """The preset called ``name``; an unknown name is an :class:`InputError` naming the
+    known ones."""
+    try:
+        return STACKS[name]
+    except KeyError:
+        raise InputError(f"unknown stack {name!r}; known: {', '.join(STACKS)}") from None

@@ -1,0 +1,249 @@
+"""Software stacks as presets and the kernels they run: the flash-attention kernel model, eager
+element-wise kernels at the copy-fitted stream bandwidth, the optimizer step as a stream, and
+the megatron stack keeping the validated numbers."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from accelsim.arch import build_system
+from accelsim.cli import main
+from accelsim.commands import _plan
+from accelsim.engine import LlmParams, Plan, predict
+from accelsim.engine import eager
+from accelsim.engine.graph import AttentionOp, flash_attention_parts
+from accelsim.engine.stack import (EAGER_ELEMENTWISE_FLOOR_US, EAGER_GEMM_FLOOR_US, MEGATRON,
+                                   PYTORCH, STREAM_EFFICIENCY, FlashKernel, KernelKind,
+                                   get_stack)
+from accelsim.errors import InputError
+from accelsim.netsim.update import update_bytes_per_elem
+from accelsim.paths import REPO_ROOT
+from accelsim.workload.gpt import GptConfig
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+import fit_stream  # noqa: E402
+import llm_fit  # noqa: E402
+
+H100 = build_system(REPO_ROOT / "arch_configs" / "h100-sxm.toml")
+DGX_H100 = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
+DGX_A100 = build_system(REPO_ROOT / "arch_configs" / "dgx-a100.toml")
+GPT2 = GptConfig(layers=12, hidden=768, heads=12, seq=1024, vocab=50257, flash_attention=True)
+ONE_GPU = Plan(tp=1, pp=1, dp=1, micro_batch=8, global_batch=8, optimizer="adamw")
+#: the fit data, pinned (a changed file must come with a refit)
+POWER_JSON_SHA256 = "b0f2ba51fe8bbb2412a75b7dfe654f288c0b27a7701d8aa72e24647bd3399d07"
+
+
+def _attn(**kw) -> AttentionOp:
+    return AttentionOp(**{**dict(batch=4, heads=32, seq=2048, head_dim=128, flash=True), **kw})
+
+
+# ---- the flash-attention kernel ---------------------------------------------------------------
+
+@pytest.mark.parametrize("seq", [512, 2048, 8192])
+def test_flash_never_moves_the_score_matrix(seq):
+    op = _attn(seq=seq)
+    per_head_token = 4 * 128 * 2  # Q, K, V, O rows of head dim 128 in bf16
+    assert op.score_bytes == 0
+    assert op.bytes == 4 * seq * 32 * per_head_token
+    # backward: Q, K, V, O, dO read and dQ, dK, dV written: linear in the sequence, no s^2
+    assert op.backward_bytes == 2 * op.bytes
+    unfused = replace(op, flash=False)
+    assert unfused.bytes - op.bytes == 7.0 * 4 * 32 * seq * seq
+
+
+def test_causal_flash_does_half_the_flops():
+    causal, full = _attn(), _attn(causal=False)
+    assert full.flops == 4 * 4 * 32 * 2048 ** 2 * 128
+    assert causal.flops == full.flops / 2
+    k = FlashKernel()
+    bw = H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY
+    fc, _, bound = flash_attention_parts(H100, causal, k, bw)
+    ff, _, _ = flash_attention_parts(H100, full, k, bw)
+    launch = H100.chip.kernel_launch_s
+    assert bound == "compute"
+    # half the work at the causal kernel's own efficiency (its diagonal blocks)
+    assert (fc - launch) / (ff - launch) == pytest.approx(0.5 / k.causal_efficiency, rel=1e-12)
+
+
+def test_flash_backward_recomputes_the_scores():
+    op = _attn(causal=False)
+    assert op.backward_flops == 2.5 * op.flops  # 5 matmuls against the forward's 2
+    assert replace(op, flash=False).backward_flops == 2 * replace(op, flash=False).flops
+    k = FlashKernel()
+    f, b, _ = flash_attention_parts(H100, op, k, H100.chip.memory_bandwidth_Bps)
+    launch = H100.chip.kernel_launch_s
+    peak = H100.chip.peak_flops("bf16")
+    assert f - launch == pytest.approx(op.flops / (peak * k.fwd_efficiency), rel=1e-12)
+    assert b - launch == pytest.approx(2.5 * op.flops / (peak * k.bwd_efficiency), rel=1e-12)
+
+
+def test_flash_kernel_is_memory_bound_when_the_bytes_are():
+    op = _attn(seq=128, head_dim=256, batch=64)  # little work per byte
+    slow = 1e9  # 1 GB/s: the stream bounds it
+    f, b, bound = flash_attention_parts(H100, op, FlashKernel(), slow)
+    assert bound == "memory"
+    assert f == pytest.approx(op.bytes / slow + H100.chip.kernel_launch_s, rel=1e-12)
+    assert b == pytest.approx(op.backward_bytes / slow + H100.chip.kernel_launch_s, rel=1e-12)
+    with pytest.raises(InputError, match="flash=False"):
+        flash_attention_parts(H100, replace(op, flash=False), FlashKernel(), slow)
+
+
+def test_flash_efficiencies_are_the_cited_plateaus():
+    k = FlashKernel()  # FA3 paper Figs. 5-6, cuDNN, head dim 128, 16k, over 989.4 TFLOPS
+    assert k.fwd_efficiency == pytest.approx(595 / 989.4)
+    assert k.bwd_efficiency == pytest.approx(516 / 989.4)
+    assert k.causal_efficiency == pytest.approx(539 / 595)
+    with pytest.raises(InputError, match="fwd_efficiency"):
+        FlashKernel(fwd_efficiency=1.5)
+
+
+# ---- the fits -----------------------------------------------------------------------------------
+
+def test_stream_and_floor_fits_are_rederived():
+    path = fit_stream.DATA
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == POWER_JSON_SHA256
+    data = json.loads(path.read_text())
+    f, err = fit_stream.fit_stream(data, H100.chip.memory_bandwidth_Bps,
+                                   H100.chip.kernel_launch_s)
+    assert f == pytest.approx(STREAM_EFFICIENCY, abs=1e-9) and err < 0.02
+    assert [r["MiB_each"] for r in fit_stream.stream_rows(data)] == [256, 1024, 4096]
+    assert fit_stream.gemm_floor_us(data) == pytest.approx(EAGER_GEMM_FLOOR_US, abs=0.05)
+    assert fit_stream.elementwise_floor_us(data) == pytest.approx(EAGER_ELEMENTWISE_FLOOR_US,
+                                                                  abs=0.05)
+
+
+# ---- the stacks ---------------------------------------------------------------------------------
+
+def test_megatron_is_the_default_and_its_numbers_do_not_move():
+    assert LlmParams() == LlmParams(stack=MEGATRON) == LlmParams(
+        network_efficiency=0.55, memory_efficiency=0.45, memory_reserve_GiB=11.3)
+    cli = _plan.params(argparse.Namespace(stack="megatron", memory_reserve=None))
+    assert cli == LlmParams()
+    recorded = pd.read_csv(REPO_ROOT / "reports" / "llm_validation.csv")
+
+    def value(case, quantity):
+        row = recorded[(recorded.case == case) & (recorded.quantity == quantity)]
+        assert len(row) == 1, (case, quantity)
+        return float(row.predicted.iloc[0])
+
+    # FP8-LM Table 5, GPT-7B on 32 H100, TE FP8 (flash attention, unfused accumulation)
+    r = predict(llm_fit.fp8lm_model("gpt-7b"), llm_fit.fp8lm_plan("gpt-7b", 1, 1, 32, 2),
+                "te-fp8", DGX_H100, cli)
+    case = "gpt-7b 32xH100 t1 p1 d32 mb2 te-fp8"
+    assert round(r.memory.total_GiB, 4) == value(case, "memory_per_gpu")
+    assert round(r.samples_per_s, 4) == value(case, "samples_per_s")
+    # Narayanan SC'21 Table 1, the first case (GPT 1.7B on 32 A100)
+    name, model, plan, _ = next(iter(llm_fit.megatron_cases()))
+    r = predict(model, plan, "bf16", DGX_A100, cli)
+    assert round(r.tflops_per_gpu, 4) == value(
+        f"{name} {plan.gpus}xA100 t{plan.tp} p{plan.pp} v{plan.interleave}", "tflops_per_gpu")
+
+
+def test_memory_reserve_still_overrides_the_stack():
+    assert LlmParams(stack=PYTORCH).memory_reserve_GiB == 0.4
+    assert LlmParams(stack=PYTORCH, memory_reserve_GiB=0.0).memory_reserve_GiB == 0.0
+    assert LlmParams(stack=PYTORCH).memory_efficiency == STREAM_EFFICIENCY
+    ns = argparse.Namespace(stack=None, memory_reserve=None)
+    assert _plan.params(ns, reserve_default=0.0) == LlmParams(memory_reserve_GiB=0.0)
+    with pytest.raises(InputError, match="unknown stack 'tensorflow'"):
+        get_stack("tensorflow")
+
+
+def test_pytorch_moves_more_and_keeps_more_than_megatron():
+    same = dict(memory_efficiency=STREAM_EFFICIENCY, memory_reserve_GiB=0.0)
+    meg = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(stack=MEGATRON, **same))
+    pt = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(stack=PYTORCH, **same))
+    # at the same stream bandwidth: unfused kernels and their floors, the fp32 loss, casts
+    assert pt.iteration_time_s > meg.iteration_time_s
+    ew = {s.name: sum(o.bytes for o in r.layer_ops if o.op == "elementwise")
+          for s, r in ((MEGATRON, meg), (PYTORCH, pt))}
+    assert ew["pytorch"] > 1.5 * ew["megatron"]
+    # fp32 weights + moments + gradients + the 16-bit copies, fp32 residuals and logits
+    assert pt.memory.total_bytes > meg.memory.total_bytes
+    assert pt.memory.weights_bytes > meg.memory.weights_bytes
+    assert pt.memory.activations_bytes > meg.memory.activations_bytes
+
+
+def test_every_eager_kernel_pays_its_floor():
+    fwd, bwd = eager.layer_kernels(GPT2, 8, "bf16")
+    bw = H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY
+    floor = PYTORCH.floor_s(KernelKind.ELEMENTWISE)
+    t, nbytes = eager.stream_s(fwd, bw, floor)
+    assert t >= len(fwd) * floor and t >= nbytes / bw
+    assert t == pytest.approx(sum(max(k.bytes / bw, floor) for k in fwd), rel=1e-12)
+    # autocast casts each of the 4 weights and 4 biases every forward, and their gradients back
+    assert sum(k.name.endswith(("_weight_cast", "_bias_cast")) for k in fwd) == 8
+    assert sum(k.name.endswith(("_weight_grad_cast", "_bias_grad_cast")) for k in bwd) == 8
+    assert MEGATRON.floor_s(KernelKind.GEMM) == 0.0
+    assert PYTORCH.floor_s(KernelKind.GEMM) == pytest.approx(EAGER_GEMM_FLOOR_US * 1e-6)
+
+
+def test_optimizer_step_is_a_stream_of_the_stacks_states():
+    pt = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(stack=PYTORCH))
+    meg = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(memory_reserve_GiB=0.0))
+    n = pt.memory.params
+    # autocast: the fp32 weights are the master; fused AdamW reads gradient, weight, moments
+    # and writes weight and moments: the fp32 scheme's update bytes, 28 per parameter
+    assert sum(update_bytes_per_elem("fp32", "adamw")) == 28
+    assert pt.optimizer_s == pytest.approx(
+        n * 28 / (H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY), rel=1e-12)
+    # Megatron's bf16 mixed precision also writes the bf16 working copy: 30, at 0.45 of HBM
+    assert meg.optimizer_s == pytest.approx(n * 30 / (H100.chip.memory_bandwidth_Bps * 0.45),
+                                            rel=1e-12)
+
+
+def test_pytorch_stack_refuses_what_eager_pytorch_does_not_run():
+    with pytest.raises(InputError, match="tp 2"):
+        predict(GPT2, replace(ONE_GPU, tp=2), "bf16", DGX_H100, LlmParams(stack=PYTORCH))
+    with pytest.raises(InputError, match="Transformer Engine"):
+        predict(GPT2, ONE_GPU, "te-fp8", H100, LlmParams(stack=PYTORCH))
+    from accelsim.engine.decoder import Decoder
+    from accelsim.workload.hf_config import resolve_model
+
+    llama = Decoder(resolve_model("llama3-8b"), 1024)
+    with pytest.raises(InputError, match="GPT block"):
+        predict(llama, replace(ONE_GPU, micro_batch=1, global_batch=1), "bf16", H100,
+                LlmParams(stack=PYTORCH))
+
+
+def _run(capsys, argv):
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+LLM = ["llm", "--system", "h100-sxm", "--model", "gpt2-small", "--seq", "1024", "--scheme",
+       "bf16", "--dp", "1", "--micro-batch", "8", "--global-batch", "8", "--json"]
+
+
+def test_llm_stack_flag(capsys):
+    rc, out, _ = _run(capsys, LLM)
+    default = json.loads(out)
+    rc2, out2, _ = _run(capsys, LLM + ["--stack", "megatron"])
+    assert rc == rc2 == 0 and json.loads(out2) == default
+    assert default["memory_reserve_GiB"] == pytest.approx(11.3)
+    rc, out, _ = _run(capsys, LLM + ["--stack", "pytorch"])
+    d = json.loads(out)
+    assert rc == 0 and d["memory_reserve_GiB"] == pytest.approx(0.4)
+    assert d["iteration_time_s"] != default["iteration_time_s"]
+
+
+@pytest.mark.parametrize("extra, msg", [
+    (["--stack", "jax"], "--stack: invalid choice: 'jax'"),
+    (["--stack", "pytorch", "--search", "--gpus", "8"], "--search --stack pytorch"),
+])
+def test_bad_stack_is_one_line_exit_2(capsys, extra, msg):
+    argv = [a for a in LLM if a != "--json"] + extra
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse's own check
+        rc = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and msg in err[-1] and "Traceback" not in "\n".join(err)
