@@ -63,6 +63,7 @@ from accelsim.dse.energy import (
 )
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.memory import layer_memory_bytes
+from accelsim.engine.lower import lower_workload
 from accelsim.engine.run import comm_phases
 from accelsim.engine.schedule import (
     CommPhases,
@@ -288,10 +289,9 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     ew_maps = [Mapping(cd, cm, system.chip.cores, 1, dataflows[0])
                for cd, cm in _factor_pairs(system.chips) if chip_mp_ok or cm == 1]
     tasks = []
-    prec = layer_precisions(workload, scheme)
-    for i, layer in enumerate(workload.layers):
-        tasks.append((system, layer, batch, prec[layer.name], maps if layer.is_gemm else ew_maps,
-                      i))
+    for i, op in enumerate(lower_workload(workload, batch, scheme)):  # one typed op per layer
+        tasks.append((system, op.layer, batch, op.precision,
+                      maps if op.layer.is_gemm else ew_maps, i))
     results = _run_tasks(tasks, executor, max_workers, progress)
     points = pd.DataFrame({k: np.concatenate([r[k] for r in results]) for k in results[0]})
 

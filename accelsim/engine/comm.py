@@ -38,6 +38,8 @@ from accelsim.engine.memory import Memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.ring import bus_factor, ring_collective_time
 from accelsim.engine.decoder import Decoder, a2a_elements
+from accelsim.engine.graph import CommKind, CommOp
+from accelsim.engine.lower import zero_comm_ops
 from accelsim.workload.gpt import GptConfig
 from accelsim.errors import InputError
 
@@ -151,6 +153,16 @@ class Fabric:
         intra, inter = pl.levels if kin > 1 else ((), pl.levels[0])
         t = inter.time_s(per * inter_fraction)
         return t + (intra.time_s(per) if kin > 1 else 0.0)
+
+    def op_s(self, op: CommOp) -> float:
+        """Seconds of one CommOp of the op graph: a ring collective by :meth:`collective_s`,
+        an all-to-all by :meth:`all_to_all_s`, a send-recv point to point (across nodes when
+        its group spans nodes)."""
+        if op.kind == CommKind.ALL_TO_ALL:
+            return self.all_to_all_s(op.size_bytes, op.group, op.stride)
+        if op.kind == CommKind.SEND_RECV:
+            return self.p2p_s(op.size_bytes, self.nodes_of(op.group, op.stride) > 1)
+        return self.collective_s(str(op.kind), op.size_bytes, op.group, op.stride)
 
     def nodes_of(self, ranks: int, stride: int) -> int:
         """Nodes a group of ``ranks`` spaced ``stride`` apart spans."""
@@ -284,13 +296,10 @@ def _dp(fabric: Fabric, plan: Plan, counts: ParamCounts, scheme: StateFormats, d
         stride: int) -> tuple[float, float, float]:
     """(bytes sent, reduce s, gather s) of the data-parallel collectives over ``d`` ranks
     ``stride`` apart for ``counts`` parameters (the linear weight matrices in the scheme's
-    bytes, the other parameters in its other scheme's)."""
+    bytes, the other parameters in its other scheme's): the CommOps of
+    :func:`accelsim.engine.lower.zero_comm_ops`, timed by :meth:`Fabric.op_s`."""
     gb = param_bytes(counts, scheme, lambda x: x.grad_comm_bytes)
     wb = param_bytes(counts, scheme, lambda x: x.weight_comm_bytes)
-    if plan.zero == 0:
-        return (ring_sent("all-reduce", d, gb), fabric.collective_s("all-reduce", gb, d, stride),
-                0.0)
-    gathers = 2 if plan.zero == 3 else 1
-    return (ring_sent("reduce-scatter", d, gb) + gathers * ring_sent("all-gather", d, wb),
-            fabric.collective_s("reduce-scatter", gb, d, stride),
-            gathers * fabric.collective_s("all-gather", wb, d, stride))
+    reduce, *gathers = zero_comm_ops(gb, wb, plan.zero, d, stride)
+    return (reduce.bytes + sum((op.bytes for op in gathers), 0.0), fabric.op_s(reduce),
+            sum((fabric.op_s(op) for op in gathers), 0.0))

@@ -2,8 +2,10 @@
 (the engine's compute stage for ``predict``; the explorer searches mappings instead).
 
 Every chip takes ``batch`` samples (data parallel over all chips, as the HFP8 paper and GPU
-frameworks do); inside a chip each layer is timed by :func:`accelsim.perf.evaluate_layer`
-(with a memory hierarchy: tiles over all cores). The array dataflow is one per network, the best
+frameworks do); the workload is lowered to one typed op per layer
+(:func:`accelsim.engine.lower.lower_workload`) and inside a chip each op is timed by perf's
+per-layer formula :func:`accelsim.perf.evaluate_layer` (with a memory hierarchy: tiles over
+all cores). The array dataflow is one per network, the best
 of ws/os/is. Element-wise layers' backward counts as backward-data. Also the memory a chip needs:
 model state plus the activations stashed for the backward pass. Pure numpy (no pandas), so the
 ``predict`` command answers quickly.
@@ -15,12 +17,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.engine.graph import LayerOp
+from accelsim.engine.lower import lower_workload, time_layer_op
 from accelsim.engine.memory import workload_memory_bytes
 from accelsim.perf.gemm import FITTED, Efficiency
-from accelsim.perf.layer_model import Mapping, evaluate_layer
+from accelsim.perf.layer_model import Mapping
 from accelsim.perf.precision import layer_precisions
 from accelsim.perf.systolic import DATAFLOWS
 from accelsim.errors import InputError
+
+
+@dataclass(frozen=True)
+class OpPhase:
+    """One phase of one lowered op on one chip under the chosen dataflow: seconds, FLOPs of the
+    whole system, modelled chip-memory bytes per chip and what bounds it (perf's numbers)."""
+
+    op: LayerOp
+    phase: str
+    time_s: float
+    flops: float
+    bytes: float
+    bound: str
 
 
 @dataclass(frozen=True)
@@ -35,9 +52,10 @@ class PhaseSums:
     flops: float  # useful FLOPs of the whole system per iteration
     dataflow: str
     memory_bytes: float  # per chip: weights, gradients, optimizer state, stashed activations
-    #: per layer and phase on one chip under the chosen dataflow: (layer, phase, seconds,
-    #: FLOPs of the whole system, modelled chip-memory bytes per chip, bound)
-    layer_phases: tuple[tuple[str, str, float, float, float, str], ...] = ()
+    #: per lowered op (one per layer) and phase, in forward order
+    layer_phases: tuple[OpPhase, ...] = ()
+    #: the lowered workload (:func:`accelsim.engine.lower.lower_workload`), one op per layer
+    ops: tuple[LayerOp, ...] = ()
 
     @property
     def compute_s(self) -> float:
@@ -62,30 +80,31 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
     # chip-memory bytes from the memory stream's time (perf times it at this bandwidth)
     mem_Bps = system.chip.memory_bandwidth_Bps * (efficiency.memory_efficiency
                                                   if system.chip.has_hierarchy else 1.0)
-    for layer in workload.layers:
-        cols = evaluate_layer(system, layer, total, prec[layer.name], maps, efficiency=efficiency)
+    ops = lower_workload(workload, total, sc)
+    for op in ops:
+        cols = time_layer_op(system, op, maps, efficiency=efficiency)
         bad = ~cols["feasible"]
         if bad.any():
-            raise InputError(f"layer {layer.name!r}: {cols['reason'][bad][0]}")
+            raise InputError(f"layer {op.name!r}: {cols['reason'][bad][0]}")
         n = len(maps)
         for j, phase in enumerate(cols["phase"][::n]):
             t = cols["time_s"][j * n:(j + 1) * n]
             idx = {"fwd": 0, "bwd_data": 1, "bwd": 1, "wgrad": 2}[phase]
             sums[:, idx] += t
             sums[:, 4] += cols["latency_s"][j * n:(j + 1) * n]
-            if not layer.is_gemm:
+            if not op.layer.is_gemm:
                 sums[:, 3] += t
             flops += float(cols["flops"][j * n])
-            per_layer.append((layer.name, phase, t, float(cols["flops"][j * n]),
+            per_layer.append((op, phase, t, float(cols["flops"][j * n]),
                               cols["memory_s"][j * n:(j + 1) * n] * mem_Bps,
                               cols["bound"][j * n:(j + 1) * n]))
     best = int(np.argmin(sums[:, :3].sum(axis=1)))
     fwd, bwd, wg, ew, launch = (float(x) for x in sums[best])
-    rows = tuple((name, ph, float(t[best]), fl, float(by[best]), str(bd[best]))
-                 for name, ph, t, fl, by, bd in per_layer)
+    rows = tuple(OpPhase(op, ph, float(t[best]), fl, float(by[best]), str(bd[best]))
+                 for op, ph, t, fl, by, bd in per_layer)
     return PhaseSums(fwd_s=fwd, bwd_data_s=bwd, wgrad_s=wg, elementwise_s=ew, launch_s=launch,
                      flops=flops, dataflow=DATAFLOWS[best],
                      memory_bytes=workload_memory_bytes(workload, batch, sc.for_optimizer(optimizer),
                                                         prec, dp=system.chips,
                                                         optimizer=optimizer),
-                     layer_phases=rows)
+                     layer_phases=rows, ops=ops)

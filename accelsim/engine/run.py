@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
-from accelsim.engine.graph import Phase, Stream
+from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
+from accelsim.engine.lower import data_parallel_program
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.schedule import (
     CommPhases,
@@ -69,7 +70,9 @@ def data_parallel_step(system: System, workload: Workload, scheme, params: Train
 @dataclass(frozen=True)
 class WorkloadPrediction:
     """One data-parallel training iteration of a layer workload (``predict``): the schedule's
-    :class:`StepTime`, the compute profile per layer and phase, and the memory account."""
+    :class:`StepTime`, the compute profile per layer and phase, the memory account, and the
+    program -- the lowered layers and the step the data-parallel transformation appends
+    (gradient CommOps, the UpdateOp; :func:`accelsim.engine.lower.data_parallel_program`)."""
 
     system: System
     workload: Workload
@@ -80,6 +83,7 @@ class WorkloadPrediction:
     phases: PhaseSums
     step: StepTime
     memory_reserve_bytes: float = 0.0
+    program: tuple = ()
 
     @property
     def memory_bytes(self) -> float:
@@ -106,50 +110,58 @@ class WorkloadPrediction:
             "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
         }
 
-    def rows(self) -> list[Row]:
-        """The breakdown: every layer's phases on the compute stream (all exposed: one chip's
-        compute is the critical path), then the gradient reduction (only its unhidden part
-        exposed), the compression pass and the weight update."""
-        out = [Row(name, op=kind_of(self.workload, name), phase=Phase(ph), stage=0, count=1,
-                   time_s=t, exposed_s=t, flops=fl, bytes=by, bound=bd)
-               for name, ph, t, fl, by, bd in self.phases.layer_phases]
+    def step_ops(self) -> list[tuple[CommOp | UpdateOp, float, float]]:
+        """The program's step ops after back-propagation, in order, each with its seconds and
+        the part of them on the critical path (the schedule's: only the reduce-scatter hides
+        behind back-propagation, :func:`accelsim.engine.schedule.exposed_comm_s`)."""
         st = self.step
-        rs_exposed = st.reduce_scatter_s - st.hidden_comm_s
-        for op, t, shown, stream in (
-                ("compression", st.compression_s, st.compression_s, Stream.COMPUTE),
-                ("reduce_scatter", st.reduce_scatter_s, rs_exposed, Stream.DP),
-                ("all_gather", st.all_gather_s, st.all_gather_s, Stream.DP),
-                ("weight_update", st.weight_update_s, st.weight_update_s, Stream.COMPUTE)):
+        out = []
+        for op in self.program[len(self.phases.ops):]:
+            if isinstance(op, UpdateOp):
+                out.append((op, st.weight_update_s, st.weight_update_s))
+            elif op.kind == CommKind.REDUCE_SCATTER:
+                out.append((op, st.reduce_scatter_s, st.reduce_scatter_s - st.hidden_comm_s))
+            elif op.kind == CommKind.ALL_GATHER:
+                out.append((op, st.all_gather_s, st.all_gather_s))
+            else:
+                raise ValueError(f"data-parallel step op {op!r} has no time in the schedule")
+        return out
+
+    def rows(self) -> list[Row]:
+        """The breakdown, one row per op of the program: every layer op's phases on the compute
+        stream (all exposed: one chip's compute is the critical path), the compression pass,
+        then the gradient CommOps (only their unhidden part exposed) and the UpdateOp."""
+        out = [Row(p.op.name, op=p.op.kind, phase=Phase(p.phase), stage=0, count=1,
+                   time_s=p.time_s, exposed_s=p.time_s, flops=p.flops, bytes=p.bytes,
+                   bound=p.bound)
+               for p in self.phases.layer_phases]
+        st = self.step
+        if st.compression_s > 0:
+            out.append(Row("grads", "compression", Phase.STEP, 0, 1, st.compression_s,
+                           st.compression_s, 0.0, 0.0, "compression", Stream.COMPUTE))
+        for op, t, shown in self.step_ops():
             if t > 0:
-                out.append(Row("grads", op, Phase.STEP, 0, 1, t, shown, 0.0, 0.0, op, stream))
+                stream = op.stream if isinstance(op, CommOp) else Stream.COMPUTE
+                out.append(Row("grads", op.name, Phase.STEP, 0, 1, t, shown, 0.0, op.bytes,
+                               op.name, stream))
         return out
 
     def timeline(self) -> Timeline:
         """Forward through the layers, backward in reverse, then the gradient reduction (its
-        hidden part beside the end of back-propagation) and the update, in the scheme's phase
-        order."""
+        hidden part beside the end of back-propagation) and the update, in the program's
+        (the scheme's phase) order."""
         tl = Timeline()
-        fwd = [r for r in self.phases.layer_phases if r[1] == "fwd"]
-        bwd = [r for r in self.phases.layer_phases if r[1] != "fwd"]
-        for name, ph, t, *_ in fwd + bwd[::-1]:
-            tl.run(f"{name} ({ph})", t)
+        fwd = [p for p in self.phases.layer_phases if p.phase == "fwd"]
+        bwd = [p for p in self.phases.layer_phases if p.phase != "fwd"]
+        for p in fwd + bwd[::-1]:
+            tl.run(f"{p.op.name} ({p.phase})", p.time_s)
         st = self.step
         tl.run("compression", st.compression_s)
         tl.beside("reduce_scatter (hidden)", tl.t - st.hidden_comm_s, st.hidden_comm_s,
                   Stream.DP)
-        for ph in self.scheme.phase_order:
-            if ph == "reduce_scatter":
-                tl.run("reduce_scatter", st.reduce_scatter_s - st.hidden_comm_s, Stream.DP)
-            elif ph == "all_gather":
-                tl.run("all_gather", st.all_gather_s, Stream.DP)
-            else:
-                tl.run("weight_update", st.weight_update_s)
+        for op, _, shown in self.step_ops():
+            tl.run(op.name, shown, op.stream if isinstance(op, CommOp) else Stream.COMPUTE)
         return tl
-
-
-def kind_of(workload: Workload, layer: str) -> str:
-    """The op kind of a workload layer (conv, linear, batchnorm, ...)."""
-    return workload.layer(layer).kind
 
 
 def predict_workload(system: System, workload: Workload, batch: int, scheme: str | Scheme, *,
@@ -178,9 +190,12 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
     params = TrainingParams(minibatch=minibatch, memory_efficiency=eff.memory_efficiency,
                             optimizer=optimizer, engine=collective_engine)
     st = data_parallel_step(system, workload, scheme, params, profile)
+    program = data_parallel_program(ps.ops, workload, scheme, optimizer, system.chips,
+                                    compression=params.compression)
     return WorkloadPrediction(system=system, workload=workload, scheme=scheme,
                               optimizer=optimizer, batch=batch, fusion=fusion, phases=ps,
-                              step=st, memory_reserve_bytes=memory_reserve_bytes)
+                              step=st, memory_reserve_bytes=memory_reserve_bytes,
+                              program=program)
 
 
 def predict_step(system, workload, batch: int, scheme, *, fusion: bool,
