@@ -8,7 +8,10 @@ Every time is printed as min / median / max over ``--repeat`` runs (the machine 
    H100s (tp 8 x pp 64, dp 1), cold (empty GEMM cache) and warm; target < 1 s;
 2. the same as the ``accelsim llm --json`` command (Python start-up and imports included);
 3. a plan search for GPT-175B on 512 H100s (>= 1,000 plans), serially and with a process pool;
-   target < 60 s on 2 cores.
+   target < 60 s on 2 cores;
+4. inference (``accelsim infer``): one DeepSeek-V3 (MoE + MLA) training prediction on 2048
+   GPUs, a Llama-3-70B request of 2048 output tokens (every decode step timed), and the
+   ``--serve`` grid (9 batches x 3 contexts); target < 1 s each.
 """
 
 from __future__ import annotations
@@ -79,6 +82,28 @@ def main() -> int:
                  f"{n:,} plans ({ok:,} fit), median {n / statistics.median(ser):,.0f} plans/s"))
     rows.append((f"same, {args.workers} worker processes (incl. start-up)", par,
                  f"{spread(ratios(ser, par), '{:.2f}')}x serial (per-run ratios)"))
+    from accelsim.engine.decoder import Decoder
+    from accelsim.engine.inference import InferencePlan, infer
+    from accelsim.workload.transformer import PRESETS
+
+    h800 = build_system(REPO / "arch_configs" / "dgx-h800.toml")
+    ds = Decoder(PRESETS["deepseek-v3"], 4096, flash_attention=True)
+    ds_plan = Plan(tp=1, pp=16, dp=128, ep=64, micro_batch=1, global_batch=15360, zero=1,
+                   overlap_moe_comm=True)
+    rows.append(("predict DeepSeek-V3 on 2048 H800 (MoE, MLA, ep 64)",
+                 timed(lambda: predict(ds, ds_plan, "te-fp8", h800), rep), ""))
+    l70 = Decoder(PRESETS["llama3-70b"], 8192, flash_attention=True)
+    ip = InferencePlan(tp=8)
+    rows.append(("infer Llama-3-70B tp 8: prompt 2048 + 2048 output tokens",
+                 timed(lambda: infer(l70, h100, ip, "fp8", 32, prompt=2048,
+                                     output_tokens=2048), rep), "every decode step timed"))
+
+    def serve():
+        for ctx in (1024, 4096, 16384):
+            for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+                infer(l70, h100, ip, "fp8", b, context=ctx)
+
+    rows.append(("infer --serve grid, 27 points", timed(serve, rep), ""))
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f} at start")
     w = max(len(x[0]) for x in rows)

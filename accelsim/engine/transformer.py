@@ -161,6 +161,22 @@ class Prediction:
     energy: StepEnergy | None = None  # None: the chip has no power model
     power_model: bool = False  # GEMMs timed at their power-limited clock (--power-model)
 
+    def work_rows(self) -> list[Row]:
+        """The compute rows of :meth:`rows` summed per op over every layer of its kind (the same
+        FLOPs, bytes and times in a few rows: what the energy account needs, cheaply)."""
+        m, c = self.plan.n_micro, self.model.config
+        n_moe = c.n_moe_layers
+        out = []
+        for ops, n in ((self.layer_ops, self.model.layers - n_moe), (self.moe_layer_ops, n_moe)):
+            for o in ops if n else ():
+                k = n * m
+                out.append(Row("layers", o.op, o.phase, 0, k, o.time_s * k, 0.0, o.flops * k,
+                               o.bytes * k, o.bound, o.stream))
+        for o in self.head_ops:
+            out.append(Row("head", o.op, o.phase, 0, m, o.time_s * m, 0.0, o.flops * m,
+                           o.bytes * m, o.bound, o.stream))
+        return out
+
     def _a2a_exposed(self) -> tuple[float, float]:
         """(forward, backward) exposed all-to-all of one MoE layer and micro-batch."""
         e = self.moe_a2a_exposed_s
@@ -462,5 +478,5 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         power_model=system.chip.power is not None and system.chip.power.enforced)
     if system.chip.power is None:
         return pred
-    return replace(pred, energy=step_energy(system, pred.rows(), sc.gemm_precision, total,
+    return replace(pred, energy=step_energy(system, pred.work_rows(), sc.gemm_precision, total,
                                             plan.gpus, plan.tp * plan.dp))
