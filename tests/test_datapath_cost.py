@@ -258,3 +258,22 @@ def test_plot_pareto_needs_its_table(tmp_path, capsys):
 
     assert main(["plot", "pareto", "--x", "a", "--y", "b", "--out", str(tmp_path / "f.png")]) == 2
     assert "--csv" in capsys.readouterr().err
+
+
+def test_a_fitted_chip_is_priced_by_its_own_power_model():
+    """H100 (a [chip.power] table): the step's static power is the measured 120 W per chip and a
+    MAC costs twice the fitted energy per FLOP -- one account with llm/infer -- so a step never
+    draws less than the chip idles at (the 14 nm table priced it below its own static)."""
+    from accelsim.arch import build_system
+    from accelsim.dse.energy import step_energy, step_work
+    from accelsim.workload import load_workload
+    from accelsim.paths import resolve_input
+
+    h100 = build_system("h100-sxm")
+    wl = load_workload(resolve_input("resnet50", "workload"))
+    w = step_work(h100, wl, "fp16", 256)
+    e = step_energy(h100, w, 0.065, 256)
+    assert e.static_J == pytest.approx(h100.chip.power.static_W * 0.065)
+    assert e.power_W > h100.chip.power.static_W
+    assert w.memory_pJ_per_byte == pytest.approx(
+        h100.chip.power.memory_J_per_byte * 1e12 * (1830 / 1980) ** 2)

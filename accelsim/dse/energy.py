@@ -18,6 +18,13 @@ One step's energy (whole system, all chips), each term from a cited per-unit cos
   not counted.
 * static power per chip: ``static_fraction`` of the chip's peak MAC power.
 
+A chip with a fitted power model (``[chip.power]``: H100, A100) is priced by it instead -- one
+energy account with ``llm``/``infer``/``gemm`` (:mod:`accelsim.engine.energy`): 2 x its fitted
+energy per FLOP of the datapath per MAC, its fitted energy per chip-memory byte, both at the
+preset clock's voltage, and its measured static power; a precision the fit does not price
+falls back to the datapath table. The 14 nm datapath table prices design points without a
+fitted chip (the HFP8 system).
+
 Area of a chip: every PE holds its widest mode (``max over the array's precisions of
 MACs/PE/cycle x MAC area``: the HFP8 design fits 2 FP8 MACs in one FP16 MAC's area), over
 ``mac_area_fraction`` of the die. ``samples_per_s_per_mm2`` divides by the area of all chips.
@@ -111,6 +118,7 @@ class StepWork:
     mac_J: float  # datapath energy of every GEMM MAC
     memory_bytes: float  # compulsory chip-memory traffic, all chips
     link_bytes: float  # gradient-reduction bytes sent over off-chip links, all chips
+    memory_pJ_per_byte: float | None = None  # the chip's fitted rate (None: params' DRAM rate)
 
 
 def step_work(system, workload, scheme, batch: int, compression: float = 1.0,
@@ -120,11 +128,16 @@ def step_work(system, workload, scheme, batch: int, compression: float = 1.0,
     sc = get_scheme(scheme)
     prec = layer_precisions(workload, sc)
     mac_J = mem = 0.0
+    power, v2 = _fitted(system)
     for layer in workload.layers:
         p = prec[layer.name]
         ob = OPERAND_BYTES[p]
         if layer.is_gemm:
-            pj = precision_mac(p, params.node_nm, params.vdd_V).energy_pJ
+            dp = system.chip.core.datapath(p)
+            if power is not None and power.has_energy(dp):  # the chip's fitted energy
+                pj = 2 * power.energy_per_flop_J(dp) * v2 * 1e12
+            else:
+                pj = precision_mac(p, params.node_nm, params.vdd_V).energy_pJ
             for g in layer.gemms(batch).values():
                 mac_J += g.macs * pj * 1e-12
                 mem += (g.M * g.K + g.K * g.N + g.M * g.N) * g.count * ob
@@ -139,7 +152,19 @@ def step_work(system, workload, scheme, batch: int, compression: float = 1.0,
     if "all_gather" in comp:
         ag /= compression
     link = n * (ring_sent("reduce_scatter", n, rs) + ring_sent("all_gather", n, ag))
-    return StepWork(mac_J, mem, link)
+    rate = None if power is None else power.memory_J_per_byte * v2 * 1e12
+    return StepWork(mac_J, mem, link, rate)
+
+
+def _fitted(system):
+    """(the chip's fitted power model or None, (V(f)/V(f_max))^2 at the preset clock)."""
+    power = system.chip.power
+    if power is None:
+        return None, 1.0
+    from accelsim.perf.power import voltage_ratio
+
+    return power, voltage_ratio(power, min(system.chip.core.frequency_Hz,
+                                           power.max_clock_Hz)) ** 2
 
 
 @dataclass(frozen=True)
@@ -168,9 +193,13 @@ def step_energy(system, work: StepWork, step_s: float, batch: int,
     """The energy of a step that does ``work`` in ``step_s`` seconds."""
     if not (math.isfinite(step_s) and step_s > 0):
         raise InputError(f"step_s must be a finite time > 0, got {step_s!r}")
-    memory_J = work.memory_bytes * params.dram_pJ_per_byte * 1e-12
+    rate = params.dram_pJ_per_byte if work.memory_pJ_per_byte is None \
+        else work.memory_pJ_per_byte
+    memory_J = work.memory_bytes * rate * 1e-12
     link_J = work.link_bytes * params.link_pJ_per_byte * 1e-12
-    static_J = static_power_W(system, params) * system.chips * step_s
+    static_W = system.chip.power.static_W if system.chip.power is not None \
+        else static_power_W(system, params)
+    static_J = static_W * system.chips * step_s
     total = work.mac_J + memory_J + link_J + static_J
     area = system.chips * chip_area_mm2(system, params)
     return StepEnergy(work.mac_J, memory_J, link_J, static_J, total, total / step_s, area,
