@@ -176,3 +176,26 @@ def test_interleaved_moe_stages_hold_moe_layers():
     assert d.stage_layers(4, 2) == [(0, 8)] * 4
     ds = Decoder(PRESETS["deepseek-v3"], 4096)
     assert sum(map(sum, ds.stage_layers(16))) == 61
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_tensor_parallel_split_inserts_its_comm_ops(sp):
+    """The TP split puts Megatron's g / g-bar around both blocks of every layer as CommOps:
+    all-reduces of the s x b x h activation (2 (t-1)/t of it sent each), or with sequence
+    parallelism all-gather + reduce-scatter ((t-1)/t each); their bytes add up to the
+    iteration's tp_comm_GB."""
+    from accelsim.engine.graph import CommKind
+
+    m = Decoder.from_gpt(__import__("accelsim.workload.gpt", fromlist=["PRESETS"])
+                         .PRESETS["gpt3-175b"])
+    plan = Plan(tp=8, pp=8, dp=1, micro_batch=1, global_batch=8, sequence_parallel=sp)
+    r = predict(m, plan, "bf16", DGX)
+    ops = [o for o, _ in r.comm.tp_ops]
+    act = 2048 * 12288 * 2
+    if sp:
+        assert sorted({o.kind for o in ops}) == [CommKind.ALL_GATHER, CommKind.REDUCE_SCATTER]
+    else:
+        assert [o.kind for o in ops] == [CommKind.ALL_REDUCE] * 4
+        assert all(o.bytes == pytest.approx(2 * 7 / 8 * act) for o in ops)
+    per_layer = sum(o.bytes for o in ops)
+    assert per_layer * (96 // 8) * plan.n_micro == pytest.approx(r.comm.tp_bytes, rel=1e-12)

@@ -38,7 +38,7 @@ from accelsim.engine.memory import Memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.ring import bus_factor, ring_collective_time
 from accelsim.engine.decoder import Decoder, a2a_elements
-from accelsim.engine.graph import CommKind, CommOp
+from accelsim.engine.graph import CommKind, CommOp, Phase, Stream
 from accelsim.engine.lower import zero_comm_ops
 from accelsim.workload.gpt import GptConfig
 from accelsim.errors import InputError
@@ -196,6 +196,11 @@ class Comm:
     dp_reduce_s: float  # the gradient all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1-3)
     dp_gather_s: float  # the ZeRO weight all-gathers after the update (0 for ZeRO 0)
     ep_bytes: float = 0.0  # expert-parallel all-to-alls (token dispatch and combine)
+    #: the CommOps the tensor-parallel split inserts into one layer (forward and backward),
+    #: each with its seconds on the critical path (the SP input re-gather: 0, hidden)
+    tp_ops: tuple[tuple[CommOp, float], ...] = ()
+    #: the CommOps expert parallelism inserts into one MoE layer, with their seconds
+    ep_ops: tuple[tuple[CommOp, float], ...] = ()
     ep_layer_pass_s: float = 0.0  # one MoE layer, one micro-batch, one forward pass
     ep_layer_bwd_s: float = 0.0  # one MoE layer, one micro-batch, one backward pass
 
@@ -270,6 +275,19 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
         leave = (plan.ep - 1) / plan.ep
         ep_bytes = 2 * (1 + recomputed) * leave * (dispatch + combine) * moe_layers \
             * plan.n_micro
+    tp_ops = _tp_layer_ops(plan, fabric, ag_in, red)
+    ep_ops: tuple[tuple[CommOp, float], ...] = ()
+    if moe_layers and plan.ep > 1:
+        ops = (CommOp("moe.dispatch", CommKind.ALL_TO_ALL, dispatch, plan.ep, t, Stream.TP,
+                      Phase.FWD),
+               CommOp("moe.combine", CommKind.ALL_TO_ALL, combine, plan.ep, t, Stream.TP,
+                      Phase.FWD),
+               CommOp("moe.combine_grad", CommKind.ALL_TO_ALL, combine, plan.ep, t, Stream.TP,
+                      Phase.BWD),
+               CommOp("moe.dispatch_grad", CommKind.ALL_TO_ALL, dispatch, plan.ep, t,
+                      Stream.TP, Phase.BWD))
+        ep_ops = tuple((o, fabric.all_to_all_s(o.size_bytes, o.group, o.stride, f))
+                       for o in ops)
     dp_bytes, dp_reduce_s, dp_gather_s = _dp(fabric, plan, mem.counts, scheme, d, t)
     if mem.expert_params and d // plan.ep > 1:
         eb, er, eg = _dp(fabric, plan, mem.expert_counts, scheme, d // plan.ep, t * plan.ep)
@@ -277,7 +295,37 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
     return Comm(tp_bytes=tp_bytes, tp_input_bytes=tp_input_bytes, pp_bytes=pp_bytes,
                 dp_bytes=dp_bytes, tp_layer_pass_s=2 * fwd_s, tp_layer_bwd_s=2 * bwd_s,
                 pp_p2p_s=pp_p2p_s, dp_reduce_s=dp_reduce_s, dp_gather_s=dp_gather_s,
-                ep_bytes=ep_bytes, ep_layer_pass_s=ep_fwd, ep_layer_bwd_s=ep_bwd)
+                ep_bytes=ep_bytes, ep_layer_pass_s=ep_fwd, ep_layer_bwd_s=ep_bwd,
+                tp_ops=tp_ops, ep_ops=ep_ops)
+
+
+def _tp_layer_ops(plan: Plan, fabric: Fabric, ag_in: float, red: float
+                  ) -> tuple[tuple[CommOp, float], ...]:
+    """The tensor-parallel split's CommOps in one layer (Megatron's g and g-bar around the
+    attention block and the MLP block), each with its seconds: all-reduces forward and
+    backward, or with sequence parallelism an all-gather + reduce-scatter forward and a
+    reduce-scatter + all-gather backward, the input re-gather hidden behind the data-gradient
+    GEMM (0 s)."""
+    t = plan.tp
+    if t <= 1:
+        return ()
+    out = []
+    for block in ("attn", "mlp"):
+        if plan.sequence_parallel:
+            for name, kind, size, phase, hidden in (
+                    ("tp_all_gather", CommKind.ALL_GATHER, ag_in, Phase.FWD, False),
+                    ("tp_reduce_scatter", CommKind.REDUCE_SCATTER, red, Phase.FWD, False),
+                    ("tp_reduce_scatter", CommKind.REDUCE_SCATTER, red, Phase.BWD, False),
+                    ("tp_all_gather", CommKind.ALL_GATHER, red, Phase.BWD, False),
+                    ("tp_regather", CommKind.ALL_GATHER, ag_in, Phase.BWD, True)):
+                op = CommOp(f"{block}.{name}", kind, size, t, 1, Stream.TP, phase)
+                out.append((op, 0.0 if hidden else fabric.collective_s(str(kind), size, t, 1)))
+        else:
+            ar = fabric.collective_s("all-reduce", red, t, 1)
+            for phase in (Phase.FWD, Phase.BWD):
+                out.append((CommOp(f"{block}.tp_all_reduce", CommKind.ALL_REDUCE, red, t, 1,
+                                   Stream.TP, phase), ar))
+    return tuple(out)
 
 
 def inter_node_fraction(model: Decoder, nodes: int) -> float:

@@ -206,22 +206,25 @@ class Prediction:
             ops = self.moe_layer_ops if moe else self.layer_ops
             pieces = [(o.op, o.phase, o.time_s, o.flops, o.bytes, o.bound, o.stream)
                       for o in ops]
-            pieces += [("tp_comm", Phase.FWD, cm.tp_layer_pass_s, 0.0, 0.0, "comm", Stream.TP),
-                       ("tp_comm", Phase.BWD, cm.tp_layer_bwd_s, 0.0, 0.0, "comm", Stream.TP)]
-            exposed = {}
-            if moe:
-                pieces += [("all_to_all", Phase.FWD, cm.ep_layer_pass_s, 0.0, 0.0, "comm",
-                            Stream.TP),
-                           ("all_to_all", Phase.BWD, cm.ep_layer_bwd_s, 0.0, 0.0, "comm",
-                            Stream.TP)]
+            # the CommOps the tensor- and expert-parallel transformations inserted (bytes sent
+            # per GPU); the all-to-alls' exposed share split over each phase's ops by time
+            comm_ops = list(cm.tp_ops) + (list(cm.ep_ops) if moe else [])
+            shown_of = {}
+            if moe and cm.ep_ops:
                 ef, eb = self._a2a_exposed()
-                exposed = {Phase.FWD: ef, Phase.BWD: eb}
+                for ph, e, total in ((Phase.FWD, ef, cm.ep_layer_pass_s),
+                                     (Phase.BWD, eb, cm.ep_layer_bwd_s)):
+                    for o, t in cm.ep_ops:
+                        if o.phase == ph:
+                            shown_of[o.name] = e * t / total if total > 0 else 0.0
+            pieces += [(o.name, o.phase, t, 0.0, o.bytes, "comm", o.stream)
+                       for o, t in comm_ops if t > 0 or o.bytes > 0]
             pieces.append(("recompute", Phase.BWD,
                            self.moe_recompute_s if moe else self.recompute_s, 0.0, 0.0,
                            "recompute", Stream.COMPUTE))
             for op, ph, t, fl, by, bound, stream in pieces:
-                if t > 0:
-                    shown = exposed[ph] if op == "all_to_all" else t
+                if t > 0 or by > 0:
+                    shown = shown_of.get(op, t)
                     out.append(Row(f"layer{i}", op, ph, stage, m, t * m,
                                    shown * m if on_path else 0.0, fl * m, by * m, bound,
                                    stream))
