@@ -309,7 +309,7 @@ def report(f: Fit) -> str:
          "model predicts them 16-20 % slow at 700 W; on the fit data itself it is not better "
          "than the fixed clock (table below). So `gemm_time`, `predict`, `llm` and the figures "
          "keep the preset's fixed effective clock (`scripts/validate_all.py --quick` output "
-         "unchanged), and the power model runs on `accelsim gemm/op gemm --power-model` or "
+         "unchanged), and the power model runs on `accelsim gemm/op gemm/llm/infer --power-model` or "
          "`--power-limit-W W` on a chip with a `[chip.power]` table.",
          "",
          "## Every row of the fit data (power model at the 700 W limit vs measured)",

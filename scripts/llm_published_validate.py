@@ -237,6 +237,18 @@ def write_report(df: pd.DataFrame) -> None:
         lines.append(f"| {r.id} | {r.system} | {r.metric} | {r.published:.4g} | "
                      f"{r.accelsim:.4g} | {r.error_pct:+.1f}{'' if r.in_target else ' **out**'}"
                      f" | {r.asked_as} |")
+    lines += ["", "## Notes", "",
+              "- DeepSeek-V3 is asked as `accelsim llm --system dgx-h800 --model deepseek-v3 "
+              "--tp 1 --pp 16 --ep 64 --gpus 2048 --zero 1 --seq 4096 --global-batch 15360 "
+              "--scheme te-fp8 --overlap-moe-comm --flash-attention` (DualPipe's overlap and "
+              "a fused attention kernel, as the report describes). Without the overlap the "
+              "model gives +56 %. The same plan reports about 110 GiB per GPU, more than the "
+              "H800's 80 GB: the memory account has no FP8 activation caching and no "
+              "recomputation of the MLA up-projections / RMSNorm that the report uses "
+              "(section 3.2.3), so DeepSeek-V3's memory is not validated here.",
+              "- Maximum-load cases run the largest batch whose KV cache fits "
+              f"{KV_FREE_FRACTION:g} of the memory left after the weights (at most {MAX_BATCH}) "
+              "as one static batch; the KV-cache type is the case's when stated, else bf16."]
     left = df[df["accelsim"].isna()]
     lines += ["", "## Not asked, and why", "", "| case | reason |", "|---|---|"]
     for r in left.itertuples():

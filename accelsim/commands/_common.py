@@ -316,7 +316,7 @@ def power_system(system, spath, args: argparse.Namespace, precision: str):
     if power is None:
         raise UserError(f"{flag}: {spath} has no [chip.power] table (docs/configs.md); the "
                         "presets with one: h100-sxm, h100-pcie, a100-sxm, a100-pcie-40gb, "
-                        "dgx-h100, dgx-a100")
+                        "dgx-h100, dgx-h800, dgx-a100")
     datapath = system.chip.core.datapath(precision)
     if not power.has_energy(datapath):
         raise UserError(f"{flag}: {spath} chip.power.flop_pJ has no energy for {datapath} "

@@ -11,8 +11,9 @@ from accelsim.commands import _plan, _report
 from accelsim.commands._common import chip_count, dimension, model_layers, positive_int
 
 NAME = "llm"
-HELP = ("Large-model training: predict a tensor x pipeline x data parallel GPT run on nodes like "
-        "--system (time, samples/s, TFLOPS, MFU, memory and comm per GPU), or --search plans.")
+HELP = ("Large-model training: predict a tensor x pipeline x data (x expert) parallel run of a "
+        "GPT, Llama or MoE model on nodes like --system (time, samples/s, TFLOPS, MFU, memory, "
+        "comm and energy per GPU), or --search plans.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

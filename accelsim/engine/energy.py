@@ -91,4 +91,4 @@ def power_note(e: StepEnergy | None, what: str) -> str | None:
         return None
     return (f"note: {what} draws {e.power_W:.0f} W per GPU at the timing's fixed clock, above "
             f"the {e.power_limit_W:.0f} W limit: a real chip lowers its clock and takes longer "
-            "(accelsim gemm --power-model shows a kernel at its power-limited clock)")
+            "(--power-model times every GEMM at its power-limited clock)")
