@@ -181,3 +181,19 @@ def test_power_model_what_if_on_llm_and_infer(capsys):
     assert main(["llm", "--system", "dgx1-v100", "--model", "gpt2-small", "--gpus", "8",
                  "--global-batch", "8", "--scheme", "fp16", "--power-model"]) == 2
     assert "no [chip.power] table" in capsys.readouterr().err
+
+
+def test_request_latency_closed_form_honours_a_sliding_window():
+    """Mistral-7B's 4096-token window: the closed-form sum over the steps equals stepping
+    through them one by one (contexts crossing the window)."""
+    from pathlib import Path
+
+    from accelsim.workload.hf_config import resolve_model
+
+    cfg = resolve_model(Path(__file__).parent / "data" / "hf_configs" / "mistral-7b.json")
+    assert cfg.sliding_window == 4096
+    d = Decoder(cfg, cfg.seq, flash_attention=True)
+    r = infer(d, H100, InferencePlan(), "bf16", 2, prompt=4000, output_tokens=201)
+    steps = sum(infer(d, H100, InferencePlan(), "bf16", 2, context=c).decode.time_s
+                for c in range(4001, 4201))
+    assert r.request_latency_s == pytest.approx(r.prefill.time_s + steps, rel=1e-9)

@@ -408,15 +408,24 @@ def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: Inferen
                    gp: str, batch: int, prompt: int, steps: int) -> float:
     """Seconds of ``steps`` decode steps after a prefill of ``prompt`` tokens (the first token
     comes from the prefill): step ``i`` attends ``prompt + i + 1`` cached tokens. Only the
-    attention depends on the context: the rest of a step is timed once."""
+    attention depends on the context, and its FLOPs and bytes are both proportional to it, so
+    the sum over the steps is closed form (the attended keys summed as an arithmetic series,
+    capped by a sliding window): O(1) at any output length."""
     if steps <= 0:
         return 0.0
     first = forward_pass(model, system, fabric, plan, gp, batch, 1, prompt + 1)
     fixed = first.time_s - sum(n * o.time_s for n, ops in first.layers for o in ops
                                if o.op == "attention")
-    total = steps * fixed
     ap = attention_precision(gp, system.chip.core)
-    for i in range(steps):
-        ca = cached_attention(model, plan, batch, prompt + i + 1)
-        total += model.layers * _kernel_s(system, ca.flops, ca.bytes, ap)[0]
-    return total
+    one = cached_attention(model, plan, batch, 1)  # per attended key
+    per_key = _kernel_s(system, one.flops, one.bytes, ap)[0] - system.chip.kernel_launch_s
+    lo, hi = prompt + 1, prompt + steps  # contexts of the steps
+    w = model.config.sliding_window
+    if w is None or w >= hi:
+        keys = (lo + hi) * steps // 2
+    elif w <= lo:
+        keys = w * steps
+    else:
+        keys = (lo + w) * (w - lo + 1) // 2 + w * (hi - w)
+    return steps * (fixed + model.layers * system.chip.kernel_launch_s) \
+        + model.layers * per_key * keys
