@@ -46,6 +46,7 @@ from accelsim.engine.stack import FlashKernel
 from accelsim.engine.trace import Row, Timeline
 from accelsim.errors import InputError
 from accelsim.perf.gemm import FITTED
+from accelsim.workload.model import MAX_DIM
 from accelsim.workload.transformer import PositionKind
 
 GIB = 2 ** 30
@@ -378,6 +379,10 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
             raise InputError(f"{name} must be an integer >= 1, got {v!r}")
     if output_tokens is not None and prompt is None:
         raise InputError("output tokens need a prompt length (the request starts with it)")
+    if batch * (prompt or 1) > MAX_DIM:
+        raise InputError(f"batch {batch:,} x {prompt or 1:,} new tokens = "
+                         f"{batch * (prompt or 1):,} tokens in one pass: at most {MAX_DIM:,} "
+                         "(a GEMM dimension)")
     plan.check(model, system.chips)
     sc = get_scheme(scheme)
     gp = sc.compute_precision

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from accelsim.arch.schemes import OPTIMIZERS
 from accelsim.engine.stack import MEGATRON, Stack
 from accelsim.workload.gpt import GptConfig
+from accelsim.workload.model import MAX_DIM
 
 if TYPE_CHECKING:
     from accelsim.engine.decoder import Decoder
@@ -112,6 +113,9 @@ class Plan:
         if self.interleave > 1 and model.layers % (self.pp * self.interleave):
             raise InputError(f"layers {model.layers} not divisible by pp x interleave = "
                              f"{self.pp} x {self.interleave}")
+        if model.seq * self.micro_batch > MAX_DIM:
+            raise InputError(f"seq x micro-batch = {model.seq * self.micro_batch:,} tokens per "
+                             f"micro-batch: at most {MAX_DIM:,} (a GEMM dimension)")
         if self.sequence_parallel and model.seq % self.tp:
             raise InputError(f"sequence parallelism needs seq {model.seq} divisible by tp "
                              f"{self.tp}")
