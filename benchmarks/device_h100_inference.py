@@ -16,30 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import torch
 import torch.nn.functional as F
+from _cuda import timed  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 32, 4096, 32, 8, 128, 14336, 128256
 PROMPTS = (128, 512, 2048, 8192)
 DECODE = [(b, L) for b in (1, 8, 32, 64, 128) for L in (512, 2048, 8192)]
 KV_LIMIT_BYTES = 48 * 2 ** 30  # leave room for the 16 GB of weights on an 80 GB GPU
-
-
-def timed(fn, repeats: int = 20, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(out)
 
 
 class Decoder:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 
 import torch
 import torch.nn.functional as F
+from _cuda import timed  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 from torch import nn
 
 ATTENTION = [  # (batch, heads, seq, head_dim)
@@ -29,21 +29,6 @@ GPTS = [  # (name, layers, hidden, heads, seq, vocab, batch)
     ("gpt2-small", 12, 768, 12, 1024, 50257, 8),
     ("gpt-350m", 24, 1024, 16, 1024, 50257, 8),
 ]
-
-
-def timed(fn, repeats: int = 20, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) / 1e3)
-    return statistics.median(out)
 
 
 def attention_case(b: int, h: int, s: int, d: int) -> dict:
@@ -59,8 +44,8 @@ def attention_case(b: int, h: int, s: int, d: int) -> dict:
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         o.backward(g)
 
-    return {"batch": b, "heads": h, "seq": s, "head_dim": d, "fwd_s": timed(fwd),
-            "fwd_bwd_s": timed(fwd_bwd)}
+    return {"batch": b, "heads": h, "seq": s, "head_dim": d, "fwd_s": timed(fwd, warmup=5),
+            "fwd_bwd_s": timed(fwd_bwd, warmup=5)}
 
 
 class Block(nn.Module):

@@ -282,31 +282,11 @@ def test_transformer_data_parallel_traffic_is_the_zero_comm_ops():
 def test_onnx_imported_convnet_lowers_with_hand_counted_flops(tmp_path):
     """A small CNN written with onnx.helper (nothing downloaded): conv 3x3 pad 1 (3 -> 8) on
     16x16, ReLU, 2x2 max-pool, conv 3x3 (8 -> 16), ReLU, flatten, Gemm 576 -> 10."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from test_predict_onnx import convnet  # the same net, built once (tests/ is on sys.path)
 
     from accelsim.workload.onnx_import import load_onnx
 
-    def w(name, *shape):
-        return numpy_helper.from_array(np.full(shape, 0.01, dtype=np.float32), name)
-
-    nodes = [helper.make_node("Conv", ["x", "c1", "c1b"], ["a"], name="conv1",
-                              kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["a"], ["b"], name="relu1"),
-             helper.make_node("MaxPool", ["b"], ["c"], name="pool", kernel_shape=[2, 2],
-                              strides=[2, 2]),
-             helper.make_node("Conv", ["c", "c2"], ["d"], name="conv2", kernel_shape=[3, 3]),
-             helper.make_node("Relu", ["d"], ["e"], name="relu2"),
-             helper.make_node("Flatten", ["e"], ["f"], name="flatten"),
-             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], name="fc", transB=1)]
-    graph = helper.make_graph(
-        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
-        [w("c1", 8, 3, 3, 3), w("c1b", 8), w("c2", 16, 8, 3, 3), w("fc", 10, 576), w("fcb", 10)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    path = tmp_path / "cnn.onnx"
-    onnx.save(model, str(path))
+    path = convnet(tmp_path)
     wl = load_onnx(path, 4)
     ops = _check_one_op_per_layer(wl, 4, "fp16")
     convs = [op for op in ops if isinstance(op, ConvOp)]
