@@ -41,7 +41,7 @@ from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precision,
                                    flash_attention_parts, gemm_s, gemm_timed)
-from accelsim.engine.plan import LlmParams
+from accelsim.engine.plan import LlmParams, check_split, check_tp_in_node
 from accelsim.engine.stack import FlashKernel
 from accelsim.engine.trace import Row, Timeline
 from accelsim.errors import InputError
@@ -85,14 +85,10 @@ class InferencePlan:
         return self.tp * self.pp
 
     def check(self, model: Decoder, gpus_per_node: int) -> None:
-        if model.heads % self.tp:
-            raise InputError(f"heads {model.heads} not divisible by tp {self.tp}")
-        if model.ffn_size % self.tp:
-            raise InputError(f"ffn {model.ffn_size} not divisible by tp {self.tp}")
-        if model.layers < self.pp:
-            raise InputError(f"{model.layers} layers cannot fill pp {self.pp} stages")
-        if self.tp > gpus_per_node or gpus_per_node % self.tp:
-            raise InputError(f"tp {self.tp} must divide the {gpus_per_node} GPUs of a node")
+        """The split rules training uses (:func:`accelsim.engine.plan.check_split`,
+        :func:`~accelsim.engine.plan.check_tp_in_node`), experts whole under ep = tp."""
+        check_split(model, self.tp, self.pp)
+        check_tp_in_node(self.tp, gpus_per_node)
         model.check_split(1 if self.ep > 1 else self.tp, self.ep)
 
 

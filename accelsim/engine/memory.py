@@ -121,8 +121,8 @@ class Memory:
 
 
 def _stage_params(model: Decoder, plan: Plan, layers: tuple[int, int], first: bool,
-                  last: bool) -> tuple[float, float, float, float]:
-    """(params, linear params, expert params, expert linear params) per GPU of a pipeline stage
+                  last: bool) -> tuple[float, float, float]:
+    """(params, linear params, routed-expert weight params) per GPU of a pipeline stage
     holding ``layers`` (dense, MoE) layers: each layer's tensor-parallel part split over the
     ranks (LayerNorms, the row-parallel biases and the replicated projections whole), routed
     experts over ``ep x tp``; the first stage adds the vocabulary-parallel word embedding and
@@ -144,7 +144,7 @@ def _stage_params(model: Decoder, plan: Plan, layers: tuple[int, int], first: bo
         norm = model.config.head_ops()[0].params
         head = 0 if model.config.tied_embeddings else model.vocab * h
         emb += norm + head / t
-    return n + emb, lin, ex, ex
+    return n + emb, lin, ex
 
 
 def stage_params(model: GptConfig | Decoder, plan: Plan) -> float:
@@ -152,9 +152,9 @@ def stage_params(model: GptConfig | Decoder, plan: Plan) -> float:
     return _largest_stage(Decoder.of(model), plan)[1][0]
 
 
-def _largest_stage(model: Decoder, plan: Plan) -> tuple[int, tuple[float, float, float, float]]:
+def _largest_stage(model: Decoder, plan: Plan) -> tuple[int, tuple[float, float, float]]:
     stages = model.stage_layers(plan.pp, plan.interleave)
-    best = (-1, (-1.0, 0.0, 0.0, 0.0))
+    best = (-1, (-1.0, 0.0, 0.0))
     for i, layers in enumerate(stages):
         # GPT: the first stage (the embedding) unless pp == 1, where it is also the last
         p = _stage_params(model, plan, layers, i == 0, i == plan.pp - 1 and plan.pp == 1)
@@ -239,7 +239,7 @@ def memory(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats,
     outside the tensors (``LlmParams.memory_reserve_GiB``)."""
     model = Decoder.of(model)
     plan.check_model(model)
-    stage, (n, lin, ex, _) = _largest_stage(model, plan)
+    stage, (n, lin, ex) = _largest_stage(model, plan)
     w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin - ex), scheme, plan.zero,
                                 plan.dp)
     if ex:

@@ -104,12 +104,7 @@ class Plan:
         from accelsim.engine.decoder import Decoder
 
         model = Decoder.of(model)
-        if model.heads % self.tp:
-            raise InputError(f"heads {model.heads} not divisible by tp {self.tp}")
-        if model.ffn_size % self.tp:
-            raise InputError(f"ffn {model.ffn_size} not divisible by tp {self.tp}")
-        if model.layers < self.pp:
-            raise InputError(f"{model.layers} layers cannot fill pp {self.pp} stages")
+        check_split(model, self.tp, self.pp)
         if self.interleave > 1 and model.layers % (self.pp * self.interleave):
             raise InputError(f"layers {model.layers} not divisible by pp x interleave = "
                              f"{self.pp} x {self.interleave}")
@@ -125,9 +120,26 @@ class Plan:
         """Raise ValueError when the tensor-parallel group does not fit in one node of
         ``gpus_per_node`` GPUs (its collectives run on every layer; Megatron-LM keeps them on
         the node's NVLink/NVSwitch). Checked here, once, for every front-end."""
-        if self.tp > gpus_per_node or gpus_per_node % self.tp:
-            raise InputError(f"tp {self.tp} must divide the {gpus_per_node} GPUs of a node "
-                             "(a tensor-parallel group stays inside one node)")
+        check_tp_in_node(self.tp, gpus_per_node)
+
+
+def check_split(model: Decoder, tp: int, pp: int) -> None:
+    """The tensor x pipeline split rules every front-end shares (training and inference):
+    tp divides the heads and the FFN, pp stages each get a layer."""
+    if model.heads % tp:
+        raise InputError(f"heads {model.heads} not divisible by tp {tp}")
+    if model.ffn_size % tp:
+        raise InputError(f"ffn {model.ffn_size} not divisible by tp {tp}")
+    if model.layers < pp:
+        raise InputError(f"{model.layers} layers cannot fill pp {pp} stages")
+
+
+def check_tp_in_node(tp: int, gpus_per_node: int) -> None:
+    """The placement rule: a tensor-parallel group stays inside one node (its collectives run
+    on every layer; Megatron-LM keeps them on the node's NVLink/NVSwitch)."""
+    if tp > gpus_per_node or gpus_per_node % tp:
+        raise InputError(f"tp {tp} must divide the {gpus_per_node} GPUs of a node "
+                         "(a tensor-parallel group stays inside one node)")
 
 
 @dataclass(frozen=True)
