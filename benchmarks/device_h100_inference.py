@@ -51,7 +51,7 @@ class Decoder:
         d = x.shape[-1]
         inv = 1.0 / (500000 ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
         ang = pos[:, None].float() * inv[None, :]
-        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        cos, sin = ang.cos().to(x.dtype)[:, None], ang.sin().to(x.dtype)[:, None]  # [T, 1, d/2]
         x1, x2 = x[..., : d // 2], x[..., d // 2:]
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
