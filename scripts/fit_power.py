@@ -23,9 +23,11 @@ ones run above the limit until the limiter's average catches up: a transient), r
 samples, copies at a lowered clock (light rows after heavy ones inherit the clock).
 
 A check first, not a parameter: the array efficiency that minimizes the rms relative time error
-of the fit's bf16/FP8 GEMMs timed at their measured clock (grid 0.70..1.00) comes out at 0.875,
-the default model's FITTED 0.88 within its scatter, so the power model keeps FITTED (the TF32
-row, at about 0.67 of its per-clock peak, is left out of this check). Then the energies (least squares on the relative power error): pJ per FLOP of
+of the fit's bf16/FP8 GEMMs timed at their measured clock (grid 0.70..1.00) comes out near 1
+with L2 at its own (not the SM) clock, biased up by the lagging clock samples; our steady-state
+measurements (accelsim/data/h100_device/power.json, sampled in the timed window) give 0.90-0.93
+at the measured clock. The power model keeps FITTED 0.88 (the TF32 row, at about 0.67 of its
+per-clock peak, is left out of this check). Then the energies (least squares on the relative power error): pJ per FLOP of
 the 16-bit (bf16 = fp16 datapath), FP8 and TF32 tensor-core datapaths and pJ per byte of
 chip-memory traffic, all at V(f_max) and scaled by (V(f)/V(f_max))^2. Fixed, with sources in the TOML: the static power (120 W, a public nvidia-smi reading),
 the limit (700 W) and maximum clock (1980 MHz). The voltage floor v0 of V(f)/V(f_max) = v0 +
@@ -248,6 +250,14 @@ def report(f: Fit) -> str:
                                         f.rms_clock)
     from accelsim.perf.published import GEMM_CASES, OOS_GEMM_CASES, OOS_GEMM_SWEEPS
 
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import device_validate
+
+    steady = device_validate.gemm_rows()
+    n_power, n_fixed, n_steady = (
+        sum(r["in_target"] for r in steady if r["group"] == "gemm: power model"),
+        sum(r["in_target"] for r in steady if r["group"] == "gemm: fixed clock (default)"),
+        sum(r["group"] == "gemm: power model" for r in steady))
     h100 = load_system("h100-sxm")
     p = h100.chip.power
     eff = FITTED
@@ -307,7 +317,14 @@ def report(f: Fit) -> str:
          "tolerance: the MAMF best shapes that `scripts/fit_compute.py` fits (table below) are "
          "short bursts (100 iterations) that run above the steady-state clock, and the power "
          "model predicts them 16-20 % slow at 700 W; on the fit data itself it is not better "
-         "than the fixed clock (table below). So `gemm_time`, `predict`, `llm` and the figures "
+         "than the fixed clock (table below). On our own steady-state measurements (every "
+         "shape held 0.8 s, clock and power sampled in the timed window: "
+         f"reports/device_validation.md) it is: {n_power} of {n_steady} GEMMs within 15 % "
+         f"against {n_fixed} of {n_steady} for the fixed clock, which runs long large GEMMs "
+         "11-20 % fast. The gap between a burst "
+         "and a long run is the limiter's averaging: from idle, bf16 8192^3 holds ~1425 MHz "
+         "at an instant 770-790 W for the first second, then ~1300 MHz at 700 W. So "
+         "`gemm_time`, `predict`, `llm` and the figures "
          "keep the preset's fixed effective clock (`scripts/validate_all.py --quick` output "
          "unchanged), and the power model runs on `accelsim gemm/op gemm/llm/infer --power-model` or "
          "`--power-limit-W W` on a chip with a `[chip.power]` table.",

@@ -20,8 +20,8 @@ held-out rows first, then the fit rows and their leave-one-out count.
 Nothing is recomputed here: every number comes from the validation code that owns it
 (accelsim.dse.hfp8_published / hfp8_study, scripts/validate_compute.py, llm_validate.py,
 llm_fit.py, fit_compute.py, calibrate.py, scalesim_crosscheck.py, netsim_validate.py,
-arith_h100_fit.py; the fit-row sets in accelsim/*/published.py). docs/validation.md describes
-every table. ``--quick`` (about half the time) narrows two searches, each stated in the output:
+arith_h100_fit.py, device_validate.py; the fit-row sets in accelsim/*/published.py).
+docs/validation.md describes every table. ``--quick`` (about half the time) narrows two searches, each stated in the output:
 the appendix-D leave-one-out refits search 5-7 images per chip (not 3-12), the GPU memory
 efficiency grid takes every other point, and netsim goes to 16 chips (DES 8) instead of 64 (32).
 """
@@ -202,6 +202,18 @@ def llm_published() -> list[dict]:
     return out
 
 
+def device() -> list[dict]:
+    """scripts/device_validate.py: our own H100 SXM measurements (accelsim/data/h100_device):
+    steady-state GEMMs (fixed clock and power model), flash attention, eager GPT training steps
+    and memory, Llama-3-8B inference; held out except the LM-head GEMMs that set the H100
+    presets' unaligned_gemm_rate."""
+    import device_validate as v
+
+    return [_row(f"H100 measured here: {r['group']}", f"{r['case']} ({r['unit']})",
+                 r["measured"], r["accelsim"], r["error_pct"], "%",
+                 f"+-{r['tolerance_pct']:g}", r["in_target"], r["label"]) for r in v.rows()]
+
+
 # --------------------------------------------------------------------------- SCALE-Sim, bits, netsim
 def scalesim() -> list[dict]:
     """accelsim's --scalesim-compat cycles against SCALE-Sim v3's golden files (per file: total
@@ -312,6 +324,7 @@ def main(argv=None) -> int:
                      ("GPU datasheet peaks", datasheet_peaks),
                      ("Megatron-LM and FP8-LM", lambda: llm(log)),
                      ("LLM inference and MoE training (published)", llm_published),
+                     ("H100 measured here (device_validate)", device),
                      ("SCALE-Sim cycles", scalesim),
                      ("H100 FP8 bits", h100_bits),
                      ("netsim engines", lambda: netsim(args.quick))):

@@ -39,12 +39,12 @@ def test_one_tile_compute_is_exactly_the_systolic_reference(gpus, dataflow, m, n
 
 def test_fp8_rate_halves_the_reduction_steps(gpus):
     chip = gpus["h100-sxm"].chip
-    f8 = chip_gemm_time(chip, 64, 64, 1000, 1, "fp8", "os", efficiency=IDEAL)
-    ref = gemm_cycles(64, 64, 1000, chip.core.rows, chip.core.cols, "os", macs_per_pe=2)
+    f8 = chip_gemm_time(chip, 64, 64, 1024, 1, "fp8", "os", efficiency=IDEAL)
+    ref = gemm_cycles(64, 64, 1024, chip.core.rows, chip.core.cols, "os", macs_per_pe=2)
     assert f8["compute_s"][0] * chip.core.frequency_Hz == pytest.approx(ref, rel=1e-12)
     # a rate below 1 (tf32 = 0.5) takes 1/rate cycles per MAC
-    t32 = chip_gemm_time(chip, 64, 64, 1000, 1, "tf32", "os", efficiency=IDEAL)
-    b16 = chip_gemm_time(chip, 64, 64, 1000, 1, "bf16", "os", efficiency=IDEAL)
+    t32 = chip_gemm_time(chip, 64, 64, 1024, 1, "tf32", "os", efficiency=IDEAL)
+    b16 = chip_gemm_time(chip, 64, 64, 1024, 1, "bf16", "os", efficiency=IDEAL)
     assert t32["compute_s"][0] == pytest.approx(2 * b16["compute_s"][0], rel=1e-12)
 
 

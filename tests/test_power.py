@@ -58,9 +58,12 @@ def test_skinny_decode_gemm_runs_at_the_max_clock(h100):
 
 
 def test_power_rises_with_clock_as_f_times_v_squared(h100):
-    """Compute-bound, time ~ 1/f (launch aside): dynamic power ~ f V(f)^2."""
+    """Compute-bound, time ~ 1/f (launch aside): dynamic power ~ f V(f)^2 (a shape whose
+    chip-memory bytes are the compulsory ones at both clocks, so only the clock differs)."""
     p = h100.chip.power
-    lo, hi = (gemm_at_clock(h100, 16384, 16384, 16384, "bf16", f) for f in (1.0e9, 1.5e9))
+    lo, hi = (gemm_at_clock(h100, 8192, 8192, 4096, "bf16", f) for f in (1.0e9, 1.5e9))
+    assert lo.gemm.bound == hi.gemm.bound == "compute"
+    assert lo.gemm.memory_bytes == hi.gemm.memory_bytes
     assert lo.power_W < hi.power_W
     expected = 1.5 * (voltage_ratio(p, 1.5e9) / voltage_ratio(p, 1.0e9)) ** 2
     assert (hi.power_W - p.static_W) / (lo.power_W - p.static_W) == pytest.approx(expected,
@@ -71,9 +74,19 @@ def test_memory_part_does_not_scale_with_clock(h100):
     slow = gemm_time(system_at_clock(h100, 0.99e9), 8, 8192, 8192, "bf16")
     fast = gemm_time(system_at_clock(h100, 1.98e9), 8, 8192, 8192, "bf16")
     assert slow.memory_s == fast.memory_s and slow.launch_s == fast.launch_s
-    big_slow = gemm_time(system_at_clock(h100, 0.99e9), 16384, 16384, 16384, "bf16")
-    big_fast = gemm_time(system_at_clock(h100, 1.98e9), 16384, 16384, 16384, "bf16")
+    big_slow = gemm_time(system_at_clock(h100, 0.99e9), 8192, 8192, 4096, "bf16")
+    big_fast = gemm_time(system_at_clock(h100, 1.98e9), 8192, 8192, 4096, "bf16")
     assert big_slow.compute_s == pytest.approx(2 * big_fast.compute_s)
+
+
+def test_l2_keeps_its_bandwidth_and_shared_memory_follows_the_clock(h100):
+    """Measured (accelsim/data/h100_device/breakdown.json): L2 re-reads ran at 0.92x the
+    bandwidth at 0.71x the SM clock, so the shared level does not scale; a core's private
+    level (shared memory, 128 B/clk) does."""
+    levels = {lv.name: lv for lv in h100.chip.levels}
+    half = {lv.name: lv for lv in system_at_clock(h100, h100.chip.core.frequency_Hz / 2).chip.levels}
+    assert half["L2"].bandwidth_Bps == levels["L2"].bandwidth_Bps
+    assert half["smem"].bandwidth_Bps == pytest.approx(levels["smem"].bandwidth_Bps / 2)
 
 
 def test_power_limit_350_w_lowers_throughput_by_less_than_half(capsys):

@@ -74,6 +74,7 @@ PLAUSIBLE = {
     "scratchpad_bandwidth_GBps": (1e-3, 1e7),
     "latency_ns": (1e-3, 1e9),                      # 1 ps .. 1 s
     "kernel_launch_us": (0.0, 1e6),
+    "unaligned_gemm_rate": (1e-3, 1.0),
     "memory_capacity_GiB": (1e-6, 1e6),
     "memory_capacity_MiB": (1e-3, 1e9),
     "scratchpad_MiB": (1e-6, 1e6),
@@ -275,6 +276,15 @@ def _power(t: Table, core: Core) -> ChipPower:
     return power
 
 
+def _unaligned_rate(t: Table) -> float:
+    v = t.positive("unaligned_gemm_rate", optional=True)
+    if v is None:
+        return 1.0
+    if v > 1:
+        raise ConfigError(t.file, t._key("unaligned_gemm_rate"), v, "must be in (0, 1]")
+    return v
+
+
 def _chip(t: Table, core: Core) -> Chip:
     cores = t.integer("cores")
     launch = t.raw("kernel_launch_us", optional=True)
@@ -302,6 +312,7 @@ def _chip(t: Table, core: Core) -> Chip:
         layout=t.string("layout", optional=True, choices=LAYOUTS) or "nhwc",
         winograd=t.boolean("winograd", default=False),
         power=_power(t.table("power"), core) if "power" in t.data else None,
+        unaligned_gemm_rate=_unaligned_rate(t),
     )
     if chip.winograd and not levels:
         # only the hierarchy (GPU) model times Winograd; the per-core model would ignore it

@@ -204,7 +204,10 @@ class Chip:
     ``"nhwc"`` and back (see :mod:`accelsim.perf.layer_model`); ``winograd``, whether 3x3
     stride-1 convolutions may use Winograd algorithms where the model finds them faster, as
     cuDNN's benchmark mode does (:mod:`accelsim.perf.winograd`); ``power``, the chip's power
-    and clock parameters (None: no power model; :mod:`accelsim.perf.power`)."""
+    and clock parameters (None: no power model; :mod:`accelsim.perf.power`);
+    ``unaligned_gemm_rate``, the share of the aligned tensor-core rate a GEMM reaches when a
+    row stride (its N or K) is not a multiple of 16 bytes, so the GPU's library falls back to
+    kernels without 16-byte vector or TMA loads (1: no penalty; :mod:`accelsim.perf.gemm`)."""
 
     cores: int
     core: Core
@@ -217,8 +220,12 @@ class Chip:
     layout: str = "nhwc"
     winograd: bool = False
     power: ChipPower | None = None
+    unaligned_gemm_rate: float = 1.0
 
     def __post_init__(self) -> None:
+        if not 0 < self.unaligned_gemm_rate <= 1:
+            raise ValueError(f"unaligned_gemm_rate must be in (0, 1], got "
+                             f"{self.unaligned_gemm_rate!r}")
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         for lv in self.levels:

@@ -363,9 +363,11 @@ def layer_ops(model: Decoder, moe: bool, tokens: int, batch: int, tp: int, ep: i
     return gemms, attn, ew
 
 
-def head_op(model: Decoder, tokens: int, tp: int, gp: str) -> GemmOp:
-    """The vocabulary-parallel LM head."""
-    return GemmOp("lm_head", tokens, -(-model.vocab // tp), model.hidden, gp)
+def head_op(model: Decoder, tokens: int, tp: int, gp: str, vocab_multiple: int = 1) -> GemmOp:
+    """The vocabulary-parallel LM head; the vocabulary padded to a multiple of
+    ``vocab_multiple x tp`` first (what a software stack does: ``Stack.vocab_multiple``)."""
+    step = vocab_multiple * tp
+    return GemmOp("lm_head", tokens, -(-model.vocab // step) * step // tp, model.hidden, gp)
 
 
 __all__ = ["Decoder", "a2a_elements", "elementwise_bytes", "expert_tokens", "head_op",

@@ -99,6 +99,8 @@ class Stack:
     autocast: 16-bit schemes run under autocast over fp32 weights: the fp32 weights are the
         master copy (fp32 gradients and moments), each forward casts them to 16 bits and keeps
         the copies for the backward pass.
+    vocab_multiple: the LM head's vocabulary is padded to a multiple of this times the
+        tensor-parallel size (1: as the model states it).
     """
 
     name: str
@@ -109,6 +111,7 @@ class Stack:
     launch_floor_us: tuple[tuple[KernelKind, float], ...] = ()
     autocast: bool = False
     flash: FlashKernel = FlashKernel()
+    vocab_multiple: int = 1
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -149,6 +152,9 @@ MEGATRON = Stack(
     fused=True,  # Megatron-LM's fused bias-GeLU, bias-dropout-add, softmax, LayerNorm kernels
     # as fitted: a flash kernel timed as its two GEMMs on the GEMM model (causal half skipped)
     attention=AttentionKernel.GEMM_PAIR,
+    # Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-divisible-by (default
+    # 128) x the tensor-parallel size (megatron/training/tokenizer, _vocab_size_with_padding)
+    vocab_multiple=128,
     description="Megatron-LM (fused kernels, as fitted on Megatron-LM and FP8-LM runs)")
 
 #: eager PyTorch on one GPU (or DDP): bf16 autocast, fused AdamW, SDPA attention

@@ -62,17 +62,19 @@ class OpTime:
     stream: Stream = Stream.COMPUTE
 
 
-def layer_ops(model: GptConfig | Decoder, plan: Plan, formats: StateFormats, moe: bool = False
+def layer_ops(model: GptConfig | Decoder, plan: Plan, formats: StateFormats, moe: bool = False,
+              vocab_multiple: int = 1
               ) -> tuple[tuple[GemmOp, ...], AttentionOp, ElementwiseOp, GemmOp]:
     """The ops of one (dense or MoE) layer on one GPU and one micro-batch
     (:func:`accelsim.engine.decoder.layer_ops`: for GPT, Megatron's split QKV (T, 3h/t, h),
     projection (T, h, h/t), FC1 (T, F/t, h), FC2 (T, h, F/t), T = b s tokens; attention over
-    the GPU's a/t heads), and the LM head (vocabulary-parallel)."""
+    the GPU's a/t heads), and the LM head (vocabulary-parallel, the vocabulary padded to a
+    multiple of ``vocab_multiple x t``)."""
     model = Decoder.of(model)
     T, gp = model.seq * plan.micro_batch, formats.gemm_precision
     gemms, attn, ew = decoder.layer_ops(model, moe, T, plan.micro_batch, plan.tp, plan.ep,
                                         plan.sequence_parallel, gp)
-    return gemms, attn, ew, decoder.head_op(model, T, plan.tp, gp)
+    return gemms, attn, ew, decoder.head_op(model, T, plan.tp, gp, vocab_multiple)
 
 
 def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats,
@@ -81,10 +83,10 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
     """Per-op times of one layer and of the LM head (with its softmax / cross-entropy passes
     over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch."""
     model = Decoder.of(model)
-    linear, attn, ew, head = layer_ops(model, plan, formats, moe)
+    stack = params.stack
+    linear, attn, ew, head = layer_ops(model, plan, formats, moe, stack.vocab_multiple)
     if not system.chip.core.supports(attn.precision):  # bf16 attention on a chip without it
         attn = replace(attn, precision=attention_precision(attn.precision, system.chip.core))
-    stack = params.stack
     bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     gfloor = stack.floor_s(KernelKind.GEMM)
     rows: list[OpTime] = []

@@ -17,6 +17,12 @@ GEMM kernels do). Per candidate tile:
   is carried at the upper level's bandwidth (all its instances), chip memory at
   ``memory_bandwidth x memory_efficiency``. The largest block that fits minimizes traffic; when
   ``bm = M`` and ``bn = N`` fit, chip-memory traffic is the compulsory ``(MK + KN) b_in + MN b_out``.
+* alignment: when a row stride of the operands (N or K elements) is not a multiple of 16 bytes,
+  GPU libraries cannot use 16-byte vector or TMA loads (TMA needs 16-byte-aligned strides:
+  CUDA driver API, ``cuTensorMapEncodeTiled``; cuBLAS docs, "Tensor Core Usage": leading
+  dimensions multiples of 16 bytes) and fall back to slower kernels: compute runs at
+  ``chip.unaligned_gemm_rate`` of its rate (1 on chips without the penalty); a stride under 16
+  bytes (an MoE router's few experts) is exempt;
 * time = ``max(compute, every level, memory) + kernel_launch_s`` (double-buffered streams
   overlap compute); ``bound`` names the largest term, ``"latency"`` when the launch cost exceeds
   all of them. Small GEMMs are slower per FLOP through waves (few tiles leave cores idle),
@@ -47,6 +53,7 @@ if TYPE_CHECKING:
 _TILE_FACTORS = (1, 2, 4, 8)  # core tile = array granule x factor (capped at the dimension)
 _BLOCK_FACTORS = tuple(2 ** i for i in range(11))  # level block = core tile x factor
 _K_SLICE = 32  # K-elements of operand panels a level double-buffers while streaming
+_ALIGN_BYTES = 16  # row strides must be multiples of this for vector/TMA loads (see above)
 
 
 @dataclass(frozen=True)
@@ -169,8 +176,14 @@ def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayL
     waves = _cdiv(tiles, chip.cores)
     # products of sizes (cycles x waves, bytes) in float64: int64 wraps silently beyond 2^63
     # (M = N = K = 2^24 gave negative traffic), a float keeps 15 digits at any size
+    elem_b = np.floor(b_in * 8) / 8  # the data element: a block format's scales ride apart
+    nb, kb = N * elem_b, K * elem_b  # row strides in bytes; one under 16 B (an MoE router's
+    # 8 experts) is a skinny op that libraries run on other kernels: not penalised
+    aligned = ((nb % _ALIGN_BYTES == 0) | (nb < _ALIGN_BYTES)) \
+        & ((kb % _ALIGN_BYTES == 0) | (kb < _ALIGN_BYTES))
+    rate = np.where(aligned, 1.0, chip.unaligned_gemm_rate)[:, None]
     compute_s = waves.astype(np.float64) * cyc * slow / core.frequency_Hz \
-        / efficiency.array_efficiency
+        / (efficiency.array_efficiency * rate)
     ks = np.minimum(Kx, _K_SLICE)
     fits = tm * tn * b_acc + 2 * (tm + tn) * ks * b_in <= core.scratchpad_bytes
     cnt, Mx, Nx = count[:, None].astype(float), M[:, None].astype(float), N[:, None].astype(float)
@@ -212,7 +225,10 @@ def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayL
     for v in level_s.values():
         roof = np.maximum(roof, v)
     roof = np.where(fits, roof, np.inf)
-    best = np.argmin(roof, axis=1)
+    # among the tiles of the shortest time, the one moving the fewest chip-memory bytes (a
+    # compute-bound GEMM ties on time; its energy is that of the tile a library would pick)
+    tied = roof <= roof.min(axis=1, keepdims=True) * (1 + 1e-12)
+    best = np.argmin(np.where(tied, dram_bytes, np.inf), axis=1)
     rows = np.arange(n)
 
     def pick(x):

@@ -1,0 +1,252 @@
+"""accelsim against our own real-H100 measurements (accelsim/data/h100_device/, taken with the
+benchmarks/device_h100_*.py scripts on one H100 SXM5 80 GB, 700 W, PyTorch 2.11 + CUDA 13,
+2026-11-26; README there), printed as predicted vs measured, optionally written as a report.
+
+    python scripts/device_validate.py            # print every comparison
+    python scripts/device_validate.py --report   # also write reports/device_validation.md
+
+Held out ("checked"): nothing here was fitted, except the three LM-head GEMMs at vocabulary
+50257, which set the H100 presets' ``unaligned_gemm_rate`` (label "fit"). Targets are issue 23's:
+GEMM time 15 %, attention 20 %, GPT training step 10 %, its peak memory 15 %; inference
+(which the issue gives none) 25 %, the published-inference tolerance.
+
+* GEMMs: steady state (each shape run 0.8 s, timed and sampled over its last 0.4 s), against the
+  default model (the preset's fixed 1.83 GHz clock) and the power model (``--power-model``: the
+  clock the 700 W limit allows), which also predicts the clock;
+* flash attention: one eager SDPA call (forward; forward + backward through autograd) against
+  ``accelsim op attention --flash-attention`` (a kernel model, no eager per-call floor);
+* GPT training steps: eager PyTorch (bf16 autocast, fused AdamW) against ``predict --stack
+  pytorch``; peak memory is ``torch.cuda.max_memory_allocated`` (tensors: the model's total
+  less its CUDA-context reserve);
+* inference: a Llama-3-8B-shaped decoder's eager prefill and CUDA-graph decode step against
+  ``accelsim infer``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from accelsim.arch import load_system  # noqa: E402
+from accelsim.engine.decoder import Decoder  # noqa: E402
+from accelsim.engine.graph import AttentionOp, flash_attention_parts  # noqa: E402
+from accelsim.engine.inference import InferencePlan, infer  # noqa: E402
+from accelsim.engine.plan import LlmParams, Plan  # noqa: E402
+from accelsim.engine.stack import PYTORCH, STREAM_EFFICIENCY, FlashKernel  # noqa: E402
+from accelsim.engine.transformer import predict  # noqa: E402
+from accelsim.perf.gemm import gemm_time  # noqa: E402
+from accelsim.perf.power import gemm_power_limited  # noqa: E402
+from accelsim.workload.gpt import GptConfig  # noqa: E402
+from accelsim.workload.transformer import PRESETS  # noqa: E402
+
+DATA = ROOT / "accelsim" / "data" / "h100_device"
+REPORT = ROOT / "reports" / "device_validation.md"
+SYSTEM = "h100-sxm"
+TOL = {"gemm": 0.15, "attention": 0.20, "gpt step": 0.10, "gpt memory": 0.15,
+       "inference": 0.25, "lm head": 0.15}
+DTYPE = {"bf16": "bf16", "fp16": "fp16", "e4m3_fast1": "fp8"}
+GIB = 2 ** 30
+
+
+def load(name: str) -> dict:
+    return json.loads((DATA / f"{name}.json").read_text())
+
+
+def sha256(name: str) -> str:
+    return hashlib.sha256((DATA / f"{name}.json").read_bytes()).hexdigest()
+
+
+@cache
+def system():
+    return load_system(SYSTEM)
+
+
+def _row(group, case, measured, accelsim, unit, label="checked", note=""):
+    err = accelsim / measured - 1
+    return {"group": group, "case": case, "measured": measured, "accelsim": accelsim,
+            "unit": unit, "error_pct": 100 * err, "tolerance_pct": 100 * TOL[group.split(":")[0]],
+            "in_target": abs(err) <= TOL[group.split(":")[0]], "label": label, "note": note}
+
+
+def gemm_rows() -> list[dict]:
+    out = []
+    for r in load("power")["gemm"]:
+        if "error" in r:
+            continue
+        p, m, k, n = DTYPE[r["dtype"]], r["M"], r["K"], r["N"]
+        case = f"{r['dtype']} {m}x{k}x{n} ({r['kind']}, {r['sm_MHz']:.0f} MHz, {r['power_W']:.0f} W)"
+        out.append(_row("gemm: fixed clock (default)", case, r["time_us"],
+                        gemm_time(system(), m, n, k, p).time_s * 1e6, "us"))
+        pl = gemm_power_limited(system(), m, n, k, p)
+        out.append(_row("gemm: power model", case, r["time_us"], pl.gemm.time_s * 1e6, "us",
+                        note=f"clock {pl.clock_MHz:.0f} MHz (measured {r['sm_MHz']:.0f}, "
+                        f"{pl.clock_MHz / r['sm_MHz'] - 1:+.0%})"))
+    return out
+
+
+def lm_head_rows() -> list[dict]:
+    out = []
+    for r in load("breakdown")["lm_head"]:
+        v, t, h = r["vocab"], r["tokens"], r["hidden"]
+        label = "fit" if v % 8 else "checked"
+        for key, (m, n, k) in (("forward_us", (t, v, h)), ("input_grad_us", (t, h, v)),
+                               ("weight_grad_us", (h, v, t))):
+            out.append(_row("lm head", f"bf16 {m}x{k}x{n} (vocab {v}, {key[:-3]})", r[key],
+                            gemm_time(system(), m, n, k, "bf16").time_s * 1e6, "us", label))
+    return out
+
+
+def attention_rows() -> list[dict]:
+    out = []
+    for a in load("transformer")["attention"]:
+        op = AttentionOp(a["batch"], a["heads"], a["seq"], a["head_dim"], causal=True,
+                         flash=True, precision="bf16")
+        f, b, _ = flash_attention_parts(system(), op, FlashKernel(),  # as `op attention`
+                                        system().chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
+        case = f"b{a['batch']} h{a['heads']} s{a['seq']} d{a['head_dim']} causal"
+        out.append(_row("attention", f"{case}, forward", a["fwd_s"] * 1e6, f * 1e6, "us"))
+        out.append(_row("attention", f"{case}, forward + backward", a["fwd_bwd_s"] * 1e6,
+                        (f + b) * 1e6, "us"))
+    return out
+
+
+def _gpt(g: dict):
+    cfg = GptConfig(layers=g["layers"], hidden=g["hidden"], heads=g["heads"], seq=g["seq"],
+                    vocab=g["vocab"])
+    plan = Plan(tp=1, pp=1, dp=1, micro_batch=g["batch"], global_batch=g["batch"],
+                optimizer="adamw")
+    return predict(cfg, plan, "bf16", system(), LlmParams(stack=PYTORCH))
+
+
+def gpt_rows() -> list[dict]:
+    out = []
+    runs = list(load("transformer")["gpt"])
+    padded = load("breakdown").get("gpt_padded_step")
+    if isinstance(padded, dict) and "step_s" in padded:
+        runs.append(padded)
+    for g in runs:
+        if "step_s" not in g:
+            continue
+        r = _gpt(g)
+        case = (f"{g['name']}: {g['layers']} x {g['hidden']}, s {g['seq']}, batch {g['batch']}, "
+                f"vocab {g['vocab']}")
+        out.append(_row("gpt step", case, g["step_s"] * 1e3, r.iteration_time_s * 1e3, "ms"))
+        mem = (r.memory.total_bytes - r.memory.reserve_bytes) / GIB
+        out.append(_row("gpt memory", case, g["peak_memory_GiB"], mem, "GiB"))
+    return out
+
+
+def inference_rows() -> list[dict]:
+    res = load("inference")
+    d = Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
+    out = []
+    for r in res["prefill"]:
+        p = infer(d, system(), InferencePlan(), "bf16", 1, prompt=r["prompt"]).prefill.time_s
+        out.append(_row("inference", f"llama3-8b prefill, prompt {r['prompt']} (eager)",
+                        r["time_s"] * 1e3, p * 1e3, "ms"))
+    for r in res["decode"]:
+        p = infer(d, system(), InferencePlan(), "bf16", r["batch"],
+                  context=r["context"]).decode.time_s
+        out.append(_row("inference", f"llama3-8b decode step, batch {r['batch']}, context "
+                        f"{r['context']} (CUDA graph)", r["graph_s"] * 1e3, p * 1e3, "ms"))
+    return out
+
+
+def rows() -> list[dict]:
+    return gemm_rows() + lm_head_rows() + attention_rows() + gpt_rows() + inference_rows()
+
+
+def _summary(rs: list[dict]) -> list[tuple[str, int, int]]:
+    groups: dict[str, list[dict]] = {}
+    for r in rs:
+        groups.setdefault((r["group"], r["label"]), []).append(r)
+    return [(f"{g} ({label})", sum(r["in_target"] for r in v), len(v))
+            for (g, label), v in groups.items()]
+
+
+def probes() -> list[str]:
+    """Measured facts that are not predictions: bandwidths, floors, the limiter's transient."""
+    p, b = load("power"), load("breakdown")
+    lines = []
+    l2 = [r for r in p["bandwidth"] if r.get("kind") == "reread" and "GBps_read" in r]
+    if l2:
+        best = max(r["GBps_read"] for r in l2 if r["MiB"] <= 32)
+        hbm = max(r["GBps_read"] for r in l2 if r["MiB"] >= 1024)
+        lines.append(f"- L2-resident re-reads (8-32 MiB, loads that bypass L1): up to {best:.0f} "
+                     f"GB/s at 1980 MHz; from HBM (2 GiB): {hbm:.0f} GB/s. The h100-sxm preset's "
+                     "L2 bandwidth is an unsourced 9370 GB/s (A100's 5120 B/clk at 1.83 GHz).")
+    for r in b.get("limited_clock", []) if isinstance(b.get("limited_clock"), list) else []:
+        lines.append(f"- {r['probe']}: {r['alone_GBps']:.0f} GB/s alone at {r['alone_sm_MHz']:.0f} "
+                     f"MHz, {r['limited_GBps']:.0f} GB/s between heavy GEMMs at "
+                     f"{r['limited_sm_MHz']:.0f} MHz: L2 and HBM streams do not follow the SM "
+                     "clock (the power model keeps shared levels at their bandwidth).")
+    copies = [r for r in p["bandwidth"] if r.get("kind") == "copy" and r["MiB_each"] >= 256]
+    if copies:
+        lines.append("- HBM copies (256 MiB - 4 GiB, read + write): "
+                     + ", ".join(f"{r['GBps_rw']:.0f}" for r in copies)
+                     + " GB/s = 0.88-0.90 of the 3350 GB/s datasheet; the model's fitted memory "
+                     "efficiency is 0.78 (scripts/fit_compute.py, on published GEMM sweeps), so "
+                     "memory-bound GEMMs come out 12-18 % slow.")
+    for r in p["small"]:
+        lines.append(f"- back-to-back {r['dtype']} {r['M']}^3: {r['eager_us']:.1f} us per eager "
+                     f"call, {r['graph_us']:.1f} us replayed in a CUDA graph")
+    t = p["transient"]
+    lines.append(f"- bf16 8192^3 from idle: the first 100 calls averaged {t['first_100_calls_us']:.0f}"
+                 " us; the clock falls from 1980 to ~1425 MHz within ~0.1 s while the instant "
+                 "power reads ~770-790 W (above the 700 W limit: the limiter holds a ~1 s "
+                 "average), then drifts to ~1300 MHz over 4 s as the chip heats (35 -> 54 C); "
+                 "steady state: 1576 us. Short benchmarks therefore run 5-10 % faster than "
+                 "long training kernels.")
+    return lines
+
+
+def report(rs: list[dict]) -> str:
+    files = ", ".join(f"`{n}.json` (sha256 `{sha256(n)[:16]}...`)"
+                      for n in ("power", "breakdown", "transformer", "inference"))
+    out = ["# accelsim vs our own H100 measurements", "",
+           "Generated by `python scripts/device_validate.py --report` (do not edit by hand). "
+           f"Data: accelsim/data/h100_device/ ({files}); how each was measured: its README and "
+           "the benchmarks/device_h100_*.py scripts. System preset: `h100-sxm`. Errors are "
+           "accelsim / measured - 1.", "", "## Summary", "",
+           "| group | in target | rows |", "|---|---|---|"]
+    out += [f"| {g} | {k} | {n} |" for g, k, n in _summary(rs)]
+    out += ["", "## Measured facts (not predictions)", ""] + probes()
+    group = None
+    for r in rs:
+        if r["group"] != group:
+            group = r["group"]
+            out += ["", f"## {group} (target +-{r['tolerance_pct']:.0f} %)", "",
+                    "| case | measured | accelsim | error | label | note |",
+                    "|---|---|---|---|---|---|"]
+        out.append(f"| {r['case']} | {r['measured']:.4g} {r['unit']} | {r['accelsim']:.4g} "
+                   f"{r['unit']} | {r['error_pct']:+.1f} % | {r['label']} | {r['note']} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--report", action="store_true", help=f"also write {REPORT.relative_to(ROOT)}")
+    args = ap.parse_args(argv)
+    rs = rows()
+    for r in rs:
+        print(f"{r['group']:28s} {r['case'][:70]:70s} {r['measured']:10.4g} {r['accelsim']:10.4g}"
+              f" {r['unit']:3s} {r['error_pct']:+7.1f} %  {'ok' if r['in_target'] else '--'}")
+    print()
+    for g, k, n in _summary(rs):
+        print(f"{g}: {k}/{n} in target")
+    if args.report:
+        REPORT.write_text(report(rs))
+        print(f"wrote {REPORT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
