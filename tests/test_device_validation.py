@@ -136,3 +136,13 @@ def test_report_lists_every_group_with_its_target(dv, tmp_path):
     # the power model predicts a lowered clock for long GEMMs, as measured (within 15 %)
     long = [r for r in rs if r["group"] == "gemm: power model" and "8192x8192x8192" in r["case"]]
     assert long and all("clock" in r["note"] for r in long)
+
+
+def test_gemm_command_says_when_a_stride_is_unaligned(capsys):
+    from accelsim.cli import main
+
+    argv = ["gemm", "--system", "h100-sxm", "--m", "8192", "--k", "768", "--scheme", "bf16"]
+    assert main(argv + ["--n", "50257"]) == 0
+    assert "not a multiple of 16 bytes" in capsys.readouterr().err
+    assert main(argv + ["--n", "50304"]) == 0
+    assert "not a multiple of 16 bytes" not in capsys.readouterr().err

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch.schemes import get_scheme
     from accelsim.commands._common import datapath_note, require_precisions
     from accelsim.paths import resolve_input
-    from accelsim.perf.gemm import gemm_time
+    from accelsim.perf.gemm import gemm_time, strides_aligned
 
     spath = resolve_input(args.system, "system")
     system = load_system(spath)
@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: at the preset's fixed {power['clock_MHz']:.0f} MHz this GEMM draws "
               f"{power['power_W']:.0f} W, above the {power['power_limit_W']:g} W limit: the chip "
               "would lower its clock (--power-model times it at that clock)", file=sys.stderr)
+    if system.chip.unaligned_gemm_rate < 1 and not strides_aligned(args.n, args.k, precision):
+        print(f"note: --n {args.n} / --k {args.k} is not a multiple of 16 bytes of {precision}: "
+              f"the library falls back to kernels without vector loads, timed at "
+              f"{system.chip.unaligned_gemm_rate:g} of the tensor-core rate (pad it: "
+              "docs/perf.md, 'alignment')", file=sys.stderr)
     d = g.as_dict()
     d.update(system=system.name, scheme=args.scheme, datapath=datapath,
              peak_tflops=system.chip.peak_flops(precision) / 1e12, power_model=power_model,

@@ -125,6 +125,17 @@ class GemmTime:
         return d
 
 
+def strides_aligned(n: npt.ArrayLike, k: npt.ArrayLike, precision: str) -> np.ndarray:
+    """Whether a GEMM's row strides (``n`` and ``k`` elements of the precision's data element;
+    a block format's scales ride apart) are multiples of 16 bytes, as vector and TMA loads need.
+    A stride under 16 bytes (an MoE router's 8 experts) is a skinny op that libraries run on
+    other kernels: counted as aligned."""
+    elem_b = np.floor(OPERAND_BYTES[precision] * 8) / 8
+    nb, kb = np.asarray(n) * elem_b, np.asarray(k) * elem_b
+    return (((nb % _ALIGN_BYTES == 0) | (nb < _ALIGN_BYTES))
+            & ((kb % _ALIGN_BYTES == 0) | (kb < _ALIGN_BYTES)))
+
+
 def mac_rate(core, precision: str) -> tuple[int, float]:
     """(K-elements a PE reduces per cycle, cycles per MAC): a rate r >= 1 must be whole (r MACs
     per PE per cycle shrink K to ceil(K / r)); a rate below 1 means one MAC every 1/r cycles."""
@@ -176,11 +187,7 @@ def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayL
     waves = _cdiv(tiles, chip.cores)
     # products of sizes (cycles x waves, bytes) in float64: int64 wraps silently beyond 2^63
     # (M = N = K = 2^24 gave negative traffic), a float keeps 15 digits at any size
-    elem_b = np.floor(b_in * 8) / 8  # the data element: a block format's scales ride apart
-    nb, kb = N * elem_b, K * elem_b  # row strides in bytes; one under 16 B (an MoE router's
-    # 8 experts) is a skinny op that libraries run on other kernels: not penalised
-    aligned = ((nb % _ALIGN_BYTES == 0) | (nb < _ALIGN_BYTES)) \
-        & ((kb % _ALIGN_BYTES == 0) | (kb < _ALIGN_BYTES))
+    aligned = strides_aligned(N, K, precision)
     rate = np.where(aligned, 1.0, chip.unaligned_gemm_rate)[:, None]
     compute_s = waves.astype(np.float64) * cyc * slow / core.frequency_Hz \
         / (efficiency.array_efficiency * rate)
