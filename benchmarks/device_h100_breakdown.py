@@ -22,8 +22,8 @@ import time
 import torch
 import torch.nn.functional as F
 from _cuda import timed  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
-from device_h100_power import Sampler, chunked, gemm_fn  # noqa: E402
-from device_h100_transformer import Gpt, gpt_case  # noqa: E402
+from device_h100_power import Sampler, chunked, gemm_fn, reread_kernel  # noqa: E402
+from device_h100_transformer import gpt_case, gpt_training  # noqa: E402
 from torch.profiler import ProfilerActivity, profile
 
 
@@ -55,19 +55,7 @@ def profile_fn(fn, steps: int = 3) -> dict:
 
 
 def gpt_profile(layers, h, a, s, vocab, batch) -> dict:
-    torch.manual_seed(0)
-    model = Gpt(layers, h, a, s, vocab).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    idx = torch.randint(0, vocab, (batch, s), device="cuda")
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(idx)
-            loss = F.cross_entropy(logits.float().view(-1, vocab), idx.view(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
+    model, opt, step = gpt_training(layers, h, a, s, vocab, batch)
     out = profile_fn(step)
     print(f"gpt {layers}x{h} b{batch} V{vocab}: step {out['time_s'] * 1e3:.1f} ms, "
           f"GPU busy {out['busy_us'] / 1e3:.1f} ms", flush=True)
@@ -95,19 +83,7 @@ def lm_head(vocab: int, tokens: int = 8192, h: int = 768) -> dict:
 
 def at_limited_clock(s: Sampler) -> list[dict]:
     """L2 re-reads / an HBM copy between heavy GEMMs (the clock the limiter holds) and alone."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def reread(x, y, n, reps, BLOCK: tl.constexpr):
-        pid, progs = tl.program_id(0), tl.num_programs(0)
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for r in range(reps):
-            for start in range(pid * BLOCK, n, progs * BLOCK):
-                offs = start + tl.arange(0, BLOCK)
-                acc += tl.load(x + offs, mask=offs < n, other=0.0, cache_modifier=".cg")
-        tl.store(y + pid * BLOCK + tl.arange(0, BLOCK), acc)
-
+    reread = reread_kernel()
     progs = torch.cuda.get_device_properties(0).multi_processor_count * 8
     x = torch.randn(16 * 2 ** 18, device="cuda")          # 16 MiB: fits in L2
     y = torch.empty(progs * 1024, device="cuda")

@@ -200,23 +200,30 @@ def small_floor() -> list[dict]:
     return out
 
 
+def reread_kernel():
+    """A Triton kernel re-reading an fp32 buffer ``reps`` times with loads that bypass L1
+    (``.cg``): ``reread[(programs,)](x, y, n, reps, BLOCK=1024, num_warps=w)``."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def reread(x, y, n, reps, BLOCK: tl.constexpr):
+        pid, progs = tl.program_id(0), tl.num_programs(0)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for r in range(reps):
+            for start in range(pid * BLOCK, n, progs * BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                acc += tl.load(x + offs, mask=offs < n, other=0.0, cache_modifier=".cg")
+        tl.store(y + pid * BLOCK + tl.arange(0, BLOCK), acc)
+
+    return reread
+
+
 def bandwidth(s: Sampler) -> list[dict]:
     """L2 re-reads (Triton kernel, loads that bypass L1) and HBM copies, with the clock sampled."""
     out = []
     try:
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def reread(x, y, n, reps, BLOCK: tl.constexpr):
-            pid, progs = tl.program_id(0), tl.num_programs(0)
-            acc = tl.zeros([BLOCK], dtype=tl.float32)
-            for r in range(reps):
-                for start in range(pid * BLOCK, n, progs * BLOCK):
-                    offs = start + tl.arange(0, BLOCK)
-                    acc += tl.load(x + offs, mask=offs < n, other=0.0, cache_modifier=".cg")
-            tl.store(y + pid * BLOCK + tl.arange(0, BLOCK), acc)
-
+        reread = reread_kernel()
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         for mib, reps in [(4, 400), (8, 200), (16, 100), (24, 70), (32, 50), (48, 35),
                           (2048, 1)]:

@@ -82,7 +82,8 @@ class Gpt(nn.Module):
         return self.ln(x) @ self.wte.weight.t()  # tied LM head
 
 
-def gpt_case(name, layers, h, a, s, vocab, batch) -> dict:
+def gpt_training(layers, h, a, s, vocab, batch):
+    """(model, optimizer, step): one eager training step (bf16 autocast, fused AdamW)."""
     torch.manual_seed(0)
     model = Gpt(layers, h, a, s, vocab).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -96,6 +97,11 @@ def gpt_case(name, layers, h, a, s, vocab, batch) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
+    return model, opt, step
+
+
+def gpt_case(name, layers, h, a, s, vocab, batch) -> dict:
+    model, opt, step = gpt_training(layers, h, a, s, vocab, batch)
     torch.cuda.reset_peak_memory_stats()
     t = timed(step, repeats=10, warmup=3)
     n = sum(p.numel() for p in model.parameters())
