@@ -19,9 +19,9 @@ from accelsim.commands import _plan
 from accelsim.engine import LlmParams, Plan, predict
 from accelsim.engine import eager
 from accelsim.engine.graph import AttentionOp, flash_attention_parts
-from accelsim.engine.stack import (EAGER_ELEMENTWISE_FLOOR_US, EAGER_GEMM_FLOOR_US, MEGATRON,
-                                   PYTORCH, STREAM_EFFICIENCY, FlashKernel, KernelKind,
-                                   get_stack)
+from accelsim.engine.stack import (EAGER_ELEMENTWISE_FLOOR_US, EAGER_GEMM_FLOOR_US,
+                                   EAGER_KERNEL_GBPS, MEGATRON, PYTORCH, STREAM_EFFICIENCY,
+                                   FlashKernel, KernelKind, get_stack, kernel_share)
 from accelsim.errors import InputError
 from accelsim.netsim.update import update_bytes_per_elem
 from accelsim.paths import REPO_ROOT
@@ -81,7 +81,17 @@ def test_flash_backward_recomputes_the_scores():
     launch = H100.chip.kernel_launch_s
     peak = H100.chip.peak_flops("bf16")
     assert f - launch == pytest.approx(op.flops / (peak * k.fwd_efficiency), rel=1e-12)
-    assert b - launch == pytest.approx(2.5 * op.flops / (peak * k.bwd_efficiency), rel=1e-12)
+    aux = op.flash_backward_aux_bytes / H100.chip.memory_bandwidth_Bps + 2 * launch
+    assert b - launch - aux == pytest.approx(2.5 * op.flops / (peak * k.bwd_efficiency),
+                                             rel=1e-12)
+
+
+def test_flash_backward_aux_passes_move_d_o_o_and_the_fp32_dq():
+    """FlashAttention-2's preprocessing (read dO and O, write D per row) and the fp32 dQ
+    conversion (read 4 B, write 2 B), per query element, in exact bytes."""
+    op = _attn(causal=False)
+    q = op.batch * op.heads * op.seq * op.head_dim
+    assert op.flash_backward_aux_bytes == q * (2 + 2 + 4 + 2) + op.batch * op.heads * op.seq * 4
 
 
 def test_flash_kernel_is_memory_bound_when_the_bytes_are():
@@ -90,7 +100,8 @@ def test_flash_kernel_is_memory_bound_when_the_bytes_are():
     f, b, bound = flash_attention_parts(H100, op, FlashKernel(), slow)
     assert bound == "memory"
     assert f == pytest.approx(op.bytes / slow + H100.chip.kernel_launch_s, rel=1e-12)
-    assert b == pytest.approx(op.backward_bytes / slow + H100.chip.kernel_launch_s, rel=1e-12)
+    assert b == pytest.approx((op.backward_bytes + op.flash_backward_aux_bytes) / slow
+                              + 3 * H100.chip.kernel_launch_s, rel=1e-12)
     with pytest.raises(InputError, match="flash=False"):
         flash_attention_parts(H100, replace(op, flash=False), FlashKernel(), slow)
 
@@ -177,7 +188,13 @@ def test_every_eager_kernel_pays_its_floor():
     floor = PYTORCH.floor_s(KernelKind.ELEMENTWISE)
     t, nbytes = eager.stream_s(fwd, bw, floor)
     assert t >= len(fwd) * floor and t >= nbytes / bw
-    assert t == pytest.approx(sum(max(k.bytes / bw, floor) for k in fwd), rel=1e-12)
+    assert t == pytest.approx(sum(max(k.bytes / (bw * kernel_share(k.kind)), floor)
+                                  for k in fwd), rel=1e-12)
+    # each kernel streams at its kind's measured share of a plain copy's bandwidth
+    kinds = {k.kind for k in fwd + bwd}
+    assert {"permute", "layernorm", "cast_down", "gelu"} <= kinds
+    assert set(kinds) - {"stream"} <= set(EAGER_KERNEL_GBPS)
+    assert kernel_share("stream") == 1.0 and kernel_share("permute") < 0.5
     # autocast casts each of the 4 weights and 4 biases every forward, and their gradients back
     assert sum(k.name.endswith(("_weight_cast", "_bias_cast")) for k in fwd) == 8
     assert sum(k.name.endswith(("_weight_grad_cast", "_bias_grad_cast")) for k in bwd) == 8
@@ -192,8 +209,12 @@ def test_optimizer_step_is_a_stream_of_the_stacks_states():
     # autocast: the fp32 weights are the master; fused AdamW reads gradient, weight, moments
     # and writes weight and moments: the fp32 scheme's update bytes, 28 per parameter
     assert sum(update_bytes_per_elem("fp32", "adamw")) == 28
+    # ... at the fused AdamW kernel's measured bandwidth (accelsim/data/h100_device/kernels.json)
     assert pt.optimizer_s == pytest.approx(
-        n * 28 / (H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY), rel=1e-12)
+        n * 28 / (H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY * kernel_share("optimizer")),
+        rel=1e-12)
+    assert H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY * kernel_share("optimizer") \
+        == pytest.approx(EAGER_KERNEL_GBPS["optimizer"] * 1e9, rel=1e-12)
     # Megatron's bf16 mixed precision also writes the bf16 working copy: 30, at 0.45 of HBM
     assert meg.optimizer_s == pytest.approx(n * 30 / (H100.chip.memory_bandwidth_Bps * 0.45),
                                             rel=1e-12)

@@ -149,6 +149,17 @@ class AttentionOp:
         return elems * OPERAND_BYTES[self.precision]
 
     @property
+    def flash_backward_aux_bytes(self) -> float:
+        """HBM bytes of the flash backward's two passes beside its main kernel (FlashAttention-2,
+        Dao 2023, Algorithm 2: ``D = rowsum(dO * O)`` first, and dQ accumulated in fp32 then
+        converted; cuDNN runs them as ``compute_dot_do_o`` and ``convert_dq_to_16bits``, seen in
+        accelsim/data/h100_device/breakdown.json): dO and O read and D (fp32 per query row)
+        written; the fp32 dQ read and the 16-bit dQ written."""
+        e = OPERAND_BYTES[self.precision]
+        q = self.batch * self.heads * self.seq * self.head_dim
+        return q * (2 * e + 4 + e) + self.batch * self.heads * self.seq * 4
+
+    @property
     def bytes(self) -> float:
         """Forward HBM bytes of the tensors it must move: Q and O per query head, K and V per
         key/value head (GQA shares them), plus the unfused score pass."""
@@ -175,7 +186,9 @@ def flash_attention_parts(system: System, op: AttentionOp, kernel: FlashKernel,
     (:class:`accelsim.engine.stack.FlashKernel`), or its HBM traffic (Q, K, V, O forward; Q, K,
     V, O, dO read and dQ, dK, dV written backward -- never the s x s scores) at ``hbm_Bps``,
     whichever is longer, plus the chip's kernel time; at least ``floor_s`` per pass (a
-    stack's per-call floor). ``bound`` names what bounds the forward pass."""
+    stack's per-call floor). The backward pass adds its two auxiliary kernels
+    (:attr:`AttentionOp.flash_backward_aux_bytes`) at ``hbm_Bps``, each with its kernel time.
+    ``bound`` names what bounds the forward pass."""
     if not op.flash:
         raise InputError("flash_attention_parts times a flash kernel: the op has flash=False "
                          "(an unfused kernel is attention_parts')")
@@ -192,17 +205,20 @@ def flash_attention_parts(system: System, op: AttentionOp, kernel: FlashKernel,
 
     f, bound = one(op.flops, op.bytes, kernel.fwd_efficiency)
     b, _ = one(op.backward_flops, op.backward_bytes, kernel.bwd_efficiency)
+    b += op.flash_backward_aux_bytes / hbm_Bps + 2 * launch
     return f, b, bound
 
 
 @dataclass(frozen=True)
 class ElementwiseOp:
     """A memory-bound kernel that moves ``bytes`` through HBM (norms, activations, residual
-    adds, dropout, casts)."""
+    adds, dropout, casts); ``kind`` names its kernel family, whose achieved bandwidth a
+    software stack may know (:data:`accelsim.engine.stack.EAGER_KERNEL_GBPS`)."""
 
     name: str
     bytes: float
     flops: float = 0.0
+    kind: str = "stream"
 
 
 @functools.lru_cache(maxsize=65536)

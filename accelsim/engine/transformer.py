@@ -41,7 +41,7 @@ from accelsim.engine.graph import (
     gemm_fwd_bwd_s,
     gemm_timed,
 )
-from accelsim.engine.stack import AttentionKernel, KernelKind
+from accelsim.engine.stack import AttentionKernel, KernelKind, kernel_share
 from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
@@ -458,8 +458,10 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
         + accumulate
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
-    # one fused optimizer call: its bytes at the stack's stream bandwidth, at least one call
-    opt_s = max(optimizer_step_bytes(mem, plan, sc) / hbm,
+    # one fused optimizer call: its bytes at the stack's stream bandwidth (eager: the fused
+    # AdamW kernel's measured share of it), at least one call
+    opt_share = 1.0 if params.stack.fused else kernel_share("optimizer")
+    opt_s = max(optimizer_step_bytes(mem, plan, sc) / (hbm * opt_share),
                 params.stack.floor_s(KernelKind.OPTIMIZER))
     # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
     dp_exposed = exposed_comm_s(cm.dp_reduce_s, cm.dp_gather_s, 0.0,
