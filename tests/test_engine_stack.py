@@ -268,3 +268,20 @@ def test_bad_stack_is_one_line_exit_2(capsys, extra, msg):
         rc = exc.code
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and msg in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_eager_peak_holds_the_gradients_or_the_activations_not_both():
+    """zero_grad(set_to_none=True) frees the gradients each step: on one GPU they are
+    allocated in the backward pass as the activations go, so the peak holds the larger
+    (measured: accelsim/data/h100_device, reports/device_validation.md 'gpt memory')."""
+    from accelsim.engine.memory import Memory
+
+    m = Memory(params=1.0, linear_params=1.0, weights_bytes=10.0, grads_bytes=4.0,
+               optimizer_bytes=8.0, activations_bytes=30.0, reserve_bytes=1.0)
+    assert m.total_bytes == 10 + 4 + 8 + 30 + 1
+    assert replace(m, grads_freed_each_step=True).total_bytes == 10 + 8 + 30 + 1
+    assert replace(m, grads_freed_each_step=True, activations_bytes=2.0).total_bytes \
+        == 10 + 8 + 4 + 1
+    pt = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(stack=PYTORCH))
+    meg = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(memory_reserve_GiB=0.0))
+    assert pt.memory.grads_freed_each_step and not meg.memory.grads_freed_each_step

@@ -94,6 +94,10 @@ class Memory:
     activations_bytes: float
     reserve_bytes: float = 0.0  # outside the tensors: contexts, communicator buffers, allocator
     expert_params: float = 0.0  # of ``params``: routed experts' weight matrices (1/ep of them)
+    #: the gradients are freed after each step (PyTorch's ``zero_grad(set_to_none=True)``, its
+    #: default since 2.0): they are allocated during the backward pass as the activations are
+    #: freed, so the peak holds the larger of the two, not both
+    grads_freed_each_step: bool = False
 
     @property
     def counts(self) -> ParamCounts:
@@ -113,6 +117,9 @@ class Memory:
 
     @property
     def total_bytes(self) -> float:
+        if self.grads_freed_each_step:
+            return (self.weights_bytes + self.optimizer_bytes
+                    + max(self.grads_bytes, self.activations_bytes) + self.reserve_bytes)
         return self.model_states_bytes + self.activations_bytes + self.reserve_bytes
 
     @property

@@ -412,7 +412,10 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
     if not params.stack.fused:
         mem = replace(mem, activations_bytes=eager.activation_bytes(model, plan,
-                                                                    sc.gemm_precision))
+                                                                    sc.gemm_precision),
+                      # one GPU: zero_grad(set_to_none=True) frees them; DDP's reducer keeps
+                      # its gradient buckets (a full gradient copy) allocated across steps
+                      grads_freed_each_step=plan.dp == 1)
     cm = comm(model, plan, sc, fabric, mem)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
     mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
