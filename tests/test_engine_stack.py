@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 from dataclasses import replace
 
@@ -80,10 +81,27 @@ def test_flash_backward_recomputes_the_scores():
     f, b, _ = flash_attention_parts(H100, op, k, H100.chip.memory_bandwidth_Bps)
     launch = H100.chip.kernel_launch_s
     peak = H100.chip.peak_flops("bf16")
-    assert f - launch == pytest.approx(op.flops / (peak * k.fwd_efficiency), rel=1e-12)
+    fs, bs = (k.shape_share(bwd, op.head_dim, op.seq) for bwd in (False, True))
+    assert f - launch == pytest.approx(op.flops / (peak * k.fwd_efficiency * fs), rel=1e-12)
     aux = op.flash_backward_aux_bytes / H100.chip.memory_bandwidth_Bps + 2 * launch
-    assert b - launch - aux == pytest.approx(2.5 * op.flops / (peak * k.bwd_efficiency),
+    assert b - launch - aux == pytest.approx(2.5 * op.flops / (peak * k.bwd_efficiency * bs),
                                              rel=1e-12)
+
+
+def test_flash_kernel_follows_the_published_bars_by_head_dim_and_sequence():
+    """FlashAttention-3 Figs. 5-6 (cuDNN, non-causal): the plateau at head dim 128 and 16k is
+    the kernel's efficiency; head dim 64 at 1k runs at 373 (forward) and 348 (backward) TFLOPS
+    of it; between the bars, log-linear; outside, the nearest bar."""
+    k = FlashKernel()
+    assert k.shape_share(False, 128, 16384) == 1.0 and k.shape_share(True, 128, 16384) == 1.0
+    assert k.shape_share(False, 64, 1024) == pytest.approx(373 / 595)
+    assert k.shape_share(True, 64, 1024) == pytest.approx(348 / 516)
+    assert k.shape_share(False, 128, 2048) == pytest.approx(617 / 595)
+    x = math.log2(1448) - 10  # between the 1k and 2k bars
+    assert k.shape_share(False, 128, 1448) == pytest.approx((574 + (617 - 574) * x) / 595,
+                                                            rel=1e-9)
+    assert k.shape_share(False, 64, 128) == k.shape_share(False, 64, 512)  # clamped
+    assert k.shape_share(False, 256, 16384) == 1.0  # head dims above 128 take 128's bars
 
 
 def test_flash_backward_aux_passes_move_d_o_o_and_the_fp32_dq():

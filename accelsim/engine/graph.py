@@ -203,8 +203,10 @@ def flash_attention_parts(system: System, op: AttentionOp, kernel: FlashKernel,
             return floor_s, "latency"
         return t, "compute" if compute >= memory else "memory"
 
-    f, bound = one(op.flops, op.bytes, kernel.fwd_efficiency)
-    b, _ = one(op.backward_flops, op.backward_bytes, kernel.bwd_efficiency)
+    f, bound = one(op.flops, op.bytes,
+                   kernel.fwd_efficiency * kernel.shape_share(False, op.head_dim, op.seq))
+    b, _ = one(op.backward_flops, op.backward_bytes,
+               kernel.bwd_efficiency * kernel.shape_share(True, op.head_dim, op.seq))
     b += op.flash_backward_aux_bytes / hbm_Bps + 2 * launch
     return f, b, bound
 

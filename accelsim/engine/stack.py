@@ -13,6 +13,7 @@ source where it is defined.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -52,13 +53,30 @@ class FlashKernel:
     (non-causal; the backward counts 2.5x the forward FLOPs), against the 989.4 TFLOPS dense
     peak: ``fwd_efficiency`` 595 / 989.4, ``bwd_efficiency`` 516 / 989.4 and
     ``causal_efficiency`` 539 / 595 (a causal kernel's loss to its diagonal blocks and load
-    imbalance, applied to both passes). Shorter sequences run below the plateau (tile and wave
-    quantization), which this global set does not model.
+    imbalance, applied to both passes). Shorter sequences and head dim 64 run below the
+    plateau (tile and wave quantization, less work per loaded tile): :meth:`shape_share` scales
+    the plateau by the same figures' cuDNN bars at the op's head dim and sequence length.
     """
 
     fwd_efficiency: float = 595 / 989.4
     bwd_efficiency: float = 516 / 989.4
     causal_efficiency: float = 539 / 595
+
+    def shape_share(self, backward: bool, head_dim: int, seq: int) -> float:
+        """The kernel's throughput at ``head_dim`` and ``seq`` over its plateau (head dim 128,
+        16k), from the cuDNN bars of FlashAttention-3 Figs. 5-6 (non-causal, H100 SXM5, batch
+        x sequence = 16k tokens, heads x head dim = 2048), interpolated in log2 of the sequence
+        (clamped to 512-16k) and of the head dim (clamped to 64-128)."""
+        table = _FA3_CUDNN_BWD if backward else _FA3_CUDNN_FWD
+        x = min(max(math.log2(seq), 9.0), 14.0)
+        i = min(int(x) - 9, 4)
+
+        def at(row):  # linear in log2(seq) between the bars
+            return row[i] + (row[i + 1] - row[i]) * (x - 9 - i)
+
+        d = min(max(math.log2(head_dim), 6.0), 7.0) - 6.0
+        v = at(table[64]) + (at(table[128]) - at(table[64])) * d
+        return v / table[128][-1]
 
     def __post_init__(self) -> None:
         for f in ("fwd_efficiency", "bwd_efficiency", "causal_efficiency"):
@@ -66,6 +84,11 @@ class FlashKernel:
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"FlashKernel.{f} must be in (0, 1], got {v!r}")
 
+
+#: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608) Figs. 5 and 6, cuDNN bars, H100 80GB
+#: SXM5, bf16/fp16, non-causal, TFLOPS at sequence 512, 1k, 2k, 4k, 8k, 16k, by head dim
+_FA3_CUDNN_FWD = {64: (335, 373, 395, 408, 412, 413), 128: (497, 574, 617, 609, 600, 595)}
+_FA3_CUDNN_BWD = {64: (266, 348, 395, 417, 432, 433), 128: (305, 408, 465, 499, 518, 516)}
 
 #: the HBM bandwidth a streaming kernel reaches on an H100, as a fraction of the datasheet's
 #: 3.35 TB/s: fitted by ``scripts/fit_stream.py`` on the device-to-device copies of
