@@ -25,6 +25,7 @@ SHA256 = {
     "breakdown.json": "8dc4f182c254a7847220ebed83d43b642a419d7f8bff1fb6a1ac120a59d78aba",
     "transformer.json": "4787f3d4188d7f6873f46bc39bd8b72d401b4b9163a8a7e5a39bf1e2de71e2a7",
     "inference.json": "25f428cbc1418e16e7c6b486a99b54ab44459e7c139efc3f618bbb0f48db32fb",
+    "step_power.json": "49f058354d34ffa9dc0b26dc56d008d83405e75d458856119d18f9b13c5bc8eb",
     "kernels.json": "c4a9b1b8fb6aa2fadd1ca212518194cd54e95d319051746bf782a96020e35bf9",
     "burst.json": "4bc7e93b56ab9438692553e7e63cea951bf0f1d5c3b83e1d14ca090cc679e401",
 }

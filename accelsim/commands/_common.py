@@ -296,9 +296,10 @@ def datapath_note(system, scheme) -> None:
 def add_power_arguments(parser: argparse.ArgumentParser) -> None:
     """``--power-model`` and ``--power-limit-W``: every front-end that times kernels."""
     parser.add_argument("--power-model", action="store_true",
-                        help="time every GEMM at the highest SM clock the chip's power limit "
-                             "allows (needs a [chip.power] table; default: the preset's fixed "
-                             "clock)")
+                        help="run at the highest SM clock the chip's power limit allows: a "
+                             "GEMM at its own, a training iteration, prefill or decode step at "
+                             "the one its average power allows (the limiter averages ~1 s; "
+                             "needs a [chip.power] table; default: the preset's fixed clock)")
     parser.add_argument("--power-limit-W", type=config_range_float("power_limit_W"),
                         default=None, metavar="W",
                         help="what-if board power limit in watts (implies --power-model)")

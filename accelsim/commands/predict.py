@@ -62,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and no reserve, a transformer workload on megatron's kernels. A transformer "
         "workload's fusion is its stack's (megatron fused, pytorch eager); a layer workload's "
         "--fusion default becomes the stack's")
+    from accelsim.commands._common import add_power_arguments
+
+    add_power_arguments(parser)
     _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -118,7 +121,14 @@ def run(args: argparse.Namespace) -> int:
     check_scheme_optimizer([scheme.name], args.optimizer)
     _report.check(args)
     reserve = _plan.params(args, reserve_default=0.0).memory_reserve_GiB * 2**30
+    if (args.power_model or args.power_limit_W is not None) and workload.transformer is None:
+        raise UserError("--power-model / --power-limit-W: for a transformer workload (`accelsim "
+                        "workload gpt`); a layer workload is timed layer by layer at the "
+                        "preset's clock")
     if workload.transformer is not None:
+        from accelsim.commands._common import power_system
+
+        system, _ = power_system(system, spath, args, scheme.compute_precision)
         r = _transformer(args, system, workload, scheme, fusion)
         out = _transformer_fields(r, system, workload, fused=args.stack != "pytorch")
         out["model_flops_per_iteration"] = r.model_flops

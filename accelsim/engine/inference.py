@@ -30,7 +30,7 @@ plus ``reserve_GiB``; activations of a forward pass are not held across steps an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
@@ -299,8 +299,10 @@ class InferenceResult:
     kv_cache_bytes: float
     reserve_bytes: float
     prefill_energy: StepEnergy | None = None  # None: no pass, or no power model
-    power_model: bool = False  # GEMMs timed at their power-limited clock (--power-model)
+    power_model: bool = False  # each pass timed at its power-limited clock (--power-model)
     decode_energy: StepEnergy | None = None
+    prefill_clock_MHz: float | None = None  # the passes' clocks (None: the preset's fixed one)
+    decode_clock_MHz: float | None = None
 
     @property
     def memory_GiB_per_gpu(self) -> float:
@@ -312,6 +314,9 @@ class InferenceResult:
                    "batch": self.batch, "tp": self.plan.tp, "pp": self.plan.pp,
                    "ep": self.plan.ep, "gpus": self.plan.gpus, "kv_dtype": self.plan.kv_dtype,
                    "power_model": self.power_model}
+        if self.power_model:
+            d.update(prefill_clock_MHz=self.prefill_clock_MHz,
+                     decode_clock_MHz=self.decode_clock_MHz)
         if self.prefill is not None:
             d.update(prompt_tokens=self.prompt, prefill_s=self.prefill.time_s,
                      time_to_first_token_s=self.prefill.time_s,
@@ -365,8 +370,15 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
           reserve_GiB: float = 0.0) -> InferenceResult:
     """Prefill of ``batch`` prompts of ``prompt`` tokens, one decode step over a cache of
     ``context`` tokens, and with ``prompt`` and ``output_tokens`` the whole request (the
-    cache growing from ``prompt`` to ``prompt + output_tokens - 1``, each step timed)."""
+    cache growing from ``prompt`` to ``prompt + output_tokens - 1``, each step timed). With the
+    chip's power model enforced (``--power-model``), the prefill and the decode steps each run
+    at the highest SM clock whose average power stays within the limit (a serving engine
+    repeats each; :mod:`accelsim.engine.limiter`)."""
     model = Decoder.of(model)
+    power = system.chip.power
+    if power is not None and power.enforced:
+        return _power_limited(model, system, plan, scheme, batch, prompt, context,
+                              output_tokens, params, reserve_GiB)
     if prompt is None and context is None:
         raise InputError("give a prompt length (prefill) or a context length (decode), or both")
     for name, v in (("batch", batch), ("prompt", prompt), ("context", context),
@@ -403,6 +415,44 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
         reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec),
         power_model=system.chip.power is not None and system.chip.power.enforced)
+
+
+def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: int,
+                   prompt: int | None, context: int | None, output_tokens: int | None,
+                   params: LlmParams, reserve_GiB: float) -> InferenceResult:
+    """:func:`infer` with each pass at its own power-limited clock: the prefill at the clock its
+    average power allows, the decode steps (the one at ``context`` and those of the request)
+    at theirs."""
+    from accelsim.engine.limiter import at_power_limit, free_running
+    from accelsim.perf.power import system_at_clock
+
+    def run(s: System, **kw) -> InferenceResult:
+        return infer(model, s, plan, scheme, batch, params=params, reserve_GiB=reserve_GiB, **kw)
+
+    pre = f_pre = None
+    if prompt is not None:
+        pre, f_pre = at_power_limit(system, lambda s: (r := run(s, prompt=prompt),
+                                                       r.prefill_energy))
+    dec = f_dec = None
+    if context is not None:
+        dec, f_dec = at_power_limit(system, lambda s: (r := run(s, context=context),
+                                                       r.decode_energy))
+    if output_tokens is not None:  # the request's decode steps: at the clock of its own steps
+        if f_dec is None:
+            _, f_dec = at_power_limit(system, lambda s: (r := run(s, context=prompt + 1),
+                                                         r.decode_energy))
+        whole = run(system_at_clock(free_running(system), f_dec), prompt=prompt,
+                    output_tokens=output_tokens, context=context)
+        latency = pre.prefill.time_s + whole.request_latency_s - whole.prefill.time_s
+    else:
+        whole, latency = (pre or dec), None
+    return replace(whole, prefill=pre.prefill if pre else None,
+                   prefill_energy=pre.prefill_energy if pre else None,
+                   decode=dec.decode if dec else None,
+                   decode_energy=dec.decode_energy if dec else None,
+                   request_latency_s=latency, power_model=True,
+                   prefill_clock_MHz=None if f_pre is None else f_pre / 1e6,
+                   decode_clock_MHz=None if f_dec is None else f_dec / 1e6)
 
 
 def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,

@@ -161,7 +161,8 @@ class Prediction:
     critical_stage: int = 0  # the stage the iteration is timed on (the slowest)
     moe_a2a_exposed_s: float = 0.0  # per MoE layer and micro-batch, forward + backward
     energy: StepEnergy | None = None  # None: the chip has no power model
-    power_model: bool = False  # GEMMs timed at their power-limited clock (--power-model)
+    power_model: bool = False  # the step timed at its power-limited clock (--power-model)
+    clock_MHz: float | None = None  # that clock (None: the preset's fixed clock)
 
     def work_rows(self) -> list[Row]:
         """The compute rows of :meth:`rows` summed per op over every layer of its kind (the same
@@ -340,6 +341,7 @@ class Prediction:
             "power_W": None if self.energy is None else self.energy.power_W * p.gpus,
             "power_W_per_gpu": None if self.energy is None else self.energy.power_W,
             "power_model": self.power_model,
+            "clock_MHz": self.clock_MHz,
             "params": self.model.n_params,
             "active_params": self.model.n_active_params,
             "model": self.model.name,
@@ -393,8 +395,20 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     under ``plan`` on nodes like ``system``; ``scheme`` (a name of the one registry,
     :mod:`accelsim.arch.schemes`) and the plan's optimizer fix every state format; ``engine``
     times the collectives (``analytic`` closed form, or netsim's ``des``). The iteration is
-    timed on the slowest pipeline stage (its dense and MoE layers)."""
+    timed on the slowest pipeline stage (its dense and MoE layers). With the chip's power model
+    enforced (``--power-model``), the whole iteration runs at the highest SM clock whose average
+    power stays within the limit (:mod:`accelsim.engine.limiter`)."""
     model = Decoder.of(model)
+    power = system.chip.power
+    if power is not None and power.enforced:
+        from accelsim.engine.limiter import at_power_limit
+
+        def timed(s: System) -> tuple[Prediction, StepEnergy | None]:
+            r = predict(model, plan, scheme, s, params, engine=engine)
+            return r, r.energy
+
+        pred, clock = at_power_limit(system, timed)
+        return replace(pred, power_model=True, clock_MHz=clock / 1e6)
     sc = get_scheme(scheme).formats(plan.optimizer)
     plan.check_model(model)
     plan.check_placement(system.chips)

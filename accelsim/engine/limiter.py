@@ -1,0 +1,72 @@
+"""The power limiter over a repeated step: the highest SM clock at which a step's average power
+stays within the chip's limit.
+
+A GPU's limiter holds a time average of board power (about 1 s), not each kernel's: measured
+on an H100 SXM (accelsim/data/h100_device/step_power.json), eager GPT training steps, which
+mix GEMMs with memory-bound kernels, average 462-571 W and run at 1959-1980 MHz, although
+their GEMMs alone would hold a lower clock, while a long Llama-3-8B prefill averages 693 W at
+1499 MHz. A step repeated back to back is the averaging window's content, so the step -- every
+op timed at one clock ``f`` -- is what the limit applies to:
+
+    average power(f) = static + dynamic energy(f) / step time(f) <= limit,
+
+``f`` the highest clock (up to the maximum) that satisfies it. The chip's other clocks (HBM,
+links, L2) do not follow ``f`` (:func:`accelsim.perf.power.system_at_clock`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TypeVar
+
+from accelsim.arch import System
+from accelsim.engine.energy import StepEnergy
+from accelsim.perf.power import system_at_clock
+
+T = TypeVar("T")
+
+_CLOCK_TOL_HZ = 1e6  # 1 MHz: the limiter's granularity is coarser (the H100 steps by 15 MHz)
+
+
+def free_running(system: System) -> System:
+    """``system`` with its power table kept but not enforced per kernel (the step-level search
+    below sets the clock instead)."""
+    p = system.chip.power
+    if p is None or not p.enforced:
+        return system
+    return replace(system, chip=replace(system.chip, power=replace(p, enforced=False)))
+
+
+def at_power_limit(system: System, timed: Callable[[System], tuple[T, StepEnergy | None]]
+                   ) -> tuple[T, float]:
+    """(result, clock Hz): ``timed`` (a step's prediction and its energy) at the highest SM
+    clock whose average power per GPU is within ``system``'s power limit. ``timed`` runs on
+    copies of ``system`` at trial clocks (power table present, not enforced per kernel)."""
+    p = system.chip.power
+    if p is None:
+        raise ValueError("at_power_limit needs a chip with a [chip.power] table")
+    base = free_running(system)
+
+    def at(f: float) -> tuple[T, StepEnergy | None]:
+        return timed(system_at_clock(base, f))
+
+    hi = p.max_clock_Hz
+    top, e = at(hi)
+    if e is None or e.power_W <= p.power_limit_W:
+        return top, hi
+    lo = hi * 0.05
+    best, e_lo = at(lo)
+    if e_lo is not None and e_lo.power_W > p.power_limit_W:
+        return best, lo  # even a crawling clock draws more: the static power is near the limit
+    while hi - lo > _CLOCK_TOL_HZ:
+        mid = 0.5 * (lo + hi)
+        r, e = at(mid)
+        if e is not None and e.power_W <= p.power_limit_W:
+            lo, best = mid, r
+        else:
+            hi = mid
+    return best, lo
+
+
+__all__ = ["at_power_limit", "free_running"]
