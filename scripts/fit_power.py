@@ -326,7 +326,7 @@ def report(f: Fit) -> str:
          "at an instant 770-790 W for the first second, then ~1300 MHz at 700 W. So "
          "`gemm_time`, `predict`, `llm` and the figures "
          "keep the preset's fixed effective clock (`scripts/validate_all.py --quick` output "
-         "unchanged), and the power model runs on `accelsim gemm/op gemm/llm/infer --power-model` or "
+         "unchanged), and the power model runs on `accelsim gemm/op gemm/llm/predict/infer --power-model` or "
          "`--power-limit-W W` on a chip with a `[chip.power]` table.",
          "",
          "## Every row of the fit data (power model at the 700 W limit vs measured)",

@@ -303,3 +303,25 @@ def test_eager_peak_holds_the_gradients_or_the_activations_not_both():
     pt = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(stack=PYTORCH))
     meg = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(memory_reserve_GiB=0.0))
     assert pt.memory.grads_freed_each_step and not meg.memory.grads_freed_each_step
+
+
+def test_gradient_accumulation_keeps_the_gradients_at_the_peak():
+    """With several micro-batches per step, the first one's gradients stay while the next
+    one's activations build up: the peak holds both (only one micro-batch frees them)."""
+    one = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(stack=PYTORCH))
+    acc = predict(GPT2, replace(ONE_GPU, global_batch=32), "bf16", H100,
+                  LlmParams(stack=PYTORCH))
+    assert one.memory.grads_freed_each_step and not acc.memory.grads_freed_each_step
+    assert acc.memory.total_bytes == pytest.approx(one.memory.total_bytes
+                                                   + one.memory.grads_bytes, rel=1e-12)
+
+
+def test_megatron_predictions_pad_the_lm_head_and_pytorch_ones_do_not():
+    meg = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(memory_reserve_GiB=0.0))
+    pt = predict(GPT2, ONE_GPU, "bf16", H100, LlmParams(stack=PYTORCH))
+    head = {r: next(o for o in p.head_ops if o.op == "lm_head") for r, p in
+            (("meg", meg), ("pt", pt))}
+    # 50304 columns (aligned) for megatron, 50257 (cuBLAS's slow path) for eager PyTorch
+    assert head["meg"].flops == pytest.approx(2 * 8 * 1024 * 768 * 50304)
+    assert head["pt"].flops == pytest.approx(2 * 8 * 1024 * 768 * 50257)
+    assert head["pt"].time_s > 4 * head["meg"].time_s

@@ -19,6 +19,8 @@ from accelsim.engine.limiter import at_power_limit, free_running
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.stack import PYTORCH
 from accelsim.engine.transformer import predict
+from accelsim.errors import InputError
+from accelsim.perf.power import system_at_clock
 from accelsim.workload.gpt import GptConfig
 from accelsim.workload.transformer import PRESETS
 
@@ -109,12 +111,51 @@ def test_a_lower_limit_lowers_the_clock_and_costs_less_than_half(h100, capsys):
 
 
 def test_request_latency_uses_each_pass_at_its_clock(h100):
+    """The request = the prefill at its limited clock + its decode steps at theirs: exactly
+    the fixed-clock request's decode part re-timed at the decode clock."""
     d = Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
     r = infer(d, h100.with_power_model(), InferencePlan(), "bf16", 8, prompt=512,
               output_tokens=64)
-    assert r.prefill_clock_MHz is not None and r.decode_clock_MHz is not None
-    assert r.request_latency_s > r.prefill.time_s
+    assert r.prefill_clock_MHz < r.decode_clock_MHz  # a prefill is compute-bound, decode not
+    at = {f: infer(d, system_at_clock(h100, f * 1e6), InferencePlan(), "bf16", 8, prompt=512,
+                   output_tokens=64) for f in (r.prefill_clock_MHz, r.decode_clock_MHz)}
+    pre = at[r.prefill_clock_MHz].prefill.time_s
+    steps = at[r.decode_clock_MHz].request_latency_s - at[r.decode_clock_MHz].prefill.time_s
+    assert r.prefill.time_s == pytest.approx(pre, rel=1e-12)
+    assert r.request_latency_s == pytest.approx(pre + steps, rel=1e-12)
     assert r.as_dict()["decode_clock_MHz"] == r.decode_clock_MHz
+
+
+def test_prompt_and_context_together_keep_the_cache_of_the_context(h100):
+    d = Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
+    kw = dict(prompt=512, context=8192)
+    on = infer(d, h100.with_power_model(), InferencePlan(), "bf16", 8, **kw)
+    off = infer(d, h100, InferencePlan(), "bf16", 8, **kw)
+    assert on.context == 8192 and on.kv_cache_bytes == off.kv_cache_bytes
+    assert on.memory_GiB_per_gpu == off.memory_GiB_per_gpu
+    assert on.decode.time_s == pytest.approx(off.decode.time_s, rel=0.02)  # memory-bound
+
+
+def test_bad_library_calls_are_refused_before_the_limiter(h100):
+    d = Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
+    with pytest.raises(InputError, match="prompt length"):
+        infer(d, h100.with_power_model(), InferencePlan(), "bf16", 1)
+    with pytest.raises(InputError, match="output tokens need a prompt"):
+        infer(d, h100.with_power_model(), InferencePlan(), "bf16", 1, context=64,
+              output_tokens=8)
+
+
+def test_mfu_stays_against_the_datasheet_peak_under_a_limit():
+    """A lower limit lowers the clock and the throughput; MFU (model FLOPs over the preset's
+    peak) falls with it, and the peak reported is the preset's."""
+    node = load_system("dgx-h100")
+    cfg = GptConfig(layers=24, hidden=4096, heads=32, seq=2048, vocab=51200)
+    plan = Plan(tp=8, pp=1, dp=1, micro_batch=1, global_batch=8)
+    free = predict(cfg, plan, "bf16", node)
+    low = predict(cfg, plan, "bf16", node.with_power_limit(300).with_power_model())
+    assert low.clock_MHz < 1500
+    assert low.peak_flops_per_gpu == free.peak_flops_per_gpu
+    assert low.mfu < free.mfu and low.tflops_per_gpu < free.tflops_per_gpu
 
 
 def test_predict_takes_the_power_flags_for_transformer_workloads_only(capsys):

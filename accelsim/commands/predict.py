@@ -88,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         workload = load_onnx(wpath, args.batch)
     else:
         workload = load_workload_arg(str(wpath))  # a TOML file or a SCALE-Sim topology CSV
+    if (args.power_model or args.power_limit_W is not None) and workload.transformer is None:
+        raise UserError("--power-model / --power-limit-W: for a transformer workload (`accelsim "
+                        "workload gpt`); a layer workload is timed layer by layer at the "
+                        "preset's clock")
     if args.winograd == "on" and not system.chip.has_hierarchy:
         raise UserError(f"--winograd on: system {spath} has no memory hierarchy "
                         "([[chip.level]]); Winograd convolutions are modelled only on "
@@ -121,10 +125,6 @@ def run(args: argparse.Namespace) -> int:
     check_scheme_optimizer([scheme.name], args.optimizer)
     _report.check(args)
     reserve = _plan.params(args, reserve_default=0.0).memory_reserve_GiB * 2**30
-    if (args.power_model or args.power_limit_W is not None) and workload.transformer is None:
-        raise UserError("--power-model / --power-limit-W: for a transformer workload (`accelsim "
-                        "workload gpt`); a layer workload is timed layer by layer at the "
-                        "preset's clock")
     if workload.transformer is not None:
         from accelsim.commands._common import power_system
 

@@ -5,10 +5,8 @@
 A step's energy over all its GPUs = every GPU's static power x the step time + the dynamic
 energy of every op: its tensor-core FLOPs at the energy per FLOP of the datapath they run on,
 its chip-memory bytes at the energy per byte, both scaled by ``(V(f)/V(f_max))^2`` at the clock
-the timing assumed (the preset's effective ``core.frequency_GHz``), or -- with the power model
-enforced (``--power-model``: every GEMM at the clock its power allows) -- each op at the maximum
-clock's voltage, its dynamic power capped at the limit's share above static (the clock the
-limiter picks draws exactly the limit).
+the timing assumed (the system's ``core.frequency_GHz``: the preset's effective clock, or under
+``--power-model`` the step's clock that :mod:`accelsim.engine.limiter` found).
 Link (NVLink, NIC) energy is not modelled: the power model has no energy per byte sent.
 
 The breakdown rows of one prediction describe one tensor-parallel rank's share of every layer
@@ -63,22 +61,9 @@ def step_energy(system: System, rows: Iterable[Row], precision: str, time_s: flo
         return None  # a datapath the fit does not price (fp32 on the SIMT cores)
     e_flop = p.energy_per_flop_J(core.datapath(precision))
     e_attn = p.energy_per_flop_J(core.datapath(attention_precision(precision, core)))
-    dynamic = 0.0
-    if p.enforced:
-        # every op at the clock its power allows: the maximum clock (V = V(f_max)), or the
-        # clock at which it draws exactly the limit
-        cap = p.power_limit_W - p.static_W
-        for r in rows:
-            e = (e_attn if r.op == "attention" else e_flop) * r.flops \
-                + r.bytes * p.memory_J_per_byte
-            dynamic += min(e, cap * r.time_s) if r.time_s > 0 else e
-    else:
-        v2 = voltage_ratio(p, min(core.frequency_Hz, p.max_clock_Hz)) ** 2
-        for r in rows:
-            e = e_attn if r.op == "attention" else e_flop
-            dynamic += r.flops * e + r.bytes * p.memory_J_per_byte
-        dynamic *= v2
-    dynamic *= replicas
+    v2 = voltage_ratio(p, min(core.frequency_Hz, p.max_clock_Hz)) ** 2  # the timing's clock
+    dynamic = v2 * replicas * sum(r.flops * (e_attn if r.op == "attention" else e_flop)
+                                  + r.bytes * p.memory_J_per_byte for r in rows)
     static = p.static_W * time_s * gpus
     total = dynamic + static
     return StepEnergy(energy_J=total, power_W=total / time_s / gpus, dynamic_J=dynamic,
@@ -91,4 +76,4 @@ def power_note(e: StepEnergy | None, what: str) -> str | None:
         return None
     return (f"note: {what} draws {e.power_W:.0f} W per GPU at the timing's fixed clock, above "
             f"the {e.power_limit_W:.0f} W limit: a real chip lowers its clock and takes longer "
-            "(--power-model times every GEMM at its power-limited clock)")
+            "(--power-model runs it at the clock its average power allows)")

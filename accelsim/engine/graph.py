@@ -226,13 +226,9 @@ class ElementwiseOp:
 @functools.lru_cache(maxsize=65536)
 def gemm_timed(system: System, m: int, n: int, k: int, precision: str, count: int):
     """perf's one kernel formula for one GEMM shape (cached: a plan search asks the same
-    shapes again and again); at the clock the chip's power limit allows when its power model
-    is enforced (:func:`accelsim.perf.power.gemm_power_limited`), else at the preset's clock."""
-    p = system.chip.power
-    if p is not None and p.enforced and p.has_energy(system.chip.core.datapath(precision)):
-        from accelsim.perf.power import gemm_power_limited
-
-        return gemm_power_limited(system, m, n, k, precision, count=count).gemm
+    shapes again and again), at the system's core clock. Under ``--power-model`` the step's
+    clock is set before (:mod:`accelsim.engine.limiter`): the limiter holds a step's average
+    power, not each kernel's."""
     return gemm_time(system, m, n, k, precision, count=count)
 
 

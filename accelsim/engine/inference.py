@@ -375,10 +375,6 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
     at the highest SM clock whose average power stays within the limit (a serving engine
     repeats each; :mod:`accelsim.engine.limiter`)."""
     model = Decoder.of(model)
-    power = system.chip.power
-    if power is not None and power.enforced:
-        return _power_limited(model, system, plan, scheme, batch, prompt, context,
-                              output_tokens, params, reserve_GiB)
     if prompt is None and context is None:
         raise InputError("give a prompt length (prefill) or a context length (decode), or both")
     for name, v in (("batch", batch), ("prompt", prompt), ("context", context),
@@ -392,6 +388,10 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
                          f"{batch * (prompt or 1):,} tokens in one pass: at most {MAX_DIM:,} "
                          "(a GEMM dimension)")
     plan.check(model, system.chips)
+    power = system.chip.power
+    if power is not None and power.enforced:
+        return _power_limited(model, system, plan, scheme, batch, prompt, context,
+                              output_tokens, params, reserve_GiB)
     sc = get_scheme(scheme)
     gp = sc.compute_precision
     fabric = Fabric.of(system, params)
@@ -421,8 +421,10 @@ def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: in
                    prompt: int | None, context: int | None, output_tokens: int | None,
                    params: LlmParams, reserve_GiB: float) -> InferenceResult:
     """:func:`infer` with each pass at its own power-limited clock: the prefill at the clock its
-    average power allows, the decode steps (the one at ``context`` and those of the request)
-    at theirs."""
+    average power allows, the decode step at ``context`` at its own, and a request's decode
+    steps at the clock of its first (the cache at ``prompt + 1``: decode steps are
+    memory-bound, their clock barely moves as the cache grows). Memory and the other fields
+    are the passes' own (they do not depend on the clock)."""
     from accelsim.engine.limiter import at_power_limit, free_running
     from accelsim.perf.power import system_at_clock
 
@@ -437,22 +439,23 @@ def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: in
     if context is not None:
         dec, f_dec = at_power_limit(system, lambda s: (r := run(s, context=context),
                                                        r.decode_energy))
+    f_req = None
     if output_tokens is not None:  # the request's decode steps: at the clock of its own steps
-        if f_dec is None:
-            _, f_dec = at_power_limit(system, lambda s: (r := run(s, context=prompt + 1),
-                                                         r.decode_energy))
-        whole = run(system_at_clock(free_running(system), f_dec), prompt=prompt,
-                    output_tokens=output_tokens, context=context)
-        latency = pre.prefill.time_s + whole.request_latency_s - whole.prefill.time_s
-    else:
-        whole, latency = (pre or dec), None
+        _, f_req = at_power_limit(system, lambda s: (r := run(s, context=prompt + 1),
+                                                     r.decode_energy))
+    clock = next(f for f in (f_req, f_dec, f_pre) if f is not None)
+    whole = run(system_at_clock(free_running(system), clock), prompt=prompt, context=context,
+                output_tokens=output_tokens)
+    latency = None if output_tokens is None else \
+        pre.prefill.time_s + whole.request_latency_s - whole.prefill.time_s
     return replace(whole, prefill=pre.prefill if pre else None,
                    prefill_energy=pre.prefill_energy if pre else None,
                    decode=dec.decode if dec else None,
                    decode_energy=dec.decode_energy if dec else None,
                    request_latency_s=latency, power_model=True,
                    prefill_clock_MHz=None if f_pre is None else f_pre / 1e6,
-                   decode_clock_MHz=None if f_dec is None else f_dec / 1e6)
+                   decode_clock_MHz=next((f / 1e6 for f in (f_dec, f_req) if f is not None),
+                                         None))
 
 
 def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,

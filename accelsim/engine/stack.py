@@ -128,7 +128,9 @@ EAGER_KERNEL_GBPS = {
     "fill": 3294.0,           # zero-fill of a logits-sized fp32 tensor
     "optimizer": 2484.0,      # fused AdamW, 28 B per fp32 parameter: 124M 2467, 1.3B 2502
 }
-#: the datasheet HBM bandwidth those were measured against (h100-sxm: 3.35 TB/s)
+#: the HBM bandwidth those are shares of: NVIDIA H100 datasheet, 3.35 TB/s (as
+#: arch_configs/h100-sxm.toml's memory_bandwidth_GBps; tests/test_engine_stack.py checks the two
+#: agree)
 _H100_HBM_GBPS = 3350.0
 
 
@@ -198,8 +200,8 @@ class Stack:
         return dict(self.launch_floor_us).get(kind, 0.0) * 1e-6
 
 
-#: Megatron-LM's stack as ``accelsim llm`` has always modelled it (numbers must not move: the
-#: Megatron-LM and FP8-LM validations were fitted with them)
+#: Megatron-LM's stack as ``accelsim llm`` has always modelled it (the Megatron-LM and FP8-LM
+#: validations were fitted with it; the LM head's vocabulary padding moved them by < 0.01 %)
 MEGATRON = Stack(
     name="megatron",
     # fitted: scripts/llm_fit.py on Narayanan et al. SC'21 Table 1 (with network 0.55)

@@ -408,7 +408,10 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
             return r, r.energy
 
         pred, clock = at_power_limit(system, timed)
-        return replace(pred, power_model=True, clock_MHz=clock / 1e6)
+        # MFU and the peak stay against the preset's (datasheet) peak, not the limited clock's
+        gp = get_scheme(scheme).formats(plan.optimizer).gemm_precision
+        return replace(pred, power_model=True, clock_MHz=clock / 1e6,
+                       peak_flops_per_gpu=system.peak_flops(gp) / system.chips)
     sc = get_scheme(scheme).formats(plan.optimizer)
     plan.check_model(model)
     plan.check_placement(system.chips)
@@ -427,9 +430,11 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     if not params.stack.fused:
         mem = replace(mem, activations_bytes=eager.activation_bytes(model, plan,
                                                                     sc.gemm_precision),
-                      # one GPU: zero_grad(set_to_none=True) frees them; DDP's reducer keeps
-                      # its gradient buckets (a full gradient copy) allocated across steps
-                      grads_freed_each_step=plan.dp == 1)
+                      # one GPU, one micro-batch: zero_grad(set_to_none=True) frees them;
+                      # DDP's reducer keeps its gradient buckets (a full gradient copy)
+                      # allocated across steps, and accumulation keeps the first micro-batch's
+                      # gradients while the next one's activations build up
+                      grads_freed_each_step=plan.dp == 1 and plan.n_micro == 1)
     cm = comm(model, plan, sc, fabric, mem)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
     mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
