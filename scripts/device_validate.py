@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import statistics
 import sys
 from functools import cache
 from pathlib import Path
@@ -50,7 +51,7 @@ from accelsim.engine.inference import InferencePlan, infer  # noqa: E402
 from accelsim.engine.plan import LlmParams, Plan  # noqa: E402
 from accelsim.engine.stack import PYTORCH, STREAM_EFFICIENCY, FlashKernel  # noqa: E402
 from accelsim.engine.transformer import predict  # noqa: E402
-from accelsim.perf.gemm import gemm_time  # noqa: E402
+from accelsim.perf.gemm import FITTED, gemm_time  # noqa: E402
 from accelsim.perf.power import gemm_power_limited  # noqa: E402
 from accelsim.workload.gpt import GptConfig  # noqa: E402
 from accelsim.workload.transformer import PRESETS  # noqa: E402
@@ -78,11 +79,12 @@ def system():
     return load_system(SYSTEM)
 
 
-def _row(group, case, measured, accelsim, unit, label="checked", note=""):
+def _row(group, case, measured, accelsim, unit, label="checked", note="", measured_MHz=None):
     err = accelsim / measured - 1
     return {"group": group, "case": case, "measured": measured, "accelsim": accelsim,
             "unit": unit, "error_pct": 100 * err, "tolerance_pct": 100 * TOL[group.split(":")[0]],
-            "in_target": abs(err) <= TOL[group.split(":")[0]], "label": label, "note": note}
+            "in_target": abs(err) <= TOL[group.split(":")[0]], "label": label, "note": note,
+            "measured_MHz": measured_MHz}
 
 
 def gemm_rows() -> list[dict]:
@@ -91,13 +93,15 @@ def gemm_rows() -> list[dict]:
         if "error" in r:
             continue
         p, m, k, n = DTYPE[r["dtype"]], r["M"], r["K"], r["N"]
-        case = f"{r['dtype']} {m}x{k}x{n} ({r['kind']}, {r['sm_MHz']:.0f} MHz, {r['power_W']:.0f} W)"
+        case = (f"{r['dtype']} {m}x{k}x{n} ({r['kind']}, {r['sm_MHz']:.0f} MHz, "
+                f"{r['power_W']:.0f} W)")
         out.append(_row("gemm: fixed clock (default)", case, r["time_us"],
-                        gemm_time(system(), m, n, k, p).time_s * 1e6, "us"))
+                        gemm_time(system(), m, n, k, p).time_s * 1e6, "us",
+                        measured_MHz=r["sm_MHz"]))
         pl = gemm_power_limited(system(), m, n, k, p)
         out.append(_row("gemm: power model", case, r["time_us"], pl.gemm.time_s * 1e6, "us",
                         note=f"clock {pl.clock_MHz:.0f} MHz (measured {r['sm_MHz']:.0f}, "
-                        f"{pl.clock_MHz / r['sm_MHz'] - 1:+.0%})"))
+                        f"{pl.clock_MHz / r['sm_MHz'] - 1:+.0%})", measured_MHz=r["sm_MHz"]))
     return out
 
 
@@ -130,14 +134,20 @@ def lm_head_rows() -> list[dict]:
     return out
 
 
+def _flash(a: dict) -> tuple[str, float, float]:
+    """(case, forward s, backward s) of a measured causal SDPA shape, as `op attention
+    --flash-attention` times it."""
+    op = AttentionOp(a["batch"], a["heads"], a["seq"], a["head_dim"], causal=True, flash=True,
+                     precision="bf16")
+    f, b, _ = flash_attention_parts(system(), op, FlashKernel(),
+                                    system().chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
+    return f"b{a['batch']} h{a['heads']} s{a['seq']} d{a['head_dim']} causal", f, b
+
+
 def attention_rows() -> list[dict]:
     out = []
     for a in load("transformer")["attention"]:
-        op = AttentionOp(a["batch"], a["heads"], a["seq"], a["head_dim"], causal=True,
-                         flash=True, precision="bf16")
-        f, b, _ = flash_attention_parts(system(), op, FlashKernel(),  # as `op attention`
-                                        system().chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
-        case = f"b{a['batch']} h{a['heads']} s{a['seq']} d{a['head_dim']} causal"
+        case, f, b = _flash(a)
         out.append(_row("attention", f"{case}, forward", a["fwd_s"] * 1e6, f * 1e6, "us"))
         out.append(_row("attention", f"{case}, forward + backward", a["fwd_bwd_s"] * 1e6,
                         (f + b) * 1e6, "us"))
@@ -156,11 +166,7 @@ def _attention_kernel_us(kernels: list[dict]) -> float:
 def attention_kernel_rows() -> list[dict]:
     out = []
     for a in load("breakdown")["attention"]:
-        op = AttentionOp(a["batch"], a["heads"], a["seq"], a["head_dim"], causal=True,
-                         flash=True, precision="bf16")
-        f, b, _ = flash_attention_parts(system(), op, FlashKernel(),
-                                        system().chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
-        case = f"b{a['batch']} h{a['heads']} s{a['seq']} d{a['head_dim']} causal"
+        case, f, b = _flash(a)
         out.append(_row("attention kernels", f"{case}, forward", _attention_kernel_us(
             a["fwd"]["kernels"]), f * 1e6, "us"))
         out.append(_row("attention kernels", f"{case}, forward + backward",
@@ -168,12 +174,20 @@ def attention_kernel_rows() -> list[dict]:
     return out
 
 
-def _gpt(g: dict):
+def _gpt(g: dict, power_model: bool = False):
+    """``predict --stack pytorch`` of a measured eager GPT step (one GPU, AdamW, bf16)."""
     cfg = GptConfig(layers=g["layers"], hidden=g["hidden"], heads=g["heads"], seq=g["seq"],
                     vocab=g["vocab"])
     plan = Plan(tp=1, pp=1, dp=1, micro_batch=g["batch"], global_batch=g["batch"],
                 optimizer="adamw")
-    return predict(cfg, plan, "bf16", system(), LlmParams(stack=PYTORCH))
+    s = system().with_power_model() if power_model else system()
+    return predict(cfg, plan, "bf16", s, LlmParams(stack=PYTORCH))
+
+
+@cache
+def _llama() -> Decoder:
+    """The Llama-3-8B shape of benchmarks/device_h100_inference.py."""
+    return Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
 
 
 def gpt_rows() -> list[dict]:
@@ -202,18 +216,14 @@ def step_power_rows() -> list[dict]:
     sysp = system().with_power_model()
     out = []
     for g in res["gpt"]:
-        cfg = GptConfig(layers=g["layers"], hidden=g["hidden"], heads=g["heads"], seq=g["seq"],
-                        vocab=g["vocab"])
-        plan = Plan(tp=1, pp=1, dp=1, micro_batch=g["batch"], global_batch=g["batch"],
-                    optimizer="adamw")
-        r = predict(cfg, plan, "bf16", sysp, LlmParams(stack=PYTORCH))
+        r = _gpt(g, power_model=True)
         out.append(_row("gpt step: power model", f"{g['name']} held 3 s ({g['sm_MHz']:.0f} MHz, "
                         f"{g['power_W']:.0f} W)", g["step_s"] * 1e3, r.iteration_time_s * 1e3,
                         "ms", note=f"clock {r.clock_MHz:.0f} MHz, {r.energy.power_W:.0f} W"))
         out.append(_row("step power: power model", f"{g['name']} training step",
                         g["power_W"], r.energy.power_W, "W",
                         note=f"clock {r.clock_MHz:.0f} MHz (measured {g['sm_MHz']:.0f})"))
-    d = Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
+    d = _llama()
     for row in res["inference"]:
         if row["phase"] == "prefill":
             r = infer(d, sysp, InferencePlan(), "bf16", row["batch"], prompt=row["prompt"])
@@ -233,7 +243,7 @@ def step_power_rows() -> list[dict]:
 
 def inference_rows() -> list[dict]:
     res = load("inference")
-    d = Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
+    d = _llama()
     out = []
     for r in res["prefill"]:
         p = infer(d, system(), InferencePlan(), "bf16", 1, prompt=r["prompt"]).prefill.time_s
@@ -260,9 +270,31 @@ def _summary(rs: list[dict]) -> list[tuple[str, int, int]]:
             for (g, label), v in groups.items()]
 
 
+def transient() -> dict:
+    """The limiter's transient, read off power.json's trace of bf16 8192^3 from idle: the
+    median clock and instant power in its first second (from the first sample below the max
+    clock), the clock at its end, the temperature it climbed through, and the time per call of
+    the first 100 calls and of the same shape held (the steady GEMM row)."""
+    t = load("power")["transient"]
+    trace = [dict(zip(t["trace_columns"], r)) for r in t["trace"]]
+    busy = [r for r in trace if r["sm_MHz"] < 1950]  # from the first sample the limiter moved
+    t0 = busy[0]["t_s"]
+    first = [r for r in busy if r["t_s"] <= t0 + 1.0]
+    steady = next(r for r in load("power")["gemm"] if r["dtype"] == "bf16"
+                  and r["M"] == r["K"] == r["N"] == 8192)
+    return {"first_MHz": statistics.median(r["sm_MHz"] for r in first),
+            "first_W": statistics.median(r["power_instant_W"] for r in first),
+            "end_MHz": trace[-1]["sm_MHz"],
+            "temp_C": (trace[0]["temp_C"], max(r["temp_C"] for r in trace)),
+            "first_100_us": t["first_100_calls_us"], "steady_us": steady["time_us"]}
+
+
 def probes() -> list[str]:
     """Measured facts that are not predictions: bandwidths, floors, the limiter's transient."""
     p, b = load("power"), load("breakdown")
+    chip = system().chip
+    hbm_GBps = chip.memory_bandwidth_Bps / 1e9
+    l2_GBps = next(lv.bandwidth_Bps for lv in chip.levels if lv.shared_by > 1) / 1e9
     lines = []
     l2 = [r for r in p["bandwidth"] if r.get("kind") == "reread" and "GBps_read" in r]
     if l2:
@@ -270,7 +302,7 @@ def probes() -> list[str]:
         hbm = max(r["GBps_read"] for r in l2 if r["MiB"] >= 1024)
         lines.append(f"- L2-resident re-reads (8-32 MiB, loads that bypass L1): up to {best:.0f} "
                      f"GB/s at 1980 MHz; from HBM (2 GiB): {hbm:.0f} GB/s. The h100-sxm preset's "
-                     "L2 bandwidth is an unsourced 9370 GB/s (A100's 5120 B/clk at 1.83 GHz).")
+                     f"L2 bandwidth: {l2_GBps:.0f} GB/s (an assumption, see its TOML).")
     for r in b.get("limited_clock", []) if isinstance(b.get("limited_clock"), list) else []:
         lines.append(f"- {r['probe']}: {r['alone_GBps']:.0f} GB/s alone at {r['alone_sm_MHz']:.0f} "
                      f"MHz, {r['limited_GBps']:.0f} GB/s between heavy GEMMs at "
@@ -278,20 +310,24 @@ def probes() -> list[str]:
                      "clock (the power model keeps shared levels at their bandwidth).")
     copies = [r for r in p["bandwidth"] if r.get("kind") == "copy" and r["MiB_each"] >= 256]
     if copies:
+        share = [r["GBps_rw"] / hbm_GBps for r in copies]
         lines.append("- HBM copies (256 MiB - 4 GiB, read + write): "
                      + ", ".join(f"{r['GBps_rw']:.0f}" for r in copies)
-                     + " GB/s = 0.88-0.90 of the 3350 GB/s datasheet; the model's fitted memory "
-                     "efficiency is 0.78 (scripts/fit_compute.py, on published GEMM sweeps), so "
-                     "memory-bound GEMMs come out 12-18 % slow.")
+                     + f" GB/s = {min(share):.2f}-{max(share):.2f} of the {hbm_GBps:.0f} GB/s "
+                     f"datasheet; the GEMM model streams at its fitted memory efficiency "
+                     f"{FITTED.memory_efficiency:.2f} (scripts/fit_compute.py, on ResNet-50's "
+                     "element-wise layers), so memory-bound GEMMs come out slow.")
     for r in p["small"]:
         lines.append(f"- back-to-back {r['dtype']} {r['M']}^3: {r['eager_us']:.1f} us per eager "
                      f"call, {r['graph_us']:.1f} us replayed in a CUDA graph")
-    t = p["transient"]
-    lines.append(f"- bf16 8192^3 from idle: the first 100 calls averaged {t['first_100_calls_us']:.0f}"
-                 " us; the clock falls from 1980 to ~1425 MHz within ~0.1 s while the instant "
-                 "power reads ~770-790 W (above the 700 W limit: the limiter holds a ~1 s "
-                 "average), then drifts to ~1300 MHz over 4 s as the chip heats (35 -> 54 C); "
-                 "steady state: 1576 us. Short benchmarks therefore run 5-10 % faster than "
+    t = transient()
+    lines.append(f"- bf16 8192^3 from idle: in its first second the clock's median is "
+                 f"{t['first_MHz']:.0f} MHz and the instant power's {t['first_W']:.0f} W (above "
+                 "the limit: the limiter holds a ~1 s average), then the clock drifts to "
+                 f"{t['end_MHz']:.0f} MHz as the chip heats "
+                 f"({t['temp_C'][0]:.0f} -> {t['temp_C'][1]:.0f} C). The first 100 calls "
+                 f"averaged {t['first_100_us']:.0f} us, the shape held {t['steady_us']:.0f} us: "
+                 f"short benchmarks run {1 - t['first_100_us'] / t['steady_us']:.0%} faster than "
                  "long training kernels.")
     return lines
 
