@@ -213,6 +213,8 @@ def test_every_eager_kernel_pays_its_floor():
     assert {"permute", "layernorm", "cast_down", "gelu"} <= kinds
     assert set(kinds) - {"stream"} <= set(EAGER_KERNEL_GBPS)
     assert kernel_share("stream") == 1.0 and kernel_share("permute") < 0.5
+    with pytest.raises(ValueError, match="permutee"):  # a typo is an error, not a plain stream
+        kernel_share("permutee")
     # autocast casts each of the 4 weights and 4 biases every forward, and their gradients back
     assert sum(k.name.endswith(("_weight_cast", "_bias_cast")) for k in fwd) == 8
     assert sum(k.name.endswith(("_weight_grad_cast", "_bias_grad_cast")) for k in bwd) == 8

@@ -22,6 +22,7 @@ from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.states import StateFormats
 from accelsim.engine.graph import ElementwiseOp, elementwise_s
 from accelsim.engine.plan import Plan
+from accelsim.engine.stack import EagerKernel as K
 from accelsim.engine.stack import kernel_share
 from accelsim.errors import InputError
 from accelsim.workload.gpt import GptConfig
@@ -46,45 +47,45 @@ def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
     """(forward, backward) element-wise kernels of one layer and micro-batch, one op each."""
     T, h, f, e, r, c = _sizes(model, micro_batch, precision)
     w = (("qkv", 3 * h * h, 3 * h), ("proj", h * h, h), ("fc1", h * f, f), ("fc2", f * h, h))
-    add = "add_mixed" if c else "add"  # fp32 residual + a 16-bit branch under autocast
+    add = K.ADD_MIXED if c else K.ADD  # fp32 residual + a 16-bit branch under autocast
     fwd: list[ElementwiseOp] = [
-        ElementwiseOp("ln1", T * h * 2 * r, kind="layernorm"),
+        ElementwiseOp("ln1", T * h * 2 * r, kind=K.LAYERNORM),
         # SDPA's cuDNN kernel takes Q, K, V dense: each is copied out of the permuted QKV view
-        *(ElementwiseOp(f"{x}_contiguous", T * h * 2 * e, kind="permute") for x in "qkv"),
-        ElementwiseOp("attn_out_copy", T * h * 2 * e, kind="permute"),  # (b,a,s,d)->(b,s,h)
+        *(ElementwiseOp(f"{x}_contiguous", T * h * 2 * e, kind=K.PERMUTE) for x in "qkv"),
+        ElementwiseOp("attn_out_copy", T * h * 2 * e, kind=K.PERMUTE),  # (b,a,s,d)->(b,s,h)
         ElementwiseOp("residual_add1", T * h * (2 * r + e), kind=add),
-        ElementwiseOp("ln2", T * h * 2 * r, kind="layernorm"),
-        ElementwiseOp("gelu", T * f * 2 * e, kind="gelu"),
+        ElementwiseOp("ln2", T * h * 2 * r, kind=K.LAYERNORM),
+        ElementwiseOp("gelu", T * f * 2 * e, kind=K.GELU),
         ElementwiseOp("residual_add2", T * h * (2 * r + e), kind=add),
     ]
     bwd: list[ElementwiseOp] = [
-        ElementwiseOp("gelu_bwd", T * f * 3 * e, kind="gelu_bwd"),
-        ElementwiseOp("ln2_bwd", T * h * 3 * r, kind="layernorm_bwd"),
-        ElementwiseOp("ln2_bwd_weights", T * h * 2 * r, kind="layernorm_bwd"),
-        ElementwiseOp("residual_grad_add1", T * h * 3 * r, kind="add"),
-        ElementwiseOp("attn_out_copy_bwd", T * h * 2 * e, kind="permute"),
+        ElementwiseOp("gelu_bwd", T * f * 3 * e, kind=K.GELU_BWD),
+        ElementwiseOp("ln2_bwd", T * h * 3 * r, kind=K.LAYERNORM_BWD),
+        ElementwiseOp("ln2_bwd_weights", T * h * 2 * r, kind=K.LAYERNORM_BWD),
+        ElementwiseOp("residual_grad_add1", T * h * 3 * r, kind=K.ADD),
+        ElementwiseOp("attn_out_copy_bwd", T * h * 2 * e, kind=K.PERMUTE),
         # the cuDNN backward takes Q, K, V, O and dO dense: five more strided copies (the
         # profile of GPT-2 small, accelsim/data/h100_device/breakdown.json: 123 strided
         # T x h copies per step, 10 per layer + 3)
-        *(ElementwiseOp(f"{x}_contiguous_bwd", T * h * 2 * e, kind="permute")
+        *(ElementwiseOp(f"{x}_contiguous_bwd", T * h * 2 * e, kind=K.PERMUTE)
           for x in ("q", "k", "v", "o", "do")),
-        ElementwiseOp("qkv_grad_stack", T * 3 * h * 2 * e, kind="cat"),  # dQ, dK, dV
-        ElementwiseOp("qkv_grad_permute", T * 3 * h * 2 * e, kind="permute"),  # back to (b,s,3h)
-        ElementwiseOp("ln1_bwd", T * h * 3 * r, kind="layernorm_bwd"),
-        ElementwiseOp("ln1_bwd_weights", T * h * 2 * r, kind="layernorm_bwd"),
-        ElementwiseOp("residual_grad_add2", T * h * 3 * r, kind="add"),
+        ElementwiseOp("qkv_grad_stack", T * 3 * h * 2 * e, kind=K.CAT),  # dQ, dK, dV
+        ElementwiseOp("qkv_grad_permute", T * 3 * h * 2 * e, kind=K.PERMUTE),  # back to (b,s,3h)
+        ElementwiseOp("ln1_bwd", T * h * 3 * r, kind=K.LAYERNORM_BWD),
+        ElementwiseOp("ln1_bwd_weights", T * h * 2 * r, kind=K.LAYERNORM_BWD),
+        ElementwiseOp("residual_grad_add2", T * h * 3 * r, kind=K.ADD),
     ]
-    bwd += [ElementwiseOp(f"{name}_bias_grad", T * n * e, kind="reduce") for name, _, n in w]
+    bwd += [ElementwiseOp(f"{name}_bias_grad", T * n * e, kind=K.REDUCE) for name, _, n in w]
     if c:
-        fwd += [ElementwiseOp("ln1_cast", T * h * (r + e), kind="cast_down"),
-                ElementwiseOp("ln2_cast", T * h * (r + e), kind="cast_down")]
-        bwd += [ElementwiseOp(f"{x}_cast_bwd", T * h * (r + e), kind="cast_up")
+        fwd += [ElementwiseOp("ln1_cast", T * h * (r + e), kind=K.CAST_DOWN),
+                ElementwiseOp("ln2_cast", T * h * (r + e), kind=K.CAST_DOWN)]
+        bwd += [ElementwiseOp(f"{x}_cast_bwd", T * h * (r + e), kind=K.CAST_UP)
                 for x in ("ln1", "ln2", "fc2_out", "proj_out")]
         for name, nw, nb in w:  # each forward casts the fp32 parameters; each backward back
-            fwd += [ElementwiseOp(f"{name}_weight_cast", nw * (F32 + e), kind="cast_down"),
-                    ElementwiseOp(f"{name}_bias_cast", nb * (F32 + e), kind="cast_down")]
-            bwd += [ElementwiseOp(f"{name}_weight_grad_cast", nw * (e + F32), kind="cast_up"),
-                    ElementwiseOp(f"{name}_bias_grad_cast", nb * (e + F32), kind="cast_up")]
+            fwd += [ElementwiseOp(f"{name}_weight_cast", nw * (F32 + e), kind=K.CAST_DOWN),
+                    ElementwiseOp(f"{name}_bias_cast", nb * (F32 + e), kind=K.CAST_DOWN)]
+            bwd += [ElementwiseOp(f"{name}_weight_grad_cast", nw * (e + F32), kind=K.CAST_UP),
+                    ElementwiseOp(f"{name}_bias_grad_cast", nb * (e + F32), kind=K.CAST_UP)]
     return tuple(fwd), tuple(bwd)
 
 
@@ -99,24 +100,24 @@ def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
     T, h, f, e, r, c = _sizes(model, micro_batch, precision)
     N, Vh = T * model.vocab, model.vocab * h
     fwd = [ElementwiseOp("embedding", T * h * (2 * r + 2 * r)),  # two gathers
-           ElementwiseOp("embedding_add", T * h * 3 * r, kind="add"),
-           ElementwiseOp("ln_f", T * h * 2 * r, kind="layernorm"),
-           ElementwiseOp("log_softmax", N * 2 * F32, kind="softmax"),
+           ElementwiseOp("embedding_add", T * h * 3 * r, kind=K.ADD),
+           ElementwiseOp("ln_f", T * h * 2 * r, kind=K.LAYERNORM),
+           ElementwiseOp("log_softmax", N * 2 * F32, kind=K.SOFTMAX),
            ElementwiseOp("nll", T * F32)]
-    bwd = [ElementwiseOp("nll_bwd_fill", N * F32, kind="fill"),
+    bwd = [ElementwiseOp("nll_bwd_fill", N * F32, kind=K.FILL),
            ElementwiseOp("nll_bwd_scatter", T * F32),
-           ElementwiseOp("log_softmax_bwd", N * 3 * F32, kind="softmax_bwd"),
-           ElementwiseOp("ln_f_bwd", T * h * 3 * r, kind="layernorm_bwd"),
-           ElementwiseOp("ln_f_bwd_weights", T * h * 2 * r, kind="layernorm_bwd"),
+           ElementwiseOp("log_softmax_bwd", N * 3 * F32, kind=K.SOFTMAX_BWD),
+           ElementwiseOp("ln_f_bwd", T * h * 3 * r, kind=K.LAYERNORM_BWD),
+           ElementwiseOp("ln_f_bwd_weights", T * h * 2 * r, kind=K.LAYERNORM_BWD),
            ElementwiseOp("embedding_bwd", T * h * r + Vh * F32),  # zero-fill + index add
-           ElementwiseOp("tied_grad_add", Vh * 3 * F32, kind="add")]
+           ElementwiseOp("tied_grad_add", Vh * 3 * F32, kind=K.ADD)]
     if c:
-        fwd += [ElementwiseOp("ln_f_cast", T * h * (r + e), kind="cast_down"),
-                ElementwiseOp("lm_head_weight_cast", Vh * (F32 + e), kind="cast_down"),
-                ElementwiseOp("logits_float", N * (e + F32), kind="cast_up")]
-        bwd += [ElementwiseOp("logits_float_bwd", N * (F32 + e), kind="cast_down"),
-                ElementwiseOp("ln_f_cast_bwd", T * h * (e + r), kind="cast_up"),
-                ElementwiseOp("lm_head_weight_grad_cast", Vh * (e + F32), kind="cast_up")]
+        fwd += [ElementwiseOp("ln_f_cast", T * h * (r + e), kind=K.CAST_DOWN),
+                ElementwiseOp("lm_head_weight_cast", Vh * (F32 + e), kind=K.CAST_DOWN),
+                ElementwiseOp("logits_float", N * (e + F32), kind=K.CAST_UP)]
+        bwd += [ElementwiseOp("logits_float_bwd", N * (F32 + e), kind=K.CAST_DOWN),
+                ElementwiseOp("ln_f_cast_bwd", T * h * (e + r), kind=K.CAST_UP),
+                ElementwiseOp("lm_head_weight_grad_cast", Vh * (e + F32), kind=K.CAST_UP)]
     return tuple(fwd), tuple(bwd)
 
 

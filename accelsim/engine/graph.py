@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from accelsim.arch import System
-from accelsim.engine.stack import FlashKernel
+from accelsim.engine.stack import EagerKernel, FlashKernel
 from accelsim.perf.gemm import OPERAND_BYTES, gemm_time
 from accelsim.ring import bus_factor
 from accelsim.workload.model import Layer
@@ -220,7 +220,7 @@ class ElementwiseOp:
     name: str
     bytes: float
     flops: float = 0.0
-    kind: str = "stream"
+    kind: EagerKernel = EagerKernel.STREAM
 
 
 @functools.lru_cache(maxsize=65536)

@@ -413,8 +413,7 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         prompt=prompt or 0, context=context or 0, output_tokens=output_tokens or 0,
         request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
-        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec),
-        power_model=system.chip.power is not None and system.chip.power.enforced)
+        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec))
 
 
 def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: int,

@@ -104,6 +104,29 @@ STREAM_EFFICIENCY = 0.911
 EAGER_GEMM_FLOOR_US = 20.6
 EAGER_ELEMENTWISE_FLOOR_US = 6.8
 
+
+class EagerKernel(StrEnum):
+    """The families of eager element-wise kernels, each with its measured bandwidth
+    (:data:`EAGER_KERNEL_GBPS`; ``STREAM``: a plain copy's)."""
+
+    STREAM = "stream"
+    PERMUTE = "permute"
+    CAT = "cat"
+    CAST_DOWN = "cast_down"
+    CAST_UP = "cast_up"
+    ADD = "add"
+    ADD_MIXED = "add_mixed"
+    GELU = "gelu"
+    GELU_BWD = "gelu_bwd"
+    LAYERNORM = "layernorm"
+    LAYERNORM_BWD = "layernorm_bwd"
+    REDUCE = "reduce"
+    SOFTMAX = "softmax"
+    SOFTMAX_BWD = "softmax_bwd"
+    FILL = "fill"
+    OPTIMIZER = "optimizer"
+
+
 #: what eager PyTorch's element-wise kernels reach on an H100 SXM (GB/s of the bytes
 #: :mod:`accelsim.engine.eager` counts for them), measured op by op as kernels (CUDA-graph
 #: replay) at 8192 tokens x 2048 wide (working sets beyond the 50 MB L2):
@@ -111,22 +134,35 @@ EAGER_ELEMENTWISE_FLOOR_US = 6.8
 #: copy streams at STREAM_EFFICIENCY ("stream"); the others are slower for what they do:
 #: strided reads (permute), two passes (log-softmax), a reduction over tokens beside the
 #: per-row pass (LayerNorm backward), a 16-bit read feeding a 32-bit write (casts up).
-EAGER_KERNEL_GBPS = {
-    "permute": 1346.0,        # .contiguous() of a permuted (b, s, 3, a, d) view: 1313/1359/1367
-    "cat": 2859.0,            # torch.stack of dQ, dK, dV
-    "cast_down": 2815.0,      # fp32 -> bf16
-    "cast_up": 1917.0,        # bf16 -> fp32: 1854 (8192 x 2048) and 1980 (the logits)
-    "add": 2927.0,            # fp32 + fp32
-    "add_mixed": 2353.0,      # fp32 + bf16 -> fp32 (the residual stream under autocast)
-    "gelu": 2787.0,
-    "gelu_bwd": 3010.0,
-    "layernorm": 2359.0,      # fp32, 2 x 4 B per element
-    "layernorm_bwd": 2203.0,  # input and weight gradients: 5 x 4 B per element in 152.3 us
-    "reduce": 2365.0,         # a bias gradient: bf16 sum over the tokens
-    "softmax": 1525.0,        # fp32 log-softmax over the vocabulary, 2 x 4 B per logit
-    "softmax_bwd": 2724.0,    # 3 x 4 B per logit
-    "fill": 3294.0,           # zero-fill of a logits-sized fp32 tensor
-    "optimizer": 2484.0,      # fused AdamW, 28 B per fp32 parameter: 124M 2467, 1.3B 2502
+EAGER_KERNEL_GBPS: dict[EagerKernel, float] = {
+    # .contiguous() of a permuted (b, s, 3, a, d) view: 1313/1359/1367
+    EagerKernel.PERMUTE: 1346.0,
+    # torch.stack of dQ, dK, dV
+    EagerKernel.CAT: 2859.0,
+    # fp32 -> bf16
+    EagerKernel.CAST_DOWN: 2815.0,
+    # bf16 -> fp32: 1854 (8192 x 2048) and 1980 (the logits)
+    EagerKernel.CAST_UP: 1917.0,
+    # fp32 + fp32
+    EagerKernel.ADD: 2927.0,
+    # fp32 + bf16 -> fp32 (the residual stream under autocast)
+    EagerKernel.ADD_MIXED: 2353.0,
+    EagerKernel.GELU: 2787.0,
+    EagerKernel.GELU_BWD: 3010.0,
+    # fp32, 2 x 4 B per element
+    EagerKernel.LAYERNORM: 2359.0,
+    # input and weight gradients: 5 x 4 B per element in 152.3 us
+    EagerKernel.LAYERNORM_BWD: 2203.0,
+    # a bias gradient: bf16 sum over the tokens
+    EagerKernel.REDUCE: 2365.0,
+    # fp32 log-softmax over the vocabulary, 2 x 4 B per logit
+    EagerKernel.SOFTMAX: 1525.0,
+    # 3 x 4 B per logit
+    EagerKernel.SOFTMAX_BWD: 2724.0,
+    # zero-fill of a logits-sized fp32 tensor
+    EagerKernel.FILL: 3294.0,
+    # fused AdamW, 28 B per fp32 parameter: 124M 2467, 1.3B 2502
+    EagerKernel.OPTIMIZER: 2484.0,
 }
 #: the HBM bandwidth those are shares of: NVIDIA H100 datasheet, 3.35 TB/s (as
 #: arch_configs/h100-sxm.toml's memory_bandwidth_GBps; tests/test_engine_stack.py checks the two
@@ -134,12 +170,14 @@ EAGER_KERNEL_GBPS = {
 _H100_HBM_GBPS = 3350.0
 
 
-def kernel_share(kind: str) -> float:
-    """A kernel kind's bandwidth relative to a plain stream (1 for ``"stream"`` and unknown
-    kinds): measured on an H100, applied as a share on any chip (an assumption where the
-    chip is another)."""
-    gbps = EAGER_KERNEL_GBPS.get(kind)
-    return 1.0 if gbps is None else gbps / (_H100_HBM_GBPS * STREAM_EFFICIENCY)
+def kernel_share(kind: EagerKernel | str) -> float:
+    """A kernel kind's bandwidth relative to a plain stream (1 for ``STREAM``): measured on an
+    H100, applied as a share on any chip (an assumption where the chip is another). An
+    unknown kind is a ValueError, not a silent plain stream."""
+    kind = EagerKernel(kind)
+    if kind is EagerKernel.STREAM:
+        return 1.0
+    return EAGER_KERNEL_GBPS[kind] / (_H100_HBM_GBPS * STREAM_EFFICIENCY)
 
 
 @dataclass(frozen=True)

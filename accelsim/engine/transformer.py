@@ -41,7 +41,7 @@ from accelsim.engine.graph import (
     gemm_fwd_bwd_s,
     gemm_timed,
 )
-from accelsim.engine.stack import AttentionKernel, KernelKind, kernel_share
+from accelsim.engine.stack import AttentionKernel, EagerKernel, KernelKind, kernel_share
 from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
@@ -482,7 +482,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
     # one fused optimizer call: its bytes at the stack's stream bandwidth (eager: the fused
     # AdamW kernel's measured share of it), at least one call
-    opt_share = 1.0 if params.stack.fused else kernel_share("optimizer")
+    opt_share = 1.0 if params.stack.fused else kernel_share(EagerKernel.OPTIMIZER)
     opt_s = max(optimizer_step_bytes(mem, plan, sc) / (hbm * opt_share),
                 params.stack.floor_s(KernelKind.OPTIMIZER))
     # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
@@ -503,8 +503,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
-        moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed,
-        power_model=system.chip.power is not None and system.chip.power.enforced)
+        moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed)
     if system.chip.power is None:
         return pred
     return replace(pred, energy=step_energy(system, pred.work_rows(), sc.gemm_precision, total,
