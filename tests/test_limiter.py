@@ -168,3 +168,13 @@ def test_predict_takes_the_power_flags_for_transformer_workloads_only(capsys):
     assert main(base + ["--workload", "resnet50", "--power-model"]) == 2
     err = capsys.readouterr().err
     assert "--power-model" in err and "transformer workload" in err and "Traceback" not in err
+
+
+def test_text_output_names_the_limited_clock(capsys):
+    assert main(["predict", "--system", "h100-sxm", "--batch", "8", "--scheme", "bf16",
+                 "--optimizer", "adamw", "--workload", "workloads/gpt2-small.toml", "--stack",
+                 "pytorch", "--power-model"]) == 0
+    assert "at 1980 MHz" in capsys.readouterr().out
+    assert main(["infer", "--system", "h100-sxm", "--model", "llama3-8b", "--scheme", "bf16",
+                 "--batch", "1", "--prompt", "8192", "--power-model"]) == 0
+    assert "prefill_clock_MHz" in capsys.readouterr().out

@@ -166,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
     for k in ("prefill_s", "time_to_first_token_s", "decode_step_s", "decode_tokens_per_s",
               "request_latency_s", "end_to_end_tokens_per_s", "kv_cache_GiB", "weights_GiB",
               "memory_reserve_GiB", "memory_GiB_per_gpu", "prefill_power_W_per_gpu",
-              "decode_step_power_W_per_gpu", "energy_J_per_output_token"):
+              "decode_step_power_W_per_gpu", "energy_J_per_output_token", "prefill_clock_MHz",
+              "decode_clock_MHz"):
         if d.get(k) is not None:
             print(f"  {k:<26} {d[k]:.4g}")
     if not d["fits_memory"]:

@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
           + (f", ep {plan.ep}" if plan.ep > 1 else "") + f"), {args.scheme}, {system.name}")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
               "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s",
-              "power_W_per_gpu"):
+              "power_W_per_gpu", "clock_MHz"):
         if d[k] is not None:
             print(f"  {k:<22} {d[k]:.4g}")
     cap = system.chip.memory_capacity_bytes / 2 ** 30

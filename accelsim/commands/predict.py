@@ -162,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{out['system']} x {out['workload']} ({out['scheme']}, {how}): "
               f"{out['samples_per_s']:.0f} samples/s, step "
               f"{out['step_time_s'] * 1e3:.2f} ms, {out['tflops']:.1f} TFLOP/s, "
-              f"{out['memory_GiB']:.1f} GiB per chip")
+              f"{out['memory_GiB']:.1f} GiB per chip"
+              + (f", at {out['clock_MHz']:.0f} MHz ({out['power_W']:.0f} W: --power-model)"
+                 if out.get("clock_MHz") else ""))
         if not out["fits_memory"]:
             print(f"warning: needs {out['memory_GiB']:.1f} GiB per chip > "
                   f"{out['memory_capacity_GiB']:g} GiB of memory (lower --batch)", file=sys.stderr)
