@@ -374,4 +374,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:  # the report is written whole at the end: nothing half-written
+        print(f"interrupted: nothing written ({REPORT.relative_to(ROOT)} is written at the end; "
+              "a run takes seconds)", file=sys.stderr)
+        raise SystemExit(130) from None
