@@ -1,12 +1,17 @@
-"""accelsim against our own real-H100 measurements (accelsim/data/h100_device/, taken with the
-benchmarks/device_h100_*.py scripts on one H100 SXM5 80 GB, 700 W, PyTorch 2.11 + CUDA 13,
-2026-11-26; README there), printed as predicted vs measured, optionally written as a report.
+"""accelsim against our own real-GPU measurements, taken with the benchmarks/device_h100_*.py
+scripts (PyTorch 2.11 + CUDA 13, 2026-11-26; the README beside each data set): one H100 SXM5
+80 GB (accelsim/data/h100_device/) and one H200 SXM 141 GB (accelsim/data/h200_device/), printed
+as predicted vs measured, optionally written as reports.
 
-    python scripts/device_validate.py            # print every comparison
-    python scripts/device_validate.py --report   # also write reports/device_validation.md
+    python scripts/device_validate.py                  # print every comparison, both GPUs
+    python scripts/device_validate.py --device h200    # one GPU
+    python scripts/device_validate.py --report         # also write reports/device_validation*.md
 
 Held out ("checked"): nothing here was fitted, except the three LM-head GEMMs at vocabulary
-50257, which set the H100 presets' ``unaligned_gemm_rate`` (label "fit"). Targets are issue 23's:
+50257, which set the H100 presets' ``unaligned_gemm_rate`` (label "fit"). The H200 is a chip
+no accelsim parameter was ever fitted on: its preset (arch_configs/h200-sxm.toml) is its
+datasheet plus the H100's fitted efficiencies and energies (the same GH100 silicon), so its rows
+test whether the models carry to another memory system. Targets are issue 23's:
 GEMM time 15 %, attention 20 %, GPT training step 10 %, its peak memory 15 %; inference
 (which the issue gives none) 25 %, the published-inference tolerance; a step's average power
 (no target given either) 15 %, as for GEMM time.
@@ -33,6 +38,7 @@ GEMM time 15 %, attention 20 %, GPT training step 10 %, its peak memory 15 %; in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -56,27 +62,52 @@ from accelsim.perf.power import gemm_power_limited  # noqa: E402
 from accelsim.workload.gpt import GptConfig  # noqa: E402
 from accelsim.workload.transformer import PRESETS  # noqa: E402
 
-DATA = ROOT / "accelsim" / "data" / "h100_device"
-REPORT = ROOT / "reports" / "device_validation.md"
-SYSTEM = "h100-sxm"
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """One measured GPU: its data directory, the preset it is compared with, its report."""
+
+    key: str       # the --device name
+    label: str     # how validate_all and the report name it
+    system: str    # the accelsim preset
+    data: Path
+    report: Path
+
+    def has(self, name: str) -> bool:
+        return (self.data / f"{name}.json").is_file()
+
+
+H100 = Device("h100", "H100 SXM5 80 GB", "h100-sxm", ROOT / "accelsim" / "data" / "h100_device",
+              ROOT / "reports" / "device_validation.md")
+H200 = Device("h200", "H200 SXM 141 GB (never fitted)", "h200-sxm",
+              ROOT / "accelsim" / "data" / "h200_device",
+              ROOT / "reports" / "device_validation_h200.md")
+DEVICES = {d.key: d for d in (H100, H200)}
+#: the data files, in report order (a device may lack some: the H200 has no breakdown.json)
+FILES = ("power", "burst", "kernels", "step_power", "breakdown", "transformer", "inference")
 TOL = {"gemm": 0.15, "gemm burst": 0.15, "gemm held 2 s": 0.15, "lm head": 0.15,
        "attention": 0.20, "attention kernels": 0.20, "gpt step": 0.10, "gpt memory": 0.15,
-       "inference": 0.25, "step power": 0.15}
+       "inference": 0.25, "step power": 0.15, "hbm copy power": 0.15}
 DTYPE = {"bf16": "bf16", "fp16": "fp16", "e4m3_fast1": "fp8"}
 GIB = 2 ** 30
 
 
-def load(name: str) -> dict:
-    return json.loads((DATA / f"{name}.json").read_text())
+def load(name: str, dev: Device = H100) -> dict:
+    return json.loads((dev.data / f"{name}.json").read_text())
 
 
-def sha256(name: str) -> str:
-    return hashlib.sha256((DATA / f"{name}.json").read_bytes()).hexdigest()
+def sha256(name: str, dev: Device = H100) -> str:
+    return hashlib.sha256((dev.data / f"{name}.json").read_bytes()).hexdigest()
 
 
 @cache
-def system():
-    return load_system(SYSTEM)
+def _system(preset: str):
+    return load_system(preset)
+
+
+def system(dev: Device = H100):
+    return _system(dev.system)
 
 
 def _row(group, case, measured, accelsim, unit, label="checked", note="", measured_MHz=None):
@@ -87,67 +118,81 @@ def _row(group, case, measured, accelsim, unit, label="checked", note="", measur
             "measured_MHz": measured_MHz}
 
 
-def gemm_rows() -> list[dict]:
+def gemm_rows(dev: Device = H100) -> list[dict]:
     out = []
-    for r in load("power")["gemm"]:
+    for r in load("power", dev)["gemm"]:
         if "error" in r:
             continue
         p, m, k, n = DTYPE[r["dtype"]], r["M"], r["K"], r["N"]
         case = (f"{r['dtype']} {m}x{k}x{n} ({r['kind']}, {r['sm_MHz']:.0f} MHz, "
                 f"{r['power_W']:.0f} W)")
         out.append(_row("gemm: fixed clock (default)", case, r["time_us"],
-                        gemm_time(system(), m, n, k, p).time_s * 1e6, "us",
+                        gemm_time(system(dev), m, n, k, p).time_s * 1e6, "us",
                         measured_MHz=r["sm_MHz"]))
-        pl = gemm_power_limited(system(), m, n, k, p)
+        pl = gemm_power_limited(system(dev), m, n, k, p)
         out.append(_row("gemm: power model", case, r["time_us"], pl.gemm.time_s * 1e6, "us",
                         note=f"clock {pl.clock_MHz:.0f} MHz (measured {r['sm_MHz']:.0f}, "
                         f"{pl.clock_MHz / r['sm_MHz'] - 1:+.0%})", measured_MHz=r["sm_MHz"]))
     return out
 
 
-def burst_rows() -> list[dict]:
+def copy_power_rows(dev: Device = H100) -> list[dict]:
+    """HBM copies (256 MiB - 4 GiB per buffer) at the max clock, each sampled in its own timed
+    window: board power against ``static + e_byte x bytes / t`` at the measured bandwidth. The
+    H100's are scripts/fit_power.py's copy rows (label "fit"); the H200's check the fitted
+    energy per byte on another memory (HBM3e), at 1.4x the bandwidth."""
+    p = system(dev).chip.power
+    label = "fit" if dev is H100 else "checked"
+    return [_row("hbm copy power", f"copy {r['MiB_each']} MiB at {r['GBps_rw']:.0f} GB/s "
+                 f"({r['sm_MHz']:.0f} MHz)", r["power_W"],
+                 p.static_W + p.memory_J_per_byte * r["GBps_rw"] * 1e9, "W", label)
+            for r in load("power", dev)["bandwidth"]
+            if r.get("kind") == "copy" and r["MiB_each"] >= 256]
+
+
+def burst_rows(dev: Device = H100) -> list[dict]:
     """The two regimes of the power limiter on the same shapes (the MAMF shapes fit_compute
     fits among them): a 100-call burst from idle against the default fixed clock, the shape
     held 2 s against the power model."""
     out = []
-    for r in load("burst")["rows"]:
+    for r in load("burst", dev)["rows"]:
         p, m, k, n = DTYPE[r["dtype"]], r["M"], r["K"], r["N"]
         case = f"{r['dtype']} {m}x{k}x{n}"
         out.append(_row("gemm burst: fixed clock (default)", f"{case}, 100 calls from idle",
-                        r["burst_us"], gemm_time(system(), m, n, k, p).time_s * 1e6, "us"))
-        pl = gemm_power_limited(system(), m, n, k, p)
+                        r["burst_us"], gemm_time(system(dev), m, n, k, p).time_s * 1e6, "us"))
+        pl = gemm_power_limited(system(dev), m, n, k, p)
         out.append(_row("gemm held 2 s: power model", f"{case} ({r['steady_sm_MHz']:.0f} MHz, "
                         f"{r['steady_power_W']:.0f} W)", r["steady_us"], pl.gemm.time_s * 1e6,
                         "us", note=f"clock {pl.clock_MHz:.0f} MHz"))
     return out
 
 
-def lm_head_rows() -> list[dict]:
+def lm_head_rows(dev: Device = H100) -> list[dict]:
     out = []
-    for r in load("breakdown")["lm_head"]:
+    for r in load("breakdown", dev)["lm_head"]:
         v, t, h = r["vocab"], r["tokens"], r["hidden"]
         label = "fit" if v % 8 else "checked"
         for key, (m, n, k) in (("forward_us", (t, v, h)), ("input_grad_us", (t, h, v)),
                                ("weight_grad_us", (h, v, t))):
             out.append(_row("lm head", f"bf16 {m}x{k}x{n} (vocab {v}, {key[:-3]})", r[key],
-                            gemm_time(system(), m, n, k, "bf16").time_s * 1e6, "us", label))
+                            gemm_time(system(dev), m, n, k, "bf16").time_s * 1e6, "us", label))
     return out
 
 
-def _flash(a: dict) -> tuple[str, float, float]:
+def _flash(a: dict, dev: Device = H100) -> tuple[str, float, float]:
     """(case, forward s, backward s) of a measured causal SDPA shape, as `op attention
     --flash-attention` times it."""
     op = AttentionOp(a["batch"], a["heads"], a["seq"], a["head_dim"], causal=True, flash=True,
                      precision="bf16")
-    f, b, _ = flash_attention_parts(system(), op, FlashKernel(),
-                                    system().chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
+    f, b, _ = flash_attention_parts(system(dev), op, FlashKernel(),
+                                    system(dev).chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
     return f"b{a['batch']} h{a['heads']} s{a['seq']} d{a['head_dim']} causal", f, b
 
 
-def attention_rows() -> list[dict]:
+def attention_rows(dev: Device = H100) -> list[dict]:
     out = []
-    for a in load("transformer")["attention"]:
-        case, f, b = _flash(a)
+    for a in load("transformer", dev)["attention"]:
+        case, f, b = _flash(a, dev)
         out.append(_row("attention", f"{case}, forward", a["fwd_s"] * 1e6, f * 1e6, "us"))
         out.append(_row("attention", f"{case}, forward + backward", a["fwd_bwd_s"] * 1e6,
                         (f + b) * 1e6, "us"))
@@ -163,10 +208,10 @@ def _attention_kernel_us(kernels: list[dict]) -> float:
                if not r["name"].startswith("aten::") and any(k in r["name"] for k in keep))
 
 
-def attention_kernel_rows() -> list[dict]:
+def attention_kernel_rows(dev: Device = H100) -> list[dict]:
     out = []
-    for a in load("breakdown")["attention"]:
-        case, f, b = _flash(a)
+    for a in load("breakdown", dev)["attention"]:
+        case, f, b = _flash(a, dev)
         out.append(_row("attention kernels", f"{case}, forward", _attention_kernel_us(
             a["fwd"]["kernels"]), f * 1e6, "us"))
         out.append(_row("attention kernels", f"{case}, forward + backward",
@@ -174,13 +219,13 @@ def attention_kernel_rows() -> list[dict]:
     return out
 
 
-def _gpt(g: dict, power_model: bool = False):
+def _gpt(g: dict, power_model: bool = False, dev: Device = H100):
     """``predict --stack pytorch`` of a measured eager GPT step (one GPU, AdamW, bf16)."""
     cfg = GptConfig(layers=g["layers"], hidden=g["hidden"], heads=g["heads"], seq=g["seq"],
                     vocab=g["vocab"])
     plan = Plan(tp=1, pp=1, dp=1, micro_batch=g["batch"], global_batch=g["batch"],
                 optimizer="adamw")
-    s = system().with_power_model() if power_model else system()
+    s = system(dev).with_power_model() if power_model else system(dev)
     return predict(cfg, plan, "bf16", s, LlmParams(stack=PYTORCH))
 
 
@@ -190,16 +235,16 @@ def _llama() -> Decoder:
     return Decoder(PRESETS["llama3-8b"], 8192, flash_attention=True)
 
 
-def gpt_rows() -> list[dict]:
+def gpt_rows(dev: Device = H100) -> list[dict]:
     out = []
-    runs = list(load("transformer")["gpt"])
-    padded = load("breakdown").get("gpt_padded_step")
+    runs = list(load("transformer", dev)["gpt"])
+    padded = load("breakdown", dev).get("gpt_padded_step") if dev.has("breakdown") else None
     if isinstance(padded, dict) and "step_s" in padded:
         runs.append(padded)
     for g in runs:
         if "step_s" not in g:
             continue
-        r = _gpt(g)
+        r = _gpt(g, dev=dev)
         case = (f"{g['name']}: {g['layers']} x {g['hidden']}, s {g['seq']}, batch {g['batch']}, "
                 f"vocab {g['vocab']}")
         out.append(_row("gpt step", case, g["step_s"] * 1e3, r.iteration_time_s * 1e3, "ms"))
@@ -208,15 +253,15 @@ def gpt_rows() -> list[dict]:
     return out
 
 
-def step_power_rows() -> list[dict]:
+def step_power_rows(dev: Device = H100) -> list[dict]:
     """Whole steps repeated 3 s (step_power.json) against the step-level power model
     (``--power-model``): the step time, with the predicted clock and power beside the
     measured ones."""
-    res = load("step_power")
-    sysp = system().with_power_model()
+    res = load("step_power", dev)
+    sysp = system(dev).with_power_model()
     out = []
     for g in res["gpt"]:
-        r = _gpt(g, power_model=True)
+        r = _gpt(g, power_model=True, dev=dev)
         out.append(_row("gpt step: power model", f"{g['name']} held 3 s ({g['sm_MHz']:.0f} MHz, "
                         f"{g['power_W']:.0f} W)", g["step_s"] * 1e3, r.iteration_time_s * 1e3,
                         "ms", note=f"clock {r.clock_MHz:.0f} MHz, {r.energy.power_W:.0f} W"))
@@ -241,25 +286,32 @@ def step_power_rows() -> list[dict]:
     return out
 
 
-def inference_rows() -> list[dict]:
-    res = load("inference")
+def inference_rows(dev: Device = H100) -> list[dict]:
+    res = load("inference", dev)
     d = _llama()
     out = []
     for r in res["prefill"]:
-        p = infer(d, system(), InferencePlan(), "bf16", 1, prompt=r["prompt"]).prefill.time_s
+        p = infer(d, system(dev), InferencePlan(), "bf16", 1, prompt=r["prompt"]).prefill.time_s
         out.append(_row("inference", f"llama3-8b prefill, prompt {r['prompt']} (eager)",
                         r["time_s"] * 1e3, p * 1e3, "ms"))
     for r in res["decode"]:
-        p = infer(d, system(), InferencePlan(), "bf16", r["batch"],
+        p = infer(d, system(dev), InferencePlan(), "bf16", r["batch"],
                   context=r["context"]).decode.time_s
         out.append(_row("inference", f"llama3-8b decode step, batch {r['batch']}, context "
                         f"{r['context']} (CUDA graph)", r["graph_s"] * 1e3, p * 1e3, "ms"))
     return out
 
 
-def rows() -> list[dict]:
-    return (gemm_rows() + burst_rows() + lm_head_rows() + attention_kernel_rows()
-            + attention_rows() + gpt_rows() + inference_rows() + step_power_rows())
+#: the row groups, each with the data files it needs
+ROW_GROUPS = ((gemm_rows, ("power",)), (burst_rows, ("burst",)), (copy_power_rows, ("power",)), (lm_head_rows, ("breakdown",)),
+              (attention_kernel_rows, ("breakdown",)), (attention_rows, ("transformer",)),
+              (gpt_rows, ("transformer",)), (inference_rows, ("inference",)),
+              (step_power_rows, ("step_power",)))
+
+
+def rows(dev: Device = H100) -> list[dict]:
+    """Every comparison the device's data allows (a group whose file it lacks is left out)."""
+    return [r for fn, needs in ROW_GROUPS if all(dev.has(n) for n in needs) for r in fn(dev)]
 
 
 def _summary(rs: list[dict]) -> list[tuple[str, int, int]]:
@@ -270,17 +322,17 @@ def _summary(rs: list[dict]) -> list[tuple[str, int, int]]:
             for (g, label), v in groups.items()]
 
 
-def transient() -> dict:
+def transient(dev: Device = H100) -> dict:
     """The limiter's transient, read off power.json's trace of bf16 8192^3 from idle: the
     median clock and instant power in its first second (from the first sample below the max
     clock), the clock at its end, the temperature it climbed through, and the time per call of
     the first 100 calls and of the same shape held (the steady GEMM row)."""
-    t = load("power")["transient"]
+    t = load("power", dev)["transient"]
     trace = [dict(zip(t["trace_columns"], r)) for r in t["trace"]]
     busy = [r for r in trace if r["sm_MHz"] < 1950]  # from the first sample the limiter moved
     t0 = busy[0]["t_s"]
     first = [r for r in busy if r["t_s"] <= t0 + 1.0]
-    steady = next(r for r in load("power")["gemm"] if r["dtype"] == "bf16"
+    steady = next(r for r in load("power", dev)["gemm"] if r["dtype"] == "bf16"
                   and r["M"] == r["K"] == r["N"] == 8192)
     return {"first_MHz": statistics.median(r["sm_MHz"] for r in first),
             "first_W": statistics.median(r["power_instant_W"] for r in first),
@@ -289,10 +341,11 @@ def transient() -> dict:
             "first_100_us": t["first_100_calls_us"], "steady_us": steady["time_us"]}
 
 
-def probes() -> list[str]:
+def probes(dev: Device = H100) -> list[str]:
     """Measured facts that are not predictions: bandwidths, floors, the limiter's transient."""
-    p, b = load("power"), load("breakdown")
-    chip = system().chip
+    p = load("power", dev)
+    b = load("breakdown", dev) if dev.has("breakdown") else {}
+    chip = system(dev).chip
     hbm_GBps = chip.memory_bandwidth_Bps / 1e9
     l2_GBps = next(lv.bandwidth_Bps for lv in chip.levels if lv.shared_by > 1) / 1e9
     lines = []
@@ -301,7 +354,7 @@ def probes() -> list[str]:
         best = max(r["GBps_read"] for r in l2 if r["MiB"] <= 32)
         hbm = max(r["GBps_read"] for r in l2 if r["MiB"] >= 1024)
         lines.append(f"- L2-resident re-reads (8-32 MiB, loads that bypass L1): up to {best:.0f} "
-                     f"GB/s at 1980 MHz; from HBM (2 GiB): {hbm:.0f} GB/s. The h100-sxm preset's "
+                     f"GB/s at 1980 MHz; from HBM (2 GiB): {hbm:.0f} GB/s. The {dev.system} preset's "
                      f"L2 bandwidth: {l2_GBps:.0f} GB/s (an assumption, see its TOML).")
     for r in b.get("limited_clock", []) if isinstance(b.get("limited_clock"), list) else []:
         lines.append(f"- {r['probe']}: {r['alone_GBps']:.0f} GB/s alone at {r['alone_sm_MHz']:.0f} "
@@ -320,7 +373,7 @@ def probes() -> list[str]:
     for r in p["small"]:
         lines.append(f"- back-to-back {r['dtype']} {r['M']}^3: {r['eager_us']:.1f} us per eager "
                      f"call, {r['graph_us']:.1f} us replayed in a CUDA graph")
-    t = transient()
+    t = transient(dev)
     lines.append(f"- bf16 8192^3 from idle: in its first second the clock's median is "
                  f"{t['first_MHz']:.0f} MHz and the instant power's {t['first_W']:.0f} W (above "
                  "the limit: the limiter holds a ~1 s average), then the clock drifts to "
@@ -332,18 +385,18 @@ def probes() -> list[str]:
     return lines
 
 
-def report(rs: list[dict]) -> str:
-    files = ", ".join(f"`{n}.json` (sha256 `{sha256(n)[:16]}...`)"
-                      for n in ("power", "burst", "kernels", "step_power", "breakdown",
-                                "transformer", "inference"))
-    out = ["# accelsim vs our own H100 measurements", "",
-           "Generated by `python scripts/device_validate.py --report` (do not edit by hand). "
-           f"Data: accelsim/data/h100_device/ ({files}); how each was measured: its README and "
-           "the benchmarks/device_h100_*.py scripts. System preset: `h100-sxm`. Errors are "
+def report(rs: list[dict], dev: Device = H100) -> str:
+    files = ", ".join(f"`{n}.json` (sha256 `{sha256(n, dev)[:16]}...`)"
+                      for n in FILES if dev.has(n))
+    where = dev.data.relative_to(ROOT).as_posix()
+    out = [f"# accelsim vs our own {dev.label} measurements", "",
+           f"Generated by `python scripts/device_validate.py --device {dev.key} --report` (do not "
+           f"edit by hand). Data: {where}/ ({files}); how each was measured: its README and the "
+           f"benchmarks/device_h100_*.py scripts. System preset: `{dev.system}`. Errors are "
            "accelsim / measured - 1.", "", "## Summary", "",
            "| group | in target | rows |", "|---|---|---|"]
     out += [f"| {g} | {k} | {n} |" for g, k, n in _summary(rs)]
-    out += ["", "## Measured facts (not predictions)", ""] + probes()
+    out += ["", "## Measured facts (not predictions)", ""] + probes(dev)
     group = None
     for r in rs:
         if r["group"] != group:
@@ -358,18 +411,26 @@ def report(rs: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--report", action="store_true", help=f"also write {REPORT.relative_to(ROOT)}")
+    ap.add_argument("--device", choices=[*DEVICES, "all"], default="all",
+                    help="which GPU's measurements (default: all)")
+    ap.add_argument("--report", action="store_true",
+                    help="also write each device's report (" + ", ".join(
+                        d.report.relative_to(ROOT).as_posix() for d in DEVICES.values()) + ")")
     args = ap.parse_args(argv)
-    rs = rows()
-    for r in rs:
-        print(f"{r['group']:28s} {r['case'][:70]:70s} {r['measured']:10.4g} {r['accelsim']:10.4g}"
-              f" {r['unit']:3s} {r['error_pct']:+7.1f} %  {'ok' if r['in_target'] else '--'}")
-    print()
-    for g, k, n in _summary(rs):
-        print(f"{g}: {k}/{n} in target")
-    if args.report:
-        REPORT.write_text(report(rs))
-        print(f"wrote {REPORT.relative_to(ROOT)}")
+    for dev in DEVICES.values() if args.device == "all" else [DEVICES[args.device]]:
+        rs = rows(dev)
+        print(f"== {dev.label} vs {dev.system}")
+        for r in rs:
+            print(f"{r['group']:28s} {r['case'][:70]:70s} {r['measured']:10.4g} "
+                  f"{r['accelsim']:10.4g} {r['unit']:3s} {r['error_pct']:+7.1f} %  "
+                  f"{'ok' if r['in_target'] else '--'}")
+        print()
+        for g, k, n in _summary(rs):
+            print(f"{g}: {k}/{n} in target")
+        if args.report:
+            dev.report.write_text(report(rs, dev))
+            print(f"wrote {dev.report.relative_to(ROOT)}")
+        print()
     return 0
 
 
@@ -377,6 +438,6 @@ if __name__ == "__main__":
     try:
         raise SystemExit(main())
     except KeyboardInterrupt:  # the report is written whole at the end: nothing half-written
-        print(f"interrupted: nothing written ({REPORT.relative_to(ROOT)} is written at the end; "
-              "a run takes seconds)", file=sys.stderr)
+        print("interrupted: nothing written (each report is written whole at the end; a run "
+              "takes seconds)", file=sys.stderr)
         raise SystemExit(130) from None

@@ -203,15 +203,18 @@ def llm_published() -> list[dict]:
 
 
 def device() -> list[dict]:
-    """scripts/device_validate.py: our own H100 SXM measurements (accelsim/data/h100_device):
-    steady-state GEMMs (fixed clock and power model), flash attention, eager GPT training steps
-    and memory, Llama-3-8B inference; held out except the LM-head GEMMs that set the H100
-    presets' unaligned_gemm_rate."""
+    """scripts/device_validate.py: our own H100 SXM and H200 SXM measurements
+    (accelsim/data/h100_device, h200_device): steady-state GEMMs (fixed clock and power model),
+    flash attention, eager GPT training steps and memory, Llama-3-8B inference, whole-step
+    power; held out except the LM-head GEMMs that set the H100 presets' unaligned_gemm_rate.
+    No parameter was ever fitted on the H200."""
     import device_validate as v
 
-    return [_row(f"H100 measured here: {r['group']}", f"{r['case']} ({r['unit']})",
+    names = {"h100": "H100 measured here", "h200": "H200 measured here (chip never fitted)"}
+    return [_row(f"{names[dev.key]}: {r['group']}", f"{r['case']} ({r['unit']})",
                  r["measured"], r["accelsim"], r["error_pct"], "%",
-                 f"+-{r['tolerance_pct']:g}", r["in_target"], r["label"]) for r in v.rows()]
+                 f"+-{r['tolerance_pct']:g}", r["in_target"], r["label"])
+            for dev in v.DEVICES.values() for r in v.rows(dev)]
 
 
 # --------------------------------------------------------------------------- SCALE-Sim, bits, netsim
@@ -324,7 +327,7 @@ def main(argv=None) -> int:
                      ("GPU datasheet peaks", datasheet_peaks),
                      ("Megatron-LM and FP8-LM", lambda: llm(log)),
                      ("LLM inference and MoE training (published)", llm_published),
-                     ("H100 measured here (device_validate)", device),
+                     ("H100 and H200 measured here (device_validate)", device),
                      ("SCALE-Sim cycles", scalesim),
                      ("H100 FP8 bits", h100_bits),
                      ("netsim engines", lambda: netsim(args.quick))):

@@ -1,6 +1,6 @@
-"""Our own H100 measurements (accelsim/data/h100_device) and the physics they pinned down: the
-GEMM fallback for strides that are not 16-byte multiples, Megatron's vocabulary padding, and the
-comparison script (scripts/device_validate.py)."""
+"""Our own H100 and H200 measurements (accelsim/data/h100_device, h200_device) and the physics
+they pinned down: the GEMM fallback for strides that are not 16-byte multiples, Megatron's
+vocabulary padding, and the comparison script (scripts/device_validate.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,16 @@ SHA256 = {
     "kernels.json": "c4a9b1b8fb6aa2fadd1ca212518194cd54e95d319051746bf782a96020e35bf9",
     "burst.json": "4bc7e93b56ab9438692553e7e63cea951bf0f1d5c3b83e1d14ca090cc679e401",
 }
+DATA_H200 = REPO / "accelsim" / "data" / "h200_device"
+SHA256_H200 = {
+    "power.json": "46b59af3588dd6c9b8dfd1a347558e28fb7dbe34de9538b63a1120d378baf3c4",
+    "burst.json": "724c25fae99a874e5e3531a65c1cd9040d394322ce13546832c64cad9746332c",
+    "kernels.json": "bfe693ad81fa3241949f8e84588c84da1a1671da6b50aea8875a98059ef974db",
+    "transformer.json": "eaaf2448b7bdad2258a499a947e3c8b8894ebd0a9b086c1e0cd83ecec53379bf",
+    "inference.json": "38af3f0e9ca6e424ab2c82368e47e5b45631d10a6c04b46784d77edc3e20d41f",
+    "step_power.json": "7f5f9b5be3be3e9bd87524448f2d353299e9d1868a444e44aa0654c8637d0228",
+    "nvidia_smi.csv": "5a5868bce506a522c8c2cfc6fb949504c3957128940a13dfccb77f7653851026",
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +59,12 @@ def h100():
     return load_system("h100-sxm")
 
 
-@pytest.mark.parametrize("name", sorted(SHA256))
-def test_measurements_are_the_pinned_copies(name):
-    assert hashlib.sha256((DATA / name).read_bytes()).hexdigest() == SHA256[name]
-    assert name in (DATA / "README.md").read_text()
+@pytest.mark.parametrize(("data", "name", "digest"),
+                         [(DATA, n, h) for n, h in sorted(SHA256.items())]
+                         + [(DATA_H200, n, h) for n, h in sorted(SHA256_H200.items())])
+def test_measurements_are_the_pinned_copies(data, name, digest):
+    assert hashlib.sha256((data / name).read_bytes()).hexdigest() == digest
+    assert name in (data / "README.md").read_text()
 
 
 def test_unaligned_stride_runs_at_the_measured_fallback_rate(h100):
@@ -164,3 +176,33 @@ def test_the_fixed_clock_is_the_burst_regime_and_the_power_model_the_held_one(dv
     assert all(abs(r["error_pct"]) <= 5 for r in held)
     for b, h in zip(burst, held):
         assert h["measured"] > 1.1 * b["measured"]
+
+
+def test_the_h200_is_compared_with_its_own_preset_and_skips_what_it_lacks(dv):
+    """The H200 (never fitted) runs through the same comparisons against h200-sxm; it has no
+    breakdown.json, so the LM-head and profiled-attention groups are left out, not faked."""
+    rs = dv.rows(dv.H200)
+    groups = {r["group"] for r in rs}
+    assert "lm head" not in groups and "attention kernels" not in groups
+    assert {"gemm: power model", "gpt step", "gpt memory", "inference",
+            "gemm held 2 s: power model", "step power: power model"} <= groups
+    assert dv.system(dv.H200).name == "h200-sxm"
+    assert dv.system(dv.H200).chip.memory_bandwidth_Bps == pytest.approx(4.8e12)
+    text = dv.report(rs, dv.H200)
+    assert "h200_device" in text and "--device h200" in text and "breakdown" not in text
+
+
+def test_the_h200_runs_the_same_silicon_faster_only_where_memory_bound(dv):
+    """Held out, a model property the second chip checks: H200 and H100 share the GH100 compute,
+    so the model gives long compute-bound GEMMs the same time on both (measured within 5 %) and
+    memory-bound GEMMs the H200's 1.43x bandwidth (measured: faster by more than 1.2x)."""
+    def by_case(dev):
+        return {r["case"].split(" (")[0]: r for r in dv.gemm_rows(dev)
+                if r["group"] == "gemm: fixed clock (default)"}
+    h100, h200 = by_case(dv.H100), by_case(dv.H200)
+    big, skinny = "bf16 8192x4096x28672", "bf16 1x4096x28672"
+    assert h200[big]["accelsim"] == pytest.approx(h100[big]["accelsim"], rel=0.01)
+    assert h200[big]["measured"] == pytest.approx(h100[big]["measured"], rel=0.05)
+    assert h100[skinny]["accelsim"] / h200[skinny]["accelsim"] == pytest.approx(4.8 / 3.35,
+                                                                                  rel=0.05)
+    assert h100[skinny]["measured"] / h200[skinny]["measured"] > 1.2

@@ -175,7 +175,12 @@ def test_fit_is_rederived_and_matches_the_presets():
     floor, e, used = f.floor, f.energies, f.used
     # fit quality as reported (reports/power_validation.md): rms power error of the fit rows
     assert sum(x * x for x in f.power_residuals) / len(f.power_residuals) < 0.2**2
-    assert {r.label for r in used if r.kind == "copy"} == {"copy 4096 MiB"}
+    # the copies: our own H100's, each sampled in its own window; the fit data's last copy
+    # (608 W while the power still decays from its heavy GEMMs) is a lagging sample, left out
+    assert {r.label for r in used if r.kind == "copy"} == {
+        f"copy {m} MiB (h100_device)" for m in (256, 1024, 4096)}
+    lagging = next(r for r in f.rows if r.label == "copy 4096 MiB")
+    assert "decaying" in lagging.use
     assert len([r for r in used if r.kind == "gemm"]) == 7
     for name, scale in fit_power.PRESETS.items():
         p = load_system(name).chip.power
@@ -185,3 +190,4 @@ def test_fit_is_rederived_and_matches_the_presets():
                                                             rel=1e-3)
         fp8 = e["16-bit" if name in fit_power.FP8_ON_16BIT else "fp8"]
         assert p.energy_per_flop_J("fp8") == pytest.approx(fp8 * scale * 1e-12, rel=1e-3)
+
