@@ -397,15 +397,17 @@ def report(rs: list[dict], dev: Device = H100) -> str:
            "| group | in target | rows |", "|---|---|---|"]
     out += [f"| {g} | {k} | {n} |" for g, k, n in _summary(rs)]
     out += ["", "## Measured facts (not predictions)", ""] + probes(dev)
-    group = None
-    for r in rs:
-        if r["group"] != group:
-            group = r["group"]
-            out += ["", f"## {group} (target +-{r['tolerance_pct']:.0f} %)", "",
-                    "| case | measured | accelsim | error | label | note |",
-                    "|---|---|---|---|---|---|"]
-        out.append(f"| {r['case']} | {r['measured']:.4g} {r['unit']} | {r['accelsim']:.4g} "
-                   f"{r['unit']} | {r['error_pct']:+.1f} % | {r['label']} | {r['note']} |")
+    groups: dict[str, list[dict]] = {}
+    for r in rs:  # one table per group, in the order groups first appear
+        groups.setdefault(r["group"], []).append(r)
+    for group, members in groups.items():
+        out += ["", f"## {group} (target +-{members[0]['tolerance_pct']:.0f} %)", "",
+                "| case | measured | accelsim | error | label | note |",
+                "|---|---|---|---|---|---|"]
+        out += [
+            f"| {r['case']} | {r['measured']:.4g} {r['unit']} | {r['accelsim']:.4g} "
+            f"{r['unit']} | {r['error_pct']:+.1f} % | {r['label']} | {r['note']} |"
+            for r in members]
     return "\n".join(out) + "\n"
 
 
