@@ -17,3 +17,5 @@ for spec in power:150 transformer:100 inference:100 step_power:60 burst:60; do
   PYTHONUNBUFFERED=1 timeout "$limit" python3 "device_h100_$name.py" --out "$out/$name.json" > "$out/$name.log" 2>&1
   echo "$name rc=$? $(( $(date +%s) - start )) s"
 done
+PYTHONUNBUFFERED=1 timeout 240 python3 device_h100_kernels.py --out "$out/kernels.json" > "$out/kernels.log" 2>&1; echo "kernels rc=$?"
+PYTHONUNBUFFERED=1 timeout 240 python3 device_h100_breakdown.py --out "$out/breakdown.json" > "$out/breakdown.log" 2>&1; echo "breakdown rc=$?"

@@ -38,6 +38,7 @@ SHA256_H200 = {
     "inference.json": "38af3f0e9ca6e424ab2c82368e47e5b45631d10a6c04b46784d77edc3e20d41f",
     "step_power.json": "7f5f9b5be3be3e9bd87524448f2d353299e9d1868a444e44aa0654c8637d0228",
     "nvidia_smi.csv": "5a5868bce506a522c8c2cfc6fb949504c3957128940a13dfccb77f7653851026",
+    "breakdown.json": "69aea9a69f473177f3a90404fb2aabbd53b5a44b65eb9811c3b9022c136f3af1",
 }
 
 
@@ -178,18 +179,28 @@ def test_the_fixed_clock_is_the_burst_regime_and_the_power_model_the_held_one(dv
         assert h["measured"] > 1.1 * b["measured"]
 
 
-def test_the_h200_is_compared_with_its_own_preset_and_skips_what_it_lacks(dv):
-    """The H200 (never fitted) runs through the same comparisons against h200-sxm; it has no
-    breakdown.json, so the LM-head and profiled-attention groups are left out, not faked."""
+def test_the_h200_is_compared_with_its_own_preset(dv):
+    """The H200 (never fitted) runs through the same comparisons against h200-sxm; its
+    unaligned LM head checks the H100's rate (label "checked", not "fit")."""
     rs = dv.rows(dv.H200)
     groups = {r["group"] for r in rs}
-    assert "lm head" not in groups and "attention kernels" not in groups
-    assert {"gemm: power model", "gpt step", "gpt memory", "inference",
-            "gemm held 2 s: power model", "step power: power model"} <= groups
+    assert {"gemm: power model", "gpt step", "gpt memory", "inference", "lm head",
+            "attention kernels", "gemm held 2 s: power model", "step power: power model",
+            "hbm copy power"} <= groups
+    assert {r["label"] for r in rs} == {"checked"}
     assert dv.system(dv.H200).name == "h200-sxm"
     assert dv.system(dv.H200).chip.memory_bandwidth_Bps == pytest.approx(4.8e12)
     text = dv.report(rs, dv.H200)
-    assert "h200_device" in text and "--device h200" in text and "breakdown" not in text
+    assert "h200_device" in text and "--device h200" in text
+
+
+def test_a_group_without_its_data_file_is_left_out(dv, tmp_path):
+    """A device that lacks a file (here: only power.json) gets the groups that file feeds."""
+    (tmp_path / "power.json").write_bytes((dv.H200.data / "power.json").read_bytes())
+    dev = dv.Device("x", "test GPU", "h200-sxm", tmp_path, tmp_path / "report.md")
+    groups = {r["group"] for r in dv.rows(dev)}
+    assert groups == {"gemm: fixed clock (default)", "gemm: power model", "hbm copy power"}
+    assert "breakdown" not in dv.report(dv.rows(dev), dev)
 
 
 def test_the_h200_runs_the_same_silicon_faster_only_where_memory_bound(dv):
