@@ -85,7 +85,8 @@ H200 = Device("h200", "H200 SXM 141 GB (never fitted)", "h200-sxm",
               ROOT / "reports" / "device_validation_h200.md")
 DEVICES = {d.key: d for d in (H100, H200)}
 #: the data files, in report order (a device may lack some; a group without its file is left out)
-FILES = ("power", "burst", "kernels", "step_power", "breakdown", "transformer", "inference")
+FILES = ("power", "burst", "kernels", "step_power", "breakdown", "transformer", "inference",
+         "decode_profile")
 TOL = {"gemm": 0.15, "gemm burst": 0.15, "gemm held 2 s": 0.15, "lm head": 0.15,
        "attention": 0.20, "attention kernels": 0.20, "gpt step": 0.10, "gpt memory": 0.15,
        "inference": 0.25, "step power": 0.15, "hbm copy power": 0.15}
@@ -341,6 +342,53 @@ def transient(dev: Device = H100) -> dict:
             "first_100_us": t["first_100_calls_us"], "steady_us": steady["time_us"]}
 
 
+#: the decode ops of accelsim.engine.inference that are not GEMMs
+NOT_GEMM = ("attention", "elementwise", "tp_comm", "all_to_all")
+
+
+def _is_gemm_kernel(name: str) -> bool:
+    return any(k in name for k in ("nvjet", "gemm", "cutlass", "sm90_xmma"))
+
+
+def decode_profile_facts(dev: Device = H100) -> list[str]:
+    """Where a profiled decode step's time goes (decode_profile.json, when the device has it):
+    the GEMM kernels' own time and the HBM bandwidth it implies for the weights, the other
+    kernels, and the gaps a CUDA graph leaves between kernels; beside accelsim's split."""
+    if not dev.has("decode_profile"):
+        return []
+    d = _llama()
+    bw = system(dev).chip.memory_bandwidth_Bps
+    out = []
+    for r in load("decode_profile", dev)["decode"]:
+        ks = [k for k in r["graph_kernels"] if not k["name"].startswith(("aten::", "cuda"))]
+        gemm = [k for k in ks if _is_gemm_kernel(k["name"])]
+        attn = [k for k in ks if any(a in k["name"] for a in ("sdpa", "flash", "fmha"))]
+        n, n_g = sum(k["calls"] for k in ks), sum(k["calls"] for k in gemm)
+        n_a = sum(k["calls"] for k in attn)
+        t_k, t_g = sum(k["us"] for k in ks) * 1e-6, sum(k["us"] for k in gemm) * 1e-6
+        t_a = sum(k["us"] for k in attn) * 1e-6
+        res = infer(d, system(dev), InferencePlan(), "bf16", r["batch"], context=r["context"])
+        p = res.decode
+        gemms = [(n, o) for n, ops in p.layers for o in ops if o.op not in NOT_GEMM] + [
+            (1, o) for o in p.head]
+        m_g = sum(c * o.time_s for c, o in gemms)
+        weights = sum(c * o.bytes for c, o in gemms)  # the GEMMs' bytes: weights, nearly all
+        m_a = sum(c * o.time_s for c, ops in p.layers for o in ops if o.op == "attention")
+        ms = 1e3
+        out.append(
+            f"- decode step B={r['batch']}, context {r['context']} (CUDA graph, profiled): "
+            f"{r['graph_s'] * ms:.2f} ms = {n_g:.0f} GEMM kernels {t_g * ms:.2f} (the "
+            f"{weights / 1e9:.1f} GB of weights at {weights / t_g / bw:.2f} of HBM) + attention "
+            f"{t_a * ms:.2f} + {n - n_g - n_a:.0f} other kernels {(t_k - t_g - t_a) * ms:.2f} + "
+            f"gaps {(r['graph_s'] - t_k) * ms:.2f} ({(r['graph_s'] - t_k) / n * 1e6:.1f} us per "
+            f"kernel). accelsim: {p.time_s * ms:.2f} ms = GEMMs {m_g * ms:.2f} (streams at "
+            f"{FITTED.memory_efficiency} of HBM plus {system(dev).chip.kernel_launch_s * 1e6:.0f}"
+            f" us each) + attention {m_a * ms:.2f} + the rest {(p.time_s - m_g - m_a) * ms:.2f}"
+            ": its GEMMs are slower than the chip's and its other kernels far fewer than this "
+            "unfused decoder runs.")
+    return out
+
+
 def probes(dev: Device = H100) -> list[str]:
     """Measured facts that are not predictions: bandwidths, floors, the limiter's transient."""
     p = load("power", dev)
@@ -373,6 +421,7 @@ def probes(dev: Device = H100) -> list[str]:
     for r in p["small"]:
         lines.append(f"- back-to-back {r['dtype']} {r['M']}^3: {r['eager_us']:.1f} us per eager "
                      f"call, {r['graph_us']:.1f} us replayed in a CUDA graph")
+    lines += decode_profile_facts(dev)
     t = transient(dev)
     lines.append(f"- bf16 8192^3 from idle: in its first second the clock's median is "
                  f"{t['first_MHz']:.0f} MHz and the instant power's {t['first_W']:.0f} W (above "

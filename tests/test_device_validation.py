@@ -39,6 +39,7 @@ SHA256_H200 = {
     "step_power.json": "7f5f9b5be3be3e9bd87524448f2d353299e9d1868a444e44aa0654c8637d0228",
     "nvidia_smi.csv": "5a5868bce506a522c8c2cfc6fb949504c3957128940a13dfccb77f7653851026",
     "breakdown.json": "69aea9a69f473177f3a90404fb2aabbd53b5a44b65eb9811c3b9022c136f3af1",
+    "decode_profile.json": "e561065167e8796979921f03b3d3c553d2dfdc3d922a9b39ad5a68ed36af7aef",
 }
 
 
@@ -217,3 +218,18 @@ def test_the_h200_runs_the_same_silicon_faster_only_where_memory_bound(dv):
     assert h100[skinny]["accelsim"] / h200[skinny]["accelsim"] == pytest.approx(4.8 / 3.35,
                                                                                   rel=0.05)
     assert h100[skinny]["measured"] / h200[skinny]["measured"] > 1.2
+
+
+def test_profiled_decode_step_splits_into_its_kernels(dv):
+    """The H200's profiled decode steps (decode_profile.json): the kernels' device time plus the
+    gaps make up the step; the GEMM kernels stream the 15 GB of weights near HBM speed (0.7-0.95
+    of 4.8 TB/s), so the rest of the step is the unfused decoder's other kernels."""
+    facts = dv.decode_profile_facts(dv.H200)
+    assert len(facts) == 3 and all("GEMM kernels" in f and "accelsim" in f for f in facts)
+    for r in dv.load("decode_profile", dv.H200)["decode"]:
+        ks = [k for k in r["graph_kernels"] if not k["name"].startswith(("aten::", "cuda"))]
+        t_k = sum(k["us"] for k in ks) * 1e-6
+        assert 0.75 * r["graph_s"] < t_k < r["graph_s"]
+        t_g = sum(k["us"] for k in ks if dv._is_gemm_kernel(k["name"])) * 1e-6
+        assert 0.7 < 15.0e9 / t_g / 4.8e12 < 0.95
+    assert dv.decode_profile_facts(dv.H100) == []  # the H100 has no such file
