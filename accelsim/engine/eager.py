@@ -23,7 +23,7 @@ from accelsim.arch.states import StateFormats
 from accelsim.engine.graph import ElementwiseOp, elementwise_s
 from accelsim.engine.plan import Plan
 from accelsim.engine.stack import EagerKernel as K
-from accelsim.engine.stack import kernel_share
+from accelsim.engine.stack import kernel_Bps
 from accelsim.errors import InputError
 from accelsim.workload.gpt import GptConfig
 
@@ -140,12 +140,13 @@ def head_activation_bytes(model: GptConfig | Decoder, micro_batch: int, precisio
     return T * h * (r + e) + c * model.vocab * h * e + T * model.vocab * (e + 3 * F32)
 
 
-def stream_s(kernels: tuple[ElementwiseOp, ...], hbm_Bps: float, floor_s: float
-             ) -> tuple[float, float]:
-    """(seconds, bytes) of ``kernels`` run one after another, each streaming at ``hbm_Bps``
-    times its kind's share (:func:`accelsim.engine.stack.kernel_share`, measured) and taking
-    at least the per-call floor ``floor_s``."""
-    return (sum(elementwise_s(k, hbm_Bps * kernel_share(k.kind), floor_s) for k in kernels),
+def stream_s(kernels: tuple[ElementwiseOp, ...], hbm_Bps: float, floor_s: float,
+             sm: float = 1.0) -> tuple[float, float]:
+    """(seconds, bytes) of ``kernels`` run one after another, each at its kind's bandwidth on
+    a chip whose plain stream reaches ``hbm_Bps`` and whose SM-side rate is ``sm`` x the
+    H100's (:func:`accelsim.engine.stack.kernel_Bps`, measured), and taking at least the
+    per-call floor ``floor_s``."""
+    return (sum(elementwise_s(k, kernel_Bps(k.kind, hbm_Bps, sm), floor_s) for k in kernels),
             sum(k.bytes for k in kernels))
 
 

@@ -16,8 +16,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from accelsim.errors import InputError
+
+if TYPE_CHECKING:
+    from accelsim.arch import Chip
 
 
 class AttentionKernel(StrEnum):
@@ -164,20 +168,41 @@ EAGER_KERNEL_GBPS: dict[EagerKernel, float] = {
     # fused AdamW, 28 B per fp32 parameter: 124M 2467, 1.3B 2502
     EagerKernel.OPTIMIZER: 2484.0,
 }
-#: the HBM bandwidth those are shares of: NVIDIA H100 datasheet, 3.35 TB/s (as
-#: arch_configs/h100-sxm.toml's memory_bandwidth_GBps; tests/test_engine_stack.py checks the two
-#: agree)
+#: the HBM bandwidth and SM rate those were measured at: NVIDIA H100 datasheet, 3.35 TB/s; 132
+#: SMs at 1.83 GHz (as arch_configs/h100-sxm.toml's memory_bandwidth_GBps, cores and
+#: frequency_GHz; tests/test_engine_stack.py checks they agree)
 _H100_HBM_GBPS = 3350.0
+_H100_SM_RATE = 132 * 1.83e9
 
 
-def kernel_share(kind: EagerKernel | str) -> float:
-    """A kernel kind's bandwidth relative to a plain stream (1 for ``STREAM``): measured on an
-    H100, applied as a share on any chip (an assumption where the chip is another). An
-    unknown kind is a ValueError, not a silent plain stream."""
+def sm_scale(chip: Chip) -> float:
+    """The chip's SM-side rate (SMs x clock) relative to the H100 SXM's, which the eager
+    kernel bandwidths were measured at."""
+    return chip.cores * chip.core.frequency_Hz / _H100_SM_RATE
+
+
+def kernel_Bps(kind: EagerKernel | str, stream_Bps: float, sm: float = 1.0) -> float:
+    """A kernel kind's bandwidth on a chip whose plain stream reaches ``stream_Bps`` and whose
+    SM-side rate is ``sm`` x the H100's (:func:`sm_scale`). An unknown kind is a ValueError,
+    not a silent plain stream.
+
+    Two costs in series: each byte takes its share of the HBM stream and, for a kind slower
+    than a stream on the H100, an SM-side time (index arithmetic of a strided copy, a
+    reduction's passes) that does not shrink with HBM bandwidth: ``1/B = 1/stream + x/sm``,
+    ``x = 1/B_H100 - 1/stream_H100``. On the H100 this is its measured bandwidth. A kind at
+    least as fast as a stream there (a write-only fill) is HBM-bound and scales with it.
+    Checked on an H200 (the same SMs, 1.43x the HBM; accelsim/data/h200_device/kernels.json,
+    held out): strided copies run 1.03-1.05x the H100's, casts and adds 1.4x, as this
+    predicts, where scaling every kind with HBM over-speeds the strided ones by ~40 %."""
     kind = EagerKernel(kind)
     if kind is EagerKernel.STREAM:
-        return 1.0
-    return EAGER_KERNEL_GBPS[kind] / (_H100_HBM_GBPS * STREAM_EFFICIENCY)
+        return stream_Bps
+    h100_stream = _H100_HBM_GBPS * 1e9 * STREAM_EFFICIENCY
+    b = EAGER_KERNEL_GBPS[kind] * 1e9
+    x = 1.0 / b - 1.0 / h100_stream
+    if x <= 0:
+        return stream_Bps * b / h100_stream
+    return 1.0 / (1.0 / stream_Bps + x / sm)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ from accelsim.engine.graph import (
     gemm_fwd_bwd_s,
     gemm_timed,
 )
-from accelsim.engine.stack import AttentionKernel, EagerKernel, KernelKind, kernel_share
+from accelsim.engine.stack import (AttentionKernel, EagerKernel, KernelKind, kernel_Bps,
+                                   sm_scale)
 from accelsim.engine.schedule import exposed_comm_s, pipeline_s
 from accelsim.engine.trace import Row, Timeline
 from accelsim.netsim.update import update_bytes_per_elem
@@ -113,12 +114,12 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
         loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
         loss = ((loss_f / bw, loss_f), (loss_b / bw, loss_b))
     else:  # eager: every element-wise op its own kernel (accelsim.engine.eager)
-        efloor = stack.floor_s(KernelKind.ELEMENTWISE)
+        efloor, sm = stack.floor_s(KernelKind.ELEMENTWISE), sm_scale(system.chip)
         for phase, kernels in zip((Phase.FWD, Phase.BWD), eager.layer_kernels(
                 model, plan.micro_batch, formats.gemm_precision)):
-            t, nbytes = eager.stream_s(kernels, bw, efloor)
+            t, nbytes = eager.stream_s(kernels, bw, efloor, sm)
             rows.append(OpTime(ew.name, phase, t, 0.0, nbytes, "memory"))
-        loss = tuple(eager.stream_s(k, bw, efloor) for k in eager.head_kernels(
+        loss = tuple(eager.stream_s(k, bw, efloor, sm) for k in eager.head_kernels(
             model, plan.micro_batch, formats.gemm_precision))
     hf, hb = gemm_fwd_bwd_s(system, head, gfloor)
     hbound = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count).bound
@@ -481,9 +482,10 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         + accumulate
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
     # one fused optimizer call: its bytes at the stack's stream bandwidth (eager: the fused
-    # AdamW kernel's measured share of it), at least one call
-    opt_share = 1.0 if params.stack.fused else kernel_share(EagerKernel.OPTIMIZER)
-    opt_s = max(optimizer_step_bytes(mem, plan, sc) / (hbm * opt_share),
+    # AdamW kernel's measured bandwidth, carried to this chip), at least one call
+    opt_Bps = hbm if params.stack.fused else kernel_Bps(EagerKernel.OPTIMIZER, hbm,
+                                                        sm_scale(system.chip))
+    opt_s = max(optimizer_step_bytes(mem, plan, sc) / opt_Bps,
                 params.stack.floor_s(KernelKind.OPTIMIZER))
     # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
     dp_exposed = exposed_comm_s(cm.dp_reduce_s, cm.dp_gather_s, 0.0,
