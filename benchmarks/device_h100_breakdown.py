@@ -42,7 +42,9 @@ def kernels(prof, steps: int) -> tuple[list[dict], float]:
     return rows, busy
 
 
-def profile_fn(fn, steps: int = 3) -> dict:
+def profiled(fn, steps: int = 3) -> tuple[list[dict], float]:
+    """Kernel rows and device busy us per call of ``fn``, profiled over ``steps`` calls after
+    three warm-up calls."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -50,7 +52,11 @@ def profile_fn(fn, steps: int = 3) -> dict:
         for _ in range(steps):
             fn()
         torch.cuda.synchronize()
-    rows, busy = kernels(prof, steps)
+    return kernels(prof, steps)
+
+
+def profile_fn(fn, steps: int = 3) -> dict:
+    rows, busy = profiled(fn, steps)
     return {"time_s": timed(fn, repeats=10), "busy_us": busy, "kernels": rows}
 
 

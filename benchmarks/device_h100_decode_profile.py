@@ -14,22 +14,10 @@ import json
 
 import torch
 from _cuda import timed  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
-from device_h100_breakdown import kernels  # noqa: E402
+from device_h100_breakdown import profiled  # noqa: E402
 from device_h100_inference import HEAD_DIM, KV_HEADS, LAYERS, VOCAB, Decoder  # noqa: E402
-from torch.profiler import ProfilerActivity, profile
 
 CASES = [(1, 512), (8, 2048), (64, 2048)]
-
-
-def profiled(fn, steps: int = 3) -> tuple[list, float]:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            fn()
-        torch.cuda.synchronize()
-    return kernels(prof, steps)
 
 
 def main() -> int:
