@@ -79,18 +79,18 @@ GRID_MEMORY = tuple(round(0.50 + 0.02 * i, 2) for i in range(26))
 def fit(array_cases, launch_cases, memory_cases, *, grid_memory=GRID_MEMORY):
     """The staged fit: (array_efficiency, kernel_launch_us, memory_efficiency), each on the
     cases where it dominates, minimizing the RMS log error."""
-    from accelsim.perf.gemm import Efficiency
+    from accelsim.perf.gemm import STREAM_EFFICIENCY, Efficiency
 
-    best_a = min(GRID_ARRAY, key=lambda a: rms_log(array_cases, Efficiency(a, 1.0)))
-    best_l = min(GRID_LAUNCH_US, key=lambda lu: rms_log(launch_cases, Efficiency(best_a, 1.0), lu))
-    best_m = min(grid_memory, key=lambda m: rms_log(memory_cases, Efficiency(best_a, m), best_l))
+    best_a = min(GRID_ARRAY, key=lambda a: rms_log(array_cases, Efficiency(a, 1.0, STREAM_EFFICIENCY)))
+    best_l = min(GRID_LAUNCH_US, key=lambda lu: rms_log(launch_cases, Efficiency(best_a, 1.0, STREAM_EFFICIENCY), lu))
+    best_m = min(grid_memory, key=lambda m: rms_log(memory_cases, Efficiency(best_a, m, STREAM_EFFICIENCY), best_l))
     return best_a, best_l, best_m
 
 
 def leave_one_out(*, grid_memory=GRID_MEMORY):
     """Refit without each fit row and predict it: [(case, published, in-fit prediction,
     left-out prediction, refit (a, launch_us, m))]. Every other row keeps its stage."""
-    from accelsim.perf.gemm import Efficiency
+    from accelsim.perf.gemm import STREAM_EFFICIENCY, Efficiency
     from accelsim.perf.published import FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES
 
     full = fit(FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES, grid_memory=grid_memory)
@@ -100,14 +100,14 @@ def leave_one_out(*, grid_memory=GRID_MEMORY):
                       (FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES)),
                     grid_memory=grid_memory)
         a, lu, m = refit
-        out.append((c, c.value, predict_cached(c, Efficiency(full[0], full[2]), full[1]),
-                     predict_cached(c, Efficiency(a, m), lu), refit))
+        out.append((c, c.value, predict_cached(c, Efficiency(full[0], full[2], STREAM_EFFICIENCY), full[1]),
+                     predict_cached(c, Efficiency(a, m, STREAM_EFFICIENCY), lu), refit))
     return out
 
 
 def main() -> int:
     from accelsim.arch.config import load_system
-    from accelsim.perf.gemm import FITTED, Efficiency
+    from accelsim.perf.gemm import FITTED, STREAM_EFFICIENCY, Efficiency
     from accelsim.perf.published import FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES
 
     for what, cases in (("array_efficiency", FIT_ARRAY_CASES),
@@ -117,7 +117,7 @@ def main() -> int:
               + "; ".join(c.case for c in cases))
     best_a, best_l, best_m = fit(FIT_ARRAY_CASES, FIT_LAUNCH_CASES, FIT_MEMORY_CASES)
     rn, gemms = FIT_MEMORY_CASES, FIT_LAUNCH_CASES
-    fit_ = Efficiency(array_efficiency=best_a, memory_efficiency=best_m)
+    fit_ = Efficiency(array_efficiency=best_a, memory_efficiency=best_m, stream_efficiency=STREAM_EFFICIENCY)
     print(f"fit: array_efficiency = {fit_.array_efficiency:.2f} (large GEMM cases, rms log error "
           f"{rms_log(FIT_ARRAY_CASES, fit_, best_l):.3f}), kernel_launch_us = {best_l:g} (all GEMM "
           f"cases and sweeps, rms log error {rms_log(gemms, fit_, best_l):.3f}), "

@@ -3,14 +3,16 @@
     python scripts/fit_stream.py [--data FILE]
 
 Data: ``accelsim/data/h100_power/h100_gemm_power.json`` (one real H100 SXM, PyTorch 2.11,
-README beside it; fit data, not the held-out checks of docs/engine.md). Three global numbers
-of :mod:`accelsim.engine.stack`, each fitted where it dominates:
+README beside it; fit data, not the held-out checks of docs/engine.md). Three global numbers,
+each fitted where it dominates:
 
-* ``STREAM_EFFICIENCY``: the fraction of the datasheet HBM bandwidth a streaming kernel reaches.
+* ``STREAM_EFFICIENCY`` (:mod:`accelsim.perf.gemm`: the eager stack's plain stream and every
+  GEMM's operand streams): the fraction of the datasheet HBM bandwidth a streaming kernel
+  reaches.
   Device-to-device copies whose working set (read + written) is at least ten times the 50 MB L2
   (so HBM, not L2, serves them): time = bytes / (f x 3350 GB/s) + the chip's kernel time
   (``kernel_launch_us`` 6 us of the h100-sxm preset, fixed); f minimizes the RMS log error.
-* ``EAGER_GEMM_FLOOR_US``: the per-call floor of an eager cuBLAS matmul: the mean time of the
+* ``EAGER_GEMM_FLOOR_US`` (:mod:`accelsim.engine.stack`, as the next): the per-call floor of an eager cuBLAS matmul: the mean time of the
   16-bit 768^3 and 1000^3 GEMMs, whose tensor-core work (under 2.3 us at the datasheet peak) is
   a tenth of their time: what remains is the issue cost of one eager call.
 * ``EAGER_ELEMENTWISE_FLOOR_US``: of an eager element-wise op: the smallest copy (4 MiB each

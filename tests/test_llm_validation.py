@@ -21,7 +21,9 @@ A100 = build_system(REPO_ROOT / "arch_configs" / "dgx-a100.toml")
 def test_defaults_are_the_fit_optimum_on_the_grid():
     d = LlmParams()
     best = llm_fit.rms(llm_fit.errors(A100, d))
-    for dn, dm in ((0.05, 0), (-0.05, 0), (0, 0.05), (0, -0.05)):
+    assert (d.network_efficiency, d.memory_efficiency) in llm_fit.efficiency_points(A100)
+    step = llm_fit.FINE_STEP  # the fit's finest step around its optimum
+    for dn, dm in ((step, 0), (-step, 0), (0, step), (0, -step), (0.05, 0), (-0.05, 0)):
         p = LlmParams(network_efficiency=round(d.network_efficiency + dn, 2),
                       memory_efficiency=round(d.memory_efficiency + dm, 2))
         assert llm_fit.rms(llm_fit.errors(A100, p)) >= best

@@ -16,7 +16,10 @@ Schema (every key required unless marked optional)::
               fusion (optional bool, default false: element-wise layers fused into GEMMs),
               layout (optional, "nhwc" default | "nchw": activation layout of the framework),
               winograd (optional bool, default false: 3x3 stride-1 convolutions may use
-              Winograd where faster, as cuDNN's benchmark mode; true needs [[chip.level]])
+              Winograd where faster, as cuDNN's benchmark mode; true needs [[chip.level]]),
+              split_k (optional bool, default false: a GEMM whose output tiles leave cores
+              idle may split K over them and reduce the fp32 partial sums in a second kernel,
+              as GPU GEMM libraries do; accelsim.perf.gemm)
     [chip.power]  (optional; absent = no power model) power_limit_W (board limit, the TDP),
               static_W, max_clock_MHz, voltage_floor (V(0)/V(f_max) of a linear V(f), in
               [0, 1)), memory_pJ_per_byte; [chip.power.flop_pJ] precision = pJ per FLOP at
@@ -311,6 +314,7 @@ def _chip(t: Table, core: Core) -> Chip:
         fusion=t.boolean("fusion", default=False),
         layout=t.string("layout", optional=True, choices=LAYOUTS) or "nhwc",
         winograd=t.boolean("winograd", default=False),
+        split_k=t.boolean("split_k", default=False),
         power=_power(t.table("power"), core) if "power" in t.data else None,
         unaligned_gemm_rate=_unaligned_rate(t),
     )

@@ -207,7 +207,10 @@ class Chip:
     and clock parameters (None: no power model; :mod:`accelsim.perf.power`);
     ``unaligned_gemm_rate``, the share of the aligned tensor-core rate a GEMM reaches when a
     row stride (its N or K) is not a multiple of 16 bytes, so the GPU's library falls back to
-    kernels without 16-byte vector or TMA loads (1: no penalty; :mod:`accelsim.perf.gemm`)."""
+    kernels without 16-byte vector or TMA loads (1: no penalty; :mod:`accelsim.perf.gemm`);
+    ``split_k``, whether a GEMM whose output tiles leave cores idle may split its K over them
+    (fp32 partial sums reduced by a second kernel), as GPU GEMM libraries do
+    (:mod:`accelsim.perf.gemm`)."""
 
     cores: int
     core: Core
@@ -221,6 +224,7 @@ class Chip:
     winograd: bool = False
     power: ChipPower | None = None
     unaligned_gemm_rate: float = 1.0
+    split_k: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.unaligned_gemm_rate <= 1:

@@ -166,8 +166,9 @@ class LlmParams:
     """
 
     # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1); 0.5 before perf's per-kernel time
-    # was fitted (GPU presets' kernel_launch_us 2 -> 6 us)
-    network_efficiency: float = 0.55
+    # was fitted (GPU presets' kernel_launch_us 2 -> 6 us), 0.55 until GEMMs had their own
+    # stream efficiency and split K and the fit refined its 0.05 grid to 0.01 (2026-11-26)
+    network_efficiency: float = 0.52
     memory_efficiency: float | None = None
     memory_reserve_GiB: float | None = None
     stack: Stack = MEGATRON

@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from accelsim.errors import InputError
+from accelsim.perf.gemm import STREAM_EFFICIENCY  # the stream a plain copy reaches (its owner)
 
 if TYPE_CHECKING:
     from accelsim.arch import Chip
@@ -93,12 +94,6 @@ class FlashKernel:
 #: SXM5, bf16/fp16, non-causal, TFLOPS at sequence 512, 1k, 2k, 4k, 8k, 16k, by head dim
 _FA3_CUDNN_FWD = {64: (335, 373, 395, 408, 412, 413), 128: (497, 574, 617, 609, 600, 595)}
 _FA3_CUDNN_BWD = {64: (266, 348, 395, 417, 432, 433), 128: (305, 408, 465, 499, 518, 516)}
-
-#: the HBM bandwidth a streaming kernel reaches on an H100, as a fraction of the datasheet's
-#: 3.35 TB/s: fitted by ``scripts/fit_stream.py`` on the device-to-device copies of
-#: ``accelsim/data/h100_power/h100_gemm_power.json`` whose working set is at least ten times
-#: the 50 MB L2 (256, 1024, 4096 MiB each way), with the chip's kernel time (6 us) fixed
-STREAM_EFFICIENCY = 0.911
 
 #: eager PyTorch's per-call floor (us): the time one op takes when it is issued back to back
 #: from Python and its kernel is smaller than the issue cost -- fitted by
@@ -270,7 +265,7 @@ class Stack:
 #: validations were fitted with it; the LM head's vocabulary padding moved them by < 0.01 %)
 MEGATRON = Stack(
     name="megatron",
-    # fitted: scripts/llm_fit.py on Narayanan et al. SC'21 Table 1 (with network 0.55)
+    # fitted: scripts/llm_fit.py on Narayanan et al. SC'21 Table 1 (with network 0.52)
     elementwise_efficiency=0.45,
     # fitted: scripts/llm_fit.py on FP8-LM Table 5 (CUDA context, NCCL buffers, workspaces,
     # allocator reserve of a 2023 Megatron-LM / MS-AMP run on DGX H100; docs/llm.md)

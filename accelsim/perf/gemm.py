@@ -52,6 +52,12 @@ if TYPE_CHECKING:
 
 _TILE_FACTORS = (1, 2, 4, 8)  # core tile = array granule x factor (capped at the dimension)
 _BLOCK_FACTORS = tuple(2 ** i for i in range(11))  # level block = core tile x factor
+#: split-K factors tried on a chip with ``split_k`` (CUTLASS's split-K GEMMs take any slice
+#: count; powers of two up to 128 span what a 132-SM GPU can use)
+_SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
+#: the shortest K slice a split makes: assumption, two 128-deep main-loop stages of a Hopper
+#: tile (a shorter slice would be all prologue and epilogue)
+_MIN_SPLIT_K = 256
 _K_SLICE = 32  # K-elements of operand panels a level double-buffers while streaming
 _ALIGN_BYTES = 16  # row strides must be multiples of this for vector/TMA loads (see above)
 
@@ -62,29 +68,50 @@ class Efficiency:
 
     array_efficiency: fraction of the array's peak MAC issue rate a GEMM kernel sustains
         (instruction issue, register-bank conflicts, clock under load).
-    memory_efficiency: fraction of peak chip-memory bandwidth a streaming kernel reaches.
+    memory_efficiency: fraction of peak chip-memory bandwidth a framework's element-wise
+        kernel (BatchNorm, ReLU, a layout transpose) reaches.
+    stream_efficiency: fraction a GEMM's operand and result streams reach (bulk tile loads:
+        TMA / cp.async); None: ``memory_efficiency``.
     """
 
     array_efficiency: float = 1.0
     memory_efficiency: float = 1.0
+    stream_efficiency: float | None = None
 
     def __post_init__(self) -> None:
-        for f in ("array_efficiency", "memory_efficiency"):
+        for f in ("array_efficiency", "memory_efficiency", "stream_efficiency"):
             v = getattr(self, f)
+            if v is None:
+                continue
             if not 0.0 < v <= 1.0:
                 raise ValueError(f"Efficiency.{f} must be in (0, 1], got {v!r}")
 
+    @property
+    def gemm_stream(self) -> float:
+        """The share of HBM bandwidth a GEMM's operand and result streams reach."""
+        return self.memory_efficiency if self.stream_efficiency is None \
+            else self.stream_efficiency
 
-#: Output of ``scripts/fit_compute.py`` (2026-11-23; rerun it to reproduce: it prints the fit,
+
+#: a streaming kernel's share of HBM bandwidth: fitted by ``scripts/fit_stream.py`` on the
+#: device-to-device copies of ``accelsim/data/h100_power/h100_gemm_power.json`` whose working set
+#: is at least ten times the 50 MB L2 (256, 1024, 4096 MiB each way), with the chip's kernel time
+#: (6 us) fixed. A GEMM's operand streams reach it too: skinny (weight-streaming) GEMMs on our
+#: H100 and H200 run at 0.86-0.91 of HBM (accelsim/data/h100_device, h200_device).
+STREAM_EFFICIENCY = 0.911
+#: Output of ``scripts/fit_compute.py`` (2026-11-26; rerun it to reproduce: it prints the fit,
 #: the residual per case and the sources in :mod:`accelsim.perf.published`): array efficiency
 #: from four large-GEMM measurements (V100 SGEMM, A100/H100 BF16 MAMF, H100 FP8), memory
 #: efficiency from the four single-GPU ResNet-50 runs of NVIDIA DeepLearningExamples (as run:
 #: unfused, NCHW for FP32/TF32, cuDNN benchmark mode, so Winograd where the model finds it
 #: faster), after the per-kernel time (chip.kernel_launch_us = 6 us in the GPU presets) is fitted
-#: to the published GEMM sweeps. 0.78 of peak HBM bandwidth is what framework element-wise
-#: kernels (BatchNorm, ReLU, add, layout transposes) reach, below a STREAM copy. Before Winograd
-#: and the launch fit the fit gave 0.80: the slower V100 FP32 convolutions pulled it up.
-FITTED = Efficiency(array_efficiency=0.88, memory_efficiency=0.78)
+#: to the published GEMM sweeps, with every GEMM's streams at STREAM_EFFICIENCY. 0.68 of peak
+#: HBM bandwidth is what framework element-wise kernels (BatchNorm, ReLU, add, layout
+#: transposes) reach. Before GEMMs had their own stream efficiency and split K (their
+#: weight-gradient GEMMs with few output tiles ran on a few SMs) the fit gave 0.78: slow
+#: convolutions pulled the element-wise layers up.
+FITTED = Efficiency(array_efficiency=0.88, memory_efficiency=0.68,
+                    stream_efficiency=STREAM_EFFICIENCY)
 
 
 @dataclass(frozen=True)
@@ -176,14 +203,24 @@ def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayL
     mpe, slow = mac_rate(core, precision)
     R, C = core.rows, core.cols
     # candidate core tiles (n, T)
-    pairs = np.array(list(itertools.product(_TILE_FACTORS, repeat=2)))
     g = max(R, C)  # tile granule: the larger array side
+    # split-K candidates only where some GEMM's largest tile leaves cores idle (else none is
+    # allowed, and the search stays as small as without split K)
+    big = g * max(_TILE_FACTORS)
+    few = (_cdiv(M, np.minimum(M, big)) * _cdiv(N, np.minimum(N, big)) * count < chip.cores)
+    splits = _SPLITS if chip.split_k and few.any() else (1,)
+    pairs = np.array([(a, b, sp) for a, b in itertools.product(_TILE_FACTORS, repeat=2)
+                      for sp in splits])
     tm = np.minimum(M[:, None], g * pairs[None, :, 0])
     tn = np.minimum(N[:, None], g * pairs[None, :, 1])
-    Kx = np.broadcast_to(K[:, None], tm.shape)
+    sk = np.minimum(pairs[None, :, 2], np.maximum(1, K[:, None] // _MIN_SPLIT_K))
+    Kfull = np.broadcast_to(K[:, None], tm.shape)
+    Kx = _cdiv(Kfull, sk)
     cyc = gemm_cycles_array(tm.ravel(), tn.ravel(), Kx.ravel(), R, C, dataflow,
                             macs_per_pe=mpe).reshape(tm.shape)
-    tiles = _cdiv(M[:, None], tm) * _cdiv(N[:, None], tn) * count[:, None]
+    tiles = _cdiv(M[:, None], tm) * _cdiv(N[:, None], tn) * count[:, None] * sk
+    # libraries split K only when the output tiles leave cores idle (fewer tiles than cores)
+    split_ok = (sk == 1) | (tiles // sk < chip.cores)
     waves = _cdiv(tiles, chip.cores)
     # products of sizes (cycles x waves, bytes) in float64: int64 wraps silently beyond 2^63
     # (M = N = K = 2^24 gave negative traffic), a float keeps 15 digits at any size
@@ -192,9 +229,9 @@ def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayL
     compute_s = waves.astype(np.float64) * cyc * slow / core.frequency_Hz \
         / (efficiency.array_efficiency * rate)
     ks = np.minimum(Kx, _K_SLICE)
-    fits = tm * tn * b_acc + 2 * (tm + tn) * ks * b_in <= core.scratchpad_bytes
+    fits = (tm * tn * b_acc + 2 * (tm + tn) * ks * b_in <= core.scratchpad_bytes) & split_ok
     cnt, Mx, Nx = count[:, None].astype(float), M[:, None].astype(float), N[:, None].astype(float)
-    Kx = Kx.astype(np.float64)
+    Kx = Kfull.astype(np.float64)
 
     def traffic(bm, bn):  # bytes into a level holding blocks bm x bn, from the level above
         return cnt * ((Mx * Kx * a_u[:, None] * _cdiv(Nx, bn) + Kx * Nx * _cdiv(Mx, bm)) * b_in
@@ -227,11 +264,13 @@ def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayL
         instances = chip.cores // lv.shared_by
         level_s[lv.name] = below / (lv.bandwidth_Bps * instances)
     dram_bytes = into[-1] if into else traffic(tm, tn)
-    memory_s = dram_bytes / (chip.memory_bandwidth_Bps * efficiency.memory_efficiency)
+    # split K: fp32 partial sums written and read back by a second (reduction) kernel
+    dram_bytes = dram_bytes + np.where(sk > 1, 2.0 * sk * cnt * Mx * Nx * 4.0, 0.0)
+    memory_s = dram_bytes / (chip.memory_bandwidth_Bps * efficiency.gemm_stream)
     roof = np.maximum(compute_s, memory_s)
     for v in level_s.values():
         roof = np.maximum(roof, v)
-    roof = np.where(fits, roof, np.inf)
+    roof = np.where(fits, roof, np.inf) + np.where(sk > 1, chip.kernel_launch_s, 0.0)
     # among the tiles of the shortest time, the one moving the fewest chip-memory bytes (a
     # compute-bound GEMM ties on time; its energy is that of the tile a library would pick)
     tied = roof <= roof.min(axis=1, keepdims=True) * (1 + 1e-12)
