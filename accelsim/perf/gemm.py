@@ -191,24 +191,42 @@ def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayL
     chip). Returns arrays time_s, compute_s, memory_s, launch_s, level_<name>_s, memory_bytes,
     tile_m, tile_n, waves, bound (a name)."""
     dataflow = choose(Dataflow, dataflow, "dataflow")
-    core = chip.core
     b_in = OPERAND_BYTES[precision]
-    b_acc = 4.0  # FP32 accumulators in the core (capacity check only)
     M, N, K, count = (np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (M, N, K, count))
     out_b = b_in if out_bytes is None else out_bytes
     M, N, K, count, out_b, a_u, c_u = np.broadcast_arrays(
         M, N, K, count, np.asarray(out_b, dtype=np.float64),
         np.asarray(a_unique, dtype=np.float64), np.asarray(c_unique, dtype=np.float64))
+    args = (chip, precision, dataflow, efficiency)
+    out = _best_tile(*args, M, N, K, count, out_b, a_u, c_u, (1,))
+    if chip.split_k:
+        # split K is searched only for the GEMMs whose largest tile leaves cores idle (no
+        # other can split), so the search of every other GEMM stays as it was
+        big = max(chip.core.rows, chip.core.cols) * max(_TILE_FACTORS)
+        few = np.nonzero(_cdiv(M, np.minimum(M, big)) * _cdiv(N, np.minimum(N, big)) * count
+                         < chip.cores)[0]
+        if len(few):
+            sub = _best_tile(*args, *(x[few] for x in (M, N, K, count, out_b, a_u, c_u)),
+                             _SPLITS)  # its candidates include the unsplit ones
+            for key, v in sub.items():
+                out[key] = np.asarray(out[key]).copy()
+                out[key][few] = v
+    return out
+
+
+def _best_tile(chip: Chip, precision: str, dataflow: Dataflow, efficiency: Efficiency,
+               M: np.ndarray, N: np.ndarray, K: np.ndarray, count: np.ndarray,
+               out_b: np.ndarray, a_u: np.ndarray, c_u: np.ndarray,
+               splits: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """:func:`chip_gemm_time` over broadcast arrays, searching the K splits ``splits``."""
+    core = chip.core
+    b_in = OPERAND_BYTES[precision]
+    b_acc = 4.0  # FP32 accumulators in the core (capacity check only)
     n = len(M)
     mpe, slow = mac_rate(core, precision)
     R, C = core.rows, core.cols
-    # candidate core tiles (n, T)
+    # candidate core tiles and K splits (n, T)
     g = max(R, C)  # tile granule: the larger array side
-    # split-K candidates only where some GEMM's largest tile leaves cores idle (else none is
-    # allowed, and the search stays as small as without split K)
-    big = g * max(_TILE_FACTORS)
-    few = (_cdiv(M, np.minimum(M, big)) * _cdiv(N, np.minimum(N, big)) * count < chip.cores)
-    splits = _SPLITS if chip.split_k and few.any() else (1,)
     pairs = np.array([(a, b, sp) for a, b in itertools.product(_TILE_FACTORS, repeat=2)
                       for sp in splits])
     tm = np.minimum(M[:, None], g * pairs[None, :, 0])
