@@ -396,11 +396,12 @@ def decode_profile_facts(dev: Device = H100) -> list[str]:
             f"{weights / 1e9:.1f} GB of weights at {weights / t_g / bw:.2f} of HBM) + attention "
             f"{t_a * ms:.2f} + {n - n_g - n_a:.0f} other kernels {(t_k - t_g - t_a) * ms:.2f} + "
             f"gaps {(r['graph_s'] - t_k) * ms:.2f} ({(r['graph_s'] - t_k) / n * 1e6:.1f} us per "
-            f"kernel). accelsim: {p.time_s * ms:.2f} ms = GEMMs {m_g * ms:.2f} (streams at "
-            f"{FITTED.memory_efficiency} of HBM plus {system(dev).chip.kernel_launch_s * 1e6:.0f}"
-            f" us each) + attention {m_a * ms:.2f} + the rest {(p.time_s - m_g - m_a) * ms:.2f}"
-            ": its GEMMs are slower than the chip's and its other kernels far fewer than this "
-            "unfused decoder runs.")
+            f"kernel). accelsim: {p.time_s * ms:.2f} ms = GEMMs {m_g * ms:.2f} ({m_g / t_g - 1:+.0%};"
+            f" streams at {FITTED.gemm_stream} of HBM plus "
+            f"{system(dev).chip.kernel_launch_s * 1e6:.0f} us each) + attention {m_a * ms:.2f} "
+            f"({m_a / t_a - 1:+.0%}) + the rest {(p.time_s - m_g - m_a) * ms:.2f} against the "
+            f"decoder's other kernels and gaps, {(r['graph_s'] - t_g - t_a) * ms:.2f} (accelsim "
+            "counts vLLM's fused element-wise kernels, not this unfused decoder's).")
     return out
 
 
