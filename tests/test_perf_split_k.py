@@ -39,7 +39,8 @@ def test_a_few_tile_long_k_gemm_splits_and_pays_for_it():
     m, n, k = 64, 256, 802816
     one = gemm_time(NO_SPLIT, m, n, k, "bf16")
     split = gemm_time(H100, m, n, k, "bf16")
-    assert one.waves == 1 and one.compute_s > 5e-4
+    assert one.waves == 1 and one.compute_s > 5e-4 and one.split_k == 1
+    assert split.split_k > 1 and split.as_dict()["split_k"] == split.split_k
     assert split.time_s < one.time_s / 4
     operands = (m * k + k * n) * 2
     assert split.memory_bytes > operands + m * n * 2  # + fp32 partial sums, written and read
@@ -91,3 +92,13 @@ def test_skinny_gemms_on_our_h100_are_now_within_15_percent():
     for r in skinny:
         t = gemm_time(H100, r["M"], r["N"], r["K"], "bf16").time_s * 1e6
         assert t == pytest.approx(r["time_us"], rel=0.15), r
+
+
+def test_the_gemm_command_says_when_k_is_split(capsys):
+    from accelsim.cli import main
+
+    argv = ["gemm", "--system", "h100-sxm", "--scheme", "bf16"]
+    assert main(argv + ["--m", "64", "--n", "256", "--k", "802816"]) == 0
+    assert "K split" in capsys.readouterr().out
+    assert main(argv + ["--m", "8192", "--n", "8192", "--k", "8192"]) == 0
+    assert "K split" not in capsys.readouterr().out

@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
             + (f", {d['energy_J'] * 1e3:.3g} mJ" if d["energy_J"] is not None else ""))
         print(f"{system.name}: {args.m}x{args.n}x{args.k} {precision}: {g.time_s * 1e6:.2f} us, "
               f"{g.tflops:.1f} TFLOP/s of {d['peak_tflops']:.1f} peak, {g.bound}-bound "
-              f"(tile {g.tile_m}x{g.tile_n}, {g.waves} waves, {g.dataflow}; chip-memory "
+              f"(tile {g.tile_m}x{g.tile_n}"
+              + (f", K split {g.split_k} ways" if g.split_k > 1 else "")
+              + f", {g.waves} waves, {g.dataflow}; chip-memory "
               f"traffic {g.memory_bytes / g.compulsory_bytes:.2f}x compulsory){clock}")
     return 0
 

@@ -136,6 +136,7 @@ class GemmTime:
     tile_n: int
     waves: int
     dataflow: str
+    split_k: int = 1  # K slices (1: not split; waves count the split tiles)
 
     @property
     def tflops(self) -> float:
@@ -189,7 +190,7 @@ def chip_gemm_time(chip: Chip, M: npt.ArrayLike, N: npt.ArrayLike, K: npt.ArrayL
     Arrays broadcast to ``(n,)``; ``dataflow`` is one name. ``a_unique`` / ``c_unique``: the
     fraction of A / C that exists in memory (an implicit-GEMM convolution expands its input on
     chip). Returns arrays time_s, compute_s, memory_s, launch_s, level_<name>_s, memory_bytes,
-    tile_m, tile_n, waves, bound (a name)."""
+    tile_m, tile_n, waves, split_k (K slices, 1: not split), bound (a name)."""
     dataflow = choose(Dataflow, dataflow, "dataflow")
     b_in = OPERAND_BYTES[precision]
     M, N, K, count = (np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (M, N, K, count))
@@ -306,7 +307,7 @@ def _best_tile(chip: Chip, precision: str, dataflow: Dataflow, efficiency: Effic
     bound = names[np.argmax(np.stack(list(terms.values())), axis=0)]
     out = {"time_s": pick(roof) + launch, "compute_s": comp, "memory_s": mem,
            "launch_s": launch, "memory_bytes": pick(dram_bytes), "tile_m": pick(tm),
-           "tile_n": pick(tn), "waves": pick(waves), "bound": bound,
+           "tile_n": pick(tn), "waves": pick(waves), "split_k": pick(sk), "bound": bound,
            "feasible": fits.any(axis=1)}
     out.update({f"level_{k}_s": v for k, v in lev.items()})
     return out
@@ -340,4 +341,5 @@ def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: 
         level_s=tuple((lv.name, float(r[f"level_{lv.name}_s"])) for lv in chip.levels),
         launch_s=float(r["launch_s"]), memory_bytes=float(r["memory_bytes"]),
         compulsory_bytes=float(count * ((m * k + k * n) * b + m * n * b)),
-        tile_m=int(r["tile_m"]), tile_n=int(r["tile_n"]), waves=int(r["waves"]), dataflow=d)
+        tile_m=int(r["tile_m"]), tile_n=int(r["tile_n"]), waves=int(r["waves"]), dataflow=d,
+        split_k=int(r["split_k"]))
