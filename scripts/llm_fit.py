@@ -17,6 +17,7 @@ at it, and the committed defaults' errors for comparison.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 import sys
@@ -144,7 +145,10 @@ def reserve_loo(system, grid=GRID_RESERVE_GIB) -> list[dict]:
             for i, (x, g) in enumerate(zip(rows, _loo(mat), strict=True))]
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--loo", action="store_true", help="also the leave-one-out of both fits")
+    args = ap.parse_args(argv)
     system = build_system(REPO_ROOT / "arch_configs" / "dgx-a100.toml")
     grid_net = np.array(GRID_EFFICIENCY)
     grid_mem = np.array(GRID_EFFICIENCY)
@@ -187,7 +191,7 @@ def main() -> int:
             print(f"  {name:<20} predicted {pred:5.1f} GiB  published {pub:5.1f}  "
                   f"{pred / pub - 1:+6.1%}")
         print(f"  RMS {rms(errs):.1%}, max |error| {max(abs(a / b - 1) for _, a, b in errs):.1%}")
-    if "--loo" in sys.argv[1:]:
+    if args.loo:
         print("\nleave-one-out (refit on the other rows over the same grid, predict the row):")
         for r in megatron_loo(system):
             print(f"  {r['case']:<12} published {r['published']:5.0f}  in fit "

@@ -46,6 +46,10 @@ def test_a_few_tile_long_k_gemm_splits_and_pays_for_it():
     assert split.memory_bytes > operands + m * n * 2  # + fp32 partial sums, written and read
     hbm = H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY
     assert split.time_s >= operands / hbm + 2 * H100.chip.kernel_launch_s
+    # two kernels, two fixed times: the reported launch time says so, and the time adds up
+    assert split.launch_s == pytest.approx(2 * H100.chip.kernel_launch_s)
+    assert one.launch_s == pytest.approx(H100.chip.kernel_launch_s)
+    assert split.time_s == pytest.approx(split.memory_s + split.launch_s, rel=1e-9)
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(8192, 8192, 8192), (4096, 4096, 4096),
