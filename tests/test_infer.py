@@ -197,3 +197,23 @@ def test_request_latency_closed_form_honours_a_sliding_window():
     steps = sum(infer(d, H100, InferencePlan(), "bf16", 2, context=c).decode.time_s
                 for c in range(4001, 4201))
     assert r.request_latency_s == pytest.approx(r.prefill.time_s + steps, rel=1e-9)
+
+
+@pytest.mark.parametrize("tp, power_model", [(1, False), (2, False), (1, True)])
+def test_request_breakdown_sums_to_its_latency(tp, power_model):
+    """The request's rows are its prefill and its decode steps (the issue's 2.766 s request
+    summed to 1.409 s: the decode steps were missing); the steps' attention grows with the
+    cache, so its row is larger than the steps times the first step's."""
+    system = DGX.with_power_model() if power_model else DGX
+    r = infer(LLAMA, system, InferencePlan(tp=tp), "bf16", 4, prompt=512, output_tokens=64)
+    rows = r.rows()
+    assert sum(x.exposed_s for x in rows) == pytest.approx(r.request_latency_s, rel=1e-12)
+    assert sum(x.time_s for x in rows) == pytest.approx(r.request_latency_s, rel=1e-12)
+    steps = [x for x in rows if x.layer.startswith("decode steps")]
+    assert steps and all(x.count % 63 == 0 for x in steps)
+    first = infer(LLAMA, system, InferencePlan(tp=tp), "bf16", 4, context=513)
+    (att,) = [x for x in steps if x.op == "attention"]
+    (att1,) = [x for x in first.rows() if x.op == "attention"]
+    assert att.time_s > 63 * att1.time_s
+    # a decode step alone (no request) keeps its own rows
+    assert sum(x.exposed_s for x in first.rows()) == pytest.approx(first.decode.time_s)

@@ -36,7 +36,7 @@ from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.engine import decoder
-from accelsim.engine.comm import Fabric
+from accelsim.engine.comm import Fabric, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precision,
@@ -197,30 +197,33 @@ def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: Infe
 class PassTime:
     """One forward pass (a prefill or a decode step) over every layer on the critical path."""
 
-    kind: str  # "prefill" or "decode"
+    kind: str  # "prefill", "decode" or "decode steps" (a request's)
     layers: tuple[tuple[int, tuple[OpCost, ...]], ...]  # (count, ops of one such layer)
     head: tuple[OpCost, ...]
     p2p_s: float
+    steps: int = 1  # passes the op costs add up (a request's decode steps: their totals)
 
     @property
     def time_s(self) -> float:
         return (sum(n * o.time_s for n, ops in self.layers for o in ops)
                 + sum(o.time_s for o in self.head) + self.p2p_s)
 
-    def rows(self, steps: int = 1) -> list[Row]:
+    def rows(self) -> list[Row]:
+        """One row per op of each layer kind, the head and the pipeline's sends, in order:
+        they run one after another, so every row is exposed and they sum to :attr:`time_s`."""
+        k = self.steps
         out = []
         for n, ops in self.layers:
             for o in ops:
-                out.append(Row(f"{self.kind} x{n} layers", o.op, Phase.FWD, 0, n * steps,
-                               n * steps * o.time_s, n * steps * o.time_s, n * steps * o.flops,
-                               n * steps * o.bytes, o.bound, o.stream))
+                out.append(Row(f"{self.kind} x{n} layers", o.op, Phase.FWD, 0, n * k,
+                               n * o.time_s, n * o.time_s, n * o.flops, n * o.bytes, o.bound,
+                               o.stream))
         for o in self.head:
-            out.append(Row(f"{self.kind} head", o.op, Phase.FWD, 0, steps, steps * o.time_s,
-                           steps * o.time_s, steps * o.flops, steps * o.bytes, o.bound,
-                           o.stream))
+            out.append(Row(f"{self.kind} head", o.op, Phase.FWD, 0, k, o.time_s, o.time_s,
+                           o.flops, o.bytes, o.bound, o.stream))
         if self.p2p_s:
-            out.append(Row(self.kind, "p2p", Phase.FWD, 0, steps, steps * self.p2p_s,
-                           steps * self.p2p_s, 0.0, 0.0, "comm", Stream.PP))
+            out.append(Row(self.kind, "p2p", Phase.FWD, 0, k, self.p2p_s, self.p2p_s, 0.0,
+                           0.0, "comm", Stream.PP))
         return out
 
 
@@ -303,6 +306,7 @@ class InferenceResult:
     decode_energy: StepEnergy | None = None
     prefill_clock_MHz: float | None = None  # the passes' clocks (None: the preset's fixed one)
     decode_clock_MHz: float | None = None
+    request_steps: PassTime | None = None  # a request's decode steps after its prefill
 
     @property
     def memory_GiB_per_gpu(self) -> float:
@@ -342,19 +346,19 @@ class InferenceResult:
                  memory_GiB_per_gpu=self.memory_GiB_per_gpu)
         return d
 
+    def passes(self) -> list[PassTime]:
+        """What the breakdown and the trace show, in order: a request's prefill and decode
+        steps (they sum to its latency), else the prefill and the decode step at the context."""
+        if self.request_latency_s is not None:
+            return [p for p in (self.prefill, self.request_steps) if p is not None]
+        return [p for p in (self.prefill, self.decode) if p is not None]
+
     def rows(self) -> list[Row]:
-        out: list[Row] = []
-        if self.prefill is not None:
-            out += self.prefill.rows()
-        if self.decode is not None:
-            out += self.decode.rows()
-        return out
+        return [r for p in self.passes() for r in p.rows()]
 
     def timeline(self) -> Timeline:
         tl = Timeline()
-        for p in (self.prefill, self.decode):
-            if p is None:
-                continue
+        for p in self.passes():
             for n, ops in p.layers:
                 for o in ops:
                     tl.run(f"{p.kind} {o.op} x{n}", n * o.time_s, o.stream)
@@ -394,14 +398,16 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
                               output_tokens, params, reserve_GiB)
     sc = get_scheme(scheme)
     gp = sc.compute_precision
-    fabric = Fabric.of(system, params)
+    fabric = fabric_of(system, params)
     pre = forward_pass(model, system, fabric, plan, gp, batch, prompt, prompt) if prompt \
         else None
     dec = forward_pass(model, system, fabric, plan, gp, batch, 1, context) if context else None
-    latency = None
+    latency = steps = None
     if output_tokens is not None:
-        latency = pre.time_s + decode_total_s(model, system, fabric, plan, gp, batch, prompt,
-                                              output_tokens - 1)
+        if output_tokens > 1:
+            steps = decode_steps(model, system, fabric, plan, gp, batch, prompt,
+                                 output_tokens - 1)
+        latency = pre.time_s + (steps.time_s if steps else 0.0)
     ctx_mem = max(context or 0, (prompt or 0) + (output_tokens or 0))
 
     def energy(p: PassTime | None) -> StepEnergy | None:
@@ -413,7 +419,8 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         prompt=prompt or 0, context=context or 0, output_tokens=output_tokens or 0,
         request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
-        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec))
+        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec),
+        request_steps=steps)
 
 
 def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: int,
@@ -457,20 +464,16 @@ def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: in
                                          None))
 
 
-def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,
-                   gp: str, batch: int, prompt: int, steps: int) -> float:
-    """Seconds of ``steps`` decode steps after a prefill of ``prompt`` tokens (the first token
-    comes from the prefill): step ``i`` attends ``prompt + i + 1`` cached tokens. Only the
-    attention depends on the context, and its FLOPs and bytes are both proportional to it, so
-    the sum over the steps is closed form (the attended keys summed as an arithmetic series,
-    capped by a sliding window): O(1) at any output length."""
-    if steps <= 0:
-        return 0.0
+def decode_steps(model: Decoder, system: System, fabric: Fabric, plan: InferencePlan,
+                 gp: str, batch: int, prompt: int, steps: int) -> PassTime:
+    """``steps`` decode steps after a prefill of ``prompt`` tokens (the first token comes from
+    the prefill) as one :class:`PassTime` of their totals: step ``i`` attends ``prompt + i + 1``
+    cached tokens. Only the attention depends on the context, and its FLOPs and bytes are both
+    proportional to it, so its sum over the steps is closed form (the attended keys summed as
+    an arithmetic series, capped by a sliding window): O(1) at any output length."""
     first = forward_pass(model, system, fabric, plan, gp, batch, 1, prompt + 1)
-    fixed = first.time_s - sum(n * o.time_s for n, ops in first.layers for o in ops
-                               if o.op == "attention")
-    ap = attention_precision(gp, system.chip.core)
     one = cached_attention(model, plan, batch, 1)  # per attended key
+    ap = attention_precision(gp, system.chip.core)
     per_key = _kernel_s(system, one.flops, one.bytes, ap)[0] - system.chip.kernel_launch_s
     lo, hi = prompt + 1, prompt + steps  # contexts of the steps
     w = model.config.sliding_window
@@ -480,5 +483,14 @@ def decode_total_s(model: Decoder, system: System, fabric: Fabric, plan: Inferen
         keys = w * steps
     else:
         keys = (lo + w) * (w - lo + 1) // 2 + w * (hi - w)
-    return steps * (fixed + model.layers * system.chip.kernel_launch_s) \
-        + model.layers * per_key * keys
+
+    def total(o: OpCost) -> OpCost:
+        if o.op != "attention":
+            return replace(o, time_s=steps * o.time_s, flops=steps * o.flops,
+                           bytes=steps * o.bytes)
+        return replace(o, time_s=steps * system.chip.kernel_launch_s + per_key * keys,
+                       flops=one.flops * keys, bytes=one.bytes * keys)
+
+    return PassTime("decode steps", tuple((n, tuple(total(o) for o in ops))
+                                          for n, ops in first.layers),
+                    tuple(total(o) for o in first.head), steps * first.p2p_s, steps)
