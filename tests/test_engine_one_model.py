@@ -241,14 +241,14 @@ def test_explore_refuses_a_transformer_it_would_time_on_the_layer_model(capsys):
 def test_pipeline_boundaries_across_nodes_pay_the_nic():
     """tp 1 x pp 8 x dp 2 on 8-GPU nodes: stages 0-3 on one node, 4-7 on the other; the
     lock-stepped pipeline runs at its slowest (cross-node) boundary."""
-    from accelsim.engine import LlmParams
-    from accelsim.engine.comm import Fabric, comm
+    from accelsim.engine.comm import comm
     from accelsim.engine.memory import memory
+    from accelsim.netsim.fabric import Fabric
 
     from accelsim.arch.schemes import get_scheme
 
     plan = Plan(tp=1, pp=8, dp=2, micro_batch=1, global_batch=16)
-    fabric = Fabric.of(NODE, LlmParams())
+    fabric = Fabric.of(NODE)
 
     f = get_scheme("bf16").formats("adamw")
     cm = comm(GPT, plan, f, fabric, memory(GPT, plan, f))

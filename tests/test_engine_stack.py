@@ -153,7 +153,12 @@ def test_stream_and_floor_fits_are_rederived():
 
 def test_megatron_is_the_default_and_its_numbers_do_not_move():
     assert LlmParams() == LlmParams(stack=MEGATRON) == LlmParams(
-        network_efficiency=0.52, memory_efficiency=0.45, memory_reserve_GiB=11.3)
+        memory_efficiency=0.45, memory_reserve_GiB=11.3)
+    # the network efficiency is the fabric preset's, not the stack's
+    assert LlmParams().network_efficiency is None
+    for name in ("dgx-a100", "dgx-h100", "dgx-h800", "h100-sxm"):
+        assert build_system(REPO_ROOT / "arch_configs" / f"{name}.toml").network_efficiency \
+            == 0.52
     cli = _plan.params(argparse.Namespace(stack="megatron", memory_reserve=None))
     assert cli == LlmParams()
     recorded = pd.read_csv(REPO_ROOT / "reports" / "llm_validation.csv")

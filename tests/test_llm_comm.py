@@ -9,7 +9,8 @@ import pytest
 
 from accelsim.arch import build_system
 from accelsim.arch.schemes import get_scheme
-from accelsim.engine import Fabric, LlmParams, Plan
+from accelsim.engine import LlmParams, Plan
+from accelsim.netsim.fabric import Fabric
 from accelsim.engine.memory import memory
 from accelsim.engine.comm import comm
 
@@ -22,7 +23,7 @@ from accelsim.paths import REPO_ROOT
 from accelsim.workload.gpt import GptConfig
 
 H100 = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
-FAB = Fabric.of(H100, LlmParams(network_efficiency=1.0))
+FAB = Fabric.of(H100.with_network_efficiency(1.0))
 M = GptConfig(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200)
 
 
@@ -123,7 +124,7 @@ def test_faster_links_never_slower():
     slow, _ = _comm()
     fast_sys = dataclasses.replace(H100, inter_board_link=dataclasses.replace(
         H100.inter_board_link, bandwidth_Bps=2 * H100.inter_board_link.bandwidth_Bps))
-    fab = Fabric.of(fast_sys, LlmParams(network_efficiency=1.0))
+    fab = Fabric.of(fast_sys.with_network_efficiency(1.0))
     plan = Plan(tp=4, pp=8, dp=4, micro_batch=1, global_batch=32)
     fast = comm(M, plan, adamw_formats("bf16"), fab, memory(M, plan, adamw_formats("bf16")))
     assert fast.dp_s < slow.dp_s and fast.tp_layer_pass_s == slow.tp_layer_pass_s
@@ -132,17 +133,17 @@ def test_faster_links_never_slower():
 def test_multi_board_system_is_refused():
     sys64 = build_system(REPO_ROOT / "arch_configs" / "hfp8-64chip.toml")
     with pytest.raises(ValueError, match="node file"):
-        Fabric.of(sys64, LlmParams())
+        Fabric.of(sys64)
 
 
 def test_des_engine_agrees_with_the_closed_form():
     # netsim's DES on a switch ring (cut-through switch, half the GPU-to-GPU latency on each
     # of the two links a step crosses, 4 MiB packets) against the closed form
-    des = Fabric.of(H100, LlmParams(network_efficiency=1.0), engine="des")
+    des = Fabric.of(H100.with_network_efficiency(1.0), engine="des")
     for kind, ranks, size, stride in (("all-reduce", 8, 1e8, 1), ("reduce-scatter", 16, 4e9, 8),
                                       ("all-gather", 16, 1e9, 2)):
         a = FAB.collective_s(kind, size, ranks, stride)
         d = des.collective_s(kind, size, ranks, stride)
         assert d == pytest.approx(a, rel=0.01), (kind, ranks, a, d)
     with pytest.raises(ValueError, match="unknown engine"):
-        Fabric.of(H100, LlmParams(), engine="simpy")
+        Fabric.of(H100, engine="simpy")

@@ -8,7 +8,8 @@ the dotted key path and the bad value.
 Schema (every key required unless marked optional)::
 
     [system]  name (str), description (str, optional), chips, topology (str), boards,
-              chips_per_board
+              chips_per_board, network_efficiency (optional, in (0, 1], default 1: the
+              fraction of the wire rate every collective reaches, applied by netsim)
     [system.link]         bandwidth_GBps (per link per direction), latency_ns, links_per_chip
     [system.inter_board]  bandwidth_GBps (per link per direction), latency_ns, links_per_chip
     [chip]    cores, ring_bandwidth_GBps, memory_capacity_GiB | memory_capacity_MiB,
@@ -78,6 +79,7 @@ PLAUSIBLE = {
     "latency_ns": (1e-3, 1e9),                      # 1 ps .. 1 s
     "kernel_launch_us": (0.0, 1e6),
     "unaligned_gemm_rate": (1e-3, 1.0),
+    "network_efficiency": (1e-3, 1.0),
     "memory_capacity_GiB": (1e-6, 1e6),
     "memory_capacity_MiB": (1e-3, 1e9),
     "scratchpad_MiB": (1e-6, 1e6),
@@ -356,11 +358,13 @@ def system_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -> 
                           "multi-board topology needs 8 chips per board (hybrid cube-mesh boards)")
     link = _link(sys_t.table("link"))
     inter = _link(sys_t.table("inter_board"))
+    net_eff = sys_t.positive("network_efficiency", optional=True)
     sys_t.finish()
     root.finish()
     return System(name=name, description=description, chips=chips, topology=topology,
                   boards=boards, chips_per_board=per_board, link=link,
-                  inter_board_link=inter, chip=chip)
+                  inter_board_link=inter, chip=chip,
+                  network_efficiency=1.0 if net_eff is None else net_eff)
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any],

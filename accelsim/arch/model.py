@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from accelsim.errors import check_int
+from accelsim.errors import InputError, check_int
 
 #: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``).
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4", "fp4",
@@ -300,6 +300,13 @@ class System:
     link: Link
     inter_board_link: Link
     chip: Chip
+    network_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        e = self.network_efficiency
+        if isinstance(e, bool) or not isinstance(e, int | float) or not 0 < e <= 1:
+            raise InputError(f"system {self.name!r}: network_efficiency must be in (0, 1], "
+                             f"got {e!r}")
 
     def peak_flops(self, precision: str) -> float:
         return self.chips * self.chip.peak_flops(precision)
@@ -332,6 +339,10 @@ class System:
     def with_power_model(self) -> System:
         """The same system with every GEMM timed at its power-limited clock."""
         return replace(self, chip=self.chip.with_power_model())
+
+    def with_network_efficiency(self, efficiency: float) -> System:
+        """The same system with another achievable fraction of its links' wire rate."""
+        return replace(self, network_efficiency=efficiency)
 
     def with_link_bandwidth(self, bandwidth_Bps: float) -> System:
         """The same system with a different intra-board link bandwidth (per link per direction)."""

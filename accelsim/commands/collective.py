@@ -10,8 +10,9 @@ from accelsim.errors import UserError
 
 NAME = "collective"
 HELP = ("Time one reduce-scatter / all-gather / all-reduce / all-to-all on a topology (ring, "
-        "dgx1, hfp8-64, ...) with the analytic alpha-beta model or the simpy discrete-event "
-        "simulation; prints time and bus bandwidth (nccl-tests convention).")
+        "dgx1, hfp8-64, ...) or on a system preset's fabric (--system dgx-h100: the network "
+        "model every front-end uses) with the analytic alpha-beta model or the simpy "
+        "discrete-event simulation; prints time and bus bandwidth (nccl-tests convention).")
 
 #: Largest per-hop latency / per-step overhead a flag takes (1 s), as a config's latency_ns
 MAX_LATENCY_US = 1e6
@@ -21,12 +22,21 @@ TOPOLOGY_CHOICES = ("ring", "dgx1", "hfp8-64", "torus-2d", "fully-connected", "s
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--topology", required=True, choices=TOPOLOGY_CHOICES,
-                        help="interconnect: ring, dgx1 (8-GPU hybrid cube-mesh), hfp8-64 (8 cube-"
-                        "mesh boards, rail-aligned), torus-2d, fully-connected, switch, "
-                        "multi-board (--chips a multiple of 8)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--topology", choices=TOPOLOGY_CHOICES,
+                       help="interconnect: ring, dgx1 (8-GPU hybrid cube-mesh), hfp8-64 (8 cube-"
+                       "mesh boards, rail-aligned), torus-2d, fully-connected, switch, "
+                       "multi-board (--chips a multiple of 8)")
+    where.add_argument("--system", metavar="FILE",
+                       help="a node file (TOML path or shipped name, e.g. dgx-h100): its fabric "
+                       "as every front-end times it -- NVSwitch ports inside a node, one NIC "
+                       "per GPU across nodes, both at the preset's network_efficiency")
     parser.add_argument("--chips", type=positive_int, default=None,
-                        help="number of chips P (fixed: 8 for dgx1, 64 for hfp8-64)")
+                        help="number of chips P (fixed: 8 for dgx1, 64 for hfp8-64; with "
+                        "--system: the ranks, default one node's GPUs, more span nodes)")
+    parser.add_argument("--stride", type=positive_int, default=1,
+                        help="with --system: ranks this many GPUs apart (8 on 8-GPU nodes: one "
+                        "rank per node, on the NICs; default 1)")
     parser.add_argument("--op", required=True,
                         choices=("reduce-scatter", "all-gather", "all-reduce", "all-to-all"),
                         help="collective operation (all-to-all: every rank sends N/P to every "
@@ -73,7 +83,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def run_system(args: argparse.Namespace) -> int:
+    """``--system``: the collective on a node file's fabric (:mod:`accelsim.netsim.fabric`)."""
+    from accelsim.arch import build_system
+    from accelsim.commands._common import system_path
+    from accelsim.netsim.fabric import Fabric, collective_time_s
+    from accelsim.ring import bus_factor
+
+    for flag, value, default in (("--link-GBps", args.link_GBps, None),
+                                 ("--inter-board-GBps", args.inter_board_GBps, None),
+                                 ("--latency-us", args.latency_us, None),
+                                 ("--packet-bytes", args.packet_bytes, None),
+                                 ("--alpha-us", args.alpha_us, 0.0),
+                                 ("--mode", args.mode, "symmetric")):
+        if value != default:
+            raise UserError(f"{flag} is a --topology option: with --system the links, "
+                            "latencies and efficiency are the preset's (edit a copy of it)")
+    if args.engine == "both":
+        raise UserError("--engine both is a --topology option: with --system run analytic and "
+                        "des one at a time")
+    path = system_path(args.system)
+    system = build_system(path)
+    fab = Fabric.of(system, engine=args.engine)  # refuses a multi-board system, names it
+    ranks = args.chips if args.chips is not None else system.chips
+    t = collective_time_s(system, args.op, float(args.nbytes), ranks, args.stride,
+                          engine=args.engine)
+    per_node, nodes = fab.split(ranks, args.stride)
+    algbw = args.nbytes / t / 1e9 if t > 0 else float("inf")
+    bus = algbw * (bus_factor(args.op, ranks) if args.op != "all-to-all" else 1.0)
+    algo = ("one rank" if ranks == 1 else "ring, inside a node" if nodes == 1
+            else "ring, across nodes (NICs)" if per_node == 1
+            else f"hierarchical: {per_node} per node x {nodes} nodes")
+    out = {"system": system.name, "op": args.op, "engine": args.engine, "chips": ranks,
+           "stride": args.stride, "nodes": nodes, "algorithm": algo,
+           "payload_bytes": float(args.nbytes), "time_s": t, "algbw_GBps": algbw,
+           "bus_bandwidth_GBps": bus, "network_efficiency": system.network_efficiency}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    rows = [("system", f"{system.name} ({path})"), ("op", args.op), ("engine", args.engine),
+            ("ranks", f"{ranks} (stride {args.stride}, {nodes} node{'s' * (nodes > 1)})"),
+            ("algorithm", algo), ("size", f"{args.nbytes} B"),
+            ("network efficiency", f"{system.network_efficiency:g} of the wire rate "
+                                   "(the preset's [system] network_efficiency)"),
+            ("time", f"{t * 1e6:.6g} us"), ("algorithm bandwidth", f"{algbw:.6g} GB/s"),
+            ("bus bandwidth", f"{bus:.6g} GB/s")]
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.system is not None:
+        return run_system(args)
+    if args.stride != 1:
+        raise UserError("--stride is a --system option (ranks spaced over a node file's GPUs)")
     from accelsim.netsim import limits
 
     for flag, default in (("max_transfers", limits.MAX_TRANSFERS),

@@ -20,7 +20,8 @@ import importlib
 _EXPORTS = {
     **dict.fromkeys(("ParamCounts", "StateFormats", "param_bytes"), "accelsim.arch.states"),
     "get_scheme": "accelsim.arch.schemes",
-    **dict.fromkeys(("Comm", "Fabric"), "accelsim.engine.comm"),
+    "Comm": "accelsim.engine.comm",
+    "Fabric": "accelsim.netsim.fabric",
     "Memory": "accelsim.engine.memory",
     **dict.fromkeys(("LlmParams", "Plan"), "accelsim.engine.plan"),
     **dict.fromkeys(("Options", "WorkloadPrediction", "data_parallel_step", "predict_step",

@@ -28,152 +28,38 @@ each parameter at its scheme's bytes through :func:`accelsim.arch.states.param_b
 
 from __future__ import annotations
 
-import functools
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelsim.arch import System
 from accelsim.arch.states import ParamCounts, StateFormats, param_bytes
 from accelsim.engine.memory import Memory
 from accelsim.engine.plan import LlmParams, Plan
-from accelsim.ring import bus_factor, ring_collective_time
+from accelsim.netsim.fabric import Fabric
+from accelsim.ring import bus_factor
 from accelsim.engine.decoder import Decoder, a2a_elements
 from accelsim.engine.graph import CommKind, CommOp, Phase, Stream
 from accelsim.engine.lower import zero_comm_ops
 from accelsim.workload.gpt import GptConfig
-from accelsim.errors import InputError
-
-ENGINES = ("analytic", "des")
-#: DES packet size: collectives move in pipelined chunks of this many bytes (assumption: the
-#: order of NCCL's per-channel chunks, 512 KiB-4 MiB; with cut-through switches the time does
-#: not depend on it, the event count does)
-DES_PACKET_BYTES = 4 * 2 ** 20
 
 
-@functools.lru_cache(maxsize=4096)
-def _des_ring(kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
-              latency_s: float) -> float:
-    """One ring collective on a ``ranks``-port switch, timed by netsim's DES (symmetric mode)."""
-    # the DES only on request: importing it (simpy, networkx) is not free for every prediction
-    from accelsim.netsim import symmetric
-    from accelsim.netsim.phases import collective_time
-
-    # a switch ring step crosses two links (GPU -> switch -> GPU): half the node file's
-    # GPU-to-GPU latency on each, so a step costs the latency the closed form charges
-    pl = symmetric.plan("switch", ranks, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s / 2)
-    return collective_time(pl, kind, math.ceil(size_bytes), 1.0, engine="des",
-                           packet_bytes=DES_PACKET_BYTES).time_s
+def fabric_of(system: System, params: LlmParams, engine: str = "analytic") -> Fabric:
+    """The system's fabric (:class:`accelsim.netsim.fabric.Fabric`) for a prediction under
+    ``params``: its network efficiency unless ``params`` overrides it (the one place the
+    override applies), all-to-alls at ``params.all_to_all_efficiency``."""
+    if params.network_efficiency is not None:
+        system = system.with_network_efficiency(params.network_efficiency)
+    return Fabric.of(system, engine=engine, all_to_all_efficiency=params.all_to_all_efficiency)
 
 
-@dataclass(frozen=True)
-class Fabric:
-    """The two tiers a node file describes, with the achievable-bandwidth factor applied."""
-
-    gpus_per_node: int
-    intra_Bps: float
-    intra_latency_s: float
-    inter_Bps: float
-    inter_latency_s: float
-    engine: str = "analytic"
-    a2a_scale: float = 1.0  # an all-to-all's achievable bandwidth over a ring collective's
-
-    def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise InputError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
-
-    def ring(self, kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
-             latency_s: float) -> float:
-        if self.engine == "des" and ranks > 1 and size_bytes > 0:
-            return _des_ring(kind, ranks, float(size_bytes), bandwidth_Bps, latency_s)
-        return ring_collective_time(kind, ranks, size_bytes, bandwidth_Bps, latency_s)
-
-    @classmethod
-    def of(cls, system: System, params: LlmParams, engine: str = "analytic") -> Fabric:
-        if system.boards != 1:
-            raise InputError(f"system {system.name!r}: the llm model takes a node file "
-                             f"(boards = 1), got boards = {system.boards}")
-        if system.inter_board_link is None:
-            raise InputError(f"system {system.name!r}: no inter_board link (the per-GPU NIC) "
-                             "to reach other nodes")
-        e = params.network_efficiency
-        ln, ib = system.link, system.inter_board_link
-        return cls(gpus_per_node=system.chips,
-                   intra_Bps=ln.bandwidth_Bps * ln.links_per_chip * e,
-                   intra_latency_s=ln.latency_s,
-                   inter_Bps=ib.bandwidth_Bps * ib.links_per_chip * e,
-                   inter_latency_s=ib.latency_s, engine=engine,
-                   a2a_scale=params.all_to_all_efficiency / e)
-
-    def split(self, size: int, stride: int) -> tuple[int, int]:
-        """(members per node, nodes) of a group of ``size`` ranks spaced ``stride`` apart."""
-        n = self.gpus_per_node
-        if stride >= n:
-            return 1, size
-        per_node = min(size, max(1, n // stride))
-        return per_node, -(-size // per_node)
-
-    def collective_s(self, kind: str, size_bytes: float, ranks: int, stride: int) -> float:
-        """Time of one ring collective (nccl-tests ``size`` = the whole buffer) in a group."""
-        if ranks <= 1 or size_bytes <= 0:
-            return 0.0
-        kin, kout = self.split(ranks, stride)
-        intra = (self.intra_Bps, self.intra_latency_s)
-        inter = (self.inter_Bps, self.inter_latency_s)
-        if kout == 1:
-            return self.ring(kind, kin, size_bytes, *intra)
-        if kin == 1:
-            return self.ring(kind, kout, size_bytes, *inter)
-        # hierarchical: node-level reduce-scatter, rail-level collective on 1/kin, node all-gather
-        if kind == "all-reduce":
-            return (self.ring("reduce-scatter", kin, size_bytes, *intra)
-                    + self.ring("all-reduce", kout, size_bytes / kin, *inter)
-                    + self.ring("all-gather", kin, size_bytes, *intra))
-        return (self.ring(kind, kin, size_bytes, *intra)
-                + self.ring(kind, kout, size_bytes / kin, *inter))
-
-    def all_to_all_s(self, size_bytes: float, ranks: int, stride: int,
-                     inter_fraction: float = 1.0) -> float:
-        """Time of one all-to-all of ``size_bytes`` per GPU in a group of ``ranks`` spaced
-        ``stride`` apart: pairwise inside each node, then across nodes on the NICs
-        (:func:`accelsim.netsim.alltoall.two_tier_plan`, closed form); the cross-node level
-        carries ``inter_fraction`` of its pairwise share (a dispatch that sends each token once
-        per node, not once per expert)."""
-        if ranks <= 1 or size_bytes <= 0:
-            return 0.0
-        from accelsim.netsim import alltoall
-
-        kin, kout = self.split(ranks, stride)
-        pl = alltoall.two_tier_plan(kin, kout, intra_Bps=self.intra_Bps * self.a2a_scale,
-                                    inter_Bps=self.inter_Bps * self.a2a_scale,
-                                    intra_latency_s=self.intra_latency_s,
-                                    inter_latency_s=self.inter_latency_s)
-        if inter_fraction == 1.0 or kout == 1:
-            return alltoall.analytic_time(pl, size_bytes).time_s
-        per = size_bytes / pl.streams
-        intra, inter = pl.levels if kin > 1 else ((), pl.levels[0])
-        t = inter.time_s(per * inter_fraction)
-        return t + (intra.time_s(per) if kin > 1 else 0.0)
-
-    def op_s(self, op: CommOp) -> float:
-        """Seconds of one CommOp of the op graph: a ring collective by :meth:`collective_s`,
-        an all-to-all by :meth:`all_to_all_s`, a send-recv point to point (across nodes when
-        its group spans nodes)."""
-        if op.kind == CommKind.ALL_TO_ALL:
-            return self.all_to_all_s(op.size_bytes, op.group, op.stride)
-        if op.kind == CommKind.SEND_RECV:
-            return self.p2p_s(op.size_bytes, self.nodes_of(op.group, op.stride) > 1)
-        return self.collective_s(str(op.kind), op.size_bytes, op.group, op.stride)
-
-    def nodes_of(self, ranks: int, stride: int) -> int:
-        """Nodes a group of ``ranks`` spaced ``stride`` apart spans."""
-        return self.split(ranks, stride)[1]
-
-    def p2p_s(self, nbytes: float, across_nodes: bool) -> float:
-        if nbytes <= 0:
-            return 0.0
-        if across_nodes:
-            return self.inter_latency_s + nbytes / self.inter_Bps
-        return self.intra_latency_s + nbytes / self.intra_Bps
+def op_s(fabric: Fabric, op: CommOp) -> float:
+    """Seconds of one CommOp of the op graph: a ring collective by :meth:`collective_s`,
+    an all-to-all by :meth:`all_to_all_s`, a send-recv point to point (across nodes when
+    its group spans nodes)."""
+    if op.kind == CommKind.ALL_TO_ALL:
+        return fabric.all_to_all_s(op.size_bytes, op.group, op.stride)
+    if op.kind == CommKind.SEND_RECV:
+        return fabric.p2p_s(op.size_bytes, fabric.nodes_of(op.group, op.stride) > 1)
+    return fabric.collective_s(str(op.kind), op.size_bytes, op.group, op.stride)
 
 
 def ring_sent(kind: str, ranks: int, size_bytes: float) -> float:
@@ -203,6 +89,9 @@ class Comm:
     ep_ops: tuple[tuple[CommOp, float], ...] = ()
     ep_layer_pass_s: float = 0.0  # one MoE layer, one micro-batch, one forward pass
     ep_layer_bwd_s: float = 0.0  # one MoE layer, one micro-batch, one backward pass
+    #: the data-parallel CommOps (gradient reduction, ZeRO weight gathers; the routed experts'
+    #: over their own ranks), each with its seconds
+    dp_ops: tuple[tuple[CommOp, float], ...] = ()
 
     @property
     def dp_s(self) -> float:
@@ -288,15 +177,18 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
                       Stream.TP, Phase.BWD))
         ep_ops = tuple((o, fabric.all_to_all_s(o.size_bytes, o.group, o.stride, f))
                        for o in ops)
-    dp_bytes, dp_reduce_s, dp_gather_s = _dp(fabric, plan, mem.counts, scheme, d, t)
+    dp_ops = _dp(fabric, plan, mem.counts, scheme, d, t)
     if mem.expert_params and d // plan.ep > 1:
-        eb, er, eg = _dp(fabric, plan, mem.expert_counts, scheme, d // plan.ep, t * plan.ep)
-        dp_bytes, dp_reduce_s, dp_gather_s = dp_bytes + eb, dp_reduce_s + er, dp_gather_s + eg
+        dp_ops += tuple((replace(o, name=f"expert_{o.name}"), sec) for o, sec in _dp(
+            fabric, plan, mem.expert_counts, scheme, d // plan.ep, t * plan.ep))
+    dp_bytes = sum((o.bytes for o, _ in dp_ops), 0.0)
+    dp_reduce_s = sum((sec for o, sec in dp_ops if o.name.endswith("dp_reduce")), 0.0)
+    dp_gather_s = sum((sec for o, sec in dp_ops if o.name.endswith("dp_gather")), 0.0)
     return Comm(tp_bytes=tp_bytes, tp_input_bytes=tp_input_bytes, pp_bytes=pp_bytes,
                 dp_bytes=dp_bytes, tp_layer_pass_s=2 * fwd_s, tp_layer_bwd_s=2 * bwd_s,
                 pp_p2p_s=pp_p2p_s, dp_reduce_s=dp_reduce_s, dp_gather_s=dp_gather_s,
                 ep_bytes=ep_bytes, ep_layer_pass_s=ep_fwd, ep_layer_bwd_s=ep_bwd,
-                tp_ops=tp_ops, ep_ops=ep_ops)
+                tp_ops=tp_ops, ep_ops=ep_ops, dp_ops=dp_ops)
 
 
 def _tp_layer_ops(plan: Plan, fabric: Fabric, ag_in: float, red: float
@@ -341,13 +233,10 @@ def inter_node_fraction(model: Decoder, nodes: int) -> float:
 
 
 def _dp(fabric: Fabric, plan: Plan, counts: ParamCounts, scheme: StateFormats, d: int,
-        stride: int) -> tuple[float, float, float]:
-    """(bytes sent, reduce s, gather s) of the data-parallel collectives over ``d`` ranks
-    ``stride`` apart for ``counts`` parameters (the linear weight matrices in the scheme's
-    bytes, the other parameters in its other scheme's): the CommOps of
-    :func:`accelsim.engine.lower.zero_comm_ops`, timed by :meth:`Fabric.op_s`."""
+        stride: int) -> tuple[tuple[CommOp, float], ...]:
+    """The data-parallel CommOps over ``d`` ranks ``stride`` apart for ``counts`` parameters
+    (the linear weight matrices in the scheme's bytes, the other parameters in its other
+    scheme's), :func:`accelsim.engine.lower.zero_comm_ops`, each timed by :func:`op_s`."""
     gb = param_bytes(counts, scheme, lambda x: x.grad_comm_bytes)
     wb = param_bytes(counts, scheme, lambda x: x.weight_comm_bytes)
-    reduce, *gathers = zero_comm_ops(gb, wb, plan.zero, d, stride)
-    return (reduce.bytes + sum((op.bytes for op in gathers), 0.0), fabric.op_s(reduce),
-            sum((fabric.op_s(op) for op in gathers), 0.0))
+    return tuple((op, op_s(fabric, op)) for op in zero_comm_ops(gb, wb, plan.zero, d, stride))

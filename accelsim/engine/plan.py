@@ -146,8 +146,9 @@ def check_tp_in_node(tp: int, gpus_per_node: int) -> None:
 class LlmParams:
     """The global parameters of one prediction: the fabric's and the software stack's.
 
-    network_efficiency: fraction of a link's bandwidth a collective reaches (NCCL bus bandwidth
-        over the wire rate; fitted by scripts/llm_fit.py).
+    network_efficiency: None (the default): the system's (``[system] network_efficiency`` of
+        the fabric preset: the fraction of a link's wire rate a collective reaches, fitted by
+        scripts/llm_fit.py); a number overrides it for this prediction (a fit's grid).
     all_to_all_efficiency: fraction of a link's bandwidth an expert-parallel all-to-all
         (token dispatch and combine) reaches.
     stack: the software stack (:mod:`accelsim.engine.stack`; default ``megatron``, the stack
@@ -165,10 +166,9 @@ class LlmParams:
     Overrides (``--memory-reserve``, a fit's grid) are resolved here, once.
     """
 
-    # fitted: scripts/llm_fit.py (Narayanan SC'21 Table 1); 0.5 before perf's per-kernel time
-    # was fitted (GPU presets' kernel_launch_us 2 -> 6 us), 0.55 until GEMMs had their own
-    # stream efficiency and split K and the fit refined its 0.05 grid to 0.01 (2026-11-26)
-    network_efficiency: float = 0.52
+    # the fabric preset's (arch_configs/*.toml [system] network_efficiency, fitted by
+    # scripts/llm_fit.py); a number only to override it
+    network_efficiency: float | None = None
     memory_efficiency: float | None = None
     memory_reserve_GiB: float | None = None
     stack: Stack = MEGATRON
@@ -187,6 +187,8 @@ class LlmParams:
             object.__setattr__(self, "memory_reserve_GiB", self.stack.memory_reserve_GiB)
         for f in ("network_efficiency", "memory_efficiency", "all_to_all_efficiency"):
             v = getattr(self, f)
+            if f == "network_efficiency" and v is None:
+                continue
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"LlmParams.{f} must be in (0, 1], got {v!r}")
         v = self.memory_reserve_GiB

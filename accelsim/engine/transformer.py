@@ -23,7 +23,7 @@ from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine import decoder, eager
-from accelsim.engine.comm import Comm, Fabric, comm
+from accelsim.engine.comm import Comm, comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.memory import GIB, Memory, memory
@@ -244,12 +244,16 @@ class Prediction:
         for layer, op, ph, t, n, stream in step:
             if t > 0:
                 out.append(Row(layer, op, ph, 0, n, t, t, 0.0, 0.0, op, stream))
+        # the hidden part of the data-parallel traffic comes off the reductions, in order
         hidden = cm.dp_s - self.dp_comm_s
-        for op, t in (("dp_reduce", cm.dp_reduce_s), ("dp_gather", cm.dp_gather_s)):
+        for op, t in cm.dp_ops:
             if t > 0:
-                shown = max(0.0, t - hidden) if op == "dp_reduce" else t
-                out.append(Row("grads", op, Phase.STEP, 0, 1, t, shown, 0.0, 0.0, "comm",
-                               Stream.DP))
+                shown = t
+                if op.name.endswith("dp_reduce"):
+                    shown = max(0.0, t - hidden)
+                    hidden -= t - shown
+                out.append(Row("grads", op.name, Phase.STEP, 0, 1, t, shown, 0.0, op.bytes,
+                               "comm", Stream.DP))
         return out
 
     def timeline(self) -> Timeline:
@@ -426,7 +430,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     if not system.chip.core.supports(sc.gemm_precision):
         raise InputError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")
-    fabric = Fabric.of(system, params, engine)
+    fabric = fabric_of(system, params, engine)
     mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
     if not params.stack.fused:
         mem = replace(mem, activations_bytes=eager.activation_bytes(model, plan,

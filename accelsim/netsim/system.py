@@ -16,11 +16,16 @@ from accelsim.netsim.update import UpdateParams
 
 
 def system_graph(system: System) -> nx.Graph:
-    """The system's topology graph with its configured link bandwidths and latencies."""
+    """The system's topology graph: its links at the achievable fraction of their wire rate
+    (``system.network_efficiency``, the fabric's one fitted factor, applied here and in
+    :class:`accelsim.netsim.fabric.Fabric` for every caller) and their latencies. A node
+    file's latency is GPU to GPU; on a switch that path crosses two links, each taking half."""
     inter = system.inter_board_link if system.boards > 1 else None
-    return topo.build(system.topology, system.chips, bandwidth_Bps=system.link.bandwidth_Bps,
-                      inter_board_Bps=None if inter is None else inter.bandwidth_Bps,
-                      latency_s=system.link.latency_s,
+    e = system.network_efficiency
+    hops = 2 if system.topology == "switch" else 1
+    return topo.build(system.topology, system.chips, bandwidth_Bps=system.link.bandwidth_Bps * e,
+                      inter_board_Bps=None if inter is None else inter.bandwidth_Bps * e,
+                      latency_s=system.link.latency_s / hops,
                       inter_board_latency_s=None if inter is None else inter.latency_s)
 
 
