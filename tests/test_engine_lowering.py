@@ -212,12 +212,19 @@ def test_breakdown_is_the_program_and_adds_up(system, scheme, batch):
     s = _system(system)
     r = predict_workload(s, RESNET, batch, scheme, fusion=True)
     df = breakdown_frame(r.rows())
-    assert df["exposed_s"].sum() == pytest.approx(r.step.step_s, rel=0.01)
-    # every layer op's phases, then the step ops of the program, in order
+    # the rows are the one schedule's: they sum to the step (by construction) and the trace
+    # ends where the step does
+    assert df["exposed_s"].sum() == pytest.approx(r.step.step_s, rel=1e-12)
+    assert r.timeline().end_s == pytest.approx(r.step.step_s, rel=1e-12)
+    # in execution order: every layer's forward in order, then the backward phases in reverse
+    # layer order, then the step ops of the program
     n_layer_rows = sum(len(op.phases) for op in r.phases.ops)
-    assert list(df["layer"][:n_layer_rows]) == [op.name for op in r.phases.ops
-                                                for _ in op.phases]
-    assert list(df["op"][:n_layer_rows]) == [op.kind for op in r.phases.ops for _ in op.phases]
+    fwd = [op.name for op in r.phases.ops]
+    assert list(df["layer"][:len(fwd)]) == fwd and set(df["phase"][:len(fwd)]) == {"fwd"}
+    bwd = [op.name for op in r.phases.ops for ph in op.phases if ph != "fwd"][::-1]
+    assert list(df["layer"][len(fwd):n_layer_rows]) == bwd
+    assert sorted(df["op"][:n_layer_rows]) == sorted(op.kind for op in r.phases.ops
+                                                     for _ in op.phases)
     step = r.program[len(r.phases.ops):]
     assert list(df["op"][n_layer_rows:]) == [op.name for op in step]
     assert list(df["bytes"][n_layer_rows:]) == [op.bytes for op in step]

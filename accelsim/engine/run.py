@@ -21,6 +21,7 @@ from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
 from accelsim.engine.plan import LlmParams, Plan
+from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
 from accelsim.engine.schedule import (
     CommPhases,
     ComputeProfile,
@@ -110,58 +111,56 @@ class WorkloadPrediction:
             "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
         }
 
-    def step_ops(self) -> list[tuple[CommOp | UpdateOp, float, float]]:
-        """The program's step ops after back-propagation, in order, each with its seconds and
-        the part of them on the critical path (the schedule's: only the reduce-scatter hides
-        behind back-propagation, :func:`accelsim.engine.schedule.exposed_comm_s`)."""
+    def step_ops(self) -> list[tuple[CommOp | UpdateOp, float]]:
+        """The program's step ops after back-propagation, in order, each with its seconds
+        (netsim's: :func:`comm_phases`)."""
         st = self.step
+        seconds = {CommKind.REDUCE_SCATTER: st.reduce_scatter_s,
+                   CommKind.ALL_GATHER: st.all_gather_s}
         out = []
         for op in self.program[len(self.phases.ops):]:
             if isinstance(op, UpdateOp):
-                out.append((op, st.weight_update_s, st.weight_update_s))
-            elif op.kind == CommKind.REDUCE_SCATTER:
-                out.append((op, st.reduce_scatter_s, st.reduce_scatter_s - st.hidden_comm_s))
-            elif op.kind == CommKind.ALL_GATHER:
-                out.append((op, st.all_gather_s, st.all_gather_s))
+                out.append((op, st.weight_update_s))
+            elif op.kind in seconds:
+                out.append((op, seconds[op.kind]))
             else:
                 raise ValueError(f"data-parallel step op {op!r} has no time in the schedule")
         return out
 
-    def rows(self) -> list[Row]:
-        """The breakdown, one row per op of the program: every layer op's phases on the compute
-        stream (all exposed: one chip's compute is the critical path), the compression pass,
-        then the gradient CommOps (only their unhidden part exposed) and the UpdateOp."""
-        out = [Row(p.op.name, op=p.op.kind, phase=Phase(p.phase), stage=0, count=1,
-                   time_s=p.time_s, exposed_s=p.time_s, flops=p.flops, bytes=p.bytes,
-                   bound=p.bound)
-               for p in self.phases.layer_phases]
-        st = self.step
-        if st.compression_s > 0:
-            out.append(Row("grads", "compression", Phase.STEP, 0, 1, st.compression_s,
-                           st.compression_s, 0.0, 0.0, "compression", Stream.COMPUTE))
-        for op, t, shown in self.step_ops():
-            if t > 0:
-                stream = op.stream if isinstance(op, CommOp) else Stream.COMPUTE
-                out.append(Row("grads", op.name, Phase.STEP, 0, 1, t, shown, 0.0, op.bytes,
-                               op.name, stream))
-        return out
-
-    def timeline(self) -> Timeline:
-        """Forward through the layers, backward in reverse, then the gradient reduction (its
-        hidden part beside the end of back-propagation) and the update, in the program's
-        (the scheme's phase) order."""
-        tl = Timeline()
+    def graph(self) -> tuple[Task, ...]:
+        """The iteration as one per-rank op graph: every layer's forward phase in order, the
+        backward phases in reverse layer order, on the compute stream; the compression pass;
+        then the program's step ops in the scheme's phase order, the collectives on the
+        data-parallel stream, each waiting for the one before (the gradient reduction starts
+        after back-propagation, as the HFP8 paper's numbers imply; the update needs the
+        reduced gradients)."""
+        g = Graph()
         fwd = [p for p in self.phases.layer_phases if p.phase == "fwd"]
         bwd = [p for p in self.phases.layer_phases if p.phase != "fwd"]
         for p in fwd + bwd[::-1]:
-            tl.run(f"{p.op.name} ({p.phase})", p.time_s)
-        st = self.step
-        tl.run("compression", st.compression_s)
-        tl.beside("reduce_scatter (hidden)", tl.t - st.hidden_comm_s, st.hidden_comm_s,
-                  Stream.DP)
-        for op, _, shown in self.step_ops():
-            tl.run(op.name, shown, op.stream if isinstance(op, CommOp) else Stream.COMPUTE)
-        return tl
+            g.add(Task(p.op.name, p.op.kind, Phase(p.phase), p.time_s, deps=g.last(),
+                       flops=p.flops, bytes=p.bytes, bound=p.bound))
+        if self.step.compression_s > 0:
+            g.add(Task("grads", "compression", Phase.STEP, self.step.compression_s,
+                       deps=g.last(), bound="compression"))
+        for op, t in self.step_ops():
+            stream = op.stream if isinstance(op, CommOp) else Stream.COMPUTE
+            g.add(Task("grads", op.name, Phase.STEP, t, stream, deps=g.last(), bytes=op.bytes,
+                       bound=op.name))
+        return tuple(g.tasks)
+
+    def schedule(self) -> Schedule:
+        """:meth:`graph` placed on its streams by the one scheduler."""
+        return schedule(self.graph())
+
+    def rows(self) -> list[Row]:
+        """The breakdown, read from :meth:`schedule` (rows in execution order; a step op of no
+        time is left out)."""
+        return [r for r in self.schedule().rows() if r.time_s > 0 or r.phase != Phase.STEP]
+
+    def timeline(self) -> Timeline:
+        """The trace, read from :meth:`schedule`."""
+        return self.schedule().timeline()
 
 
 def predict_workload(system: System, workload: Workload, batch: int, scheme: str | Scheme, *,

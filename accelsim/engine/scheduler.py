@@ -1,0 +1,159 @@
+"""The one scheduler: a per-rank op graph placed on its streams, and every result read from it.
+
+A :class:`Task` is one op instance of the graph (a layer's phase, a collective, the optimizer
+step, a pipeline bubble) with its seconds on its stream, the tasks it waits for and its FLOPs
+and bytes. :func:`schedule` is a list scheduler with CUDA-stream semantics: each stream runs its
+tasks in the order they were added, a task starts when its dependencies have ended and its
+stream is free. Overlap is what that gives -- a reduce-scatter on the data-parallel stream runs
+beside the compute stream until something waits for it -- never a rule per case.
+
+The :class:`Schedule` is the one source of a prediction's results: its makespan is the step
+time, :meth:`Schedule.rows` the breakdown (``exposed_s`` attributes every instant of the
+makespan to one running task -- the compute stream's first, else the earliest started -- so the
+rows sum to the makespan by construction), :meth:`Schedule.timeline` the Chrome trace (every
+task at its scheduled start) and :meth:`Schedule.memory_peak_bytes` the peak of the running sum
+of the tasks' allocations and frees along the schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from accelsim.engine.graph import Phase, Stream
+from accelsim.engine.trace import Row, Timeline
+from accelsim.errors import InputError
+
+
+@dataclass(frozen=True)
+class Task:
+    """One op instance: ``time_s`` on ``stream`` after every task in ``deps`` (indices of
+    earlier tasks) has ended. ``layer``, ``op``, ``phase``, ``stage``, ``count``, ``flops``,
+    ``bytes`` and ``bound`` are its breakdown row's; ``alloc_bytes`` is allocated when it
+    starts and ``free_bytes`` freed when it ends (the memory events of the graph)."""
+
+    layer: str
+    op: str
+    phase: Phase
+    time_s: float
+    stream: Stream = Stream.COMPUTE
+    deps: tuple[int, ...] = ()
+    flops: float = 0.0
+    bytes: float = 0.0
+    bound: str = ""
+    stage: int = 0
+    count: int = 1
+    alloc_bytes: float = 0.0
+    free_bytes: float = 0.0
+
+
+class Graph:
+    """A per-rank op graph under construction: :meth:`add` appends a task (its dependencies
+    must already be in the graph, so the insertion order is a topological order)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[Task] = []
+
+    def add(self, task: Task) -> int:
+        n = len(self.tasks)
+        for d in task.deps:
+            if not 0 <= d < n:
+                raise ValueError(f"task {task.layer}/{task.op}: dependency {d} is not an "
+                                 f"earlier task (0..{n - 1})")
+        if not task.time_s >= 0:
+            raise InputError(f"task {task.layer}/{task.op}: time {task.time_s!r} s must be "
+                             ">= 0")
+        self.tasks.append(task)
+        return n
+
+    def last(self, stream: Stream | None = None) -> tuple[int, ...]:
+        """The last task (on ``stream``), as a dependency tuple (empty when there is none)."""
+        for i in range(len(self.tasks) - 1, -1, -1):
+            if stream is None or self.tasks[i].stream == stream:
+                return (i,)
+        return ()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Every task of a graph at its start and end (seconds from the step's start)."""
+
+    tasks: tuple[Task, ...]
+    start_s: tuple[float, ...]
+    end_s: tuple[float, ...]
+
+    @property
+    def makespan_s(self) -> float:
+        return max(self.end_s, default=0.0)
+
+    def exposed_s(self) -> list[float]:
+        """Each task's share of the makespan: every instant goes to one running task, the
+        compute stream's if it runs, else the one that started first (then the first added).
+        Idle instants (none running) go to the task that ends the gap, so the shares sum to
+        the makespan."""
+        n = len(self.tasks)
+        out = [0.0] * n
+        cuts = sorted({0.0, *self.start_s, *self.end_s})
+        order = sorted(range(n), key=lambda i: (self.start_s[i], i))
+        active: list[int] = []
+        k = 0
+        pending_gap = 0.0
+        for a, b in zip(cuts, cuts[1:]):
+            while k < n and self.start_s[order[k]] <= a:
+                active.append(order[k])
+                k += 1
+            active = [i for i in active if self.end_s[i] > a]
+            running = [i for i in active if self.start_s[i] <= a < self.end_s[i]]
+            if not running:
+                pending_gap += b - a
+                continue
+            owner = min(running, key=lambda i: (self.tasks[i].stream != Stream.COMPUTE,
+                                                self.start_s[i], i))
+            out[owner] += b - a + pending_gap
+            pending_gap = 0.0
+        return out
+
+    def rows(self) -> list[Row]:
+        """The breakdown: one row per task, ``exposed_s`` from :meth:`exposed_s`."""
+        return [Row(t.layer, t.op, t.phase, t.stage, t.count, t.time_s, e, t.flops, t.bytes,
+                    t.bound or t.op, t.stream)
+                for t, e in zip(self.tasks, self.exposed_s())]
+
+    def timeline(self) -> Timeline:
+        """The trace: every task with a duration, at its scheduled start on its stream."""
+        tl = Timeline()
+        for t, s in zip(self.tasks, self.start_s):
+            name = t.op if t.layer in ("", t.op) else f"{t.layer} {t.op}"
+            tl.beside(f"{name} ({t.phase})", s, t.time_s, t.stream, stage=t.stage)
+        tl.t = self.makespan_s
+        return tl
+
+    def memory_peak_bytes(self, base_bytes: float = 0.0) -> float:
+        """The peak of ``base_bytes`` plus the running sum of the tasks' allocations (at their
+        starts) and frees (at their ends) along the schedule; at a tie, frees first."""
+        events = [(s, 1, t.alloc_bytes) for t, s in zip(self.tasks, self.start_s)
+                  if t.alloc_bytes] + [(e, 0, -t.free_bytes) for t, e in
+                                       zip(self.tasks, self.end_s) if t.free_bytes]
+        level = peak = base_bytes
+        for _, _, delta in sorted(events):
+            level += delta
+            peak = max(peak, level)
+        return peak
+
+
+def schedule(tasks: Sequence[Task]) -> Schedule:
+    """Place ``tasks`` (a topological order: every dependency earlier) on their streams: each
+    stream runs its tasks in order, a task starts once its dependencies have ended and its
+    stream is free."""
+    free: dict[Stream, float] = {}
+    start: list[float] = []
+    end: list[float] = []
+    for i, t in enumerate(tasks):
+        if any(not 0 <= d < i for d in t.deps):
+            raise ValueError(f"task {i} ({t.layer}/{t.op}): dependencies {t.deps} must be "
+                             "earlier tasks")
+        s = max([free.get(t.stream, 0.0), *(end[d] for d in t.deps)])
+        start.append(s)
+        end.append(s + t.time_s)
+        free[t.stream] = s + t.time_s
+    return Schedule(tuple(tasks), tuple(start), tuple(end))
