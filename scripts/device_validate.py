@@ -238,7 +238,7 @@ def attention_kernel_rows(dev: Device = H100) -> list[dict]:
 def _gpt(g: dict, power_model: bool = False, dev: Device = H100):
     """``predict --stack pytorch`` of a measured eager GPT step (one GPU, AdamW, bf16)."""
     cfg = GptConfig(layers=g["layers"], hidden=g["hidden"], heads=g["heads"], seq=g["seq"],
-                    vocab=g["vocab"])
+                    vocab=g["vocab"], flash_attention=True)  # the measured step ran SDPA
     plan = Plan(tp=1, pp=1, dp=1, micro_batch=g["batch"], global_batch=g["batch"],
                 optimizer="adamw")
     s = system(dev).with_power_model() if power_model else system(dev)

@@ -36,8 +36,9 @@ from accelsim.workload.gpt import GptConfig
 
 def megatron_cases():
     for name, L, h, a, t, p, n, b, B, v, overlap, pub in MEGATRON_TABLE1:
+        # SC'21 predates flash attention: Megatron-LM's kernel kept the s x s scores
         model = GptConfig(layers=L, hidden=h, heads=a, seq=MEGATRON_SEQ, vocab=MEGATRON_VOCAB,
-                          name=name)
+                          flash_attention=False, name=name)
         plan = Plan(tp=t, pp=p, dp=n // (t * p), micro_batch=b, global_batch=B, interleave=v,
                     recompute="full", overlap_grad_reduce=overlap)
         yield name, model, plan, pub

@@ -328,3 +328,26 @@ def power_system(system, spath, args: argparse.Namespace, precision: str):
                             f"static power, {power.static_W:g} W ({spath} chip.power.static_W)")
         system = system.with_power_limit(args.power_limit_W)
     return system.with_power_model(), True
+
+
+def add_flash_argument(parser) -> None:
+    """``--flash-attention`` / ``--no-flash-attention``: every front-end that builds a decoder
+    from flags (llm, workload gpt). On by default, as every current training stack runs it
+    (PyTorch SDPA, Megatron-LM's --use-flash-attn, Transformer Engine's fused attention)."""
+    parser.add_argument("--flash-attention", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="attention kernel that keeps no score matrix and skips the causal "
+                             "half (default: on; --no-flash-attention for the unfused kernel "
+                             "that writes the s x s scores)")
+
+
+def memory_fit(system, need_GiB: float) -> dict:
+    """The JSON fields every front-end reports beside its memory per chip:
+    ``memory_capacity_GiB`` (one chip's) and ``fits_memory`` (the need within it)."""
+    cap = system.chip.memory_capacity_bytes / 2**30
+    return {"memory_capacity_GiB": cap, "fits_memory": bool(need_GiB <= cap)}
+
+
+def not_fit_line(need_GiB: float, cap_GiB: float, per: str, hint: str) -> str:
+    """The first line of a text report whose plan does not fit one chip's memory."""
+    return f"DOES NOT FIT: {need_GiB:.1f} GiB per {per} > {cap_GiB:.4g} GiB ({hint})"

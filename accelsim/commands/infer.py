@@ -148,9 +148,9 @@ def run(args: argparse.Namespace) -> int:
               reserve_GiB=args.memory_reserve)
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
                   f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
-    d = r.as_dict()
-    cap = system.chip.memory_capacity_bytes / 2 ** 30
-    d["fits_memory"] = d["memory_GiB_per_gpu"] <= cap
+    from accelsim.commands._common import memory_fit, not_fit_line
+
+    d = {**r.as_dict(), **memory_fit(system, r.memory_GiB_per_gpu)}
     from accelsim.engine.energy import power_note
 
     for e, what in ((r.prefill_energy, "the prefill"), (r.decode_energy, "a decode step")):
@@ -160,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(d))
         return 0
+    if not d["fits_memory"]:
+        print(not_fit_line(d["memory_GiB_per_gpu"], d["memory_capacity_GiB"], "GPU",
+                           "a smaller --batch or context, more --tp / --pp, --kv-cache fp8 or "
+                           "a narrower --scheme"))
     print(f"{model.name}: {model.n_params / 1e9:.2f} B parameters ({model.n_active_params / 1e9:.2f}"
           f" B active) on {plan.gpus} GPU(s) of {system.name} (tp {plan.tp} x pp {plan.pp}), "
           f"{args.scheme}, batch {args.batch}")
@@ -170,8 +174,6 @@ def run(args: argparse.Namespace) -> int:
               "decode_clock_MHz"):
         if d.get(k) is not None:
             print(f"  {k:<26} {d[k]:.4g}")
-    if not d["fits_memory"]:
-        print(f"  warning: needs {d['memory_GiB_per_gpu']:.1f} GiB per GPU > {cap:.0f} GiB")
     return 0
 
 
@@ -194,7 +196,8 @@ def _serve(args: argparse.Namespace) -> int:
         check_figure_path(args.plot, "--plot")
     system, model, plan = _setup(args)
     _context_note(model, max(args.contexts) + (args.prompt or 0))
-    cap = system.chip.memory_capacity_bytes / 2 ** 30
+    from accelsim.commands._common import memory_fit
+
     rows = []
     for ctx in args.contexts:
         for b in args.batches:
@@ -208,7 +211,8 @@ def _serve(args: argparse.Namespace) -> int:
                          "time_to_first_token_s": d.get("time_to_first_token_s"),
                          "kv_cache_GiB": d["kv_cache_GiB"],
                          "memory_GiB_per_gpu": d["memory_GiB_per_gpu"],
-                         "fits_memory": d["memory_GiB_per_gpu"] <= cap})
+                         "fits_memory": memory_fit(system, d["memory_GiB_per_gpu"])[
+                             "fits_memory"]})
     df = pd.DataFrame(rows)
     if args.prompt is None:
         df = df.drop(columns="time_to_first_token_s")

@@ -8,12 +8,18 @@ import json
 import sys
 
 from accelsim.commands import _plan, _report
-from accelsim.commands._common import chip_count, dimension, model_layers, positive_int
+from accelsim.commands._common import (add_flash_argument, chip_count, dimension,
+                                       model_layers, positive_int)
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data (x expert) parallel run of a "
         "GPT, Llama or MoE model on nodes like --system (time, samples/s, TFLOPS, MFU, memory, "
         "comm and energy per GPU), or --search plans.")
+
+#: tokens per sample when ``--model`` is given without ``--seq`` (a model's positions are its
+#: longest context, often 32k-160k after long-context extension, not the length it trains at);
+#: a model with fewer positions runs at all of them
+DEFAULT_SEQ = 4096
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--layers", type=model_layers, default=None, metavar="L",
                    help="decoder layers (with --model: overrides the model's)")
     for flag, meta, what in (("--hidden", "H", "hidden size"), ("--heads", "A", "attention heads"),
-                             ("--seq", "S", "tokens per sample (with --model default: its "
-                                            "positions, e.g. llama3-8b 8192)"),
+                             ("--seq", "S", f"tokens per sample (with --model default: "
+                                            f"{DEFAULT_SEQ}, or the model's positions when "
+                                            "fewer, e.g. gpt2-small 1024; a note says so)"),
                              ("--vocab", "V", "vocabulary size")):
         m.add_argument(flag, type=dimension, default=None, metavar=meta,
                        help=what + ("" if flag == "--seq" else " (with --model: an override)"))
@@ -39,8 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="FFN size (default 4 x H)")
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
-    m.add_argument("--flash-attention", action="store_true",
-                   help="attention kernel that keeps no score matrix (causal half skipped)")
+    add_flash_argument(m)
     parser.add_argument("--scheme", choices=SCHEME_NAMES, required=True,
                         help="training scheme (one registry with predict's); with "
                              "--optimizer it fixes every state format")
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.workload.gpt import GptConfig
 
     path = system_path(args.system)
-    model = _model(args)
+    model, seq_note = _model(args)
     if args.search and (args.breakdown or args.trace):
         raise UserError("--breakdown and --trace are for one prediction, not --search")
     # a scheme the chip has no datapath for is refused here, naming the flag (as gemm does);
@@ -109,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         if args.stack != "megatron":
             raise UserError(f"--search --stack {args.stack}: the plan search ranks Megatron-LM "
                             "3-D parallel plans (--stack megatron)")
-        return _search(args, model, path, _params(args))
+        return _search(args, model, path, _params(args), seq_note)
     tp, pp = args.tp or 1, args.pp or 1
     dp = args.dp
     if args.gpus is not None:
@@ -130,11 +136,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     _report.check(args)
+    if seq_note:  # after every check, so that an error stays one line
+        print(seq_note, file=sys.stderr)
     r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
-    d = r.as_dict()
+    from accelsim.commands._common import memory_fit, not_fit_line
+
+    d = {**r.as_dict(), **memory_fit(system, r.memory.total_GiB)}
     from accelsim.engine.energy import power_note
 
     note = power_note(r.energy, "the iteration")
@@ -143,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(d, indent=None, sort_keys=False))
         return 0
+    if not d["fits_memory"]:
+        print(not_fit_line(d["memory_GiB_per_gpu"], d["memory_capacity_GiB"], "GPU",
+                           f"--memory-reserve {d['memory_reserve_GiB']:g} included; more "
+                           "--tp / --pp, --zero, --recompute, a smaller --micro-batch or --seq"))
     active = "" if d["active_params"] == d["params"] else \
         f" ({d['active_params'] / 1e9:.2f} B active)"
     print(f"{d['model']}: {model.n_params / 1e9:.2f} B parameters{active}, seq {d['seq']}, on "
@@ -153,15 +167,13 @@ def run(args: argparse.Namespace) -> int:
               "power_W_per_gpu", "clock_MHz"):
         if d[k] is not None:
             print(f"  {k:<22} {d[k]:.4g}")
-    cap = system.chip.memory_capacity_bytes / 2 ** 30
-    if d["memory_GiB_per_gpu"] > cap:
-        print(f"  warning: needs {d['memory_GiB_per_gpu']:.1f} GiB per GPU > {cap:.0f} GiB")
     return 0
 
 
 def _model(args: argparse.Namespace):
-    """The GPT to time: ``--model`` (a preset or a config.json, each dimension flag overriding
-    it) or the dimension flags alone (all of them)."""
+    """(the GPT to time, the note on its sequence length or None): ``--model`` (a preset or a
+    config.json, each dimension flag overriding it) or the dimension flags alone (all of
+    them)."""
     from dataclasses import replace
 
     from accelsim.errors import UserError
@@ -174,34 +186,46 @@ def _model(args: argparse.Namespace):
             raise UserError(f"{', '.join(missing)} required (or --model NAME_OR_CONFIG)")
         try:
             return GptConfig(**dims, ffn=args.ffn or 0, tied_embeddings=not args.untied_embeddings,
-                             flash_attention=args.flash_attention)
+                             flash_attention=args.flash_attention), None
         except ValueError as exc:
             raise UserError(str(exc)) from None
     from accelsim.workload.hf_config import resolve_model
 
     tc = resolve_model(args.model)
+    seq, note = (args.seq, None) if args.seq is not None else default_seq(tc.name, tc.seq)
     over = {k: v for k, v in dims.items() if v is not None and k != "seq"}
     if args.ffn is not None:
         over["ffn"] = args.ffn
     if args.untied_embeddings:
         over["tied_embeddings"] = False
     try:
-        gpt = tc.as_gpt(seq=args.seq, flash_attention=args.flash_attention)
+        gpt = tc.as_gpt(seq=seq, flash_attention=args.flash_attention)
     except ValueError:
         gpt = None  # GQA, SwiGLU, MoE, MLA, ...: the decoder the engine lowers
     try:
         if gpt is not None:
-            return replace(gpt, **over) if over else gpt
+            return (replace(gpt, **over) if over else gpt), note
         from accelsim.engine.decoder import Decoder
 
         if "ffn" in over:
             over["ffn_size"] = over.pop("ffn")
         if "hidden" in over or "heads" in over:
             over["head_dim"] = None  # re-derived from the new hidden / heads
-        return Decoder(replace(tc, **over) if over else tc, args.seq or tc.seq,
-                       flash_attention=args.flash_attention)
+        return Decoder(replace(tc, **over) if over else tc, seq,
+                       flash_attention=args.flash_attention), note
     except ValueError as exc:
         raise UserError(f"--model {args.model}: {exc}") from None
+
+
+def default_seq(name: str, positions: int) -> tuple[int, str]:
+    """(sequence length, a one-line note naming ``--seq``) of ``--model`` without ``--seq``:
+    :data:`DEFAULT_SEQ`, or all of the model's ``positions`` when it has fewer."""
+    if positions > DEFAULT_SEQ:
+        return DEFAULT_SEQ, (f"note: sequence length {DEFAULT_SEQ} (the default; {name} allows "
+                             f"{positions} positions; set --seq)")
+    return positions, (f"note: sequence length {positions} ({name}'s positions, "
+                       f"{'the same as' if positions == DEFAULT_SEQ else 'fewer than'} the "
+                       f"{DEFAULT_SEQ} default; set --seq)")
 
 
 def _params(args: argparse.Namespace):
@@ -209,7 +233,7 @@ def _params(args: argparse.Namespace):
     return _plan.params(args)
 
 
-def _search(args, model, path, params) -> int:
+def _search(args, model, path, params, seq_note: str | None) -> int:
     import pandas as pd
 
     from accelsim.commands._common import check_output_path
@@ -246,6 +270,8 @@ def _search(args, model, path, params) -> int:
             raise UserError(f"--search takes --model {args.model} as it is: drop "
                             f"{', '.join(over or ['--untied-embeddings'])}")
         source = args.model
+    if seq_note:
+        print(seq_note, file=sys.stderr)
     try:
         table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
                        optimizer=args.optimizer, executor=args.executor, model_source=source,

@@ -156,6 +156,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     else:
+        if not out["fits_memory"]:
+            from accelsim.commands._common import not_fit_line
+
+            print(not_fit_line(out["memory_GiB"], out["memory_capacity_GiB"], "chip",
+                               "more --tp / --pp, --zero, --recompute or a smaller --batch"
+                               if "tp" in out else "a smaller --batch"))
         how = (f"micro-batch {args.batch} per replica, tp {out['tp']} x pp {out['pp']} x dp "
                f"{out['dp']}, {out['optimizer']}" if "tp" in out else
                f"batch {args.batch}/chip, fusion {out['fusion']}, {out['optimizer']}")
@@ -165,9 +171,6 @@ def run(args: argparse.Namespace) -> int:
               f"{out['memory_GiB']:.1f} GiB per chip"
               + (f", at {out['clock_MHz']:.0f} MHz ({out['power_W']:.0f} W: --power-model)"
                  if out.get("clock_MHz") else ""))
-        if not out["fits_memory"]:
-            print(f"warning: needs {out['memory_GiB']:.1f} GiB per chip > "
-                  f"{out['memory_capacity_GiB']:g} GiB of memory (lower --batch)", file=sys.stderr)
     return 0
 
 
@@ -212,14 +215,14 @@ def _transformer_fields(r, system, workload, *, fused: bool = True) -> dict:
     names them)."""
     d = r.as_dict()
     gpus = r.plan.gpus
-    cap = system.chip.memory_capacity_bytes / 2**30
+    from accelsim.commands._common import memory_fit
+
     out = {"system": system.name, "workload": workload.name, "scheme": d["scheme"],
            "optimizer": r.plan.optimizer, "batch": r.plan.micro_batch, "chips": gpus,
            "fusion": "on" if fused else "off", "samples_per_s": d["samples_per_s"],
            "step_time_s": d["iteration_time_s"],
            "tflops": d["tflops_per_gpu"] * gpus, "peak_tflops": r.peak_flops_per_gpu * gpus / 1e12,
-           "memory_GiB": d["memory_GiB_per_gpu"], "memory_capacity_GiB": cap,
-           "fits_memory": bool(d["memory_GiB_per_gpu"] <= cap)}
+           "memory_GiB": d["memory_GiB_per_gpu"], **memory_fit(system, d["memory_GiB_per_gpu"])}
     skip = {"iteration_time_s", "samples_per_s", "tflops_per_gpu", "memory_GiB_per_gpu",
             "scheme", "gpus"}
     out.update({k: v for k, v in d.items() if k not in skip})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.commands._common import dimension, model_layers
+from accelsim.commands._common import add_flash_argument, dimension, model_layers
 
 NAME = "workload"
 HELP = ("Generate workloads: 'workload gpt --layers L --hidden H --heads A --seq S --vocab V "
@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         g.add_argument(flag, type=dimension, default=None, metavar=meta)
     g.add_argument("--untied-embeddings", action="store_true")
     g.add_argument("--no-causal", action="store_true", help="bidirectional attention")
-    g.add_argument("--flash-attention", action="store_true")
+    add_flash_argument(g)
     g.add_argument("--name", default=None)
     g.add_argument("--out", required=True, metavar="FILE.toml")
 
