@@ -237,3 +237,43 @@ def test_memory_model_admits_nvidias_resnet50_batch_on_a_16gb_v100():
     kept = sum(la.input_elements for la in RESNET.layers
                if la.kind in ("batchnorm", "maxpool", "softmax"))
     assert saved == gemm_in + kept
+
+
+def _hidden_by_hand(pick) -> float:
+    """The per-layer walk the explorer used before its step was a schedule: in backward order a
+    layer's gradient is ready after its weight gradient and element-wise backward; its
+    reduce-scatter starts then or when the previous one ends; its data gradient follows."""
+    t = rs_free = total = 0.0
+    for r in list(pick.sort_values("index").itertuples(index=False))[::-1]:
+        t += r.wgrad + r.bwd
+        if r.rs_s > 0:
+            rs_free = max(t, rs_free) + r.rs_s
+            total += r.rs_s
+        t += r.bwd_data
+    return total - max(0.0, rs_free - t)
+
+
+def test_overlap_is_the_schedule_of_per_layer_buckets():
+    """With overlap, each layer's gradient reduce-scatter runs on the data-parallel stream as
+    soon as its gradient is ready: the scheduled step equals the per-layer walk by hand, and
+    the best plan's rows and trace are that schedule (they sum to / end at its step)."""
+    res = explore(SYS64, RESNET, 64 * 4, "fp16", strategies=("data",), dataflows=("ws",))
+    plans = res.plans.set_index("overlap")
+    no, yes = plans.loc[False], plans.loc[True]
+    assert yes["step_s"] < no["step_s"]
+    assert res.best["overlap"]
+    pick = res.layers.groupby("index").agg(rs_s=("grad_reduce_scatter_s", "sum")).reset_index()
+    wide = res.layers.pivot_table(index="index", columns="phase", values="time_s",
+                                  aggfunc="sum", fill_value=0.0)
+    for ph in ("wgrad", "bwd", "bwd_data"):
+        pick[ph] = wide[ph].reindex(pick["index"]).to_numpy() if ph in wide else 0.0
+    hidden = _hidden_by_hand(pick)
+    want = yes["compute_s"] + yes["reduce_scatter_s"] + yes["all_gather_s"] \
+        + yes["weight_update_s"] - min(hidden, yes["reduce_scatter_s"])
+    assert yes["step_s"] == pytest.approx(want, rel=1e-12)
+    assert sum(r.exposed_s for r in res.rows()) == pytest.approx(res.step_s, rel=1e-12)
+    assert res.timeline().end_s == pytest.approx(res.step_s, rel=1e-12)
+    # the buckets are rows of their own, on the data-parallel stream, mostly hidden
+    buckets = [r for r in res.rows() if r.op == "reduce_scatter"]
+    assert len(buckets) > 1 and {str(r.stream) for r in buckets} == {"dp_comm"}
+    assert sum(r.exposed_s for r in buckets) < sum(r.time_s for r in buckets)

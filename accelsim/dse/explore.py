@@ -69,10 +69,10 @@ from accelsim.engine.schedule import (
     CommPhases,
     ComputeProfile,
     layer_gradient_shares,
-    reduce_scatter_hidden_s,
     TrainingParams,
     step_time,
 )
+from accelsim.engine.scheduler import LayerPhases, Schedule, Task, data_parallel_graph, schedule
 from accelsim.engine.trace import Row, Timeline
 from accelsim.errors import InputError
 from accelsim.perf.layer_model import (
@@ -182,47 +182,33 @@ class ExploreResult:
     def step_s(self) -> float:
         return float(self.best.get("step_s", math.nan))
 
-    def rows(self) -> list[Row]:
-        """The best plan as the engine's breakdown (:mod:`accelsim.engine.trace`): every layer x
-        phase on the compute stream (all on the critical path), then the compression pass and
-        the gradient reduction (the reduce-scatter's hidden part not exposed)."""
+    def schedule(self) -> Schedule:
+        """The best plan's step as the one scheduler places it
+        (:func:`accelsim.engine.scheduler.data_parallel_graph`): its layers' phases, each
+        layer's gradient reduce-scatter share (with overlap: as soon as the layer's gradient
+        is ready), the all-gather and the update."""
         b = self.best
-        out = [Row(r.layer, r.kind, Phase(r.phase), 0, 1, float(r.time_s), float(r.time_s),
-                   float(r.flops), float("nan"), str(r.bound))
-               for r in self.layers.itertuples(index=False)]
-        rs, ag, wu = b["reduce_scatter_s"], b["all_gather_s"], b["weight_update_s"]
-        rs_exposed = b["exposed_comm_s"] - ag - wu
-        for op, t, shown, stream in (
-                ("compression", b["compression_s"], b["compression_s"], Stream.COMPUTE),
-                ("reduce_scatter", rs, rs_exposed, Stream.DP),
-                ("all_gather", ag, ag, Stream.DP),
-                ("weight_update", wu, wu, Stream.COMPUTE)):
-            if t > 0:
-                out.append(Row("grads", op, Phase.STEP, 0, 1, t, shown, 0.0, 0.0, op, stream))
-        return out
+        lay = self.layers
+        order = list(dict.fromkeys(lay["index"]))
+        groups = {i: [] for i in order}
+        rs = dict.fromkeys(order, 0.0)
+        for r in lay.itertuples(index=False):
+            groups[r.index].append((Phase(r.phase), float(r.time_s), float(r.flops),
+                                    float("nan"), str(r.bound), str(r.layer), str(r.kind)))
+            rs[r.index] += float(r.grad_reduce_scatter_s)
+        layers = [LayerPhases(g[0][5], g[0][6], tuple(x[:5] for x in g), rs[i])
+                  for i, g in groups.items()]
+        return schedule(data_parallel_graph(
+            layers, step=_step_tasks(self.scheme, b["all_gather_s"], b["weight_update_s"]),
+            compression_s=b["compression_s"], buckets=bool(b["overlap"])))
+
+    def rows(self) -> list[Row]:
+        """The best plan as the engine's breakdown, read from :meth:`schedule`."""
+        return self.schedule().rows()
 
     def timeline(self) -> Timeline:
-        """Forward through the layers, backward in reverse, then the gradient reduction (its
-        hidden part beside the end of back-propagation)."""
-        b = self.best
-        tl = Timeline()
-        lay = self.layers
-        fwd = lay[lay["phase"] == "fwd"]
-        bwd = lay[lay["phase"] != "fwd"].iloc[::-1]
-        for r in list(fwd.itertuples(index=False)) + list(bwd.itertuples(index=False)):
-            tl.run(f"{r.layer} ({r.phase})", float(r.time_s))
-        tl.run("compression", b["compression_s"])
-        rs, ag, wu = b["reduce_scatter_s"], b["all_gather_s"], b["weight_update_s"]
-        hidden = rs + ag + wu - b["exposed_comm_s"]
-        tl.beside("reduce_scatter (hidden)", tl.t - hidden, hidden, Stream.DP)
-        for ph in get_scheme(self.scheme).phase_order:  # hfp8 updates before it all-gathers
-            if ph == "reduce_scatter":
-                tl.run("reduce_scatter", rs - hidden, Stream.DP)
-            elif ph == "all_gather":
-                tl.run("all_gather", ag, Stream.DP)
-            else:
-                tl.run("weight_update", wu)
-        return tl
+        """The best plan's trace, read from :meth:`schedule`."""
+        return self.schedule().timeline()
 
 
 def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = DATAFLOWS,
@@ -424,6 +410,18 @@ class _LayerInfo:
                    np.array(wb, dtype=np.float64), flops)
 
 
+def _step_tasks(scheme, all_gather_s: float, weight_update_s: float) -> list[Task]:
+    """The all-gather and the optimizer update after the gradient reduction, in the scheme's
+    phase order (hfp8 updates its shard before it all-gathers)."""
+    out = []
+    for ph in get_scheme(scheme).phase_order:
+        if ph == "all_gather" and all_gather_s > 0:
+            out.append(Task("grads", "all_gather", Phase.STEP, all_gather_s, Stream.DP))
+        elif ph == "weight_update" and weight_update_s > 0:
+            out.append(Task("grads", "weight_update", Phase.STEP, weight_update_s))
+    return out
+
+
 def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool,
                 compression_s: float, optimizer: str) -> dict:
     """Step time, exposed communication and memory footprint of one plan (pure; the engine's
@@ -434,9 +432,15 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool,
     wgrad = float(pick["wgrad"].sum())
     rs, ag, wu = (float(pick[c].sum()) for c in ("rs_s", "ag_s", "wu_s"))
     hidden = 0.0
-    if overlap:
-        hidden = reduce_scatter_hidden_s(pick["wgrad"].to_numpy(), pick["bwd"].to_numpy(),
-                                         pick["rs_s"].to_numpy(), pick["bwd_data"].to_numpy())
+    if overlap:  # each layer's gradient reduce-scatter as soon as it is ready: the schedule's
+        layers = [LayerPhases(str(r.layer), str(r.kind), (
+            (Phase.FWD, r.fwd, 0.0, 0.0, ""), (Phase.WGRAD, r.wgrad, 0.0, 0.0, ""),
+            (Phase.BWD, r.bwd, 0.0, 0.0, ""), (Phase.BWD_DATA, r.bwd_data, 0.0, 0.0, "")),
+            r.rs_s) for r in pick.itertuples(index=False)]
+        span = schedule(data_parallel_graph(layers, step=_step_tasks(scheme, ag, wu),
+                                            compression_s=compression_s,
+                                            buckets=True)).makespan_s
+        hidden = fwd + bwd_data + wgrad + compression_s + rs + ag + wu - span
     st = step_time(ComputeProfile(scheme=scheme.name, minibatch=batch, fwd_s=fwd,
                                   bwd_data_s=bwd_data, wgrad_s=wgrad, flops=info.gemm_flops,
                                   peak_flops=system.peak_flops(scheme.compute_precision)),

@@ -21,7 +21,8 @@ from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
 from accelsim.engine.plan import LlmParams, Plan
-from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
+from accelsim.engine.scheduler import (LayerPhases, Schedule, Task, data_parallel_graph,
+                                       schedule)
 from accelsim.engine.schedule import (
     CommPhases,
     ComputeProfile,
@@ -128,26 +129,21 @@ class WorkloadPrediction:
         return out
 
     def graph(self) -> tuple[Task, ...]:
-        """The iteration as one per-rank op graph: every layer's forward phase in order, the
-        backward phases in reverse layer order, on the compute stream; the compression pass;
-        then the program's step ops in the scheme's phase order, the collectives on the
-        data-parallel stream, each waiting for the one before (the gradient reduction starts
-        after back-propagation, as the HFP8 paper's numbers imply; the update needs the
-        reduced gradients)."""
-        g = Graph()
-        fwd = [p for p in self.phases.layer_phases if p.phase == "fwd"]
-        bwd = [p for p in self.phases.layer_phases if p.phase != "fwd"]
-        for p in fwd + bwd[::-1]:
-            g.add(Task(p.op.name, p.op.kind, Phase(p.phase), p.time_s, deps=g.last(),
-                       flops=p.flops, bytes=p.bytes, bound=p.bound))
-        if self.step.compression_s > 0:
-            g.add(Task("grads", "compression", Phase.STEP, self.step.compression_s,
-                       deps=g.last(), bound="compression"))
-        for op, t in self.step_ops():
-            stream = op.stream if isinstance(op, CommOp) else Stream.COMPUTE
-            g.add(Task("grads", op.name, Phase.STEP, t, stream, deps=g.last(), bytes=op.bytes,
-                       bound=op.name))
-        return tuple(g.tasks)
+        """The iteration as one per-rank op graph (:func:`accelsim.engine.scheduler.
+        data_parallel_graph`): the layers' phases on the compute stream, the compression
+        pass, then the program's step ops in the scheme's phase order, the collectives on the
+        data-parallel stream (the reduction starts after back-propagation, as the HFP8
+        paper's numbers imply; the update needs the reduced gradients)."""
+        layers: dict[int, list] = {}
+        for p in self.phases.layer_phases:
+            layers.setdefault(id(p.op), [p.op, []])[1].append(
+                (Phase(p.phase), p.time_s, p.flops, p.bytes, p.bound))
+        step = [Task("grads", op.name, Phase.STEP, t,
+                     op.stream if isinstance(op, CommOp) else Stream.COMPUTE, bytes=op.bytes)
+                for op, t in self.step_ops()]
+        return data_parallel_graph(
+            [LayerPhases(op.name, op.kind, tuple(ph)) for op, ph in layers.values()],
+            step=step, compression_s=self.step.compression_s)
 
     def schedule(self) -> Schedule:
         """:meth:`graph` placed on its streams by the one scheduler."""

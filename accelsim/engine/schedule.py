@@ -12,9 +12,9 @@ and ``predict``)::
     samples_per_s = minibatch / step_s
 
 ``hidden`` is how much back-propagation can cover: ``overlap`` x the backward pass
-(:func:`combine`), or a per-layer timeline of when each layer's gradient is ready
-(:func:`reduce_scatter_hidden_s`); the all-gather and weight update need the fully reduced
-gradients and are never hidden (:func:`exposed_comm_s`, the one overlap rule).
+(:func:`combine`); the all-gather and weight update need the fully reduced gradients and are
+never hidden (:func:`exposed_comm_s`). Per-layer gradient buckets are a schedule, not a rule:
+:func:`accelsim.engine.scheduler.data_parallel_graph`.
 
 Pipeline (1F1B, Narayanan et al. SC'21 section 2.2): ``m`` micro-batch slots of forward +
 backward plus the bubble ``(p - 1) / v`` slots (:func:`pipeline_s`).
@@ -172,7 +172,7 @@ def exposed_comm_s(reduce_scatter_s: float, all_gather_s: float, weight_update_s
     """The one overlap rule: only the reduce-scatter can hide behind back-propagation (the
     all-gather and the weight update need the fully reduced gradients), never more of it than
     there is. ``hidden_s`` is how much back-propagation could cover: a fraction of the backward
-    pass (:func:`combine`) or a per-layer timeline (:func:`reduce_scatter_hidden_s`)."""
+    pass (:func:`combine`) or what a schedule of per-layer buckets hid."""
     return reduce_scatter_s + all_gather_s + weight_update_s \
         - min(max(hidden_s, 0.0), reduce_scatter_s)
 
@@ -234,27 +234,7 @@ def layer_gradient_shares(params, chip_mp, chips: int, comm: CommPhases, n_param
             params * (comm.weight_update_s / n) * f_wu)
 
 
-# --------------------------------------------------------------------------- timelines
-def reduce_scatter_hidden_s(wgrad_s, elementwise_bwd_s, reduce_scatter_s, bwd_data_s) -> float:
-    """Reduce-scatter time that runs inside back-propagation, from a per-layer timeline.
-
-    The arguments are per-layer arrays in forward order. Walking the layers in
-    back-propagation order, a layer's gradient is ready once its weight gradient (or its
-    element-wise backward) is done; its reduce-scatter starts then, or when the previous one
-    ends; the layer's data gradient follows. What ends after the backward pass is exposed."""
-    t = 0.0
-    rs_free = 0.0
-    total_rs = 0.0
-    for wg, bw, rs_l, bd in zip(*(list(x)[::-1] for x in (wgrad_s, elementwise_bwd_s,
-                                                         reduce_scatter_s, bwd_data_s))):
-        t += wg + bw
-        if rs_l > 0:
-            rs_free = max(t, rs_free) + rs_l
-            total_rs += rs_l
-        t += bd
-    return total_rs - max(0.0, rs_free - t)
-
-
+# --------------------------------------------------------------------------- pipeline
 def pipeline_s(slot_s: float, n_micro: int, stages: int, interleave: int = 1
                ) -> tuple[float, float]:
     """``(pipeline, bubble)`` seconds of a 1F1B pipeline of ``n_micro`` micro-batches over

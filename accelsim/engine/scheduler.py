@@ -157,3 +157,69 @@ def schedule(tasks: Sequence[Task]) -> Schedule:
         end.append(s + t.time_s)
         free[t.stream] = s + t.time_s
     return Schedule(tuple(tasks), tuple(start), tuple(end))
+
+
+@dataclass(frozen=True)
+class LayerPhases:
+    """One layer of a data-parallel step: its phases in the order they run (forward first;
+    backward: the phases that make its gradient ready, then the data gradient) as
+    ``(phase, seconds, flops, bytes, bound)``, and its gradient's reduce-scatter seconds."""
+
+    name: str
+    kind: str
+    phases: tuple[tuple[Phase, float, float, float, str], ...]
+    reduce_scatter_s: float = 0.0
+    reduce_scatter_bytes: float = 0.0
+
+
+def data_parallel_graph(layers: Sequence[LayerPhases], *, step: Sequence[Task],
+                        compression_s: float = 0.0, buckets: bool = False) -> tuple[Task, ...]:
+    """One data-parallel training step as a graph: every layer's forward phase in order, its
+    backward phases in reverse layer order on the compute stream; then the compression pass
+    and the gradient reduce-scatter on the data-parallel stream, and ``step`` (the all-gather
+    and the optimizer update, in the scheme's phase order; each waits for the one before and
+    for the whole reduction).
+
+    ``buckets``: each layer's reduce-scatter starts as soon as its gradient is ready (its
+    weight gradient and element-wise backward done: PyTorch DDP's buckets, one per layer),
+    compressed first on the compute stream by its share of ``compression_s``; otherwise the
+    reduction starts after back-propagation and the compression pass (the HFP8 paper's
+    numbers). Overlap is what the schedule gives."""
+    g = Graph()
+    for ly in layers:
+        for ph, t, fl, by, bd in ly.phases:
+            if ph == Phase.FWD:
+                g.add(Task(ly.name, ly.kind, ph, t, deps=g.last(Stream.COMPUTE), flops=fl,
+                           bytes=by, bound=bd))
+    rs_total = sum(ly.reduce_scatter_s for ly in layers)
+    rs_bytes = sum(ly.reduce_scatter_bytes for ly in layers)
+    for ly in reversed(layers):
+        back = [p for p in ly.phases if p[0] != Phase.FWD]
+        ready = [p for p in back if p[0] != Phase.BWD_DATA]
+        for ph, t, fl, by, bd in ready:
+            g.add(Task(ly.name, ly.kind, ph, t, deps=g.last(Stream.COMPUTE), flops=fl,
+                       bytes=by, bound=bd))
+        if buckets and ly.reduce_scatter_s > 0:
+            if compression_s > 0:
+                g.add(Task("grads", "compression", Phase.STEP,
+                           compression_s * ly.reduce_scatter_s / rs_total,
+                           deps=g.last(Stream.COMPUTE), bound="compression"))
+            g.add(Task(ly.name, "reduce_scatter", Phase.STEP, ly.reduce_scatter_s, Stream.DP,
+                       deps=g.last(Stream.COMPUTE), bytes=ly.reduce_scatter_bytes,
+                       bound="reduce_scatter"))
+        for ph, t, fl, by, bd in back:
+            if ph == Phase.BWD_DATA:
+                g.add(Task(ly.name, ly.kind, ph, t, deps=g.last(Stream.COMPUTE), flops=fl,
+                           bytes=by, bound=bd))
+    if not buckets:
+        if compression_s > 0:
+            g.add(Task("grads", "compression", Phase.STEP, compression_s,
+                       deps=g.last(Stream.COMPUTE), bound="compression"))
+        if rs_total > 0:
+            g.add(Task("grads", "reduce_scatter", Phase.STEP, rs_total, Stream.DP,
+                       deps=g.last(Stream.COMPUTE), bytes=rs_bytes, bound="reduce_scatter"))
+    for t in step:
+        deps = tuple(sorted({*g.last(Stream.COMPUTE), *g.last(Stream.DP)}))
+        g.add(Task(t.layer, t.op, t.phase, t.time_s, t.stream, deps=deps, flops=t.flops,
+                   bytes=t.bytes, bound=t.bound or t.op))
+    return tuple(g.tasks)
