@@ -6,6 +6,7 @@ stays fast; the rooms hold the rest, see docs/api.md)::
 
     import accelsim
     accelsim.quantize(x, "e4m3fn")                 # or ml_dtypes.float8_e4m3fn; float32 stays float32
+    accelsim.block_quantize(x, "nvfp4").dequantize()  # block-scaled: BLOCK_FORMAT_NAMES
     eng = accelsim.get_engine("h100-fp8")           # an arithmetic datapath
     accelsim.matmul(a, b, eng); accelsim.dot(a[0], b[:, 0], eng)
     h100 = accelsim.build_system("h100-sxm")        # a shipped config name or a file
@@ -18,8 +19,10 @@ stays fast; the rooms hold the rest, see docs/api.md)::
                       "bf16").rows()                # the per-op breakdown
     accelsim.training_step(accelsim.build_system("hfp8-64chip"), accelsim.load_workload("resnet50"),
                            "hfp8", accelsim.TrainingParams(minibatch=384)).samples_per_s
+    accelsim.infer(accelsim.build_system("h100-sxm"), "llama3-8b", "bf16", 32, prompt=1024,
+                   output_tokens=256).as_dict()["request_latency_s"]   # = accelsim infer --json
     g = accelsim.build_topology("ring", 8, link_GBps=50)
-    accelsim.collective_time(g, "all-reduce", 10**8, 2.0).time_s
+    accelsim.collective_time(g, "all-reduce", 10**8, bytes_per_elem=2.0).time_s
     accelsim.training_sweep(["scheme=fp16,fp8", "chip_GBps=32,64"], out="s.csv")
 
 Units at this boundary are those of configs and the CLI: bandwidths in GB/s (``*_GBps``), times
@@ -44,6 +47,12 @@ _EXPORTS = {
     "FloatFormat": "accelsim.numerics",
     "FORMAT_NAMES": "accelsim.numerics",
     "ROUNDING_MODES": "accelsim.numerics",
+    # numerics: block-scaled formats (OCP MX, NVFP4, DeepSeek-V3 FP8 tiles)
+    "block_quantize": "accelsim.numerics",
+    "get_block_format": "accelsim.numerics",
+    "BlockFormat": "accelsim.numerics",
+    "BlockQuantized": "accelsim.numerics",
+    "BLOCK_FORMAT_NAMES": "accelsim.numerics",
     # arith: datapaths (FMA, dot, GEMM)
     "get_engine": "accelsim.arith",
     "EngineConfig": "accelsim.arith",
@@ -67,6 +76,8 @@ _EXPORTS = {
     "training_step": "accelsim.dse.training",
     "TrainingParams": "accelsim.engine.schedule",
     "training_sweep": "accelsim.dse.scenario",
+    # LLM inference: prefill, decode over a KV cache, requests (what ``accelsim infer`` runs)
+    "infer": "accelsim.llm.inference",
     # collectives on topologies
     "build_topology": "accelsim.netsim.topology",
     "collective_time": "accelsim.netsim",
@@ -97,10 +108,12 @@ if TYPE_CHECKING:  # static checkers and IDEs see the names without the lazy imp
     from accelsim.dse.training import training_step
     from accelsim.engine.run import predict_workload as predict
     from accelsim.engine.schedule import TrainingParams
+    from accelsim.llm.inference import infer
     from accelsim.netsim import CollectiveTime, collective_time
     from accelsim.netsim.topology import build_topology
-    from accelsim.numerics import (FORMAT_NAMES, ROUNDING_MODES, FloatFormat, decode, encode,
-                                   get_format, quantize)
+    from accelsim.numerics import (BLOCK_FORMAT_NAMES, FORMAT_NAMES, ROUNDING_MODES,
+                                   BlockFormat, BlockQuantized, FloatFormat, block_quantize,
+                                   decode, encode, get_block_format, get_format, quantize)
     from accelsim.paths import shipped_names
     from accelsim.perf.gemm import GemmTime, gemm_time
     from accelsim.workload import Workload, load_workload

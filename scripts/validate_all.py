@@ -198,7 +198,7 @@ def llm_published() -> list[dict]:
         out.append(_row(f"LLM inference / MoE training, published ({r['metric']})",
                         f"{r['id']} ({r['unit']})", r["published"], r["accelsim"],
                         r["error_pct"], "%", f"+-{100 * v.TOLERANCE:g}", r["in_target"],
-                        "checked"))
+                        r["label"]))
     return out
 
 

@@ -72,6 +72,12 @@ def test_small_gemms_are_slower_per_flop_for_the_right_reasons(gpus):
     tiny = gemm_time(gpus["a100-sxm"], 256, 256, 256, "bf16")
     assert tiny.bound == "latency" and tiny.waves == 1
     assert tiny.launch_s == gpus["a100-sxm"].chip.kernel_launch_s
+    # the fixed time comes on top of the work (module docstring: time = max(compute, every
+    # level, memory) + kernel_launch_s), for a latency-bound GEMM and a compute-bound one
+    for g in (tiny, gemm_time(gpus["a100-sxm"], 4096, 4096, 4096, "bf16")):
+        assert g.split_k == 1
+        work = max(g.compute_s, g.memory_s, *(t for _, t in g.level_s))
+        assert g.time_s == pytest.approx(work + g.launch_s, rel=1e-12)
 
 
 def test_wave_quantization_makes_time_a_step_function_of_m(gpus):

@@ -190,3 +190,21 @@ def test_validate_all_report_carries_the_same_labels():
     assert (loo.label == "fit").all()
     refittable = va[va.validation.str.startswith(("HFP8", "GPU compute", "Megatron", "FP8-LM"))]
     assert len(loo) == int((refittable.label == "fit").sum())
+
+
+def test_published_llm_report_is_labelled_held_out():
+    """reports/llm_published_validation.csv (scripts/llm_published_validate.py) carries the
+    label column every validation table has; no fit script reads its source,
+    accelsim/data/llm_published.toml, so every row is ``checked`` (held out), and
+    validate_all.csv's rows of that validation say the same."""
+    fit_scripts = [p for p in (REPO / "scripts").glob("*.py")
+                   if p.stem.startswith(("fit_", "calibrate", "llm_fit", "arith_h100_fit"))]
+    assert len(fit_scripts) >= 5
+    for p in fit_scripts:
+        assert "llm_published" not in p.read_text(), p.name  # the .toml or its script
+    df = pd.read_csv(REPORTS / "llm_published_validation.csv")
+    assert (df["label"] == llm_published.CHECKED).all()
+    va = pd.read_csv(REPORTS / "validation_all.csv")
+    mine = va[va.validation.str.startswith("LLM inference / MoE training, published")]
+    assert len(mine) == df["accelsim"].notna().sum()
+    assert (mine["label"] == llm_published.CHECKED).all()

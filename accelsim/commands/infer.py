@@ -92,38 +92,31 @@ def _context_note(model, tokens: int) -> None:
 def _setup(args: argparse.Namespace):
     from accelsim.arch import build_system
     from accelsim.arch.schemes import get_scheme
-    from accelsim.commands._common import datapath_note, require_precisions, system_path
-    from accelsim.engine.decoder import Decoder
-    from accelsim.engine.inference import InferencePlan
+    from accelsim.commands._common import (datapath_note, power_system, require_precisions,
+                                           system_path)
     from accelsim.errors import UserError
-    from accelsim.workload.hf_config import resolve_model
+    from accelsim.llm.inference import inference_model, inference_plan
 
     path = system_path(args.system)
     system = build_system(path)
     scheme = get_scheme(args.scheme)
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     datapath_note(system, scheme)
-    from accelsim.commands._common import power_system
-
     system, _ = power_system(system, path, args, scheme.compute_precision)
-    cfg = resolve_model(args.model)
+    model = inference_model(args.model)
     try:
-        model = Decoder(cfg, cfg.seq, causal=True, flash_attention=True)
-        plan = InferencePlan(tp=args.tp, pp=args.pp, ep=args.ep, kv_dtype=args.kv_cache)
-        plan.check(model, system.chips)
+        plan = inference_plan(system, model, tp=args.tp, pp=args.pp, ep=args.ep,
+                              kv_cache=args.kv_cache)
     except ValueError as exc:
         hint = (" (a node file, e.g. dgx-h100, has several)"
                 if "GPUs of a node" in str(exc) and system.chips == 1 else "")
         raise UserError(f"--model {args.model} --tp {args.tp} --pp {args.pp} --ep {args.ep}: "
                         f"{exc}{hint}") from None
-    if plan.gpus > 1 and system.chips == 1:
-        raise UserError(f"{path}: one GPU; tp x pp = {plan.gpus} needs a node file "
-                        "(e.g. dgx-h100)")
     return system, model, plan
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelsim.engine.inference import infer
+    from accelsim.llm.inference import infer
     from accelsim.errors import UserError
 
     if args.serve:
@@ -143,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
     _report.check(args)
     system, model, plan = _setup(args)
     _context_note(model, max(args.context or 0, (args.prompt or 0) + (args.output_tokens or 0)))
-    r = infer(model, system, plan, args.scheme, args.batch, prompt=args.prompt,
-              context=args.context, output_tokens=args.output_tokens,
-              reserve_GiB=args.memory_reserve)
+    r = infer(system, model, args.scheme, args.batch, prompt=args.prompt, context=args.context,
+              output_tokens=args.output_tokens, tp=plan.tp, pp=plan.pp, ep=plan.ep,
+              kv_cache=plan.kv_dtype, memory_reserve_GiB=args.memory_reserve)
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
                   f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
     from accelsim.commands._common import memory_fit, not_fit_line
@@ -181,7 +174,7 @@ def _serve(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from accelsim.commands._common import check_figure_path, check_output_path
-    from accelsim.engine.inference import infer
+    from accelsim.llm.inference import infer
     from accelsim.errors import UserError
 
     if args.breakdown or args.trace:
@@ -201,8 +194,9 @@ def _serve(args: argparse.Namespace) -> int:
     rows = []
     for ctx in args.contexts:
         for b in args.batches:
-            r = infer(model, system, plan, args.scheme, b, context=ctx,
-                      prompt=args.prompt, reserve_GiB=args.memory_reserve)
+            r = infer(system, model, args.scheme, b, context=ctx, prompt=args.prompt,
+                      tp=plan.tp, pp=plan.pp, ep=plan.ep, kv_cache=plan.kv_dtype,
+                      memory_reserve_GiB=args.memory_reserve)
             d = r.as_dict()
             rows.append({"batch": b, "context_tokens": ctx,
                          "decode_step_s": d["decode_step_s"],

@@ -6,7 +6,7 @@ Public entry points::
 
     gradient_reduction_times(system, n_params, scheme, ...) -> PhaseTimes   # from a System
     phase_times(graph | plan, n_params, scheme, memory_Bps=..., vector_ops_per_s=...)
-    collective_time(graph | plan, op, n_elems, bytes_per_elem, engine, mode="symmetric")
+    collective_time(graph | plan, op, n_elems, bytes_per_elem=2.0, engine="des", mode="symmetric")
     plan(name, chips, bandwidth_Bps=...) -> RingPlan     # symmetric, no graph, any size
     best_schedule(graph, op, n_elems, bytes_per_elem) -> Schedule   # explicit, the reference
     analytic_time(schedule) / des.simulate(schedule) -> CollectiveTime

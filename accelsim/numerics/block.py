@@ -39,6 +39,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
+
+from accelsim.errors import InputError
 
 from .codec import decode, encode, quantize
 from .fast import round_to_odd32
@@ -114,10 +117,12 @@ BLOCK_FORMAT_NAMES: tuple[str, ...] = tuple(BLOCK_FORMATS)
 
 
 def get_block_format(fmt: str | BlockFormat) -> BlockFormat:
+    """The preset block format called ``fmt`` (:data:`BLOCK_FORMAT_NAMES`; a
+    :class:`BlockFormat` is returned unchanged)."""
     if isinstance(fmt, BlockFormat):
         return fmt
     if not isinstance(fmt, str) or fmt not in BLOCK_FORMATS:
-        raise ValueError(f"unknown block format {fmt!r}; valid: {', '.join(BLOCK_FORMAT_NAMES)}")
+        raise InputError(f"unknown block format {fmt!r}; valid: {', '.join(BLOCK_FORMAT_NAMES)}")
     return BLOCK_FORMATS[fmt]
 
 
@@ -271,7 +276,7 @@ def _mx_scales(amax: np.ndarray, bf: BlockFormat, scale_rounding: str):
 
 
 def block_quantize(
-    x,
+    x: npt.ArrayLike,
     fmt: str | BlockFormat,
     axis: int = -1,
     *,
@@ -291,21 +296,21 @@ def block_quantize(
     mode = check_mode(rounding, rng)
     sr = bf.scale_roundings[0] if scale_rounding is None else scale_rounding
     if sr not in bf.scale_roundings:
-        raise ValueError(f"scale_rounding {scale_rounding!r} is not valid for {bf.name}; valid: "
+        raise InputError(f"scale_rounding {scale_rounding!r} is not valid for {bf.name}; valid: "
                          f"{', '.join(bf.scale_roundings)}")
     arr = np.asarray(x)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise TypeError(f"block_quantize expects a real numeric array, got dtype {arr.dtype}")
     if arr.ndim == 0:
-        raise ValueError("block_quantize needs at least a 1-D array")
+        raise InputError("block_quantize needs at least a 1-D array")
     if not isinstance(axis, (int, np.integer)) or not -arr.ndim <= axis < arr.ndim:
-        raise ValueError(f"axis {axis!r} out of range for a {arr.ndim}-D array")
+        raise InputError(f"axis {axis!r} out of range for a {arr.ndim}-D array")
     axis = int(axis) % arr.ndim
     if bf.block[0] > 1:
         if arr.ndim < 2:
-            raise ValueError(f"{bf.name} tiles the last two axes: needs a >= 2-D array, got shape {arr.shape}")
+            raise InputError(f"{bf.name} tiles the last two axes: needs a >= 2-D array, got shape {arr.shape}")
         if axis != arr.ndim - 1:
-            raise ValueError(f"{bf.name} tiles the last two axes: axis must be -1, got {axis}")
+            raise InputError(f"{bf.name} tiles the last two axes: axis must be -1, got {axis}")
     elem = bf.element_format
     tensor_scale, scale_codes = 1.0, None
     if bf.scale is ScaleKind.E8M0:
