@@ -39,7 +39,7 @@ def _des_ring(kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
     # a switch ring step crosses two links (GPU -> switch -> GPU): half the node file's
     # GPU-to-GPU latency on each, so a step costs the latency the closed form charges
     pl = symmetric.plan("switch", ranks, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s / 2)
-    return collective_time(pl, kind, math.ceil(size_bytes), 1.0, engine="des",
+    return collective_time(pl, kind, math.ceil(size_bytes), bytes_per_elem=1.0, engine="des",
                            packet_bytes=DES_PACKET_BYTES).time_s
 
 
