@@ -188,3 +188,25 @@ def test_the_import_graph_sees_function_level_imports(tmp_path, monkeypatch):
     monkeypatch.setitem(globals(), "FILES", sorted(pkg.rglob("*.py")))
     graph = _import_graph()
     assert graph["accelsim.a"] == {"accelsim.b"} and graph["accelsim.b"] == {"accelsim.a"}
+
+
+def test_front_ends_hold_no_time_arithmetic():
+    """The one-graph issue's rule: in commands/, dse/ and llm/ no count of bytes, FLOPs or MACs
+    is divided by a bandwidth or a peak -- that arithmetic is the engine's (a second copy of a
+    time formula in a front-end drifts from the engine's)."""
+    import ast
+    import re
+
+    from accelsim.paths import REPO_ROOT
+
+    left = re.compile(r"bytes|flops|macs")
+    right = re.compile(r"bps|bandwidth|peak|flops_per|tflops|gbps")
+    hits = []
+    for room in ("commands", "dse", "llm"):
+        for f in sorted((REPO_ROOT / "accelsim" / room).rglob("*.py")):
+            for n in ast.walk(ast.parse(f.read_text())):
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) \
+                        and left.search(ast.unparse(n.left).lower()) \
+                        and right.search(ast.unparse(n.right).lower()):
+                    hits.append(f"{f.relative_to(REPO_ROOT)}:{n.lineno}: {ast.unparse(n)}")
+    assert not hits, "\n".join(hits)

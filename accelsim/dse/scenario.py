@@ -181,7 +181,7 @@ def evaluate_point(point: Mapping[str, Any], drop: Iterable[str] = ()) -> dict[s
     st = training_step(sc.system, sc.workload, sc.scheme, sc.params)
     row = {**sc.settings(), "system": str({**defaults(), **point}["system"])}
     row.update({k: v for k, v in st.as_row().items() if k not in ("scheme", "minibatch")})
-    row["peak_samples_per_s"] = st.peak_flops_per_s / (st.achieved_flops_per_s / st.samples_per_s)
+    row["peak_samples_per_s"] = st.peak_samples_per_s
     en = step_energy(sc.system, _step_work(sc), st.step_s, sc.params.minibatch).as_row()
     row.update({c: en[c] for c in ENERGY_COLUMNS})
     drop = set(drop)

@@ -163,6 +163,12 @@ class StepTime:
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def peak_samples_per_s(self) -> float:
+        """Samples per second at the peak FLOP rate (the step's useful FLOPs per sample at the
+        system's peak): the compute-bound ceiling of this step."""
+        return self.peak_flops_per_s * self.samples_per_s / self.achieved_flops_per_s
+
 
 STEP_COLUMNS = tuple(f.name for f in fields(StepTime))
 
