@@ -342,10 +342,11 @@ def add_flash_argument(parser) -> None:
 
 
 def memory_fit(system, need_GiB: float) -> dict:
-    """The JSON fields every front-end reports beside its memory per chip:
-    ``memory_capacity_GiB`` (one chip's) and ``fits_memory`` (the need within it)."""
-    cap = system.chip.memory_capacity_bytes / 2**30
-    return {"memory_capacity_GiB": cap, "fits_memory": bool(need_GiB <= cap)}
+    """The JSON fields every front-end reports beside its memory per chip
+    (:func:`accelsim.engine.memory.memory_fit`, one chip of ``system``)."""
+    from accelsim.engine.memory import memory_fit as fit
+
+    return fit(need_GiB * 2**30, float(system.chip.memory_capacity_bytes))
 
 
 def not_fit_line(need_GiB: float, cap_GiB: float, per: str, hint: str) -> str:

@@ -39,6 +39,7 @@ from accelsim.engine import decoder
 from accelsim.engine.comm import Fabric, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
+from accelsim.engine.memory import memory_fit
 from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precision,
                                    flash_attention_parts, gemm_s, gemm_timed)
 from accelsim.engine.plan import LlmParams, check_split, check_tp_in_node
@@ -307,6 +308,7 @@ class InferenceResult:
     prefill_clock_MHz: float | None = None  # the passes' clocks (None: the preset's fixed one)
     decode_clock_MHz: float | None = None
     request_steps: PassTime | None = None  # a request's decode steps after its prefill
+    memory_capacity_bytes: float | None = None  # one GPU's (fits_memory compares with it)
 
     @property
     def memory_GiB_per_gpu(self) -> float:
@@ -343,7 +345,8 @@ class InferenceResult:
                      / self.request_latency_s)
         d.update(kv_cache_GiB=self.kv_cache_bytes / GIB, weights_GiB=self.weights_bytes / GIB,
                  memory_reserve_GiB=self.reserve_bytes / GIB,
-                 memory_GiB_per_gpu=self.memory_GiB_per_gpu)
+                 memory_GiB_per_gpu=self.memory_GiB_per_gpu,
+                 **memory_fit(self.memory_GiB_per_gpu * GIB, self.memory_capacity_bytes))
         return d
 
     def passes(self) -> list[PassTime]:
@@ -420,7 +423,7 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
         reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec),
-        request_steps=steps)
+        request_steps=steps, memory_capacity_bytes=float(system.chip.memory_capacity_bytes))
 
 
 def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: int,

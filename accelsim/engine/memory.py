@@ -271,3 +271,14 @@ def memory(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats,
     return Memory(params=n, linear_params=lin, weights_bytes=w, grads_bytes=g,
                   optimizer_bytes=o, activations_bytes=act, reserve_bytes=reserve_bytes,
                   expert_params=ex)
+
+
+def memory_fit(need_bytes: float, capacity_bytes: float | None) -> dict:
+    """The JSON fields every front-end reports beside its memory per chip:
+    ``memory_capacity_GiB`` (one chip's) and ``fits_memory`` (the need within it); none when
+    the capacity is unknown."""
+    if capacity_bytes is None:
+        return {}
+    return {"memory_capacity_GiB": capacity_bytes / GIB,
+            "fits_memory": bool(need_bytes <= capacity_bytes)}
+

@@ -1,0 +1,259 @@
+"""A transformer training prediction and what it reports: one plan's iteration (time, memory,
+communication, energy), its per-op breakdown rows and its trace (:mod:`accelsim.engine.trace`);
+built by :func:`accelsim.engine.transformer.predict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelsim.engine.comm import Comm
+from accelsim.engine.decoder import Decoder
+from accelsim.engine.energy import StepEnergy
+from accelsim.engine.graph import Phase, Stream
+from accelsim.engine.memory import GIB, Memory, memory_fit
+from accelsim.engine.plan import Plan
+from accelsim.engine.trace import Row, Timeline
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One op of one transformer layer (or of the LM head) on one micro-batch: seconds on its
+    stream, FLOPs and HBM bytes, what bounds it."""
+
+    op: str
+    phase: Phase
+    time_s: float
+    flops: float
+    bytes: float
+    bound: str
+    stream: Stream = Stream.COMPUTE
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One plan's predicted iteration (all per GPU unless named otherwise)."""
+
+    model: Decoder
+    plan: Plan
+    scheme: str
+    iteration_time_s: float
+    pipeline_s: float
+    bubble_s: float
+    dp_comm_s: float  # exposed (not hidden behind the backward pass)
+    optimizer_s: float
+    forward_s: float  # one micro-batch, slowest stage, incl. TP comm and p2p
+    backward_s: float
+    model_flops: float  # per iteration, whole job, no recomputation
+    hardware_flops: float  # per iteration, whole job, with recomputation
+    peak_flops_per_gpu: float
+    memory: Memory
+    comm: Comm
+    layer_ops: tuple[OpTime, ...] = ()  # one layer, one micro-batch
+    head_ops: tuple[OpTime, ...] = ()  # the LM head and loss, one micro-batch
+    recompute_s: float = 0.0  # per layer and micro-batch, in the backward pass
+    grad_accumulation_s: float = 0.0  # per micro-batch (unfused accumulation)
+    moe_layer_ops: tuple[OpTime, ...] = ()  # one MoE layer, one micro-batch
+    moe_recompute_s: float = 0.0
+    critical_stage: int = 0  # the stage the iteration is timed on (the slowest)
+    moe_a2a_exposed_s: float = 0.0  # per MoE layer and micro-batch, forward + backward
+    energy: StepEnergy | None = None  # None: the chip has no power model
+    power_model: bool = False  # the step timed at its power-limited clock (--power-model)
+    clock_MHz: float | None = None  # that clock (None: the preset's fixed clock)
+    memory_capacity_bytes: float | None = None  # one GPU's (fits_memory compares with it)
+
+    def work_rows(self) -> list[Row]:
+        """The compute rows of :meth:`rows` summed per op over every layer of its kind (the same
+        FLOPs, bytes and times in a few rows: what the energy account needs, cheaply)."""
+        m, c = self.plan.n_micro, self.model.config
+        n_moe = c.n_moe_layers
+        out = []
+        for ops, n in ((self.layer_ops, self.model.layers - n_moe), (self.moe_layer_ops, n_moe)):
+            for o in ops if n else ():
+                k = n * m
+                out.append(Row("layers", o.op, o.phase, 0, k, o.time_s * k, 0.0, o.flops * k,
+                               o.bytes * k, o.bound, o.stream))
+        for o in self.head_ops:
+            out.append(Row("head", o.op, o.phase, 0, m, o.time_s * m, 0.0, o.flops * m,
+                           o.bytes * m, o.bound, o.stream))
+        return out
+
+    def _a2a_exposed(self) -> tuple[float, float]:
+        """(forward, backward) exposed all-to-all of one MoE layer and micro-batch."""
+        e = self.moe_a2a_exposed_s
+        f = min(self.comm.ep_layer_pass_s, e)
+        return f, e - f
+
+    def _stage_of_layer(self) -> list[int]:
+        p, v, L = self.plan.pp, self.plan.interleave, self.model.layers
+        if v > 1:
+            per_chunk = L // (p * v)
+            return [(i // per_chunk) % p for i in range(L)]
+        out: list[int] = []
+        for stage, (d, m) in enumerate(self.model.stage_layers(p)):
+            out += [stage] * (d + m)
+        return out
+
+    def rows(self) -> list[Row]:
+        """The breakdown (:mod:`accelsim.engine.trace`): every op of every layer, phase and
+        stage over the iteration; the critical path is the first stage's layers plus the LM
+        head (the stage the model times), so other stages' layers are not exposed."""
+        p, m, v = self.plan, self.plan.n_micro, self.plan.interleave
+        cm = self.comm
+        out: list[Row] = []
+        for i, stage in enumerate(self._stage_of_layer()):
+            on_path = stage == self.critical_stage
+            moe = self.model.config.is_moe_layer(i)
+            ops = self.moe_layer_ops if moe else self.layer_ops
+            pieces = [(o.op, o.phase, o.time_s, o.flops, o.bytes, o.bound, o.stream)
+                      for o in ops]
+            # the CommOps the tensor- and expert-parallel transformations inserted (bytes sent
+            # per GPU); the all-to-alls' exposed share split over each phase's ops by time
+            comm_ops = list(cm.tp_ops) + (list(cm.ep_ops) if moe else [])
+            shown_of = {}
+            if moe and cm.ep_ops:
+                ef, eb = self._a2a_exposed()
+                for ph, e, total in ((Phase.FWD, ef, cm.ep_layer_pass_s),
+                                     (Phase.BWD, eb, cm.ep_layer_bwd_s)):
+                    for o, t in cm.ep_ops:
+                        if o.phase == ph:
+                            shown_of[o.name] = e * t / total if total > 0 else 0.0
+            pieces += [(o.name, o.phase, t, 0.0, o.bytes, "comm", o.stream)
+                       for o, t in comm_ops if t > 0 or o.bytes > 0]
+            pieces.append(("recompute", Phase.BWD,
+                           self.moe_recompute_s if moe else self.recompute_s, 0.0, 0.0,
+                           "recompute", Stream.COMPUTE))
+            for op, ph, t, fl, by, bound, stream in pieces:
+                if t > 0 or by > 0:
+                    shown = shown_of.get(op, t)
+                    out.append(Row(f"layer{i}", op, ph, stage, m, t * m,
+                                   shown * m if on_path else 0.0, fl * m, by * m, bound,
+                                   stream))
+        for o in self.head_ops:
+            out.append(Row("head", o.op, o.phase, p.pp - 1, m, o.time_s * m, o.time_s * m,
+                           o.flops * m, o.bytes * m, o.bound, o.stream))
+        step = [("pipeline", "p2p", Phase.FWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
+                ("pipeline", "p2p", Phase.BWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
+                ("grads", "grad_accumulation", Phase.BWD, self.grad_accumulation_s * m, m,
+                 Stream.COMPUTE),
+                ("pipeline", "bubble", Phase.STEP, self.bubble_s, 1, Stream.COMPUTE),
+                ("optimizer", "update", Phase.STEP, self.optimizer_s, 1, Stream.COMPUTE)]
+        for layer, op, ph, t, n, stream in step:
+            if t > 0:
+                out.append(Row(layer, op, ph, 0, n, t, t, 0.0, 0.0, op, stream))
+        # the hidden part of the data-parallel traffic comes off the reductions, in order
+        hidden = cm.dp_s - self.dp_comm_s
+        for op, t in cm.dp_ops:
+            if t > 0:
+                shown = t
+                if op.name.endswith("dp_reduce"):
+                    shown = max(0.0, t - hidden)
+                    hidden -= t - shown
+                out.append(Row("grads", op.name, Phase.STEP, 0, 1, t, shown, 0.0, op.bytes,
+                               "comm", Stream.DP))
+        return out
+
+    def timeline(self) -> Timeline:
+        """The iteration on the critical stage as trace events (:mod:`accelsim.engine.trace`)."""
+        p, cm = self.plan, self.comm
+        dense, moe = self.model.stage_layers(p.pp, p.interleave)[self.critical_stage]
+        layers = dense + moe
+        by_op: dict[tuple[str, Phase], float] = {}
+        for ops, n in ((self.layer_ops, dense), (self.moe_layer_ops, moe)):
+            for o in ops if n else ():
+                by_op[(o.op, o.phase)] = by_op.get((o.op, o.phase), 0.0) + n * o.time_s
+
+        def pieces(phase: Phase) -> list[tuple[str, float, Stream]]:
+            out = [(f"{op} x{layers}", t, Stream.COMPUTE) for (op, ph), t in by_op.items()
+                   if ph == phase]
+            tp = cm.tp_layer_pass_s if phase == Phase.FWD else cm.tp_layer_bwd_s
+            out.append((f"tp_comm x{layers}", layers * tp, Stream.TP))
+            if moe:
+                ep = self._a2a_exposed()[0 if phase == Phase.FWD else 1]
+                out.append((f"all_to_all (exposed) x{moe}", moe * ep, Stream.TP))
+            if phase == Phase.BWD:
+                out.append((f"recompute x{layers}", dense * self.recompute_s
+                            + moe * self.moe_recompute_s, Stream.COMPUTE))
+                out.append(("grad_accumulation", self.grad_accumulation_s, Stream.COMPUTE))
+            out += [(o.op, o.time_s, o.stream) for o in self.head_ops if o.phase == phase]
+            out.append(("p2p", p.interleave * cm.pp_p2p_s, Stream.PP))
+            return out
+
+        tl = Timeline()
+        tl.micro_batches(p.n_micro, pieces(Phase.FWD), pieces(Phase.BWD))
+        backprop_end = tl.t
+        tl.run("bubble", self.bubble_s)
+        # the hidden part of the gradient reduction runs during the last backward pass; the
+        # optimizer step follows the reduction and the ZeRO weight gathers follow the step
+        hidden = cm.dp_s - self.dp_comm_s
+        tl.beside("dp_reduce (hidden)", backprop_end - hidden, hidden, Stream.DP)
+        tl.run("dp_reduce", max(0.0, cm.dp_reduce_s - hidden), Stream.DP)
+        tl.run("optimizer", self.optimizer_s)
+        tl.run("dp_gather", cm.dp_gather_s, Stream.DP)
+        return tl
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.plan.global_batch / self.iteration_time_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.samples_per_s * self.model.seq
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Executed FLOPs per GPU per second / 1e12 (with recomputation, as Megatron reports)."""
+        return self.hardware_flops / self.iteration_time_s / self.plan.gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilization against the peak of the scheme's GEMM precision."""
+        return self.model_flops / self.iteration_time_s / self.plan.gpus / self.peak_flops_per_gpu
+
+    def as_dict(self) -> dict:
+        p = self.plan
+        return {
+            "iteration_time_s": self.iteration_time_s,
+            "samples_per_s": self.samples_per_s,
+            "tokens_per_s": self.tokens_per_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "memory_GiB_per_gpu": self.memory.total_GiB,
+            **memory_fit(self.memory.total_bytes, self.memory_capacity_bytes),
+            "weights_GiB": self.memory.weights_bytes / GIB,
+            "grads_GiB": self.memory.grads_bytes / GIB,
+            "optimizer_GiB": self.memory.optimizer_bytes / GIB,
+            "activations_GiB": self.memory.activations_bytes / GIB,
+            "memory_reserve_GiB": self.memory.reserve_bytes / GIB,
+            # units as the names say (docs/llm.md's table): _GB 1e9 bytes, _GiB 2^30 bytes
+            "weight_comm_GB": self.comm.weight_bytes / 1e9,  # per iteration, per GPU
+            "activation_comm_GB": self.comm.activation_bytes / 1e9,  # per iteration, per GPU
+            "activation_comm_GB_per_microbatch":
+                self.comm.activation_bytes / self.plan.n_micro / 1e9,
+            "tp_input_comm_GiB_per_microbatch":
+                self.comm.tp_input_bytes / self.plan.n_micro / GIB,  # FP8-LM Table 7
+            "tp_comm_GB": self.comm.tp_bytes / 1e9,
+            "all_to_all_GB": self.comm.ep_bytes / 1e9,  # per iteration, per GPU (MoE, ep > 1)
+            "pp_comm_GB": self.comm.pp_bytes / 1e9,
+            "pipeline_s": self.pipeline_s,
+            "bubble_s": self.bubble_s,
+            "dp_comm_s": self.dp_comm_s,
+            "optimizer_s": self.optimizer_s,
+            "energy_J": None if self.energy is None else self.energy.energy_J,  # all GPUs
+            # one name per meaning: power_W is the whole system's (as explore's and sweep's)
+            "power_W": None if self.energy is None else self.energy.power_W * p.gpus,
+            "power_W_per_gpu": None if self.energy is None else self.energy.power_W,
+            "power_model": self.power_model,
+            "clock_MHz": self.clock_MHz,
+            "params": self.model.n_params,
+            "active_params": self.model.n_active_params,
+            "model": self.model.name,
+            "seq": self.model.seq,
+            "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep,
+            "micro_batch": p.micro_batch, "global_batch": p.global_batch,
+            "interleave": p.interleave, "recompute": p.recompute,
+            "sequence_parallel": p.sequence_parallel, "zero": p.zero,
+            "overlap_grad_reduce": p.overlap_grad_reduce,
+            "overlap_moe_comm": p.overlap_moe_comm,
+            "grad_accumulation_fusion": p.grad_accumulation_fusion, "scheme": self.scheme,
+        }
