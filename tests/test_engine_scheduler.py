@@ -103,3 +103,29 @@ def test_bad_graphs_are_refused():
         g.add(_task("x", -1.0))
     with pytest.raises(ValueError, match="earlier tasks"):
         schedule([_task("x", 1.0, deps=(1,)), _task("y", 1.0)])
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_transformer_step_after_the_pipeline_is_scheduled(overlap):
+    """llm's iteration after its micro-batches: the gradient reduction hides behind the last
+    micro-batch's backward pass only with overlap_grad_reduce (PyTorch DDP's buckets), the
+    optimizer waits for it, the ZeRO weight gathers follow the optimizer -- by hand:
+    pipeline + max(0, reduce - window) + optimizer + gathers; the rows sum to the iteration."""
+    from accelsim.arch import build_system
+    from accelsim.engine import Plan, predict
+    from accelsim.paths import REPO_ROOT
+    from accelsim.workload.gpt import GptConfig
+
+    node = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
+    gpt = GptConfig(layers=4, hidden=2048, heads=16, seq=1024, vocab=32000,
+                    flash_attention=True)
+    r = predict(gpt, Plan(tp=1, pp=2, dp=4, micro_batch=1, global_batch=8, zero=1,
+                          overlap_grad_reduce=overlap), "bf16", node)
+    cm = r.comm
+    window = r.backward_s if overlap else 0.0
+    want = r.pipeline_s + max(0.0, cm.dp_reduce_s - window) + r.optimizer_s + cm.dp_gather_s
+    assert r.iteration_time_s == pytest.approx(want, rel=1e-12)
+    assert sum(x.exposed_s for x in r.rows()) == pytest.approx(r.iteration_time_s, rel=1e-12)
+    assert r.timeline().end_s == pytest.approx(r.iteration_time_s, rel=1e-12)
+    (red,) = [x for x in r.rows() if x.op == "dp_reduce"]
+    assert red.exposed_s == pytest.approx(max(0.0, cm.dp_reduce_s - window), abs=1e-15)

@@ -13,6 +13,7 @@ from accelsim.engine.energy import StepEnergy
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.memory import GIB, Memory, memory_fit
 from accelsim.engine.plan import Plan
+from accelsim.engine.scheduler import Schedule
 from accelsim.engine.trace import Row, Timeline
 
 
@@ -61,6 +62,9 @@ class Prediction:
     power_model: bool = False  # the step timed at its power-limited clock (--power-model)
     clock_MHz: float | None = None  # that clock (None: the preset's fixed clock)
     memory_capacity_bytes: float | None = None  # one GPU's (fits_memory compares with it)
+    #: the iteration after its micro-batches as scheduled (the pipeline, the data-parallel
+    #: collectives, the optimizer step: :func:`accelsim.engine.transformer.step_schedule`)
+    step: Schedule | None = None
 
     def work_rows(self) -> list[Row]:
         """The compute rows of :meth:`rows` summed per op over every layer of its kind (the same
@@ -136,21 +140,13 @@ class Prediction:
                 ("pipeline", "p2p", Phase.BWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
                 ("grads", "grad_accumulation", Phase.BWD, self.grad_accumulation_s * m, m,
                  Stream.COMPUTE),
-                ("pipeline", "bubble", Phase.STEP, self.bubble_s, 1, Stream.COMPUTE),
-                ("optimizer", "update", Phase.STEP, self.optimizer_s, 1, Stream.COMPUTE)]
+                ("pipeline", "bubble", Phase.STEP, self.bubble_s, 1, Stream.COMPUTE)]
         for layer, op, ph, t, n, stream in step:
             if t > 0:
                 out.append(Row(layer, op, ph, 0, n, t, t, 0.0, 0.0, op, stream))
-        # the hidden part of the data-parallel traffic comes off the reductions, in order
-        hidden = cm.dp_s - self.dp_comm_s
-        for op, t in cm.dp_ops:
-            if t > 0:
-                shown = t
-                if op.name.endswith("dp_reduce"):
-                    shown = max(0.0, t - hidden)
-                    hidden -= t - shown
-                out.append(Row("grads", op.name, Phase.STEP, 0, 1, t, shown, 0.0, op.bytes,
-                               "comm", Stream.DP))
+        # the optimizer step and the data-parallel collectives as scheduled after the
+        # micro-batches (the pipeline's own rows are above)
+        out += [r for r in self.step.rows() if r.layer != "pipeline" and r.time_s > 0]
         return out
 
     def timeline(self) -> Timeline:
@@ -181,15 +177,12 @@ class Prediction:
 
         tl = Timeline()
         tl.micro_batches(p.n_micro, pieces(Phase.FWD), pieces(Phase.BWD))
-        backprop_end = tl.t
         tl.run("bubble", self.bubble_s)
-        # the hidden part of the gradient reduction runs during the last backward pass; the
-        # optimizer step follows the reduction and the ZeRO weight gathers follow the step
-        hidden = cm.dp_s - self.dp_comm_s
-        tl.beside("dp_reduce (hidden)", backprop_end - hidden, hidden, Stream.DP)
-        tl.run("dp_reduce", max(0.0, cm.dp_reduce_s - hidden), Stream.DP)
-        tl.run("optimizer", self.optimizer_s)
-        tl.run("dp_gather", cm.dp_gather_s, Stream.DP)
+        # then the step as scheduled: the collectives and the optimizer at their starts
+        for e in self.step.timeline().events:
+            if not e.name.startswith("pipeline"):
+                tl.beside(e.name, e.start_s, e.dur_s, e.stream)
+        tl.t = self.iteration_time_s
         return tl
 
     @property

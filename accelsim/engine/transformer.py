@@ -29,6 +29,7 @@ from accelsim.engine.memory import GIB, Memory, memory
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.graph import (
     AttentionOp,
+    Stream,
     ElementwiseOp,
     GemmOp,
     Phase,
@@ -41,7 +42,8 @@ from accelsim.engine.graph import (
 )
 from accelsim.engine.stack import (AttentionKernel, EagerKernel, KernelKind, kernel_Bps,
                                    sm_scale)
-from accelsim.engine.schedule import exposed_comm_s, pipeline_s
+from accelsim.engine.schedule import pipeline_s
+from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
 from accelsim.engine.prediction import OpTime, Prediction
 from accelsim.netsim.update import update_bytes_per_elem
 from accelsim.workload.gpt import GptConfig
@@ -150,6 +152,30 @@ def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float
     return nbytes
 
 
+def step_schedule(pipeline_s: float, window_s: float, dp_ops, optimizer_s: float) -> Schedule:
+    """The iteration after its micro-batches, as the one scheduler places it: the pipeline on
+    the compute stream, its last ``window_s`` the last micro-batch's backward pass; the
+    data-parallel reductions (``dp_ops``: (CommOp, seconds)) on their stream from the start of
+    that window (``window_s`` 0: after the pipeline flush, Megatron's local DDP; the backward
+    pass: PyTorch DDP's buckets), the optimizer step once they and the pipeline are done, the
+    ZeRO weight gathers after it."""
+    g = Graph()
+    g.add(Task("pipeline", "micro-batches", Phase.FWD, pipeline_s - window_s))
+    start = g.last()
+    g.add(Task("pipeline", "last backward", Phase.BWD, window_s, deps=start))
+    reduce = [(o, t) for o, t in dp_ops if o.name.endswith("dp_reduce")]
+    for op, t in reduce:
+        g.add(Task("grads", op.name, Phase.STEP, t, Stream.DP, deps=start, bytes=op.bytes,
+                   bound="comm"))
+    g.add(Task("optimizer", "update", Phase.STEP, optimizer_s,
+               deps=tuple(sorted({*g.last(Stream.COMPUTE), *g.last(Stream.DP)}))))
+    for op, t in dp_ops:
+        if not op.name.endswith("dp_reduce"):
+            g.add(Task("grads", op.name, Phase.STEP, t, Stream.DP, deps=g.last(Stream.COMPUTE),
+                       bytes=op.bytes, bound="comm"))
+    return schedule(g.tasks)
+
+
 def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system: System,
             params: LlmParams = LlmParams(), *, engine: str = "analytic") -> Prediction:
     """Predict one training iteration of ``model`` (a GPT, or any
@@ -248,10 +274,9 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
                                                         sm_scale(system.chip))
     opt_s = max(optimizer_step_bytes(mem, plan, sc) / opt_Bps,
                 params.stack.floor_s(KernelKind.OPTIMIZER))
-    # the optimizer step is charged on its own (opt_s): no update term in the overlap rule
-    dp_exposed = exposed_comm_s(cm.dp_reduce_s, cm.dp_gather_s, 0.0,
-                                bwd if plan.overlap_grad_reduce else 0.0)
-    total = pipeline + dp_exposed + opt_s
+    tail = step_schedule(pipeline, bwd if plan.overlap_grad_reduce else 0.0, cm.dp_ops, opt_s)
+    total = tail.makespan_s
+    dp_exposed = total - pipeline - opt_s
     B = plan.global_batch
     mflops = model.model_flops(B)
     extra = 0.0
@@ -267,7 +292,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
         moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed,
-        memory_capacity_bytes=float(system.chip.memory_capacity_bytes))
+        memory_capacity_bytes=float(system.chip.memory_capacity_bytes), step=tail)
     if system.chip.power is None:
         return pred
     return replace(pred, energy=step_energy(system, pred.work_rows(), sc.gemm_precision, total,
