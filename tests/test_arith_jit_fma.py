@@ -109,3 +109,47 @@ def test_round_finite_equals_quantize(rounding):
         assert np.array_equal(got.view(np.int64), want.view(np.int64)), fmt
         for bad in (2 * f.max, -4 * f.max, np.nan, np.inf):  # overflow, non-finite: general route
             assert round_finite(np.array([1.0, bad]), fmt, rounding) is None, (fmt, bad)
+
+
+_NATIVE_CASES = [  # (preset, overrides, operands on a coarse grid, the plan's dtype, rounds steps, promotions)
+    ("fp32-fma", {"chunk": 64}, False, np.float32, False, False),  # native fp32 adds
+    ("hfp8", {}, False, np.float32, True, True),  # DLFloat16 rna steps and promotions on float32 bits
+    ("hfp8", {"chunk": None, "step_rounding": "rne"}, False, np.float32, True, False),
+    ("fp32-fma", {"a_format": "bf16", "b_format": "bf16", "step_rounding": "rz"}, True, np.float64, True, False),
+    ("fp16-fma", {"step_format": None}, True, np.float64, False, False),  # exact float64 sums
+]
+
+
+def _operands(shape, fmt, rng, grid: bool):
+    """N(0, 1) values in ``fmt``, or multiples of 1/4 in [-8, 8] (few bits: float64 sums exact)."""
+    x = rng.standard_normal(shape)
+    return quantize(np.clip(np.rint(x * 16) / 4, -8, 8) if grid else x, fmt)
+
+
+@pytest.mark.parametrize("name,overrides,grid,dtype,step,promote", _NATIVE_CASES)
+def test_native_kernel_equals_the_numpy_fast_path(name, overrides, grid, dtype, step, promote):
+    """The compiled FmaPath (what matmul takes with numba installed wherever fma_plan holds) gives
+    the numpy FmaPath's bits -- and so the reference's -- on one and two threads, for shapes
+    that leave partial row blocks, a K that is no multiple of the chunk, and one big enough to
+    split its rows over threads; row-wise dots too."""
+    from accelsim.arith.datapath import choose_path
+    from accelsim.arith.fastpath import FmaPath
+    from accelsim.arith.kloop import run_tiles
+
+    eng = get_engine(name, **overrides)
+    rng = np.random.default_rng(5)
+    for M, K, N in [(1, 1, 1), (9, 70, 11), (17, 129, 3), (40, 300, 200)]:
+        a = _operands((M, K), eng.a_format, rng, grid)
+        for paired, b in ((False, _operands((K, N), eng.b_format, rng, grid)),
+                          (True, _operands((M, K), eng.b_format, rng, grid))):
+            path = choose_path(eng, a, b, paired=paired)
+            assert isinstance(path, FmaPath) and path.dtype is dtype, (M, K, N, paired)
+            assert (path.round_step is not None, path.round_promote is not None) == (step, promote)
+            want = run_tiles(path, K, eng.chunk, threads=1)  # the numpy FmaPath
+            for threads in (1, 2):
+                got = _jit_fma.native(path, eng.chunk, threads)
+                assert np.array_equal(got.view(np.int64), want.view(np.int64)), (M, K, N, paired, threads)
+            if paired:
+                assert np.array_equal(_bits(dot(a, b, eng)), _bits(dot(a, b, eng, fast=False)))
+            else:
+                assert np.array_equal(_bits(matmul(a, b, eng)), _bits(matmul(a, b, eng, fast=False)))

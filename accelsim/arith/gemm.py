@@ -34,10 +34,11 @@ import numpy.typing as npt
 from accelsim.numerics import get_format, quantize
 
 from ._fast import field_exponents, floor_log2, round_fast, round_to_odd, two_sum
-from .datapath import aligned_step, choose_path, fma_step
+from .datapath import GeneralPath, aligned_step, choose_path, fma_step
 from .engine import EngineConfig
 from .exact import exact_sums
-from .kloop import check_threads, k_loop, run_tiles
+from .fastpath import FmaPath
+from .kloop import check_threads, default_threads, k_loop, run_tiles
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -127,12 +128,16 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
     def run(a, b):
         if cfg.block_width is None:
             return exact_sums(a, b, cfg, paired, fast)
-        jit = _jit_fma_for(cfg) if fast else None
-        if jit is not None:  # compiled twin of the reference FMA loop; None: a value left the range
-            r = jit.accumulate(a, b, cfg, paired)
+        path = choose_path(cfg, a, b, paired, fast)
+        jit = _compiled_fma() if fast else None
+        n = default_threads() if threads is None else threads
+        if jit is not None and isinstance(path, FmaPath):  # compiled FmaPath: faster at every size
+            return jit.native(path, cfg.chunk, n)
+        if jit is not None and isinstance(path, GeneralPath) and jit.handles(cfg):
+            r = jit.accumulate(a, b, cfg, paired, n)  # compiled reference; None: a value left the range
             if r is not None:
                 return r
-        return run_tiles(choose_path(cfg, a, b, paired, fast), a.shape[1], cfg.chunk, threads)
+        return run_tiles(path, a.shape[1], cfg.chunk, threads)
 
     if cfg.split_k == 1:
         return run(A, B)
@@ -154,14 +159,10 @@ def _load_jit_fma():
     return _jit_fma
 
 
-def _jit_fma_for(cfg: EngineConfig):
-    """accelsim.arith._jit_fma when it covers this engine, numba is installed and ACCELSIM_JIT is
-    not "0" (the same switch as the numerics casts); else None."""
+def _compiled_fma():
+    """accelsim.arith._jit_fma (the compiled width-1 FMA datapaths) when numba is installed and
+    ACCELSIM_JIT is not "0" (the same switch as the numerics casts); else None."""
     if os.environ.get("ACCELSIM_JIT") == "0":
-        return None
-    if not (cfg.block_width == 1 and cfg.align_bits is None and cfg.product_format is None
-            and cfg.step_bits is None and cfg.step_format is not None
-            and (cfg.chunk is None or cfg.outer_format is not None)):
         return None
     return _load_jit_fma()
 
@@ -175,7 +176,7 @@ def round_finite(x, fmt: str, rounding: str) -> np.ndarray | None:
     f = _fmt(fmt)
     if rounding not in ("rne", "rna", "rz") or f.layout == "hif8" or os.environ.get("ACCELSIM_JIT") == "0":
         return None
-    jit = _load_jit_fma()
+    jit = _compiled_fma()
     return None if jit is None else jit.round_finite(x, f, rounding)
 
 
