@@ -34,10 +34,10 @@ import numpy.typing as npt
 from accelsim.numerics import get_format, quantize
 
 from ._fast import field_exponents, floor_log2, round_fast, round_to_odd, two_sum
-from .datapath import GeneralPath, aligned_step, choose_path, fma_step
+from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
 from .exact import exact_sums
-from .fastpath import FmaPath
+from .fastpath import AlignedPath, FmaPath
 from .kloop import check_threads, default_threads, k_loop, run_tiles
 
 if TYPE_CHECKING:
@@ -129,14 +129,18 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
         if cfg.block_width is None:
             return exact_sums(a, b, cfg, paired, fast)
         path = choose_path(cfg, a, b, paired, fast)
-        jit = _compiled_fma() if fast else None
-        n = default_threads() if threads is None else threads
-        if jit is not None and isinstance(path, FmaPath):  # compiled FmaPath: faster at every size
-            return jit.native(path, cfg.chunk, n)
-        if jit is not None and isinstance(path, GeneralPath) and jit.handles(cfg):
-            r = jit.accumulate(a, b, cfg, paired, n)  # compiled reference; None: a value left the range
-            if r is not None:
-                return r
+        jit = _compiled_paths() if fast else None
+        if jit is not None:  # compiled twins: the same bits, faster at every size measured
+            fma, aligned = jit
+            n = default_threads() if threads is None else threads
+            if isinstance(path, FmaPath):
+                return fma.native(path, cfg.chunk, n)
+            if isinstance(path, AlignedPath):
+                return aligned.aligned(path, cfg.chunk, n)
+            if fma.handles(cfg):
+                r = fma.accumulate(a, b, cfg, paired, n)  # the reference; None: a value left the range
+                if r is not None:
+                    return r
         return run_tiles(path, a.shape[1], cfg.chunk, threads)
 
     if cfg.split_k == 1:
@@ -151,20 +155,20 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
 
 
 @lru_cache(maxsize=1)
-def _load_jit_fma():
-    try:
-        from . import _jit_fma  # imports numba (about 0.3 s): only once an FMA engine runs
+def _load_jit():
+    try:  # imports numba (about 0.3 s): only once a stepped engine runs
+        from . import _jit_aligned, _jit_fma
     except ImportError:  # numba not installed: the numpy datapaths
         return None
-    return _jit_fma
+    return _jit_fma, _jit_aligned
 
 
-def _compiled_fma():
-    """accelsim.arith._jit_fma (the compiled width-1 FMA datapaths) when numba is installed and
-    ACCELSIM_JIT is not "0" (the same switch as the numerics casts); else None."""
+def _compiled_paths():
+    """(accelsim.arith._jit_fma, accelsim.arith._jit_aligned), the compiled datapaths, when numba
+    is installed and ACCELSIM_JIT is not "0" (the same switch as the numerics casts); else None."""
     if os.environ.get("ACCELSIM_JIT") == "0":
         return None
-    return _load_jit_fma()
+    return _load_jit()
 
 
 def round_finite(x, fmt: str, rounding: str) -> np.ndarray | None:
@@ -176,8 +180,8 @@ def round_finite(x, fmt: str, rounding: str) -> np.ndarray | None:
     f = _fmt(fmt)
     if rounding not in ("rne", "rna", "rz") or f.layout == "hif8" or os.environ.get("ACCELSIM_JIT") == "0":
         return None
-    jit = _compiled_fma()
-    return None if jit is None else jit.round_finite(x, f, rounding)
+    jit = _compiled_paths()
+    return None if jit is None else jit[0].round_finite(x, f, rounding)
 
 
 def engine_result(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = True,
