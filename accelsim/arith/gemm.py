@@ -37,7 +37,7 @@ from ._fast import field_exponents, floor_log2, round_fast, round_to_odd, two_su
 from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
 from .exact import exact_sums
-from .fastpath import AlignedPath, FmaPath
+from .fastpath import AlignedPath, FmaPath, products_fit_step
 from .kloop import check_threads, default_threads, k_loop, run_tiles
 
 if TYPE_CHECKING:
@@ -116,8 +116,9 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
     """The engine's accumulator for finite operands, before output rounding: (M, N) float64.
 
     Stepped engines run :func:`accelsim.arith.kloop.k_loop` over tiles of outputs on the
-    datapath ``choose_path`` picks (``fast=False``: the float64 reference); ``split_k``
-    partitions are rounded to fp32 and summed in fp32.
+    datapath ``choose_path`` picks (``fast=False``: the float64 reference) -- with the ``jit``
+    extra, its compiled twin (``_run_compiled``); ``split_k`` partitions are rounded to fp32 and
+    summed in fp32.
     """
     check_threads(threads)
     M, K = A.shape
@@ -128,20 +129,10 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
     def run(a, b):
         if cfg.block_width is None:
             return exact_sums(a, b, cfg, paired, fast)
-        path = choose_path(cfg, a, b, paired, fast)
         jit = _compiled_paths() if fast else None
-        if jit is not None:  # compiled twins: the same bits, faster at every size measured
-            fma, aligned = jit
-            n = default_threads() if threads is None else threads
-            if isinstance(path, FmaPath):
-                return fma.native(path, cfg.chunk, n)
-            if isinstance(path, AlignedPath):
-                return aligned.aligned(path, cfg.chunk, n)
-            if fma.handles(cfg):
-                r = fma.accumulate(a, b, cfg, paired, n)  # the reference; None: a value left the range
-                if r is not None:
-                    return r
-        return run_tiles(path, a.shape[1], cfg.chunk, threads)
+        if jit is None:
+            return run_tiles(choose_path(cfg, a, b, paired, fast), a.shape[1], cfg.chunk, threads)
+        return _run_compiled(jit, a, b, cfg, paired, default_threads() if threads is None else threads)
 
     if cfg.split_k == 1:
         return run(A, B)
@@ -152,6 +143,26 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
         s, e = two_sum(r, part)
         r = round_fast(round_to_odd(s, e), f32, "rne")
     return r
+
+
+def _run_compiled(jit, a, b, cfg: EngineConfig, paired: bool, threads: int) -> np.ndarray:
+    """The accumulator on the compiled twin of the datapath ``choose_path`` picks (the same bits,
+    faster at every size measured); width-1 FMA engines whose products are wider than the step
+    format (FmaPath would need every sum exact) go to the compiled reference without the proof."""
+    fma, aligned = jit
+    if fma.handles(cfg) and not products_fit_step(cfg):
+        r = fma.accumulate(a, b, cfg, paired, threads)  # None: a value left the range
+        return r if r is not None else run_tiles(choose_path(cfg, a, b, paired), a.shape[1], cfg.chunk, threads)
+    path = choose_path(cfg, a, b, paired)
+    if isinstance(path, FmaPath):
+        return fma.native(path, cfg.chunk, threads)
+    if isinstance(path, AlignedPath):
+        return aligned.aligned(path, cfg.chunk, threads)
+    if fma.handles(cfg):
+        r = fma.accumulate(a, b, cfg, paired, threads)  # the reference; None: a value left the range
+        if r is not None:
+            return r
+    return run_tiles(path, a.shape[1], cfg.chunk, threads)
 
 
 @lru_cache(maxsize=1)
