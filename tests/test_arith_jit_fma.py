@@ -1,11 +1,13 @@
-"""The compiled FMA twin (accelsim.arith._jit_fma, extra ``jit``) equals the float64 reference
-datapath bit for bit, runs for the training presets on typical data, and gives up (None, the
-reference then runs) where a running sum leaves the step format's normal range.
+"""The compiled datapaths (accelsim.arith._jit_fma and _jit_aligned, extra ``jit``) equal the
+numpy datapaths they twin bit for bit: the reference kernel equals the float64 reference, runs
+for the training presets on typical data, and gives up (None, the reference then runs) where a
+running sum leaves the step format's normal range; the compiled FmaPath and AlignedPath equal
+the numpy FmaPath and AlignedPath on one and two threads.
 
 The hypothesis test in tests/test_arith_fastpaths.py compares ``matmul(fast=True)`` -- which
-takes this kernel for every width-1 FMA engine -- with the reference over random engines,
-roundings, chunks and operand mixes (subnormals, extremes, NaN/Inf); this file pins that the
-kernel is the path actually taken and checks its give-up route.
+takes these kernels whenever numba is installed -- with the reference over random engines,
+roundings, chunks and operand mixes (subnormals, extremes, NaN/Inf); this file pins that each
+kernel is the path actually taken and checks the give-up route.
 """
 
 from __future__ import annotations
@@ -109,3 +111,87 @@ def test_round_finite_equals_quantize(rounding):
         assert np.array_equal(got.view(np.int64), want.view(np.int64)), fmt
         for bad in (2 * f.max, -4 * f.max, np.nan, np.inf):  # overflow, non-finite: general route
             assert round_finite(np.array([1.0, bad]), fmt, rounding) is None, (fmt, bad)
+
+
+_NATIVE_CASES = [  # (preset, overrides, operands on a coarse grid, the plan's dtype, rounds steps, promotions)
+    ("fp32-fma", {"chunk": 64}, False, np.float32, False, False),  # native fp32 adds
+    ("hfp8", {}, False, np.float32, True, True),  # DLFloat16 rna steps and promotions on float32 bits
+    ("hfp8", {"chunk": None, "step_rounding": "rne"}, False, np.float32, True, False),
+    ("fp32-fma", {"a_format": "bf16", "b_format": "bf16", "step_rounding": "rz"}, True, np.float64, True, False),
+    ("fp16-fma", {"step_format": None}, True, np.float64, False, False),  # exact float64 sums
+]
+
+
+def _operands(shape, fmt, rng, grid: bool):
+    """N(0, 1) values in ``fmt``, or multiples of 1/4 in [-8, 8] (few bits: float64 sums exact)."""
+    x = rng.standard_normal(shape)
+    return quantize(np.clip(np.rint(x * 16) / 4, -8, 8) if grid else x, fmt)
+
+
+@pytest.mark.parametrize("name,overrides,grid,dtype,step,promote", _NATIVE_CASES)
+def test_native_kernel_equals_the_numpy_fast_path(name, overrides, grid, dtype, step, promote):
+    """The compiled FmaPath (what matmul takes with numba installed wherever fma_plan holds) gives
+    the numpy FmaPath's bits -- and so the reference's -- on one and two threads, for shapes
+    that leave partial row blocks, a K that is no multiple of the chunk, and one big enough to
+    split its rows over threads; row-wise dots too."""
+    from accelsim.arith.datapath import choose_path
+    from accelsim.arith.fastpath import FmaPath
+    from accelsim.arith.kloop import run_tiles
+
+    eng = get_engine(name, **overrides)
+    rng = np.random.default_rng(5)
+    for M, K, N in [(1, 1, 1), (9, 70, 11), (17, 129, 3), (40, 300, 200)]:
+        a = _operands((M, K), eng.a_format, rng, grid)
+        for paired, b in ((False, _operands((K, N), eng.b_format, rng, grid)),
+                          (True, _operands((M, K), eng.b_format, rng, grid))):
+            path = choose_path(eng, a, b, paired=paired)
+            assert isinstance(path, FmaPath) and path.dtype is dtype, (M, K, N, paired)
+            assert (path.round_step is not None, path.round_promote is not None) == (step, promote)
+            want = run_tiles(path, K, eng.chunk, threads=1)  # the numpy FmaPath
+            for threads in (1, 2):
+                got = _jit_fma.native(path, eng.chunk, threads)
+                assert np.array_equal(got.view(np.int64), want.view(np.int64)), (M, K, N, paired, threads)
+            if paired:
+                assert np.array_equal(_bits(dot(a, b, eng)), _bits(dot(a, b, eng, fast=False)))
+            else:
+                assert np.array_equal(_bits(matmul(a, b, eng)), _bits(matmul(a, b, eng, fast=False)))
+
+
+_ALIGNED_CASES = [  # (overrides of h100-fp8, scales of A and B, the plan's dtype, exponent dtype)
+    ({}, (1.0, 1.0), np.float32, np.int8),  # the preset: 13-bit rz cuts, promotion every 128
+    ({"fast_accum": True, "b_format": "e5m2", "align_rounding": "rne"}, (1.0, 1.0), np.float32, np.int8),
+    ({"step_bits": None, "chunk": 64}, (1.0, 1.0), np.float32, np.int8),
+    ({"a_format": "bf16", "b_format": "bf16", "block_width": 16}, (2.0**60, 2.0**-80), np.float32, np.int16),
+    ({"a_format": "bf16", "b_format": "bf16", "align_bits": 24, "step_bits": 23, "block_width": 16},
+     (1.0, 1.0), np.float64, np.int8),  # float64 blocks, promotions rounded to float32
+]
+
+
+@pytest.mark.parametrize("overrides,scales,dtype,edtype", _ALIGNED_CASES)
+def test_aligned_kernel_equals_the_numpy_fast_path(overrides, scales, dtype, edtype):
+    """The compiled AlignedPath (what matmul takes with numba installed wherever aligned_plan
+    holds) gives the numpy AlignedPath's bits -- and so the reference's -- on one and two
+    threads; zeros in the operands (their exponent code sits below every real term's)."""
+    from accelsim.arith import _jit_aligned
+    from accelsim.arith.datapath import choose_path
+    from accelsim.arith.fastpath import AlignedPath
+    from accelsim.arith.kloop import run_tiles
+
+    eng = get_engine("h100-fp8", **overrides)
+    rng = np.random.default_rng(9)
+    for M, K, N in [(1, 5, 1), (9, 70, 11), (17, 300, 130)]:
+        a = quantize(rng.standard_normal((M, K)) * scales[0], eng.a_format, saturate=True)
+        a[:, ::7] = 0
+        for paired, shape in ((False, (K, N)), (True, (M, K))):
+            b = quantize(rng.standard_normal(shape) * scales[1], eng.b_format, saturate=True)
+            b[1::5] = 0
+            path = choose_path(eng, a, b, paired=paired)
+            assert isinstance(path, AlignedPath) and path.dtype is dtype and path.exps.A.dtype == edtype
+            want = run_tiles(path, K, eng.chunk, threads=1)  # the numpy AlignedPath
+            for threads in (1, 2):
+                got = _jit_aligned.aligned(path, eng.chunk, threads)
+                assert np.array_equal(got.view(np.int64), want.view(np.int64)), (M, K, N, paired, threads)
+            if paired:
+                assert np.array_equal(_bits(dot(a, b, eng)), _bits(dot(a, b, eng, fast=False)))
+            else:
+                assert np.array_equal(_bits(matmul(a, b, eng)), _bits(matmul(a, b, eng, fast=False)))

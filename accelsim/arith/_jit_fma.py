@@ -1,19 +1,28 @@
-"""Compiled twin (the optional extra ``jit``: numba) of the reference datapath for FMA engines
-(``block_width=1``, no alignment, exact products, a step format): the whole K loop of every
-output in one compiled call instead of one numpy pass per K step.
+"""Compiled twins (the optional extra ``jit``: numba) of the width-1 FMA datapaths
+(``block_width=1``, no alignment, exact products): the whole K loop of a block of output rows
+in one compiled call instead of one numpy pass per K step, rows split over threads (the kernels
+release the GIL; outputs are independent, so the thread count never changes a bit).
 
-It runs the same float64 operations as ``datapath.GeneralPath`` -- product, Knuth two_sum,
-round-to-odd, rounding on the float64 bit pattern as ``_fast.round_fast`` does -- in the same
-order, so its bits are the reference's; below the format's normal range it rounds as
-``_fast._round_general`` does. On overflow or a non-finite sum the kernel gives up on the whole
-call (returns None) and the caller runs the reference. Tested bit for bit against
-the reference (tests/test_arith_jit_fma.py). Why it exists: a width-1 engine steps through K one
-product at a time, and at training sizes (32 x 64 outputs) a numpy pass per step costs ~30 us of
-overhead for ~2 us of arithmetic.
+* ``native``: ``fastpath.FmaPath`` compiled -- the same native float32/float64 products, adds
+  and bit-pattern roundings (``fastpath._Rounder``) in the same order, so its bits are that
+  path's (which the plan proves equal to the reference's). Taken wherever ``fma_plan`` holds:
+  it beats both the numpy FmaPath (no product arrays, several times faster at 512^3) and the
+  reference kernel below (no two_sum per product).
+* ``accumulate``: the reference datapath (``datapath.GeneralPath``) compiled, for operands the
+  plan cannot prove: the same float64 operations -- product, Knuth two_sum, round-to-odd,
+  rounding on the float64 bit pattern as ``_fast.round_fast`` does -- in the same order; below
+  the format's normal range it rounds as ``_fast._round_general`` does. On overflow or a
+  non-finite sum it gives up on the whole call (returns None) and the caller runs the reference.
+
+Tested bit for bit against the reference (tests/test_arith_jit_fma.py). Why they exist: a width-1
+engine steps through K one product at a time, and at training sizes (32 x 64 outputs) a numpy pass
+per step costs ~30 us of overhead for ~2 us of arithmetic; at 512^3 the numpy pass writes and
+reads a product array per step that the compiled loop never materializes.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numba
@@ -22,6 +31,7 @@ import numpy as np
 from accelsim.numerics import FloatFormat, get_format
 
 from .engine import EngineConfig
+from .fastpath import FmaPath
 
 _MODES = {"rne": 0, "rna": 1, "rz": 2}
 
@@ -112,13 +122,14 @@ def _round_array(x, out, c):
 
 
 @_compiled
-def _fma_loop(A, B, paired, chunk, cs, co, out):
-    """The (M, N) accumulator of a width-1 FMA engine into ``out``; False: give up (see module)."""
-    M, K = A.shape
+def _fma_loop(A, B, paired, chunk, cs, co, out, r0, r1):
+    """Rows r0..r1 of the (M, N) accumulator of a width-1 FMA engine into ``out`` (the
+    reference's float64 operations); False: give up (see module)."""
+    K = A.shape[1]
     N = out.shape[1]
     inner = np.zeros(N)
     outer = np.zeros(N)
-    for i in range(M):
+    for i in range(r0, r1):
         inner[:] = 0.0
         outer[:] = 0.0
         bad = np.int64(0)
@@ -148,6 +159,102 @@ def _fma_loop(A, B, paired, chunk, cs, co, out):
     return True
 
 
+_ROWS = 8  # output rows per block of the native kernel: B's row k is read once per 8 rows
+
+
+@_compiled
+def _round_rows(bits, n, c):
+    """``fastpath._Rounder`` on the integer view ``bits`` of rows 0..n: v += ((v >> drop) & flag)
+    + add; v &= keep (rne: flag 1, add half - 1; rna: flag 0, add half; rz: add 0)."""
+    drop, add, flag, keep = c
+    for r in range(n):
+        for j in range(bits.shape[1]):
+            v = bits[r, j]
+            bits[r, j] = (v + (((v >> drop) & flag) + add)) & keep
+
+
+@_compiled
+def _native_loop(At, B, paired, chunk, sc, oc, step, promote, ity, out, r0, r1):
+    """Rows r0..r1 of ``FmaPath``'s accumulator into ``out``: At (K, M), B (K, N) -- (K, M) when
+    ``paired`` -- in the path's dtype; products, adds and roundings (``step``/``promote``: round
+    with ``sc``/``oc``) in FmaPath's order, ``_ROWS`` output rows at a time. True."""
+    K = At.shape[0]
+    N = out.shape[1]
+    inner = np.zeros((_ROWS, N), At.dtype)
+    outer = np.zeros((_ROWS, N), At.dtype)
+    ib = inner.view(ity)
+    ob = outer.view(ity)
+    for i0 in range(r0, r1, _ROWS):
+        n = min(_ROWS, r1 - i0)
+        inner[:] = 0
+        outer[:] = 0
+        for k in range(K):
+            for r in range(n):
+                if paired:
+                    inner[r, 0] += At[k, i0 + r] * B[k, i0 + r]
+                else:
+                    a = At[k, i0 + r]
+                    for j in range(N):
+                        inner[r, j] += a * B[k, j]
+            if step:
+                _round_rows(ib, n, sc)
+            if chunk > 0 and ((k + 1) % chunk == 0 or k + 1 == K):
+                for r in range(n):
+                    for j in range(N):
+                        outer[r, j] += inner[r, j]
+                        inner[r, j] = 0
+                if promote:
+                    _round_rows(ob, n, oc)
+        acc = outer if chunk > 0 else inner
+        for r in range(n):
+            for j in range(N):
+                out[i0 + r, j] = acc[r, j]
+    return True
+
+
+def _on_threads(kernel, M: int, work: int, threads: int) -> bool:
+    """``kernel(r0, r1)`` over contiguous row ranges of 0..M on up to ``threads`` threads (one
+    where the work, in multiply-adds, is too small to pay for a thread); all of them True?"""
+    n = max(1, min(threads, -(-M // _ROWS), work // (1 << 20)))
+    if n == 1:
+        return bool(kernel(0, M))
+    step = -(-M // n)
+    step = -(-step // _ROWS) * _ROWS
+    with ThreadPoolExecutor(n) as ex:
+        done = list(ex.map(lambda r0: bool(kernel(r0, min(M, r0 + step))), range(0, M, step)))
+    return all(done)
+
+
+_WORK_INT = {np.float32: np.int32, np.float64: np.int64}
+
+
+def _rounder_consts(r, ity) -> tuple:
+    """(drop, add, flag, keep) of ``_round_rows`` for a ``fastpath._Rounder`` (None: unused)."""
+    if r is None:
+        return ity(0), ity(0), ity(0), ity(-1)
+    add = {"rne": int(r.half) - 1, "rna": int(r.half), "rz": 0}[r.mode]
+    return ity(r.drop), ity(add), ity(r.mode == "rne"), ity(r.keep)
+
+
+def native(path: FmaPath, chunk: int | None, threads: int) -> np.ndarray:
+    """The (M, N) float64 accumulator of ``path`` (an FmaPath: its plan holds for the operands),
+    bit for bit what ``kloop.run_tiles(path, ...)`` returns."""
+    ops = path.ops
+    ity = _WORK_INT[path.dtype]
+    out = np.empty((ops.M, ops.N))
+    if ops.K == 0 or ops.M == 0 or ops.N == 0:
+        out[...] = 0.0
+        return out
+    sc, oc = _rounder_consts(path.round_step, ity), _rounder_consts(path.round_promote, ity)
+
+    def kernel(r0, r1):
+        return _native_loop(ops.A, ops.B, ops.paired, chunk or 0, sc, oc, path.round_step is not None,
+                            path.round_promote is not None, ity, out, r0, r1)
+
+    _on_threads(kernel, ops.M, ops.M * ops.N * ops.K, threads)
+    return out
+
+
 def handles(cfg: EngineConfig) -> bool:
     """The kernel covers this engine: width-1 FMA steps rounded to a step format, exact products,
     a promotion (if any) rounded to an outer format."""
@@ -156,9 +263,11 @@ def handles(cfg: EngineConfig) -> bool:
             and (cfg.chunk is None or cfg.outer_format is not None))
 
 
-def accumulate(A: np.ndarray, B: np.ndarray, cfg: EngineConfig, paired: bool) -> np.ndarray | None:
-    """The engine's (M, N) float64 accumulator for finite float64 operands, or None where a sum
-    overflowed the step/outer format (the caller runs the reference then)."""
+def accumulate(A: np.ndarray, B: np.ndarray, cfg: EngineConfig, paired: bool,
+               threads: int = 1) -> np.ndarray | None:
+    """The engine's (M, N) float64 accumulator for finite float64 operands (the reference's
+    bits), or None where a sum overflowed the step/outer format (the caller runs the reference
+    then); rows on up to ``threads`` threads."""
     cs = _consts(get_format(cfg.step_format), cfg.step_rounding)
     if cfg.chunk is not None:
         co, chunk = _consts(get_format(cfg.outer_format), cfg.outer_rounding), int(cfg.chunk)
@@ -172,7 +281,8 @@ def accumulate(A: np.ndarray, B: np.ndarray, cfg: EngineConfig, paired: bool) ->
     if A.size == 0:
         out[...] = 0.0
         return out
-    if not _fma_loop(A, B, paired, chunk, cs, co, out):
+    if not _on_threads(lambda r0, r1: _fma_loop(A, B, paired, chunk, cs, co, out, r0, r1), M,
+                       A.size * N, threads):
         return None
     return out
 

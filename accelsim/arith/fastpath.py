@@ -17,6 +17,7 @@ reference runs then. Tests: tests/test_arith_fastpaths.py (fast == reference, hy
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import numpy as np
 
@@ -106,17 +107,53 @@ def _lsb_min(a, f: FloatFormat) -> float:
 
 
 class Facts:
-    """What the fast paths' proofs need to know about the operands of one call."""
+    """What the fast paths' proofs need to know about the operands of one call, each computed on
+    first use (a plan that fails on the formats never pays for the data's passes)."""
 
     def __init__(self, cfg: EngineConfig, A, B, paired: bool):
-        fa, fb = get_format(cfg.a_format), get_format(cfg.b_format)
-        a, b = np.abs(A), np.abs(B)
-        self.prod_bits = _bits(fa) + _bits(fb)  # significant bits of any product
-        self.q = _lsb_min(a, fa) * _lsb_min(b, fb)  # every product is a multiple of q
-        self.pmax = float(a.max()) * float(b.max()) if a.size and b.size else 0.0
-        self.bound = _sum_bound(a, b, paired)  # >= every exact partial sum of |products|
-        self.ea = _field_range(a, fa)  # (lowest, highest) exponent field of the nonzero operands
-        self.eb = _field_range(b, fb)
+        self.fa, self.fb = get_format(cfg.a_format), get_format(cfg.b_format)
+        self.A, self.B, self.paired = A, B, paired
+        self.prod_bits = _bits(self.fa) + _bits(self.fb)  # significant bits of any product
+
+    @cached_property
+    def _abs(self):
+        return np.abs(self.A), np.abs(self.B)
+
+    @cached_property
+    def q(self) -> float:
+        """Every product is a multiple of q."""
+        a, b = self._abs
+        return _lsb_min(a, self.fa) * _lsb_min(b, self.fb)
+
+    @cached_property
+    def pmax(self) -> float:
+        a, b = self._abs
+        return float(a.max()) * float(b.max()) if a.size and b.size else 0.0
+
+    @cached_property
+    def bound(self) -> float:
+        """>= every exact partial sum of |products|."""
+        return _sum_bound(*self._abs, self.paired)
+
+    @cached_property
+    def ea(self):
+        """(lowest, highest) exponent field of the nonzero A operands; None if all zero."""
+        return _field_range(self._abs[0], self.fa)
+
+    @cached_property
+    def eb(self):
+        return _field_range(self._abs[1], self.fb)
+
+
+def products_fit_step(cfg: EngineConfig) -> bool:
+    """Do products of the operand formats have no more significant bits than the step format?
+    Where they have more (fp32 x fp32 into fp32 steps), ``fma_plan`` holds only for operands
+    whose every running sum is exact -- rare for real data -- so a caller with another exact
+    route may skip the proof (a speed choice: every route gives the same bits)."""
+    if cfg.step_format is None:
+        return True
+    fs = get_format(cfg.step_format)
+    return _bits(get_format(cfg.a_format)) + _bits(get_format(cfg.b_format)) <= _bits(fs)
 
 
 def _field_range(a, f: FloatFormat):

@@ -37,7 +37,8 @@ from ._fast import field_exponents, floor_log2, round_fast, round_to_odd, two_su
 from .datapath import aligned_step, choose_path, fma_step
 from .engine import EngineConfig
 from .exact import exact_sums
-from .kloop import check_threads, k_loop, run_tiles
+from .fastpath import AlignedPath, FmaPath, products_fit_step
+from .kloop import check_threads, default_threads, k_loop, run_tiles
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,8 +116,9 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
     """The engine's accumulator for finite operands, before output rounding: (M, N) float64.
 
     Stepped engines run :func:`accelsim.arith.kloop.k_loop` over tiles of outputs on the
-    datapath ``choose_path`` picks (``fast=False``: the float64 reference); ``split_k``
-    partitions are rounded to fp32 and summed in fp32.
+    datapath ``choose_path`` picks (``fast=False``: the float64 reference) -- with the ``jit``
+    extra, its compiled twin (``_run_compiled``); ``split_k`` partitions are rounded to fp32 and
+    summed in fp32.
     """
     check_threads(threads)
     M, K = A.shape
@@ -127,12 +129,10 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
     def run(a, b):
         if cfg.block_width is None:
             return exact_sums(a, b, cfg, paired, fast)
-        jit = _jit_fma_for(cfg) if fast else None
-        if jit is not None:  # compiled twin of the reference FMA loop; None: a value left the range
-            r = jit.accumulate(a, b, cfg, paired)
-            if r is not None:
-                return r
-        return run_tiles(choose_path(cfg, a, b, paired, fast), a.shape[1], cfg.chunk, threads)
+        jit = _compiled_paths() if fast else None
+        if jit is None:
+            return run_tiles(choose_path(cfg, a, b, paired, fast), a.shape[1], cfg.chunk, threads)
+        return _run_compiled(jit, a, b, cfg, paired, default_threads() if threads is None else threads)
 
     if cfg.split_k == 1:
         return run(A, B)
@@ -145,25 +145,41 @@ def accumulate(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = Tr
     return r
 
 
+def _run_compiled(jit, a, b, cfg: EngineConfig, paired: bool, threads: int) -> np.ndarray:
+    """The accumulator on the compiled twin of the datapath ``choose_path`` picks (the same bits,
+    faster at every size measured); width-1 FMA engines whose products are wider than the step
+    format (FmaPath would need every sum exact) go to the compiled reference without the proof."""
+    fma, aligned = jit
+    if fma.handles(cfg) and not products_fit_step(cfg):
+        r = fma.accumulate(a, b, cfg, paired, threads)  # None: a value left the range
+        return r if r is not None else run_tiles(choose_path(cfg, a, b, paired), a.shape[1], cfg.chunk, threads)
+    path = choose_path(cfg, a, b, paired)
+    if isinstance(path, FmaPath):
+        return fma.native(path, cfg.chunk, threads)
+    if isinstance(path, AlignedPath):
+        return aligned.aligned(path, cfg.chunk, threads)
+    if fma.handles(cfg):
+        r = fma.accumulate(a, b, cfg, paired, threads)  # the reference; None: a value left the range
+        if r is not None:
+            return r
+    return run_tiles(path, a.shape[1], cfg.chunk, threads)
+
+
 @lru_cache(maxsize=1)
-def _load_jit_fma():
-    try:
-        from . import _jit_fma  # imports numba (about 0.3 s): only once an FMA engine runs
+def _load_jit():
+    try:  # imports numba (about 0.3 s): only once a stepped engine runs
+        from . import _jit_aligned, _jit_fma
     except ImportError:  # numba not installed: the numpy datapaths
         return None
-    return _jit_fma
+    return _jit_fma, _jit_aligned
 
 
-def _jit_fma_for(cfg: EngineConfig):
-    """accelsim.arith._jit_fma when it covers this engine, numba is installed and ACCELSIM_JIT is
-    not "0" (the same switch as the numerics casts); else None."""
+def _compiled_paths():
+    """(accelsim.arith._jit_fma, accelsim.arith._jit_aligned), the compiled datapaths, when numba
+    is installed and ACCELSIM_JIT is not "0" (the same switch as the numerics casts); else None."""
     if os.environ.get("ACCELSIM_JIT") == "0":
         return None
-    if not (cfg.block_width == 1 and cfg.align_bits is None and cfg.product_format is None
-            and cfg.step_bits is None and cfg.step_format is not None
-            and (cfg.chunk is None or cfg.outer_format is not None)):
-        return None
-    return _load_jit_fma()
+    return _load_jit()
 
 
 def round_finite(x, fmt: str, rounding: str) -> np.ndarray | None:
@@ -175,8 +191,8 @@ def round_finite(x, fmt: str, rounding: str) -> np.ndarray | None:
     f = _fmt(fmt)
     if rounding not in ("rne", "rna", "rz") or f.layout == "hif8" or os.environ.get("ACCELSIM_JIT") == "0":
         return None
-    jit = _load_jit_fma()
-    return None if jit is None else jit.round_finite(x, f, rounding)
+    jit = _compiled_paths()
+    return None if jit is None else jit[0].round_finite(x, f, rounding)
 
 
 def engine_result(A, B, cfg: EngineConfig, *, paired: bool = False, fast: bool = True,
