@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from accelsim.arch import ConfigError, load_system, read_toml, system_from_dict
+from accelsim.arch import ConfigError, build_system, load_system, read_toml, system_from_dict
 from accelsim.cli import main
 from accelsim.perf.gemm import gemm_time
 from accelsim.perf.power import (gemm_at_clock, gemm_power_limited, kernel_power_W,
@@ -191,3 +191,28 @@ def test_fit_is_rederived_and_matches_the_presets():
         fp8 = e["16-bit" if name in fit_power.FP8_ON_16BIT else "fp8"]
         assert p.energy_per_flop_J("fp8") == pytest.approx(fp8 * scale * 1e-12, rel=1e-3)
 
+
+
+def test_predict_layer_workload_reports_energy_as_sweep_prices_it(capsys):
+    """A layer workload's predict --json has energy_J / power_W (transformers had them): the
+    account sweep and explore use (accelsim.dse.energy) on the step predict timed."""
+    import json
+
+    from accelsim.cli import main
+    from accelsim.dse.energy import step_energy, step_work
+    from accelsim.engine.run import predict_workload
+    from accelsim.workload import load_workload
+
+    assert main(["predict", "--system", "h100-sxm", "--workload", "resnet50", "--scheme",
+                 "fp16", "--batch", "32", "--fusion", "off", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    system = build_system("h100-sxm")
+    wl = load_workload("resnet50")
+    r = predict_workload(system, wl, 32, "fp16", fusion=False)
+    e = step_energy(system, step_work(system, wl, "fp16", 32), r.step.step_s, 32)
+    assert out["energy_J"] == pytest.approx(e.energy_J, rel=1e-12)
+    assert out["power_W"] == pytest.approx(out["energy_J"] / out["step_time_s"], rel=1e-12)
+    assert out["power_W_per_gpu"] == out["power_W"]  # one chip
+    assert out["tflops_per_gpu"] == pytest.approx(out["tflops"], rel=1e-12)
+    # static power alone is a floor; the chip's limit a loose ceiling at the fixed clock
+    assert system.chip.power.static_W < out["power_W"] < 2 * system.chip.power.power_limit_W

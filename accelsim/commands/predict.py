@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         r = predict_workload(system, workload, args.batch, scheme, fusion=fusion,
                              layout=args.layout, winograd=winograd, optimizer=args.optimizer,
                              memory_reserve_bytes=reserve)
-        out = r.as_dict()
+        out = {**r.as_dict(), **_layer_energy(r, args.optimizer)}
         out["model_flops_per_iteration"] = model_flops(workload, args.batch * system.chips)
         timeline = r.timeline
     _report.write(args, r.rows(), timeline,
@@ -236,3 +236,20 @@ def model_flops(workload: Workload, global_batch: int) -> int:
     first layer's input gradient is computed). What ``--json`` reports as
     ``model_flops_per_iteration``, so that an import can be checked against a hand count."""
     return 3 * workload.flops(global_batch)["fwd"]
+
+
+def _layer_energy(r, optimizer: str) -> dict:
+    """A layer workload's step energy and power, and the per-chip keys llm and infer print: the
+    account ``sweep`` and ``explore`` price the same step with (:mod:`accelsim.dse.energy`:
+    the chip's fitted power model where it has one, the 14 nm datapath table otherwise), so
+    the three front-ends agree on one step."""
+    from accelsim.dse.energy import step_energy, step_work
+
+    st, system = r.step, r.system
+    e = step_energy(system, step_work(system, r.workload, r.scheme, st.minibatch), st.step_s,
+                    st.minibatch)
+    return {"energy_J": e.energy_J, "power_W": e.power_W,
+            "power_W_per_gpu": e.power_W / system.chips,
+            "tflops_per_gpu": st.achieved_flops_per_s / system.chips / 1e12,
+            "memory_GiB_per_gpu": r.memory_bytes / 2**30}
+

@@ -29,23 +29,28 @@ each parameter at its scheme's bytes through :func:`accelsim.arch.states.param_b
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from accelsim.arch import System
 from accelsim.arch.states import ParamCounts, StateFormats, param_bytes
 from accelsim.engine.memory import Memory
 from accelsim.engine.plan import LlmParams, Plan
-from accelsim.netsim.fabric import Fabric
 from accelsim.ring import bus_factor
 from accelsim.engine.decoder import Decoder, a2a_elements
 from accelsim.engine.graph import CommKind, CommOp, Phase, Stream
 from accelsim.engine.lower import zero_comm_ops
 from accelsim.workload.gpt import GptConfig
 
+if TYPE_CHECKING:  # netsim (networkx, simpy) only when a prediction runs
+    from accelsim.netsim.fabric import Fabric
+
 
 def fabric_of(system: System, params: LlmParams, engine: str = "analytic") -> Fabric:
     """The system's fabric (:class:`accelsim.netsim.fabric.Fabric`) for a prediction under
     ``params``: its network efficiency unless ``params`` overrides it (the one place the
     override applies), all-to-alls at ``params.all_to_all_efficiency``."""
+    from accelsim.netsim.fabric import Fabric
+
     if params.network_efficiency is not None:
         system = system.with_network_efficiency(params.network_efficiency)
     return Fabric.of(system, engine=engine, all_to_all_efficiency=params.all_to_all_efficiency)

@@ -21,25 +21,25 @@ waves, the memory-bound weight stream of a skinny decode GEMM, the per-kernel fi
   fused SiLU-and-mul; learned positions add no rotary kernel), each its bytes at the fitted
   streaming efficiency plus the chip's per-kernel fixed time.
 
-Pipeline stages run one after another for one batch (no decode micro-batching: the latency of
-a step, and its throughput). Memory per GPU: weights at the scheme's GEMM operand bytes (block
-scales included; embeddings and norms 16-bit), the KV cache at ``kv_dtype`` (split over the
-tensor-parallel ranks by KV head, replicated when ``kv_heads < tp``; MLA's latent cache whole),
-plus ``reserve_GiB``; activations of a forward pass are not held across steps and not counted.
+Pipeline stages run one after another for one batch (no decode micro-batching). Memory per
+GPU: weights at the scheme's GEMM operand bytes (block scales included; embeddings and norms
+16-bit), the KV cache at ``kv_dtype`` (split over the tensor-parallel ranks by KV head,
+replicated when ``kv_heads < tp``; MLA's latent cache whole), plus ``reserve_GiB``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.engine import decoder
-from accelsim.engine.comm import Fabric, fabric_of
+from accelsim.engine.comm import fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
-from accelsim.engine.memory import memory_fit
+from accelsim.engine.memory import GIB, memory_fit
 from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precision,
                                    flash_attention_parts, gemm_s, gemm_timed)
 from accelsim.engine.plan import LlmParams, check_split, check_tp_in_node
@@ -50,7 +50,9 @@ from accelsim.perf.gemm import FITTED
 from accelsim.workload.model import MAX_DIM
 from accelsim.workload.transformer import PositionKind
 
-GIB = 2 ** 30
+if TYPE_CHECKING:
+    from accelsim.netsim.fabric import Fabric
+
 #: bytes per cached element by KV-cache dtype
 KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 #: element-wise kernels per decoder layer outside GEMMs and attention (vLLM LlamaDecoderLayer:
@@ -360,14 +362,10 @@ class InferenceResult:
         return [r for p in self.passes() for r in p.rows()]
 
     def timeline(self) -> Timeline:
+        """The trace: the rows one after another (the passes run in series)."""
         tl = Timeline()
-        for p in self.passes():
-            for n, ops in p.layers:
-                for o in ops:
-                    tl.run(f"{p.kind} {o.op} x{n}", n * o.time_s, o.stream)
-            for o in p.head:
-                tl.run(f"{p.kind} {o.op}", o.time_s, o.stream)
-            tl.run(f"{p.kind} p2p", p.p2p_s, Stream.PP)
+        for r in self.rows():
+            tl.run(f"{r.layer} {r.op}", r.time_s, r.stream)
         return tl
 
 
