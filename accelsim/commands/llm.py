@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.arch import build_system
     from accelsim.errors import UserError
     from accelsim.commands._common import system_path
-    from accelsim.engine import predict
+    from accelsim.engine import Options, simulate
     from accelsim.workload.gpt import GptConfig
 
     path = system_path(args.system)
@@ -138,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     _report.check(args)
     if seq_note:  # after every check, so that an error stays one line
         print(seq_note, file=sys.stderr)
-    r = predict(model, plan, args.scheme, system, _params(args), engine=args.engine)
+    r = simulate(system, model, plan, args.scheme,
+                 Options(stack=_params(args), collective_engine=args.engine))
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")

@@ -8,13 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
-
 from accelsim.commands import _plan, _report
 from accelsim.commands._common import positive_int, scheme_choices
-
-if TYPE_CHECKING:
-    from accelsim.workload import Workload
 
 NAME = "predict"
 HELP = ("Predict one data-parallel training iteration (batch B per chip): samples/s, step time, "
@@ -77,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.paths import resolve_input
     from accelsim.commands._common import (check_scheme_optimizer, datapath_note,
                                            load_workload_arg)
-    from accelsim.engine.run import predict_workload
+    from accelsim.engine import LlmParams, Options, Plan, simulate
 
     spath = resolve_input(args.system, "system")
     system = load_system(spath)
@@ -145,11 +140,13 @@ def run(args: argparse.Namespace) -> int:
                             "per chip; tensor/pipeline plans need a transformer workload "
                             "(accelsim workload gpt)")
         winograd = None if args.winograd is None else args.winograd == "on"
-        r = predict_workload(system, workload, args.batch, scheme, fusion=fusion,
-                             layout=args.layout, winograd=winograd, optimizer=args.optimizer,
-                             memory_reserve_bytes=reserve)
+        r = simulate(system, workload,
+                     Plan(tp=1, pp=1, dp=system.chips, micro_batch=args.batch,
+                          global_batch=args.batch * system.chips, optimizer=args.optimizer),
+                     scheme, Options(fusion=fusion, layout=args.layout, winograd=winograd,
+                                     stack=LlmParams(memory_reserve_GiB=reserve / 2**30)))
         out = {**r.as_dict(), **_layer_energy(r, args.optimizer)}
-        out["model_flops_per_iteration"] = model_flops(workload, args.batch * system.chips)
+        out["model_flops_per_iteration"] = r.model_flops
         timeline = r.timeline
     _report.write(args, r.rows(), timeline,
                   f"accelsim predict: {workload.name} on {system.name}, {scheme.name}")
@@ -177,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
 def _transformer(args, system, workload, scheme, fusion: bool):
     """A generated transformer workload through the engine's transformer path (what ``llm``
     runs): ``--batch`` is the micro-batch, dp defaults to the system's chips over tp x pp."""
+    from accelsim.engine import Options, simulate
     from accelsim.errors import UserError
-    from accelsim.engine.transformer import predict
 
     for flag, v in (("--layout", args.layout), ("--winograd", args.winograd),
                     ("--first-last-high", args.first_last_high), ("--policy", args.policy)):
@@ -205,7 +202,7 @@ def _transformer(args, system, workload, scheme, fusion: bool):
     plan = _plan.build_plan(args, tp=tp, pp=pp, dp=dp, micro_batch=micro,
                             global_batch=args.global_batch or micro * dp)
     try:
-        return predict(workload.transformer, plan, scheme, system, params)
+        return simulate(system, workload, plan, scheme, Options(stack=params))
     except ValueError as exc:  # what the stack does not run (eager: no tp/pp; no FP8)
         raise UserError(f"--stack {params.stack.name}: {exc}") from None
 
@@ -227,15 +224,6 @@ def _transformer_fields(r, system, workload, *, fused: bool = True) -> dict:
             "scheme", "gpus"}
     out.update({k: v for k, v in d.items() if k not in skip})
     return out
-
-
-def model_flops(workload: Workload, global_batch: int) -> int:
-    """Model FLOPs of one training iteration of a layer workload over ``global_batch`` samples:
-    3 x the forward FLOPs (2 x multiply-adds) of every GEMM layer (conv, linear, matmul), the
-    MFU convention (no recomputation; backward counted as twice the forward, whether or not the
-    first layer's input gradient is computed). What ``--json`` reports as
-    ``model_flops_per_iteration``, so that an import can be checked against a hand count."""
-    return 3 * workload.flops(global_batch)["fwd"]
 
 
 def _layer_energy(r, optimizer: str) -> dict:

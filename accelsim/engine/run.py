@@ -36,6 +36,7 @@ from accelsim.workload import Workload
 from accelsim.workload.gpt import GptConfig
 
 if TYPE_CHECKING:
+    from accelsim.engine.decoder import Decoder
     from accelsim.engine.transformer import Prediction
 from accelsim.errors import InputError
 
@@ -90,6 +91,15 @@ class WorkloadPrediction:
     @property
     def memory_bytes(self) -> float:
         return self.phases.memory_bytes + self.memory_reserve_bytes
+
+    @property
+    def model_flops(self) -> float:
+        """Model FLOPs of the iteration over its global minibatch: 3 x the forward FLOPs
+        (2 x multiply-adds) of every GEMM layer (conv, linear, matmul), the MFU convention (no
+        recomputation; backward counted as twice the forward, whether or not the first layer's
+        input gradient is computed) -- ``model_flops_per_iteration`` in ``predict --json``, so
+        an import can be checked against a hand count."""
+        return 3 * self.workload.flops(self.batch * self.system.chips)["fwd"]
 
     def as_dict(self) -> dict:
         """The JSON fields of ``accelsim predict``."""
@@ -228,7 +238,8 @@ class Options:
             raise InputError(f"Options.layout must be 'nhwc' or 'nchw', got {self.layout!r}")
 
 
-def simulate(system: System, workload: Workload | GptConfig, plan: Plan, scheme: Scheme | str,
+def simulate(system: System, workload: Workload | GptConfig | Decoder, plan: Plan,
+             scheme: Scheme | str,
              options: Options = Options()) -> Prediction | WorkloadPrediction:
     """The engine's one entry point: one training iteration of ``workload`` (a generated
     transformer workload or a :class:`~accelsim.workload.gpt.GptConfig` -- any plan; a layer
@@ -240,7 +251,9 @@ def simulate(system: System, workload: Workload | GptConfig, plan: Plan, scheme:
     ``rows()`` (the per-op breakdown) and ``timeline()`` (the trace)."""
     from accelsim.engine.transformer import predict
 
-    model = workload if isinstance(workload, GptConfig) else workload.transformer
+    from accelsim.engine.decoder import Decoder
+
+    model = workload if isinstance(workload, GptConfig | Decoder) else workload.transformer
     if model is not None:
         if options.fusion is False:
             raise InputError("the transformer path models fused kernels only (fusion off is "
