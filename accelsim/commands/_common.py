@@ -11,6 +11,7 @@ from pathlib import Path
 
 from accelsim.errors import MAX_COUNT, UserError
 from accelsim.workload.loader import MAX_DIM as WORKLOAD_MAX_DIM
+from accelsim.workload.model import MAX_LAYERS
 
 
 #: figure formats matplotlib's Agg backend writes (by file suffix)
@@ -58,9 +59,9 @@ def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -
 #: Largest tensor dimension (GEMM m/n/k, a model's sizes): what a workload file allows (int32,
 #: as BLAS/cuBLAS take them)
 MAX_DIM = WORKLOAD_MAX_DIM
-#: Most transformer layers a generated model may have (the largest published models have ~10^2;
-#: a workload file holds ~12 rows per layer, and 10^4 layers still generate in about a second)
-MAX_MODEL_LAYERS = 10_000
+#: Most transformer layers a generated model may have (what a Hugging Face config may have:
+#: :data:`accelsim.workload.model.MAX_LAYERS`; a workload file holds ~12 rows per layer)
+MAX_MODEL_LAYERS = MAX_LAYERS
 #: Most chips (GPUs) a plan or topology may span: a config's plausible ``chips`` range
 MAX_CHIPS = 10_000_000
 #: Seeds of numpy's Generator: any integer in [0, 2^64 - 1] (numpy refuses negative ones).

@@ -139,7 +139,7 @@ def _load_part(path, settings):
         if data.get("settings") != settings:
             return None
         return data["summary"], pd.DataFrame(data["history"])
-    except (ValueError, KeyError, TypeError, OSError):
+    except (ValueError, KeyError, TypeError, OSError, RecursionError):
         return None  # a damaged part is recomputed
 
 
