@@ -96,13 +96,11 @@ def run(args) -> int:
 
 def _plot_trace(args) -> int:
     """Read a Chrome trace (the complete events and thread names) into a table and draw it."""
-    import json
     from pathlib import Path
 
-    import pandas as pd
-
     from accelsim.commands._common import check_figure_path
-    from accelsim.errors import UserError
+    from accelsim.engine.trace import read_trace
+    from accelsim.errors import InputError, UserError
     from accelsim.report.trace import plot_trace
 
     src = Path(args.trace)
@@ -114,21 +112,12 @@ def _plot_trace(args) -> int:
         raise UserError(f"{', '.join(given)}: table options; a --trace draws its own tracks")
     check_figure_path(args.out, "--out")
     try:
-        data = json.loads(src.read_text())
-        raw = data["traceEvents"] if isinstance(data, dict) else data
-        names = {e.get("tid"): e["args"]["name"] for e in raw
-                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
-        rows = [{"name": str(e["name"]), "track": names.get(e.get("tid"), str(e.get("tid"))),
-                 "start_s": float(e["ts"]) / 1e6, "dur_s": float(e["dur"]) / 1e6}
-                for e in raw if e.get("ph") == "X"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
-            ValueError) as exc:
-        raise UserError(f"--trace {src}: not a Chrome trace of complete events "
-                        f"({type(exc).__name__}: {exc})") from None
-    events = pd.DataFrame(rows, columns=["name", "track", "start_s", "dur_s"])
+        events = read_trace(src)
+    except InputError as exc:
+        raise UserError(f"--trace {exc}") from None
     try:
         out = plot_trace(events, args.out, title=args.title or src.name)
-    except ValueError as exc:
+    except ValueError as exc:  # InputError: too many tracks; matplotlib: an unusable axis
         raise UserError(f"--trace {src}: {exc}") from None
     print(out)
     return 0
