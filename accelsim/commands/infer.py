@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.commands._common import check_figure_path, check_output_path
+    from accelsim.commands._common import check_figure_path, check_outputs
     from accelsim.engine.inference import infer
     from accelsim.errors import UserError
 
@@ -188,10 +188,9 @@ def _serve(args: argparse.Namespace) -> int:
         if getattr(args, flag) is not None:
             raise UserError(f"--serve sweeps --batches and --contexts; drop --"
                             f"{flag.replace('_', '-')}")
-    if args.out is not None:
-        check_output_path(args.out, "--out")
+    check_outputs([("--out", args.out, (".csv",)), ("--plot", args.plot, ())])
     if args.plot is not None:
-        check_figure_path(args.plot, "--plot")
+        check_figure_path(args.plot, "--plot")  # any case: .png or .PNG
     system, model, plan = _setup(args)
     _context_note(model, max(args.contexts) + (args.prompt or 0))
     cap = system.chip.memory_capacity_bytes / 2 ** 30

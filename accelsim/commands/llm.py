@@ -212,7 +212,7 @@ def _params(args: argparse.Namespace):
 def _search(args, model, path, params) -> int:
     import pandas as pd
 
-    from accelsim.commands._common import check_output_path
+    from accelsim.commands._common import TABLE_SUFFIXES, check_output_path
     from accelsim.errors import UserError
     from accelsim.llm.search import search
 
@@ -222,7 +222,7 @@ def _search(args, model, path, params) -> int:
             raise UserError("--search needs --gpus N (or --tp, --pp and --dp to count them)")
         gpus = args.tp * args.pp * args.dp
     if args.out is not None:
-        check_output_path(args.out, "--out")
+        check_output_path(args.out, "--out", suffixes=TABLE_SUFFIXES)
     # the plan flags the search does not explore (it would silently drop them)
     fixed = [flag for flag, on in (
         ("--overlap-grad-reduce", args.overlap_grad_reduce),

@@ -11,9 +11,8 @@ interval resolves it), ``curves.csv`` and ``curves.png`` (learning curves with 9
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from accelsim.commands._common import nonnegative_int, positive_int
+from accelsim.commands._common import nonnegative_int, output_path, positive_int
 
 NAME = "study"
 HELP = ("Train recipes x seeds (resumable grid), summarize each recipe's final metric with a 95 %% "
@@ -38,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="evaluate every N steps for the curves (default: steps/10)")
     parser.add_argument("--gemm", choices=GEMM_LEVELS, default="engine",
                         help="engine (bit-exact arith engine, default) or blas (float32 BLAS)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=output_path, required=True, help="output folder")
     parser.add_argument("--executor", choices=EXECUTORS, default="serial",
                         help="serial (default), process (worker processes) or dask")
     parser.add_argument("--workers", type=positive_int, default=None, help="pool size (default: cores)")
