@@ -159,3 +159,30 @@ def test_distinct_outputs_are_all_written(tmp_path, capsys):
     rc, err = _run(PREDICT.split() + ["--breakdown", b, "--trace", t], capsys)
     assert rc == 0, err
     assert b.read_text().startswith("layer,") and json.loads(t.read_text())["traceEvents"]
+
+
+# ---- unbounded work: each request has a stated limit, refused before anything runs ---------
+
+def _values(n):
+    return ",".join(str(i) for i in range(1, n + 1))
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (f"{SERVE.replace('--batches 1', '--batches ' + _values(1001))}",
+     "argument --batches: 1,001 values, more than the 1,000 --serve points in all"),
+    (f"{SERVE.replace('--batches 1', '--batches ' + _values(500))} --contexts 1,2,3",
+     "--serve: 500 --batches x 3 --contexts = 1,500 points, more than the 1,000"),
+    (f"{SERVE} --contexts 99999999999999999999",
+     "argument --contexts: expected integers in [1, 9,007,199,254,740,992]"),
+    ("study --recipes fp32 --seeds 100000 --out {tmp}/s",
+     "argument --seeds: must be an integer in [1, 1,000], got '100000'"),
+    ("study --recipes fp32 --steps 100000000000 --out {tmp}/s",
+     "argument --steps: must be an integer in [1, 1,000,000]"),
+    ("study --recipes fp32,bf16-amp --seeds 1000 --steps 10000 --out {tmp}/s",
+     "2 recipes x --seeds 1,000 x --steps 10,000 = 20,000,000 training steps, more than the "
+     "10,000,000"),
+])
+def test_unbounded_work_is_refused_with_its_limit(tmp_path, capsys, argv, fragment):
+    rc, err = _run(argv.format(tmp=tmp_path).split(), capsys)
+    _one_error(rc, err, fragment)
+    assert not (tmp_path / "s").exists()

@@ -25,7 +25,8 @@ def add_arguments(parser) -> None:
                         help="with 'pareto': smaller y is better (default as for x)")
     parser.add_argument("--trace", default=None, metavar="TRACE.json",
                         help="instead of a table: draw a trace written by predict/llm/infer/explore "
-                             "--trace as one track per stream")
+                             "--trace as one track per stream (any Chrome trace of complete "
+                             "events; at most 64 tracks and 100,000 events)")
     parser.add_argument("--x", default=None, metavar="COLUMN", help="column on the x axis")
     parser.add_argument("--y", default=None, metavar="COLUMN",
                         help="column on the y axis (e.g. samples_per_s, step_s)")
