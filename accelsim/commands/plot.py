@@ -12,6 +12,8 @@ HELP = ("plot any sweep table: choose the x and y columns, and optionally a hue 
 
 
 def add_arguments(parser) -> None:
+    from accelsim.report.trace import MAX_EVENTS, MAX_TRACKS
+
     parser.add_argument("table", metavar="TABLE", nargs="?", default=None,
                         help="a sweep table (.csv or .parquet), or the word 'pareto' to draw "
                              "the Pareto front of the --csv table over --x and --y")
@@ -26,7 +28,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--trace", default=None, metavar="TRACE.json",
                         help="instead of a table: draw a trace written by predict/llm/infer/explore "
                              "--trace as one track per stream (any Chrome trace of complete "
-                             "events; at most 64 tracks and 100,000 events)")
+                             f"events; at most {MAX_TRACKS} tracks and {MAX_EVENTS:,} events)")
     parser.add_argument("--x", default=None, metavar="COLUMN", help="column on the x axis")
     parser.add_argument("--y", default=None, metavar="COLUMN",
                         help="column on the y axis (e.g. samples_per_s, step_s)")
