@@ -131,6 +131,7 @@ OUTPUT_CASES = [
     ("workload gpt --preset gpt2-small --out {tmp}/g.txt", "--out {tmp}/g.txt: must end in .toml"),
     ("layers tiny-cnn --csv {tmp}/l.txt", "--csv {tmp}/l.txt: must end in .csv"),
     ("systolic --workload tiny-cnn --rows 8 --cols 8 --out {tmp}/c.txt", "must end in .csv"),
+    ("plot {tmp}/topo.csv --x a --y b --out {tmp}/topo.csv", "--out {tmp}/topo.csv: must end"),
     ("llm --system dgx-h100 --model gpt2-small --search --gpus 8 --global-batch 8 --scheme bf16 "
      "--out {tmp}/s.txt", "--out {tmp}/s.txt: must end in .csv or .parquet"),
 ]
@@ -150,6 +151,14 @@ def test_outputs_that_collide_or_misname_are_input_errors(tmp_path, capsys, argv
     _one_error(rc, err, fragment.format(tmp=tmp_path))
     assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing created
     assert topo.read_text().startswith("Layer name")
+
+
+def test_plot_never_overwrites_the_table_it_draws(tmp_path, capsys):
+    t = tmp_path / "t.png"   # a CSV table under a figure's name
+    t.write_text("a,b\n1,2\n")
+    rc, err = _run(["plot", t, "--x", "a", "--y", "b", "--out", f"{tmp_path}/./t.png"], capsys)
+    _one_error(rc, err, "the same file as the input TABLE, which it would overwrite")
+    assert t.read_text() == "a,b\n1,2\n"
 
 
 def test_distinct_outputs_are_all_written(tmp_path, capsys):

@@ -51,12 +51,16 @@ def run(args) -> int:
 
     import pandas as pd
 
-    from accelsim.commands._common import check_figure_path
+    from accelsim.commands._common import check_distinct_paths, check_figure_path
     from accelsim.errors import AccelsimError, UserError
     from accelsim.report.plot import plot_table
 
     if not args.out.lower().endswith(".png"):
         raise UserError(f"--out {args.out}: must end in .png")
+    check_distinct_paths([("--out", args.out)], [
+        (flag, path) for flag, path in (("TABLE", args.table), ("--csv", args.csv),
+                                        ("--trace", args.trace))
+        if path is not None and path != "pareto"])
     if args.trace is not None:
         if args.table is not None:
             raise UserError("give a TABLE or --trace, not both")
