@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 E = TypeVar("E", bound=Enum)
 
 __all__ = ["ABSENT", "MAX_COUNT", "AccelsimError", "BUG_REPORT", "ConfigError", "Infeasible", "InputError",
-           "SizeError", "UserError", "check_int", "choose"]
+           "SizeError", "TOO_DEEP", "UserError", "check_int", "choose"]
 
 #: Where a bug is reported (the one line the CLI prints for an exception outside the family).
 BUG_REPORT = ("this is a bug in accelsim, not in your input: please report it to the accelsim "
@@ -40,6 +40,11 @@ class UserError(InputError):
 #: Largest count or size the models take unless a quantity states its own limit: every integer
 #: up to 2^53 is exact in float64, the models' arithmetic (CLI flags, sweep keys)
 MAX_COUNT = 2**53
+
+#: why a JSON/TOML file whose arrays or tables nest beyond what its parser can recurse into
+#: (Python's json and tomllib are recursive) is refused: a ConfigError, not a RecursionError
+TOO_DEEP = ("arrays or tables nested too deeply to read (beyond Python's recursion limit; no "
+            "config nests more than a few levels)")
 
 #: "no value": a key that is absent from a config, shown without a ``(got ...)`` part.
 ABSENT = object()

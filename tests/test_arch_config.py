@@ -202,3 +202,19 @@ def test_a_byte_order_mark_is_accepted(tmp_path, capsys):
     sweep = tmp_path / "s.toml"
     sweep.write_bytes(b"\xef\xbb\xbf[axes]\nscheme = [\"fp16\", \"fp8\"]\n")
     assert dict(load_sweep_file(sweep).axes) == {"scheme": ("fp16", "fp8")}
+
+
+def test_deeply_nested_toml_is_a_config_error(tmp_path, capsys):
+    """tomllib parses nested arrays recursively: 10^4 of them were a RecursionError (exit 70)
+    in a config, a workload and a sweep file alike; now one line naming the file."""
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 10_000 + "]" * 10_000 + "\n")
+    with pytest.raises(ConfigError, match="deep.toml: <toml>: arrays or tables nested too "
+                                          "deeply") as exc:
+        load_system(deep)
+    assert exc.value.file == str(deep)
+    for argv in (["check-config", str(deep)], ["layers", str(deep)],
+                 ["sweep", "--file", str(deep), "--out", str(tmp_path / "s.csv"), "--dry-run"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"{deep}" in err and "nested too deeply" in err and err.count("\n") == 1, err

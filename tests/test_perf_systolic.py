@@ -143,3 +143,19 @@ def test_bad_input_raises_clear_error(bad):
 def test_empty_conv_output_raises():
     with pytest.raises(ValueError, match="empty"):
         conv_gemm_dims(3, 3, 5, 5, 1, 1, 1)
+
+
+def test_the_reference_refuses_a_loop_it_cannot_finish():
+    """gemm_cycles(10**12, ...) looped over 10^24 folds (never returned): refused with the count
+    and the limit; the vectorized twin gives the count at that size, and the reference agrees
+    with it at the limit."""
+    from accelsim.errors import SizeError
+    from accelsim.perf.systolic import MAX_REFERENCE_FOLDS
+
+    with pytest.raises(SizeError, match=r"1,000,000,000,000,000,000,000,000 folds, more than "
+                                        r"the 10,000,000"):
+        gemm_cycles(10**12, 10**12, 8, 1, 1, "os")
+    assert int(gemm_cycles_array(10**6, 10**6, 8, 1024, 1024, "os")) == \
+        977 * 977 * (8 + 1024 + 1024 - 2)   # ceil(10^6 / 1024) = 977 folds each way
+    m = MAX_REFERENCE_FOLDS // 4
+    assert gemm_cycles(m, 4, 3, 1, 1, "os") == int(gemm_cycles_array(m, 4, 3, 1, 1, "os"))

@@ -144,6 +144,13 @@ def test_ignored_keys_change_nothing(tmp_path):
     ("llama3-8b", {"num_key_value_heads": 5}, "<model>", "not a multiple of kv_heads"),
     ("qwen2-7b", {"layer_types": ["sliding_attention"] * 28}, "layer_types", "full_attention"),
     ("qwen2-7b", {"layer_types": ["full_attention"] * 27}, "layer_types", "28 layers"),
+    # issue 33: a list model_type was a TypeError (exit 70); sizes past int32 an OverflowError,
+    # 10^9 layers a run that never ended
+    ("llama3-8b", {"model_type": ["llama"]}, "model_type", r"must be one of.*\['llama'\]"),
+    ("llama3-8b", {"model_type": {"a": 1}}, "model_type", "must be one of"),
+    ("llama3-8b", {"hidden_size": 10**30}, "hidden_size", "must be <= 2,147,483,647"),
+    ("llama3-8b", {"num_hidden_layers": 10**9}, "num_hidden_layers", "must be <= 10,000"),
+    ("gpt2", {"n_layer": 10_001}, "n_layer", "must be <= 10,000"),
 ])
 def test_bad_configs_name_file_and_key(tmp_path, fixture, changes, key, match):
     p = _write(tmp_path, fixture, **changes)
@@ -172,3 +179,12 @@ def test_key_lists_are_disjoint_and_cover_every_family():
     assert set(FAMILIES) == set(SHAPE_KEYS)
     for family, keys in SHAPE_KEYS.items():
         assert not keys & IGNORED_KEYS.keys(), family
+
+
+def test_deeply_nested_json_is_a_config_error(tmp_path):
+    """json decodes recursively: 10^5 nested arrays were a RecursionError (exit 70)."""
+    p = tmp_path / "config.json"
+    p.write_text('{"model_type": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ConfigError, match="config.json: <json>: arrays or tables nested too "
+                                          "deeply"):
+        load_hf_config(p)

@@ -132,3 +132,60 @@ def test_the_callers_model_is_not_modified():
     m = mlp()
     workload_from_onnx(m, 16, name="m")
     assert m.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "N"
+
+
+def _no_data(name, *dims):
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT)
+    t.dims.extend(dims)
+    return t
+
+
+def _node_graph(nodes, inputs, outputs, inits=()):
+    return _model(nodes, inputs, outputs, list(inits))
+
+
+@pytest.mark.parametrize("model, match", [
+    # a node missing an input its op requires (was an IndexError: exit 70)
+    (_node_graph([helper.make_node("Gemm", ["x"], ["y"])], [_vi("x", "N", 4)], [_vi("y", "N", 4)]),
+     r"onnx.checker\): Node with schema\(::Gemm:13\) has input size 1"),
+    # an input no earlier node produces, and two producers of one tensor
+    (_node_graph([helper.make_node("Relu", ["zz"], ["y"])], [_vi("x", "N", 4)],
+                 [_vi("y", "N", 4)]), "topologically sorted, however input 'zz'"),
+    (_node_graph([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["y"])],
+                 [_vi("x", "N", 4)], [_vi("y", "N", 4)]), "single static assignment"),
+    # an initializer declaring dims but holding no data
+    (_node_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], [_vi("x", "N", 4)],
+                 [_vi("y", "N", 8)], [_no_data("w", 4, 8)]),
+     "tensor name: w"),
+])
+def test_structurally_invalid_graphs_are_refused_as_onnx_checker_would(model, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        workload_from_onnx(model, 2, name="m")
+    assert err.value.key == "<graph>" and "not a valid ONNX model" in str(err.value)
+
+
+def test_what_the_importer_reads_is_checked_before_it_is_read():
+    """A valid graph the importer cannot read is a ConfigError naming the node: a 1-D
+    GlobalAveragePool (was an IndexError), a matrix bias on a Gemm (was counted as a vector)."""
+    gap = _model([helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")],
+                 [_vi("x", "N", 4, 8)], [_vi("y", "N", 4, 1)], [])
+    with pytest.raises(ConfigError, match=r"node\[0\]\(gap\): only 2-D GlobalAveragePool"):
+        workload_from_onnx(gap, 2, name="m")
+    gemm = _model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)],
+                  [_vi("x", "N", 4)], [_vi("y", "N", 3)], [_init("w", 3, 4), _init("b", 3, 3)])
+    with pytest.raises(ConfigError, match=r"node\[0\]\(fc\)\.C: a Gemm's C must be a bias of "
+                                          r"out_features = 3 values \(got \[3, 3\]\)"):
+        workload_from_onnx(gemm, 3, name="m")
+
+
+def test_external_weights_are_checked_beside_the_file_and_not_loaded(tmp_path, monkeypatch):
+    """Weights saved as external data: only their shapes are read; a missing data file is a
+    ConfigError from the checker, looked for beside the model (not in the working folder)."""
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp(), str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="w.bin", size_threshold=0)
+    monkeypatch.chdir("/")
+    assert load_onnx(path, 32).flops(32) == workload_from_onnx(mlp(), 32, name="m").flops(32)
+    (tmp_path / "w.bin").unlink()
+    with pytest.raises(ConfigError, match="m.onnx: <graph>: not a valid ONNX model.*w.bin"):
+        load_onnx(path, 32)

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, ChipPower,
                                  Core, Link, MemoryLevel, System)
-from accelsim.errors import ABSENT, ConfigError
+from accelsim.errors import ABSENT, TOO_DEEP, ConfigError
 from accelsim.paths import locate
 
 if TYPE_CHECKING:
@@ -432,6 +432,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, _key_near_error(text, str(exc)), _ABSENT,
                           f"TOML error: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ConfigError(path, "<toml>", _ABSENT, TOO_DEEP) from None
 
 
 def _key_near_error(text: str, msg: str) -> str:

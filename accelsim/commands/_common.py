@@ -11,6 +11,7 @@ from pathlib import Path
 
 from accelsim.errors import MAX_COUNT, UserError
 from accelsim.workload.loader import MAX_DIM as WORKLOAD_MAX_DIM
+from accelsim.workload.model import MAX_LAYERS
 
 
 #: figure formats matplotlib's Agg backend writes (by file suffix)
@@ -26,18 +27,47 @@ def check_figure_path(path: str | Path, flag: str) -> Path:
     return p
 
 
-def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -> Path:
-    """Refuse, before any computing, an output path that cannot be written: its parent is not a
+def output_path(text: str) -> Path:
+    """argparse type of an output file or folder: a non-empty path (``Path("")`` is ".", so
+    ``--out ""`` wrote into the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an empty path {text!r}; give a file or folder name")
+    return Path(text)
+
+
+#: what a table that a sweep journal backs (sweep --out, llm --search --out) may be written as
+TABLE_SUFFIXES = (".csv", ".parquet")
+
+
+def check_output_name(path: str | Path, flag: str, *, directory: bool = False,
+                      suffixes: tuple[str, ...] = ()) -> Path:
+    """The name part of :func:`check_output_path` (nothing on disk is made): refuse an empty
+    path, a folder where a file is meant, or a file name without one of ``suffixes`` (the
+    formats the flag writes)."""
+    if not str(path).strip():
+        raise UserError(f"{flag}: an empty path {str(path)!r}; give a "
+                        f"{'folder' if directory else 'file'} name")
+    p = Path(path)
+    if not directory and p.is_dir():
+        raise UserError(f"{flag} {p}: is a directory; give a file name")
+    if suffixes and p.suffix not in suffixes:
+        raise UserError(f"{flag} {p}: must end in {' or '.join(suffixes)} (the format "
+                        f"{flag} writes)")
+    return p
+
+
+def check_output_path(path: str | Path, flag: str, *, directory: bool = False,
+                      suffixes: tuple[str, ...] = ()) -> Path:
+    """Refuse, before any computing, an output path that cannot be written: empty, without one
+    of ``suffixes`` (the formats the flag writes, e.g. ``(".csv",)``), its parent is not a
     directory or not writable, or the target is a directory (a file was meant) / a file (a
     folder was meant). Missing parent folders are created."""
-    p = Path(path)
+    p = check_output_name(path, flag, directory=directory, suffixes=suffixes)
     if directory:
         if p.exists() and not p.is_dir():
             raise UserError(f"{flag} {p}: exists and is not a directory")
         target_dir = p
     else:
-        if p.is_dir():
-            raise UserError(f"{flag} {p}: is a directory; give a file name")
         target_dir = p.parent if str(p.parent) else Path(".")
     for anc in [target_dir, *target_dir.parents]:
         if anc.exists():
@@ -55,12 +85,51 @@ def check_output_path(path: str | Path, flag: str, *, directory: bool = False) -
     return p
 
 
+def check_outputs(outputs, inputs=()) -> None:
+    """The one check behind a command's output flags, before any computing: ``outputs`` are
+    (flag, path, suffixes) triples (a None path: not asked for), ``inputs`` (flag, path) pairs
+    of the files it reads. Refuses an empty path or a wrong suffix, two outputs on one file or
+    an output on an input (:func:`check_distinct_paths`), then an unwritable path
+    (:func:`check_output_path`, which makes missing folders)."""
+    given = [(flag, path, suffixes) for flag, path, suffixes in outputs if path is not None]
+    for flag, path, suffixes in given:
+        check_output_name(path, flag, suffixes=suffixes)
+    check_distinct_paths([(flag, path) for flag, path, _ in given], inputs)
+    for flag, path, suffixes in given:
+        check_output_path(path, flag, suffixes=suffixes)
+
+
+def check_distinct_paths(outputs, inputs=()) -> None:
+    """Refuse two outputs of one command on the same file (the second silently overwrote the
+    first: ``--breakdown x --trace x``), or an output on one of its inputs. ``outputs`` and
+    ``inputs``: (what, path) pairs, ``what`` a flag or "--out's <stem>_plans.csv"; a None path
+    is skipped. Paths are compared resolved (``./a.csv`` is ``a.csv``; a symlink is its
+    target)."""
+
+    def key(path):
+        return Path(os.path.abspath(os.path.expanduser(path))).resolve()
+
+    read = {key(path): what for what, path in reversed(inputs) if path is not None}
+    written: dict[Path, str] = {}
+    for what, path in outputs:
+        if path is None:
+            continue
+        k = key(path)
+        if k in read:
+            raise UserError(f"{what} {path}: the same file as the input {read[k]}, which it "
+                            "would overwrite; write elsewhere")
+        if k in written:
+            raise UserError(f"{what} {path}: the same file as {written[k]}; give each output "
+                            "its own file")
+        written[k] = what
+
+
 #: Largest tensor dimension (GEMM m/n/k, a model's sizes): what a workload file allows (int32,
 #: as BLAS/cuBLAS take them)
 MAX_DIM = WORKLOAD_MAX_DIM
-#: Most transformer layers a generated model may have (the largest published models have ~10^2;
-#: a workload file holds ~12 rows per layer, and 10^4 layers still generate in about a second)
-MAX_MODEL_LAYERS = 10_000
+#: Most transformer layers a generated model may have (what a Hugging Face config may have:
+#: :data:`accelsim.workload.model.MAX_LAYERS`; a workload file holds ~12 rows per layer)
+MAX_MODEL_LAYERS = MAX_LAYERS
 #: Most chips (GPUs) a plan or topology may span: a config's plausible ``chips`` range
 MAX_CHIPS = 10_000_000
 #: Seeds of numpy's Generator: any integer in [0, 2^64 - 1] (numpy refuses negative ones).

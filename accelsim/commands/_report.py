@@ -19,14 +19,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "chrome://tracing; draw it with `accelsim plot --trace OUT.json`)")
 
 
-def check(args: argparse.Namespace) -> None:
-    """Refuse unwritable output paths before any computing."""
-    from accelsim.commands._common import check_output_path
+def check(args: argparse.Namespace, outputs=(), inputs=()) -> None:
+    """Refuse, before any computing, an unwritable or empty path, a --breakdown that is not a
+    .csv or a --trace not a .json, and two outputs on one file (``outputs``: the command's other
+    (flag, path, suffixes) outputs) or on one of the files it reads (``inputs``: (flag, path)
+    pairs): :func:`accelsim.commands._common.check_outputs`."""
+    from accelsim.commands._common import check_outputs
 
-    if args.breakdown is not None:
-        check_output_path(args.breakdown, "--breakdown")
-    if args.trace is not None:
-        check_output_path(args.trace, "--trace")
+    check_outputs([*outputs, ("--breakdown", args.breakdown, (".csv",)),
+                   ("--trace", args.trace, (".json",))], inputs)
 
 
 def write(args: argparse.Namespace, rows, timeline, process: str) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from accelsim.commands import _report
 from accelsim.commands._common import (add_bandwidth_arguments, choice_list, float_type,
-                                       nonnegative_int, optimizer_choices, positive_int,
-                                       scheme_choices)
+                                       nonnegative_int, optimizer_choices, output_path,
+                                       positive_int, scheme_choices)
 from accelsim.perf.systolic import Dataflow
 
 NAME = "explore"
@@ -26,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="global minibatch (samples per iteration over the whole system)")
     parser.add_argument("--scheme", choices=scheme_choices(), default="hfp8",
                         help="training precision scheme (default: hfp8)")
-    parser.add_argument("--out", type=Path, default=None, metavar="POINTS.csv",
+    parser.add_argument("--out", type=output_path, default=None, metavar="POINTS.csv",
                         help="write every evaluated point (layer x mapping x phase) to this CSV; "
                              "the plans table goes beside it as <stem>_plans.csv and the best "
                              "plan's per-layer breakdown as <stem>_best_layers.csv")
@@ -75,15 +74,20 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from accelsim.arch import build_system
-    from accelsim.commands._common import (check_output_path, check_scheme_optimizer,
-                                           load_workload_arg, system_path)
+    from accelsim.commands._common import check_scheme_optimizer, load_workload_arg, system_path
     from accelsim.errors import UserError
     from accelsim.dse import explore
     from accelsim.dse.energy import rank
+    from accelsim.paths import resolve_input
 
-    if args.out is not None:
-        check_output_path(args.out, "--out")
-    _report.check(args)
+    outputs = [("--out", args.out, (".csv",))]
+    if args.out is not None:  # the two tables written beside it
+        outputs += [(f"--out's {what}", args.out.with_name(args.out.stem + tail), (".csv",))
+                    for what, tail in (("plans table", "_plans.csv"),
+                                       ("best plan's layers", "_best_layers.csv"))]
+    _report.check(args, outputs, inputs=[("--system", system_path(args.system)),
+                                         ("--workload", resolve_input(args.workload,
+                                                                      "workload"))])
     check_scheme_optimizer([args.scheme], args.optimizer)
     system = build_system(system_path(args.system), chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)

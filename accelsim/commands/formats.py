@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 NAME = "formats"
 HELP = ("Print the number-format table (bits, min subnormal/normal, max, epsilon, binades, special "
@@ -21,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
 
     from accelsim.commands._common import check_output_path
 
-    out = check_output_path(Path(args.out), "--out", directory=True)
+    out = check_output_path(args.out, "--out", directory=True)  # the string: Path("") is "."
     table = format_table()
     shown = ["format", "bits", "sign_exp_mant", "bias", "min_subnormal", "min_normal", "max", "eps",
              "binades", "finite_codes", "specials"]

@@ -9,6 +9,7 @@ import sys
 
 from accelsim.commands import _report
 from accelsim.commands._common import chip_count, nonnegative_float, positive_int
+from accelsim.errors import MAX_COUNT
 
 NAME = "infer"
 HELP = "LLM inference: prefill, decode and request latency, KV cache and memory per GPU"
@@ -16,6 +17,9 @@ HELP = "LLM inference: prefill, decode and request latency, KV cache and memory 
 #: --serve's default grid
 SERVE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SERVE_CONTEXTS = (1024, 4096, 16384)
+#: most --serve points (batches x contexts): each is a prefill and decode prediction of ~30 ms,
+#: so 1,000 take about half a minute (with a progress bar on a terminal)
+MAX_SERVE_POINTS = 1_000
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -23,8 +27,12 @@ def _int_list(text: str) -> tuple[int, ...]:
         vals = tuple(int(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    if not vals or min(vals) < 1:
-        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    if not vals or min(vals) < 1 or max(vals) > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected integers in [1, {MAX_COUNT:,}], got "
+                                         f"{text[:80]!r}")
+    if len(vals) > MAX_SERVE_POINTS:
+        raise argparse.ArgumentTypeError(f"{len(vals):,} values, more than the "
+                                         f"{MAX_SERVE_POINTS:,} --serve points in all")
     return vals
 
 
@@ -71,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="sweep batch x context: decode throughput vs per-user speed, with "
                         "memory per GPU (table; --out CSV, --plot PNG)")
     s.add_argument("--batches", type=_int_list, default=SERVE_BATCHES, metavar="B1,B2,...",
-                   help="--serve batches (default 1,2,4,...,256)")
+                   help="--serve batches (default 1,2,4,...,256; at most "
+                        f"{MAX_SERVE_POINTS:,} batches x contexts)")
     s.add_argument("--contexts", type=_int_list, default=SERVE_CONTEXTS, metavar="L1,L2,...",
                    help="--serve contexts (default 1024,4096,16384)")
     s.add_argument("--out", default=None, metavar="OUT.csv", help="--serve: write the table")
@@ -141,9 +150,9 @@ def run(args: argparse.Namespace) -> int:
               kv_cache=plan.kv_dtype, memory_reserve_GiB=args.memory_reserve)
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
                   f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
-    from accelsim.commands._common import memory_fit, not_fit_line
+    from accelsim.commands._common import not_fit_line
 
-    d = {**r.as_dict(), **memory_fit(system, r.memory_GiB_per_gpu)}
+    d = r.as_dict()
     from accelsim.engine.energy import power_note
 
     for e, what in ((r.prefill_energy, "the prefill"), (r.decode_energy, "a decode step")):
@@ -173,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.commands._common import check_figure_path, check_output_path
+    from accelsim.commands._common import check_figure_path, check_outputs
     from accelsim.llm.inference import infer
     from accelsim.errors import UserError
 
@@ -183,30 +192,34 @@ def _serve(args: argparse.Namespace) -> int:
         if getattr(args, flag) is not None:
             raise UserError(f"--serve sweeps --batches and --contexts; drop --"
                             f"{flag.replace('_', '-')}")
-    if args.out is not None:
-        check_output_path(args.out, "--out")
+    check_outputs([("--out", args.out, (".csv",)), ("--plot", args.plot, ())])
     if args.plot is not None:
-        check_figure_path(args.plot, "--plot")
+        check_figure_path(args.plot, "--plot")  # any case: .png or .PNG
+    n_points = len(args.batches) * len(args.contexts)
+    if n_points > MAX_SERVE_POINTS:
+        raise UserError(f"--serve: {len(args.batches):,} --batches x {len(args.contexts):,} "
+                        f"--contexts = {n_points:,} points, more than the {MAX_SERVE_POINTS:,} "
+                        "a serving sweep runs; split the grid over several runs")
     system, model, plan = _setup(args)
     _context_note(model, max(args.contexts) + (args.prompt or 0))
-    from accelsim.commands._common import memory_fit
-
     rows = []
-    for ctx in args.contexts:
-        for b in args.batches:
-            r = infer(system, model, args.scheme, b, context=ctx, prompt=args.prompt,
-                      tp=plan.tp, pp=plan.pp, ep=plan.ep, kv_cache=plan.kv_dtype,
-                      memory_reserve_GiB=args.memory_reserve)
-            d = r.as_dict()
-            rows.append({"batch": b, "context_tokens": ctx,
-                         "decode_step_s": d["decode_step_s"],
-                         "decode_tokens_per_s": d["decode_tokens_per_s"],
-                         "tokens_per_s_per_user": 1.0 / d["decode_step_s"],
-                         "time_to_first_token_s": d.get("time_to_first_token_s"),
-                         "kv_cache_GiB": d["kv_cache_GiB"],
-                         "memory_GiB_per_gpu": d["memory_GiB_per_gpu"],
-                         "fits_memory": memory_fit(system, d["memory_GiB_per_gpu"])[
-                             "fits_memory"]})
+    from tqdm.auto import tqdm
+
+    grid = [(ctx, b) for ctx in args.contexts for b in args.batches]
+    # a bar on a terminal only (disable=None), gone when done: the table is the output
+    for ctx, b in tqdm(grid, desc="infer --serve", unit="pt", disable=None, leave=False):
+        r = infer(system, model, args.scheme, b, context=ctx, prompt=args.prompt,
+                  tp=plan.tp, pp=plan.pp, ep=plan.ep, kv_cache=plan.kv_dtype,
+                  memory_reserve_GiB=args.memory_reserve)
+        d = r.as_dict()
+        rows.append({"batch": b, "context_tokens": ctx,
+                     "decode_step_s": d["decode_step_s"],
+                     "decode_tokens_per_s": d["decode_tokens_per_s"],
+                     "tokens_per_s_per_user": 1.0 / d["decode_step_s"],
+                     "time_to_first_token_s": d.get("time_to_first_token_s"),
+                     "kv_cache_GiB": d["kv_cache_GiB"],
+                     "memory_GiB_per_gpu": d["memory_GiB_per_gpu"],
+                     "fits_memory": d["fits_memory"]})
     df = pd.DataFrame(rows)
     if args.prompt is None:
         df = df.drop(columns="time_to_first_token_s")

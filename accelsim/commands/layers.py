@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from accelsim.commands._common import positive_int
+from accelsim.commands._common import output_path, positive_int
 
 NAME = "layers"
 HELP = ("Table of GEMM shapes (M, N, K) and FLOPs per layer and phase (fwd, bwd_data, wgrad), "
@@ -18,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "shipped workload (resnet50, bert-base, tiny-cnn)")
     parser.add_argument("--batch", type=positive_int, default=1, metavar="N",
                         help="minibatch size per GEMM (default: 1)")
-    parser.add_argument("--csv", type=Path, default=None, metavar="OUT",
+    parser.add_argument("--csv", type=output_path, default=None, metavar="OUT.csv",
                         help="also write the tidy table (one row per layer x phase) to OUT as CSV")
     parser.add_argument("--gemm-only", action="store_true",
                         help="show only GEMM rows (omit element-wise rows)")
@@ -27,11 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.commands._common import check_output_path
-    from accelsim.commands._common import load_workload_arg
+    from accelsim.commands._common import check_outputs, load_workload_arg
+    from accelsim.paths import resolve_input
 
     if args.csv is not None:
-        check_output_path(args.csv, "--csv")
+        check_outputs([("--csv", args.csv, (".csv",))],
+                      [("WORKLOAD", resolve_input(args.workload, "workload"))])
     wl = load_workload_arg(args.workload)
     df = pd.DataFrame(wl.rows(args.batch))
     if args.gemm_only:

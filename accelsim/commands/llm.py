@@ -143,9 +143,9 @@ def run(args: argparse.Namespace) -> int:
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
-    from accelsim.commands._common import memory_fit, not_fit_line
+    from accelsim.commands._common import not_fit_line
 
-    d = {**r.as_dict(), **memory_fit(system, r.memory.total_GiB)}
+    d = r.as_dict()
     from accelsim.engine.energy import power_note
 
     note = power_note(r.energy, "the iteration")
@@ -237,7 +237,7 @@ def _params(args: argparse.Namespace):
 def _search(args, model, path, params, seq_note: str | None) -> int:
     import pandas as pd
 
-    from accelsim.commands._common import check_output_path
+    from accelsim.commands._common import TABLE_SUFFIXES, check_output_path
     from accelsim.errors import UserError
     from accelsim.llm.search import search
 
@@ -247,7 +247,7 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
             raise UserError("--search needs --gpus N (or --tp, --pp and --dp to count them)")
         gpus = args.tp * args.pp * args.dp
     if args.out is not None:
-        check_output_path(args.out, "--out")
+        check_output_path(args.out, "--out", suffixes=TABLE_SUFFIXES)
     # the plan flags the search does not explore (it would silently drop them)
     fixed = [flag for flag, on in (
         ("--overlap-grad-reduce", args.overlap_grad_reduce),

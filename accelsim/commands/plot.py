@@ -12,6 +12,8 @@ HELP = ("plot any sweep table: choose the x and y columns, and optionally a hue 
 
 
 def add_arguments(parser) -> None:
+    from accelsim.report.trace import MAX_EVENTS, MAX_TRACKS
+
     parser.add_argument("table", metavar="TABLE", nargs="?", default=None,
                         help="a sweep table (.csv or .parquet), or the word 'pareto' to draw "
                              "the Pareto front of the --csv table over --x and --y")
@@ -25,7 +27,8 @@ def add_arguments(parser) -> None:
                         help="with 'pareto': smaller y is better (default as for x)")
     parser.add_argument("--trace", default=None, metavar="TRACE.json",
                         help="instead of a table: draw a trace written by predict/llm/infer/explore "
-                             "--trace as one track per stream")
+                             "--trace as one track per stream (any Chrome trace of complete "
+                             f"events; at most {MAX_TRACKS} tracks and {MAX_EVENTS:,} events)")
     parser.add_argument("--x", default=None, metavar="COLUMN", help="column on the x axis")
     parser.add_argument("--y", default=None, metavar="COLUMN",
                         help="column on the y axis (e.g. samples_per_s, step_s)")
@@ -48,12 +51,16 @@ def run(args) -> int:
 
     import pandas as pd
 
-    from accelsim.commands._common import check_figure_path
+    from accelsim.commands._common import check_distinct_paths, check_figure_path
     from accelsim.errors import AccelsimError, UserError
     from accelsim.report.plot import plot_table
 
     if not args.out.lower().endswith(".png"):
         raise UserError(f"--out {args.out}: must end in .png")
+    check_distinct_paths([("--out", args.out)], [
+        (flag, path) for flag, path in (("TABLE", args.table), ("--csv", args.csv),
+                                        ("--trace", args.trace))
+        if path is not None and path != "pareto"])
     if args.trace is not None:
         if args.table is not None:
             raise UserError("give a TABLE or --trace, not both")
@@ -96,13 +103,11 @@ def run(args) -> int:
 
 def _plot_trace(args) -> int:
     """Read a Chrome trace (the complete events and thread names) into a table and draw it."""
-    import json
     from pathlib import Path
 
-    import pandas as pd
-
     from accelsim.commands._common import check_figure_path
-    from accelsim.errors import UserError
+    from accelsim.engine.trace import read_trace
+    from accelsim.errors import InputError, UserError
     from accelsim.report.trace import plot_trace
 
     src = Path(args.trace)
@@ -114,21 +119,12 @@ def _plot_trace(args) -> int:
         raise UserError(f"{', '.join(given)}: table options; a --trace draws its own tracks")
     check_figure_path(args.out, "--out")
     try:
-        data = json.loads(src.read_text())
-        raw = data["traceEvents"] if isinstance(data, dict) else data
-        names = {e.get("tid"): e["args"]["name"] for e in raw
-                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
-        rows = [{"name": str(e["name"]), "track": names.get(e.get("tid"), str(e.get("tid"))),
-                 "start_s": float(e["ts"]) / 1e6, "dur_s": float(e["dur"]) / 1e6}
-                for e in raw if e.get("ph") == "X"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
-            ValueError) as exc:
-        raise UserError(f"--trace {src}: not a Chrome trace of complete events "
-                        f"({type(exc).__name__}: {exc})") from None
-    events = pd.DataFrame(rows, columns=["name", "track", "start_s", "dur_s"])
+        events = read_trace(src)
+    except InputError as exc:
+        raise UserError(f"--trace {exc}") from None
     try:
         out = plot_trace(events, args.out, title=args.title or src.name)
-    except ValueError as exc:
+    except ValueError as exc:  # InputError: too many tracks; matplotlib: an unusable axis
         raise UserError(f"--trace {src}: {exc}") from None
     print(out)
     return 0

@@ -118,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
                                        *overrides.values()], f"--scheme {args.scheme}")
     datapath_note(system, scheme)
     check_scheme_optimizer([scheme.name], args.optimizer)
-    _report.check(args)
+    _report.check(args, inputs=[("--system", spath), ("--workload", wpath),
+                                ("--policy", args.policy)])
     reserve = _plan.params(args, reserve_default=0.0).memory_reserve_GiB * 2**30
     if workload.transformer is not None:
         from accelsim.commands._common import power_system

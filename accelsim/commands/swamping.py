@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--reps {args.reps} x --max-k {args.max_k} needs about "
                         f"{need / 2**30:.1f} GiB of operands; the limit is "
                         f"{MAX_OPERAND_BYTES / 2**30:.0f} GiB (lower --reps or --max-k)")
-    check_output_path(out, "--out", directory=True)
+    check_output_path(args.out, "--out", directory=True)  # the string: Path("") is "."
     if args.sweep_k % max(CHUNKS):
         raise UserError(f"--sweep-k {args.sweep_k}: must be a multiple of {max(CHUNKS)}")
     if args.max_k < 64 or args.max_k & (args.max_k - 1):

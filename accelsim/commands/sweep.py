@@ -45,7 +45,7 @@ def add_arguments(parser) -> None:
                              "START:STOP:xFACTOR (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="fixed",
                         help="a fixed key for every point (repeatable)")
-    parser.add_argument("--out", required=True, metavar="FILE",
+    parser.add_argument("--out", required=True, metavar="FILE.csv",
                         help="output table (.csv; or .parquet with pyarrow); existing rows are "
                              "kept and not recomputed")
     parser.add_argument("--executor", choices=("auto", "serial", "process", "dask"),
@@ -126,9 +126,9 @@ def run(args) -> int:
     import functools
     import json
     import warnings
-    from pathlib import Path
 
-    from accelsim.commands._common import check_output_path
+    from accelsim.commands._common import (TABLE_SUFFIXES, check_distinct_paths,
+                                           check_output_name, check_outputs)
     from accelsim.errors import UserError
     from accelsim.commands._common import exit_interrupted, journal_rows
     from accelsim.dse import scenario
@@ -138,7 +138,8 @@ def run(args) -> int:
         spec = build_spec(args)
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
-    out = Path(args.out)
+    out = check_output_name(args.out, "--out", suffixes=TABLE_SUFFIXES)
+    check_distinct_paths([("--out", out)], [("--file", args.file)])
     if args.dry_run:
         done = set()
         if out.suffix == ".csv" and out.is_file():
@@ -151,7 +152,7 @@ def run(args) -> int:
                   " ".join(f"{k}={v}" for k, v in p.items()))
         print(f"{spec.n_points} points; keys and values checked")
         return 0
-    check_output_path(out, "--out")
+    check_outputs([("--out", out, TABLE_SUFFIXES)], [("--file", args.file)])
     sw.check_executor(args.executor)  # a missing extra fails before the manifest and the bar
     manifest_path = out.with_name(out.name + ".manifest.json")
     manifest_path.write_text(json.dumps(scenario.manifest(spec), indent=2, default=str) + "\n")

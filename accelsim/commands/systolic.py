@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import config_range_int, int_type, positive_int, vocabulary
+from accelsim.commands._common import (config_range_int, int_type, output_path, positive_int,
+                                       vocabulary)
 from accelsim.perf.systolic import DATAFLOWS, Dataflow
 from accelsim.workload.model import PHASES, Phase
 
@@ -35,20 +36,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="training phase whose GEMMs are timed (default: fwd)")
     parser.add_argument("--macs-per-pe", type=int_type(1, 10_000), default=1, metavar="P",
                         help="MACs per PE per cycle along K (e.g. 2 for an FP8 mode; default 1)")
-    parser.add_argument("--out", type=Path, default=None, metavar="OUT.csv",
+    parser.add_argument("--out", type=output_path, default=None, metavar="OUT.csv",
                         help="write the table (one row per layer, in order) to OUT.csv")
 
 
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from accelsim.commands._common import check_output_path
-    from accelsim.commands._common import load_workload_arg
+    from accelsim.commands._common import check_outputs, load_workload_arg
+    from accelsim.paths import resolve_input
     from accelsim.perf.systolic import workload_cycles
     from accelsim.workload import read_scalesim_topology
 
     if args.out is not None:
-        check_output_path(args.out, "--out")
+        source = ("--topology-csv", args.topology_csv) if args.topology_csv is not None \
+            else ("--workload", resolve_input(args.workload, "workload"))
+        check_outputs([("--out", args.out, (".csv",))], [source])
     if args.topology_csv is not None:
         wl = read_scalesim_topology(args.topology_csv)
     else:

@@ -11,7 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
-from accelsim.commands._common import nonnegative_int, positive_float, positive_int, seed
+from accelsim.commands._common import (nonnegative_int, output_path, positive_float,
+                                       positive_int, seed)
 
 NAME = "train"
 HELP = ("Train mlp/cnn/transformer on digits (or a synthetic sequence task), or gpt-char on pydoc, "
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="test accuracy every N steps; 0: only at the end (default: steps/20 with "
                              "--compare, else only at the end)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    parser.add_argument("--out", type=Path, default=Path("reports/train"),
+    parser.add_argument("--out", type=output_path, default=Path("reports/train"),
                         help="--compare output folder (default: reports/train)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -139,7 +140,7 @@ def _load_part(path, settings):
         if data.get("settings") != settings:
             return None
         return data["summary"], pd.DataFrame(data["history"])
-    except (ValueError, KeyError, TypeError, OSError):
+    except (ValueError, KeyError, TypeError, OSError, RecursionError):
         return None  # a damaged part is recomputed
 
 

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.errors import UserError
     from accelsim.workload.gpt import PRESETS, GptConfig, workload_toml
 
-    out = check_output_path(args.out, "--out")
+    out = check_output_path(args.out, "--out", suffixes=(".toml",))
     fields = {k: getattr(args, k) for k in ("layers", "hidden", "heads", "seq", "vocab", "ffn",
                                             "positions", "name") if getattr(args, k) is not None}
     fields.update(tied_embeddings=not args.untied_embeddings, causal=not args.no_causal,

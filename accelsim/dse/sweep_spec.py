@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelsim.errors import TOO_DEEP
 from accelsim.errors import Infeasible  # noqa: F401 - re-exported: sweeps import it from here
 
 #: Columns every sweep table starts with / carries, in this order around the parameters.
@@ -252,6 +253,8 @@ def load_sweep_file(path: str | os.PathLike, *, defaults: Mapping[str, Any] | No
         raise ValueError(f"{p}: not UTF-8 text, not a sweep file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{p}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{p}: invalid sweep file: {TOO_DEEP}") from None
     unknown = sorted(set(data) - {"base", "axes"})
     if unknown:
         raise ValueError(f"{p}: unknown table(s) {unknown}; a sweep file has [base] and [axes]")

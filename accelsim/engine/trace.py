@@ -119,3 +119,75 @@ class Timeline:
 def write_trace(timeline: Timeline, path: str | Path, process: str) -> None:
     """Write ``timeline`` as a Chrome trace (Perfetto, chrome://tracing)."""
     Path(path).write_text(json.dumps(timeline.chrome(process)))
+
+
+#: largest trace file read (a trace of accelsim's is kilobytes; a profiler's of 10^5 events
+#: tens of megabytes)
+MAX_TRACE_BYTES = 64 * 2**20
+
+
+def read_trace(path: str | Path):
+    """The complete (``ph: "X"``) events of a Chrome trace file as a table (``name``, ``track``:
+    the thread name or id, ``start_s``, ``dur_s``), checked as it is read: the root is an
+    object with a ``traceEvents`` list (or the list itself), every event an object, a complete
+    event's ``ts`` a finite number and ``dur`` a finite number >= 0, a ``tid`` a number or a
+    string. Anything else is an :class:`~accelsim.errors.InputError` naming the file, the
+    event's index and the value."""
+    import math
+
+    import pandas as pd
+
+    from accelsim.errors import TOO_DEEP, InputError
+
+    src = Path(path)
+
+    def bad(what: str) -> InputError:
+        return InputError(f"{src}: not a Chrome trace of complete events: {what}")
+
+    try:
+        size = src.stat().st_size
+        if size > MAX_TRACE_BYTES:
+            raise InputError(f"{src}: {size:,} bytes is more than the {MAX_TRACE_BYTES:,} a "
+                             "trace may have")
+        data = json.loads(src.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise bad(TOO_DEEP) from None
+    raw = data.get("traceEvents", data) if isinstance(data, dict) else data
+    if not isinstance(raw, list):
+        raise bad(f"traceEvents must be a list of events, got {type(raw).__name__}")
+
+    def number(i: int, e: dict, key: str, lo: float | None) -> float:
+        v = e.get(key)
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) \
+            and (lo is None or v >= lo)
+        if not ok:
+            want = "a finite number" + ("" if lo is None else f" >= {lo:g}")
+            raise bad(f"event {i}: {key} must be {want}, got {v!r}")
+        return float(v)
+
+    def tid(i: int, e: dict):
+        v = e.get("tid")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float | str)):
+            raise bad(f"event {i}: tid must be a number or a string, got {v!r}")
+        return v
+
+    names: dict = {}
+    rows = []
+    for i, e in enumerate(raw):
+        if not isinstance(e, dict):
+            raise bad(f"event {i} is not an object: {e!r:.60}")
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            args = e.get("args")
+            if not isinstance(args, dict) or not isinstance(args.get("name"), str):
+                raise bad(f"event {i}: a thread_name's args must be {{\"name\": \"...\"}}, got "
+                          f"{args!r:.60}")
+            names[tid(i, e)] = args["name"]
+        elif e.get("ph") == "X":
+            if "name" not in e:
+                raise bad(f"event {i}: a complete event needs a name")
+            rows.append((str(e["name"]), tid(i, e), number(i, e, "ts", None) / 1e6,
+                         number(i, e, "dur", 0.0) / 1e6))
+    return pd.DataFrame([(n, names.get(t, str(t)), s, d) for n, t, s, d in rows],
+                        columns=["name", "track", "start_s", "dur_s"])

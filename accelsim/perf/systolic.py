@@ -130,10 +130,16 @@ class SystolicResult:
         return self.macs / (self.rows * self.cols * self.macs_per_pe * self.cycles)
 
 
+#: most folds :func:`gemm_cycles` loops over (10^7: about a second; 10^12 x 10^12 on a 1 x 1
+#: array would loop 10^24 times)
+MAX_REFERENCE_FOLDS = 10**7
+
+
 def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int,
                 dataflow: Dataflow | str = Dataflow.WS, *, macs_per_pe: int = 1,
                 scalesim_compat: bool = False) -> int:
-    """Cycles of ``A[M,K] @ B[K,N]`` on a ``rows x cols`` array (slow reference: loops folds).
+    """Cycles of ``A[M,K] @ B[K,N]`` on a ``rows x cols`` array (slow reference: loops folds,
+    at most :data:`MAX_REFERENCE_FOLDS` of them; a SizeError beyond).
 
     ``macs_per_pe`` > 1 models a PE that reduces that many consecutive K elements per cycle
     (e.g. two FP8 MACs in an FP16 FMA's area), so K shrinks to ``ceil(K / macs_per_pe)``.
@@ -142,6 +148,11 @@ def gemm_cycles(M: int, N: int, K: int, rows: int, cols: int,
     mp = _mapping(dataflow)
     k_eff = -(-K // macs_per_pe)
     s_r, s_c, t = mp.dims(M, N, k_eff)
+    folds = -(-s_r // rows) * -(-s_c // cols)
+    if folds > MAX_REFERENCE_FOLDS:
+        raise SizeError(f"gemm_cycles: M={M:,}, N={N:,}, K={K:,} on {rows} x {cols} makes "
+                        f"{folds:,} folds, more than the {MAX_REFERENCE_FOLDS:,} this reference "
+                        "loops over; gemm_cycles_array gives the same count at any size")
     preload = rows if mp.preload_rows else 0
     total = 0
     for r0 in range(0, s_r, rows):

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.arch.config import ABSENT, ConfigError
-from accelsim.errors import InputError
+from accelsim.errors import TOO_DEEP, InputError
+from accelsim.workload.model import MAX_DIM, MAX_LAYERS
 from accelsim.workload.transformer import (PRESETS, Mla, MlpKind, Moe, NormKind, PositionKind,
                                            TransformerConfig)
 
@@ -109,13 +110,16 @@ class _Reader:
         return default
 
     def integer(self, key: str, default: Any = _REQUIRED, *, minimum: int = 1,
-            nullable: bool = False) -> int | None:
+                nullable: bool = False, maximum: int = MAX_DIM) -> int | None:
+        """An integer in [minimum, maximum] (a size: at most a layer dimension's MAX_DIM)."""
         v = self._get(key, default)
         if v is None and nullable:
             return None
         if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
             null = " or null" if nullable else ""
             raise ConfigError(self.file, key, v, f"must be an integer >= {minimum}{null}")
+        if v > maximum:
+            raise ConfigError(self.file, key, v, f"must be <= {maximum:,}")
         return v
 
     def flag(self, key: str, default: Any = _REQUIRED) -> bool:
@@ -159,7 +163,8 @@ def _llama_family(r: _Reader, name: str) -> TransformerConfig:
     f = r.family
     heads = r.integer("num_attention_heads")
     kw: dict[str, Any] = dict(
-        name=name, layers=r.integer("num_hidden_layers"), hidden=r.integer("hidden_size"), heads=heads,
+        name=name, layers=r.integer("num_hidden_layers", maximum=MAX_LAYERS),
+        hidden=r.integer("hidden_size"), heads=heads,
         kv_heads=r.integer("num_key_value_heads", heads, nullable=True) or heads,
         head_dim=r.integer("head_dim", None, nullable=True), ffn_size=r.integer("intermediate_size"),
         vocab=r.integer("vocab_size"), seq=r.integer("max_position_embeddings"),
@@ -195,7 +200,8 @@ def _gpt2(r: _Reader, name: str) -> TransformerConfig:
                           "cross-attention (encoder-decoder GPT-2) is not modelled")
     h = r.integer("n_embd")
     return TransformerConfig(
-        name=name, layers=r.integer("n_layer"), hidden=h, heads=r.integer("n_head"),
+        name=name, layers=r.integer("n_layer", maximum=MAX_LAYERS), hidden=h,
+        heads=r.integer("n_head"),
         vocab=r.integer("vocab_size"), seq=r.integer("n_positions"),
         ffn_size=r.integer("n_inner", None, nullable=True) or 4 * h,
         mlp=r.choice("activation_function", "gelu_new", {a: MlpKind.GELU for a in _GELU}),
@@ -207,7 +213,8 @@ def _gpt_neox(r: _Reader, name: str) -> TransformerConfig:
     bias = r.flag("attention_bias", True)
     key = "partial_rotary_factor" if "partial_rotary_factor" in r.data else "rotary_pct"
     return TransformerConfig(
-        name=name, layers=r.integer("num_hidden_layers"), hidden=r.integer("hidden_size"),
+        name=name, layers=r.integer("num_hidden_layers", maximum=MAX_LAYERS),
+        hidden=r.integer("hidden_size"),
         heads=r.integer("num_attention_heads"), vocab=r.integer("vocab_size"),
         seq=r.integer("max_position_embeddings"), ffn_size=r.integer("intermediate_size"),
         mlp=r.choice("hidden_act", "gelu", {a: MlpKind.GELU for a in _GELU}),
@@ -243,7 +250,8 @@ def _deepseek(r: _Reader, name: str) -> TransformerConfig:
                   groups_per_token=r.integer("topk_group", 0, minimum=0, nullable=True) or 0)
     mtp = r.integer("num_nextn_predict_layers", 0, minimum=0) if r.family == "deepseek_v3" else 0
     return TransformerConfig(
-        name=name, layers=r.integer("num_hidden_layers"), hidden=r.integer("hidden_size"), heads=heads,
+        name=name, layers=r.integer("num_hidden_layers", maximum=MAX_LAYERS),
+        hidden=r.integer("hidden_size"), heads=heads,
         ffn_size=r.integer("intermediate_size"), vocab=r.integer("vocab_size"),
         seq=r.integer("max_position_embeddings"), mlp=_act(r, "hidden_act", "silu"),
         norm=NormKind.RMSNORM, positions=PositionKind.ROTARY,
@@ -285,10 +293,12 @@ def load_hf_config(path: str | Path) -> TransformerConfig:
         raise ConfigError(file, "<json>", ABSENT,
                           f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
                           ) from None
+    except RecursionError:  # json decodes nested arrays and objects recursively
+        raise ConfigError(file, "<json>", ABSENT, TOO_DEEP) from None
     if not isinstance(data, dict):
         raise ConfigError(file, "<root>", type(data).__name__, "must be a JSON object")
     family = data.get("model_type", ABSENT)
-    if family not in _BUILDERS:
+    if not isinstance(family, str) or family not in _BUILDERS:
         raise ConfigError(file, "model_type", family,
                           f"must be one of {', '.join(FAMILIES)}")
     name = p.parent.name if p.stem == "config" and p.parent.name else p.stem

@@ -11,7 +11,9 @@ are per sample, as in a TOML workload. Mapped ops: Gemm and MatMul with a consta
 GlobalAveragePool, BatchNormalization, LayerNormalization, Relu, Gelu, Tanh, Softmax, Add; a
 Mul / Div of a GEMM's output by a constant scalar (attention's 1/sqrt(d)) is folded into that
 GEMM's epilogue, as fused attention kernels apply it. Reshaping ops (Flatten, Reshape, Transpose, ...) move no arithmetic and are skipped. Any other
-op is a :class:`ConfigError` naming the node and the op.
+op is a :class:`ConfigError` naming the node and the op. A graph is first checked as
+``onnx.checker.check_model`` does (a node's inputs produced before it, one producer per tensor,
+input counts and attributes per op schema); external weight data is never loaded.
 """
 
 from __future__ import annotations
@@ -131,6 +133,15 @@ def _window(g: _Graph, node, where: str, attrs: dict, kernel: tuple[int, int]) -
                 padding=[pads[0], pads[1]])
 
 
+def _feature_map(g: _Graph, node, where: str) -> tuple[int, ...]:
+    """The (N, C, H, W) input of a 2-D pooling node (a 1-D or 3-D one is refused)."""
+    x = g.shape(node.input[0], where)
+    if len(x) != 4:
+        raise ConfigError(g.file, where, list(x), f"only 2-D {node.op_type} (an N, C, H, W "
+                                                  "input) is supported")
+    return x
+
+
 def _bias_add(g: _Graph, out: str, n_out: int) -> int | None:
     """The index of an Add that only adds a constant length-``n_out`` vector to ``out``."""
     users = g.consumers.get(out, [])
@@ -185,6 +196,9 @@ def _layers(g: _Graph) -> list[dict]:
             k, n = (w[1], w[0]) if a.get("transB", 0) else w
             x = g.shape(node.input[0], where)
             bias = op == "Gemm" and len(node.input) > 2 and node.input[2] != ""
+            if bias and math.prod(g.init.get(node.input[2], (n,))) not in (1, n):
+                raise ConfigError(g.file, f"{where}.C", list(g.init[node.input[2]]),
+                                  f"a Gemm's C must be a bias of out_features = {n} values")
             if op == "MatMul":
                 j = _bias_add(g, node.output[0], n)
                 if j is not None:
@@ -195,6 +209,10 @@ def _layers(g: _Graph) -> list[dict]:
         elif op == "MatMul":
             if node.input[0] in g.init:
                 raise ConfigError(g.file, where, op, "a constant left operand is not supported")
+            ranks = [len(g.shape(x, where)) for x in (node.input[0], node.input[1])]
+            if min(ranks) < 2:
+                raise ConfigError(g.file, where, ranks, "a MatMul of vectors (an operand of "
+                                                        "rank < 2) is not supported")
             k = g.shape(node.input[0], where)[-1]
             layer.update(kind="matmul", m=y[-2], n=y[-1], k=k,
                          count=g.per_sample(math.prod(y[:-2]), where))
@@ -209,13 +227,13 @@ def _layers(g: _Graph) -> list[dict]:
                          bias=len(node.input) > 2 and node.input[2] != "",
                          **_window(g, node, where, a, (w[2], w[3])))
         elif op in ("MaxPool", "AveragePool"):
-            x = g.shape(node.input[0], where)
+            x = _feature_map(g, node, where)
             if a.get("count_include_pad", 0) and any(a.get("pads", [])):
                 raise ConfigError(g.file, f"{where}.count_include_pad", 1, "not supported")
             layer.update(kind="maxpool" if op == "MaxPool" else "avgpool", shape=list(x[1:]),
                          **_window(g, node, where, a, tuple(a.get("kernel_shape", (0, 0)))))
         elif op == "GlobalAveragePool":
-            x = g.shape(node.input[0], where)
+            x = _feature_map(g, node, where)
             layer.update(kind="avgpool", shape=list(x[1:]), kernel=[x[2], x[3]], stride=[1, 1])
         elif op == "Gather":
             table = g.init.get(node.input[0])
@@ -240,22 +258,41 @@ def _layers(g: _Graph) -> list[dict]:
     return out
 
 
+def _check_model(model_or_path, source: str) -> None:
+    """``onnx.checker``'s structural check (every node's inputs produced before it, one
+    producer per tensor, input/output counts and attributes as each op's schema says, opsets
+    declared, initializers well formed): what the importer relies on before reading a node."""
+    onnx = _onnx()
+    try:
+        onnx.checker.check_model(model_or_path)
+    except (onnx.checker.ValidationError, ValueError) as exc:  # ValueError: over 2 GB in memory
+        raise ConfigError(source, "<graph>", ABSENT, "not a valid ONNX model (onnx.checker): "
+                          f"{' '.join(str(exc).split())}") from None
+
+
 def load_onnx(path: str | Path, batch: int, name: str | None = None) -> Workload:
-    """Read an ONNX model file into a :class:`Workload` for minibatches of ``batch``."""
+    """Read an ONNX model file into a :class:`Workload` for minibatches of ``batch``. Weights
+    stored as external data are not read (only their shapes matter)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
     onnx = _onnx()
     file = str(path)
     try:
-        model = onnx.load(file)
+        model = onnx.load(file, load_external_data=False)
     except Exception as exc:  # protobuf DecodeError, OSError
         raise ConfigError(file, "<onnx>", ABSENT,
                           f"cannot read an ONNX model: {str(exc).splitlines()[0]}") from None
-    return workload_from_onnx(model, batch, name=name or Path(file).stem, source=file)
+    _check_model(file, file)  # by path: external data is checked beside the file, not in cwd
+    return _workload(model, batch, name or Path(file).stem, file)
 
 
 def workload_from_onnx(model, batch: int, *, name: str, source: str = "<onnx>") -> Workload:
     """An in-memory ``onnx.ModelProto`` as a :class:`Workload` (see :func:`load_onnx`)."""
+    _check_model(model, source)
+    return _workload(model, batch, name, source)
+
+
+def _workload(model, batch: int, name: str, source: str) -> Workload:
     model_copy = type(model)()
     model_copy.CopyFrom(model)   # the batch is written into the graph inputs: keep theirs
     g = _Graph(source, model_copy, batch)
