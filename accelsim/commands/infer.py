@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="KV-cache element type (default bf16)")
     r = parser.add_argument_group("request")
     r.add_argument("--batch", type=positive_int, default=None, metavar="B",
-                   help="sequences served together")
+                   help="sequences served together (required for one prediction; --serve "
+                   "takes --batches)")
     r.add_argument("--prompt", type=positive_int, default=None, metavar="T",
                    help="prefill of B prompts of T tokens: prefill_s, time_to_first_token_s")
     r.add_argument("--context", type=positive_int, default=None, metavar="L",
@@ -169,6 +170,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{model.name}: {model.n_params / 1e9:.2f} B parameters ({model.n_active_params / 1e9:.2f}"
           f" B active) on {plan.gpus} GPU(s) of {system.name} (tp {plan.tp} x pp {plan.pp}), "
           f"{args.scheme}, batch {args.batch}")
+    print(f"  settings: KV cache {plan.kv_dtype}, ep {plan.ep}, flash attention on (prefill), "
+          f"memory reserve {d['memory_reserve_GiB']:g} GiB, clock "
+          f"{'power-limited' if d['power_model'] else 'the preset' + chr(39) + 's fixed one'}")
     for k in ("prefill_s", "time_to_first_token_s", "decode_step_s", "decode_tokens_per_s",
               "request_latency_s", "end_to_end_tokens_per_s", "kv_cache_GiB", "weights_GiB",
               "memory_reserve_GiB", "memory_GiB_per_gpu", "prefill_power_W_per_gpu",

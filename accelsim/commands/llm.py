@@ -163,6 +163,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{d['model']}: {model.n_params / 1e9:.2f} B parameters{active}, seq {d['seq']}, on "
           f"{plan.gpus} GPUs (tp {plan.tp} x pp {plan.pp} x dp {plan.dp}"
           + (f", ep {plan.ep}" if plan.ep > 1 else "") + f"), {args.scheme}, {system.name}")
+    params = _params(args)
+    print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}, flash attention "
+          f"{'on' if model.flash_attention else 'off'}, micro-batch {plan.micro_batch}, global "
+          f"batch {plan.global_batch}, recompute {plan.recompute}, zero {plan.zero}, sequence "
+          f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
+          f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "
+          f"{d['memory_reserve_GiB']:g} GiB")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
               "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s",
               "power_W_per_gpu", "clock_MHz"):

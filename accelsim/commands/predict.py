@@ -169,6 +169,17 @@ def run(args: argparse.Namespace) -> int:
               f"{out['memory_GiB']:.1f} GiB per chip"
               + (f", at {out['clock_MHz']:.0f} MHz ({out['power_W']:.0f} W: --power-model)"
                  if out.get("clock_MHz") else ""))
+        if "tp" not in out:  # a layer list: its settings, defaults included
+            print(f"  settings: optimizer {out['optimizer']}, fusion {out['fusion']}, layout "
+                  f"{out['layout']}, winograd {out['winograd']}, memory reserve "
+                  f"{out['memory_reserve_GiB']:g} GiB, network efficiency "
+                  f"{system.network_efficiency:g}, power {out['power_W']:.0f} W "
+                  f"({out['energy_J']:.3g} J per step)")
+        else:
+            print(f"  settings: optimizer {out['optimizer']}, stack "
+                  f"{args.stack or 'megatron'}, fusion {out['fusion']}, memory reserve "
+                  f"{out['memory_reserve_GiB']:g} GiB, network efficiency "
+                  f"{system.network_efficiency:g}")
     return 0
 
 
