@@ -123,7 +123,8 @@ def _plot_trace(args) -> int:
     except InputError as exc:
         raise UserError(f"--trace {exc}") from None
     try:
-        out = plot_trace(events, args.out, title=args.title or src.name)
+        out = plot_trace(events, args.out,
+                         title=args.title or events.attrs.get("process") or src.name)
     except ValueError as exc:  # InputError: too many tracks; matplotlib: an unusable axis
         raise UserError(f"--trace {src}: {exc}") from None
     print(out)

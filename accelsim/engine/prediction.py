@@ -181,7 +181,7 @@ class Prediction:
         # then the step as scheduled: the collectives and the optimizer at their starts
         for e in self.step.timeline().events:
             if not e.name.startswith("pipeline"):
-                tl.beside(e.name, e.start_s, e.dur_s, e.stream)
+                tl.beside(e.name, e.start_s, e.dur_s, e.stream, **dict(e.args))
         tl.t = self.iteration_time_s
         return tl
 

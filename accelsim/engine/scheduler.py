@@ -124,7 +124,8 @@ class Schedule:
         tl = Timeline()
         for t, s in zip(self.tasks, self.start_s):
             name = t.op if t.layer in ("", t.op) else f"{t.layer} {t.op}"
-            tl.beside(f"{name} ({t.phase})", s, t.time_s, t.stream, stage=t.stage)
+            tl.beside(f"{name} ({t.phase})", s, t.time_s, t.stream, op=t.op,
+                      phase=str(t.phase), stage=t.stage)
         tl.t = self.makespan_s
         return tl
 

@@ -15,6 +15,7 @@ pipeline send/recv); the last event ends at the iteration time.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -128,7 +129,9 @@ MAX_TRACE_BYTES = 64 * 2**20
 
 def read_trace(path: str | Path):
     """The complete (``ph: "X"``) events of a Chrome trace file as a table (``name``, ``track``:
-    the thread name or id, ``start_s``, ``dur_s``), checked as it is read: the root is an
+    the thread name or id, ``start_s``, ``dur_s``, ``kind``: the op kind an accelsim event
+    carries in its args, else the name without its ``(phase)``; ``attrs["process"]`` the process
+    name, what wrote it), checked as it is read: the root is an
     object with a ``traceEvents`` list (or the list itself), every event an object, a complete
     event's ``ts`` a finite number and ``dur`` a finite number >= 0, a ``tid`` a number or a
     string. Anything else is an :class:`~accelsim.errors.InputError` naming the file, the
@@ -174,11 +177,15 @@ def read_trace(path: str | Path):
         return v
 
     names: dict = {}
+    process = ""
     rows = []
     for i, e in enumerate(raw):
         if not isinstance(e, dict):
             raise bad(f"event {i} is not an object: {e!r:.60}")
-        if e.get("ph") == "M" and e.get("name") == "thread_name":
+        if e.get("ph") == "M" and e.get("name") == "process_name" \
+                and isinstance(e.get("args"), dict) and isinstance(e["args"].get("name"), str):
+            process = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
             args = e.get("args")
             if not isinstance(args, dict) or not isinstance(args.get("name"), str):
                 raise bad(f"event {i}: a thread_name's args must be {{\"name\": \"...\"}}, got "
@@ -187,7 +194,13 @@ def read_trace(path: str | Path):
         elif e.get("ph") == "X":
             if "name" not in e:
                 raise bad(f"event {i}: a complete event needs a name")
-            rows.append((str(e["name"]), tid(i, e), number(i, e, "ts", None) / 1e6,
-                         number(i, e, "dur", 0.0) / 1e6))
-    return pd.DataFrame([(n, names.get(t, str(t)), s, d) for n, t, s, d in rows],
-                        columns=["name", "track", "start_s", "dur_s"])
+            args = e.get("args")
+            op = args.get("op") if isinstance(args, dict) else None
+            name = str(e["name"])
+            kind = op if isinstance(op, str) else re.sub(r" \(.*\)$", "", name)
+            rows.append((name, tid(i, e), number(i, e, "ts", None) / 1e6,
+                         number(i, e, "dur", 0.0) / 1e6, kind))
+    table = pd.DataFrame([(n, names.get(t, str(t)), s, d, k) for n, t, s, d, k in rows],
+                         columns=["name", "track", "start_s", "dur_s", "kind"])
+    table.attrs["process"] = process  # what wrote it (accelsim's: the command and the case)
+    return table

@@ -11,6 +11,8 @@ LABEL_SHARE = 0.06
 MAX_TRACKS = 64
 #: most events a timeline draws (10^5 take about 8 s; far more bars than the figure has pixels)
 MAX_EVENTS = 100_000
+#: op kinds the legend names (by total time); the rest share one grey
+LEGEND_KINDS = 16
 
 
 def plot_trace(events, out: str | Path, *, title: str = "") -> Path:
@@ -37,14 +39,19 @@ def plot_trace(events, out: str | Path, *, title: str = "") -> Path:
     scale, unit = (1e3, "ms") if end < 10 else (1.0, "s")
     fig, ax = plt.subplots(figsize=(11, 0.7 * len(tracks) + 1.6))
     colors = plt.get_cmap("tab20")
-    names = list(dict.fromkeys(events["name"].str.replace(r" \(.*\)$", "", regex=True)))
-    color_of = {n: colors(i % 20) for i, n in enumerate(names)}
+    if "kind" not in events:  # a table without kinds: the names without their (phase)
+        events = events.assign(kind=events["name"].str.replace(r" \(.*\)$", "", regex=True))
+    # one colour per op kind, by total time: the LEGEND_KINDS largest named, the rest "other"
+    by_time = events.groupby("kind", sort=False)["dur_s"].sum().sort_values(ascending=False)
+    shown = list(by_time.index[:LEGEND_KINDS])
+    color_of = {n: colors(i % 20) for i, n in enumerate(shown)}
+    other = (0.75, 0.75, 0.75, 1.0)
     for row, track in enumerate(tracks):
         ev = events[events["track"] == track]
         base = ev["name"].str.replace(r" \(.*\)$", "", regex=True)
         ax.broken_barh(list(zip(ev["start_s"] * scale, ev["dur_s"] * scale)), (row - 0.4, 0.8),
-                       facecolors=[color_of[n] for n in base], edgecolor="white",
-                       linewidth=0.3)
+                       facecolors=[color_of.get(k, other) for k in ev["kind"]],
+                       edgecolor="white", linewidth=0.3)
         for (_, e), n in zip(ev.iterrows(), base):
             if e["dur_s"] >= LABEL_SHARE * end:
                 ax.text((e["start_s"] + e["dur_s"] / 2) * scale, row, n, ha="center",
@@ -54,6 +61,13 @@ def plot_trace(events, out: str | Path, *, title: str = "") -> Path:
     ax.set_xlim(0, end * scale)
     ax.set_xlabel(f"time ({unit}); the iteration ends at {end * scale:.4g} {unit}")
     ax.set_title(title or "iteration timeline")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=color_of[k], label=str(k)) for k in shown]
+    if len(by_time) > len(shown):
+        handles.append(Patch(color=other, label=f"{len(by_time) - len(shown)} other kinds"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
+              frameon=False, title="op", title_fontsize=8)
     fig.tight_layout()
     out = Path(out)
     fig.savefig(out, dpi=130)
