@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
 from pathlib import Path
 
@@ -41,3 +43,27 @@ def spread(values, fmt: str = "{:.3f}") -> str:
 def ratios(ref, ours) -> list[float]:
     """Per-run speed ratios ref/ours of runs measured alternately (same load for both)."""
     return [r / o for r, o in zip(ref, ours)]
+
+
+@contextlib.contextmanager
+def jit_off():
+    """The numpy datapaths inside the block, as without the ``jit`` extra (accelsim reads
+    ACCELSIM_JIT per call)."""
+    old = os.environ.get("ACCELSIM_JIT")
+    os.environ["ACCELSIM_JIT"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["ACCELSIM_JIT"]
+        else:
+            os.environ["ACCELSIM_JIT"] = old
+
+
+def no_jit(fn):
+    """``fn`` run under :func:`jit_off`."""
+    def run():
+        with jit_off():
+            return fn()
+    return run
+

@@ -16,7 +16,6 @@ operands' float64 bytes. Run: ``python benchmarks/bench_arith.py`` (``--size 256
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import os
 import platform
@@ -29,7 +28,7 @@ import numpy as np
 from accelsim.arith import get_engine, matmul
 from accelsim.arith.kloop import default_threads
 from accelsim.numerics import quantize
-from _machine import cpu_model, ratios, spread  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_model, jit_off, no_jit, ratios, spread  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 TARGET_MACS = 1e9
 TARGET_RATIO = 0.7  # engines with fp32 partial sums
@@ -75,27 +74,6 @@ def run_times(fns, repeat: int, clock=time.perf_counter) -> list[list[float]]:
 
 med = statistics.median
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
-
-
-@contextlib.contextmanager
-def jit_off():
-    """The numpy datapaths, as without the ``jit`` extra (accelsim reads ACCELSIM_JIT per call)."""
-    old = os.environ.get("ACCELSIM_JIT")
-    os.environ["ACCELSIM_JIT"] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["ACCELSIM_JIT"]
-        else:
-            os.environ["ACCELSIM_JIT"] = old
-
-
-def no_jit(fn):
-    def run():
-        with jit_off():
-            return fn()
-    return run
 
 
 def main() -> int:

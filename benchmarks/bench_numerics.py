@@ -19,7 +19,6 @@ load from it) is measured in two fresh interpreters at the end.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import subprocess
@@ -30,7 +29,7 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-from _machine import cpu_model as _cpu_model, ratios, spread  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_model as _cpu_model, no_jit, ratios, spread  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
 
 
 def _times(fns, repeat: int) -> list[list[float]]:
@@ -50,27 +49,6 @@ def _times(fns, repeat: int) -> list[list[float]]:
 def _pair(fn_ours, fn_ref, repeat: int) -> tuple[list[float], list[float]]:
     t_o, t_r = _times([fn_ours, fn_ref], repeat)
     return t_o, t_r
-
-
-@contextlib.contextmanager
-def _jit_off():
-    """The numpy/ml_dtypes paths (``ACCELSIM_JIT=0``) inside the block."""
-    old = os.environ.get("ACCELSIM_JIT")
-    os.environ["ACCELSIM_JIT"] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["ACCELSIM_JIT"]
-        else:
-            os.environ["ACCELSIM_JIT"] = old
-
-
-def _off(fn):
-    def run():
-        with _jit_off():
-            return fn()
-    return run
 
 
 _FIRST_CALL = """
@@ -147,7 +125,7 @@ def main(argv=None) -> int:
     def row(op, name, mode, x, fn_ours, fn_ref, same, target):
         jit = jit_for(x.dtype, get_format(name), mode) is not None
         if jit:
-            t_j, t_o, t_r = _times([fn_ours, _off(fn_ours), fn_ref], rep)
+            t_j, t_o, t_r = _times([fn_ours, no_jit(fn_ours), fn_ref], rep)
         else:
             (t_o, t_r), t_j = _pair(fn_ours, fn_ref, rep), None
         r_o = ratios(t_r, t_o)  # per-run yardstick time / our time
