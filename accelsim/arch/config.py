@@ -259,6 +259,8 @@ def _chip(t: Table, core: Core) -> Chip:
                                   or not math.isfinite(launch) or launch < 0):
         raise ConfigError(t.file, t._key("kernel_launch_us"), launch,
                           "must be a finite number >= 0")
+    if launch is not _ABSENT:
+        _check_plausible(t.file, t._key("kernel_launch_us"), launch)
     levels = tuple(_level(lt, cores) for lt in t.tables("level"))
     names = [lv.name for lv in levels]
     if len(set(names)) != len(names):
