@@ -8,7 +8,7 @@ import json
 import sys
 
 from accelsim.commands import _report
-from accelsim.commands._common import chip_count, nonnegative_float, positive_int
+from accelsim.commands._common import chip_count, memory_reserve_GiB, positive_int
 
 NAME = "infer"
 HELP = "LLM inference: prefill, decode and request latency, KV cache and memory per GPU"
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
-    parser.add_argument("--memory-reserve", type=nonnegative_float, default=0.0, metavar="GIB",
+    parser.add_argument("--memory-reserve", type=memory_reserve_GiB, default=0.0, metavar="GIB",
                         help="GPU memory per GPU outside weights and KV cache (default 0)")
     s = parser.add_argument_group("serving sweep")
     s.add_argument("--serve", action="store_true",
@@ -124,6 +124,7 @@ def _setup(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from accelsim.engine.inference import infer
+    from accelsim.engine.plan import LlmParams
     from accelsim.errors import UserError
 
     if args.serve:
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     _context_note(model, max(args.context or 0, (args.prompt or 0) + (args.output_tokens or 0)))
     r = infer(model, system, plan, args.scheme, args.batch, prompt=args.prompt,
               context=args.context, output_tokens=args.output_tokens,
-              reserve_GiB=args.memory_reserve)
+              params=LlmParams(memory_reserve_GiB=args.memory_reserve))
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
                   f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
     d = r.as_dict()
@@ -180,6 +181,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from accelsim.commands._common import check_figure_path, check_output_path
     from accelsim.engine.inference import infer
+    from accelsim.engine.plan import LlmParams
     from accelsim.errors import UserError
 
     if args.breakdown or args.trace:
@@ -199,7 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
     for ctx in args.contexts:
         for b in args.batches:
             r = infer(model, system, plan, args.scheme, b, context=ctx,
-                      prompt=args.prompt, reserve_GiB=args.memory_reserve)
+                      prompt=args.prompt, params=LlmParams(memory_reserve_GiB=args.memory_reserve))
             d = r.as_dict()
             rows.append({"batch": b, "context_tokens": ctx,
                          "decode_step_s": d["decode_step_s"],

@@ -366,14 +366,16 @@ class InferenceResult:
 
 def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: Scheme | str,
           batch: int, *, prompt: int | None = None, context: int | None = None,
-          output_tokens: int | None = None, params: LlmParams = LlmParams(),
-          reserve_GiB: float = 0.0) -> InferenceResult:
+          output_tokens: int | None = None,
+          params: LlmParams = LlmParams(memory_reserve_GiB=0.0)) -> InferenceResult:
     """Prefill of ``batch`` prompts of ``prompt`` tokens, one decode step over a cache of
     ``context`` tokens, and with ``prompt`` and ``output_tokens`` the whole request (the
     cache growing from ``prompt`` to ``prompt + output_tokens - 1``, each step timed). With the
     chip's power model enforced (``--power-model``), the prefill and the decode steps each run
     at the highest SM clock whose average power stays within the limit (a serving engine
-    repeats each; :mod:`accelsim.engine.limiter`)."""
+    repeats each; :mod:`accelsim.engine.limiter`). ``params``: the fabric's and the stack's
+    parameters; its ``memory_reserve_GiB`` is counted in the memory per GPU (default 0: weights
+    and KV cache alone)."""
     model = Decoder.of(model)
     if prompt is None and context is None:
         raise InputError("give a prompt length (prefill) or a context length (decode), or both")
@@ -391,7 +393,7 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
     power = system.chip.power
     if power is not None and power.enforced:
         return _power_limited(model, system, plan, scheme, batch, prompt, context,
-                              output_tokens, params, reserve_GiB)
+                              output_tokens, params)
     sc = get_scheme(scheme)
     gp = sc.compute_precision
     fabric = Fabric.of(system, params)
@@ -413,12 +415,12 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         prompt=prompt or 0, context=context or 0, output_tokens=output_tokens or 0,
         request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
-        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec))
+        reserve_bytes=params.memory_reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec))
 
 
 def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: int,
                    prompt: int | None, context: int | None, output_tokens: int | None,
-                   params: LlmParams, reserve_GiB: float) -> InferenceResult:
+                   params: LlmParams) -> InferenceResult:
     """:func:`infer` with each pass at its own power-limited clock: the prefill at the clock its
     average power allows, the decode step at ``context`` at its own, and a request's decode
     steps at the clock of its first (the cache at ``prompt + 1``: decode steps are
@@ -428,7 +430,7 @@ def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: in
     from accelsim.perf.power import system_at_clock
 
     def run(s: System, **kw) -> InferenceResult:
-        return infer(model, s, plan, scheme, batch, params=params, reserve_GiB=reserve_GiB, **kw)
+        return infer(model, s, plan, scheme, batch, params=params, **kw)
 
     pre = f_pre = None
     if prompt is not None:

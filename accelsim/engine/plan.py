@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelsim.arch.schemes import OPTIMIZERS
+from accelsim.bounds import MEMORY_RESERVE_GiB, check_number
 from accelsim.engine.stack import MEGATRON, Stack
 from accelsim.workload.gpt import GptConfig
 from accelsim.workload.model import MAX_DIM
@@ -189,6 +190,5 @@ class LlmParams:
             v = getattr(self, f)
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"LlmParams.{f} must be in (0, 1], got {v!r}")
-        v = self.memory_reserve_GiB
-        if not isinstance(v, (int, float)) or not 0 <= v < 1024:
-            raise InputError(f"LlmParams.memory_reserve_GiB must be in [0, 1024), got {v!r}")
+        check_number("LlmParams.memory_reserve_GiB", self.memory_reserve_GiB,
+                     *MEMORY_RESERVE_GiB)
