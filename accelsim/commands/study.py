@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from accelsim.commands._common import nonnegative_int, positive_int
+from accelsim.commands._common import (MAX_STUDY_SEEDS, int_type, nonnegative_int, positive_float,
+                                       positive_int, train_steps)
 
 NAME = "study"
 HELP = ("Train recipes x seeds (resumable grid), summarize each recipe's final metric with a 95 %% "
@@ -30,10 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default=None, help="recipe the others are compared with")
     parser.add_argument("--model", choices=MODEL_NAMES, default="mlp", help="default: mlp")
     parser.add_argument("--dataset", choices=DATASET_NAMES, default="digits", help="default: digits")
-    parser.add_argument("--seeds", type=positive_int, default=3, help="seeds 0..N-1 per recipe (default 3)")
-    parser.add_argument("--steps", type=positive_int, default=1000, help="training steps (default 1000)")
+    parser.add_argument("--seeds", type=int_type(1, MAX_STUDY_SEEDS), default=3,
+                        help="seeds 0..N-1 per recipe (default 3)")
+    parser.add_argument("--steps", type=train_steps, default=1000,
+                        help="training steps (default 1000; at most 1,000,000)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="minibatch (default 32)")
-    parser.add_argument("--lr", type=float, default=None, help="learning rate (default: the recipe's)")
+    parser.add_argument("--lr", type=positive_float, default=None,
+                        help="learning rate (default: the recipe's)")
     parser.add_argument("--eval-every", type=nonnegative_int, default=None, metavar="N",
                         help="evaluate every N steps for the curves (default: steps/10)")
     parser.add_argument("--gemm", choices=GEMM_LEVELS, default="engine",
@@ -46,7 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import math
     import warnings
 
     from accelsim.commands._common import check_output_path
@@ -68,8 +71,6 @@ def run(args: argparse.Namespace) -> int:
     baseline = args.baseline or recipes[0]
     if baseline not in recipes:
         raise UserError(f"--baseline {baseline!r} is not one of --recipes ({', '.join(recipes)})")
-    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
-        raise UserError(f"--lr must be a finite number > 0, got {args.lr}")
     eval_every = args.eval_every if args.eval_every is not None else max(1, args.steps // 10)
     out = check_output_path(args.out, "--out", directory=True)
     spec = SweepSpec(
