@@ -44,7 +44,7 @@ from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precisi
 from accelsim.engine.plan import LlmParams, check_split, check_tp_in_node
 from accelsim.engine.stack import FlashKernel
 from accelsim.engine.trace import Row, Timeline
-from accelsim.errors import InputError
+from accelsim.errors import InputError, check_int
 from accelsim.perf.gemm import FITTED
 from accelsim.workload.model import MAX_DIM
 from accelsim.workload.transformer import PositionKind
@@ -381,8 +381,11 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         raise InputError("give a prompt length (prefill) or a context length (decode), or both")
     for name, v in (("batch", batch), ("prompt", prompt), ("context", context),
                     ("output_tokens", output_tokens)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+        if v is not None:  # token counts are tensor dimensions (the KV length of attention)
+            check_int(name, v, 1, MAX_DIM)
+    if output_tokens is not None and prompt is not None and prompt + output_tokens > MAX_DIM:
+        raise InputError(f"prompt {prompt:,} + output_tokens {output_tokens:,} tokens: at most "
+                         f"{MAX_DIM:,} in a sequence (the KV length is a tensor dimension)")
     if output_tokens is not None and prompt is None:
         raise InputError("output tokens need a prompt length (the request starts with it)")
     if batch * (prompt or 1) > MAX_DIM:

@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.arch.config import ABSENT, ConfigError
+from accelsim.bounds import MAX_DIM, MAX_MODEL_LAYERS
 from accelsim.errors import InputError
 from accelsim.workload.transformer import (PRESETS, Mla, MlpKind, Moe, NormKind, PositionKind,
                                            TransformerConfig)
 
+#: Layer counts (at most :data:`accelsim.bounds.MAX_MODEL_LAYERS`; other integers are sizes, at
+#: most a tensor dimension)
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_nextn_predict_layers")
 #: Keys ignored in every family: they change values, training or bookkeeping, not a tensor shape
 #: or a FLOP count.
 IGNORED_KEYS: dict[str, str] = {
@@ -116,6 +120,10 @@ class _Reader:
         if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
             null = " or null" if nullable else ""
             raise ConfigError(self.file, key, v, f"must be an integer >= {minimum}{null}")
+        # the bounds a flag (--hidden, --layers) and the Python API keep too
+        maximum = MAX_MODEL_LAYERS if key in _LAYER_KEYS else MAX_DIM
+        if v > maximum:
+            raise ConfigError(self.file, key, v, f"must be at most {maximum:,}")
         return v
 
     def flag(self, key: str, default: Any = _REQUIRED) -> bool:

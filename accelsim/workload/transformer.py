@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from accelsim.bounds import MAX_DIM, MAX_MODEL_LAYERS
+from accelsim.errors import InputError, check_int
 from accelsim.workload.gpt import PRESETS as GPT_PRESETS
 from accelsim.workload.gpt import GptConfig
 
@@ -199,10 +201,10 @@ class Moe:
         _check_int("Moe.expert_groups", self.expert_groups, 1)
         _check_int("Moe.groups_per_token", self.groups_per_token, 0)
         if self.n_experts % self.expert_groups:
-            raise ValueError(f"Moe: {self.n_experts} experts do not split into "
+            raise InputError(f"Moe: {self.n_experts} experts do not split into "
                              f"{self.expert_groups} groups")
         if self.groups_per_token > self.expert_groups:
-            raise ValueError(f"Moe: groups_per_token {self.groups_per_token} > expert_groups "
+            raise InputError(f"Moe: groups_per_token {self.groups_per_token} > expert_groups "
                              f"{self.expert_groups}")
         _check_int("Moe.top_k", self.top_k, 1)
         _check_int("Moe.expert_ffn_size", self.expert_ffn_size, 1)
@@ -210,11 +212,11 @@ class Moe:
             _check_int(f"Moe.{f}", getattr(self, f), 0)
         _check_int("Moe.layer_freq", self.layer_freq, 1)
         if self.top_k > self.n_experts:
-            raise ValueError(f"Moe: top_k {self.top_k} > n_experts {self.n_experts}")
+            raise InputError(f"Moe: top_k {self.top_k} > n_experts {self.n_experts}")
         cf = self.capacity_factor
         if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float))
                                or not math.isfinite(cf) or cf <= 0):
-            raise ValueError(f"Moe.capacity_factor must be a positive number or None, got {cf!r}")
+            raise InputError(f"Moe.capacity_factor must be a positive number or None, got {cf!r}")
 
     def expert_capacity(self, tokens: int) -> int | None:
         """Tokens one expert processes per step for ``tokens`` routed tokens:
@@ -225,16 +227,17 @@ class Moe:
         return math.ceil(self.capacity_factor * tokens * self.top_k / self.n_experts)
 
 
-def _check_int(name: str, v, minimum: int) -> None:
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
+def _check_int(name: str, v, minimum: int, maximum: int = MAX_DIM) -> None:
+    """A size or count: an integer in [minimum, maximum] (a tensor dimension by default, the
+    bound a CLI flag and a workload file keep too)."""
+    check_int(name, v, minimum, maximum)
 
 
 def _enum(name: str, enum: type[StrEnum], v):
     try:
         return enum(v)
     except ValueError:
-        raise ValueError(f"{name} must be one of {', '.join(e.value for e in enum)}, "
+        raise InputError(f"{name} must be one of {', '.join(e.value for e in enum)}, "
                          f"got {v!r}") from None
 
 
@@ -278,9 +281,10 @@ class TransformerConfig:
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        for f in ("layers", "hidden", "heads", "vocab", "seq"):
+        _check_int("TransformerConfig.layers", self.layers, 1, MAX_MODEL_LAYERS)
+        for f in ("hidden", "heads", "vocab", "seq"):
             _check_int(f"TransformerConfig.{f}", getattr(self, f), 1)
-        _check_int("TransformerConfig.mtp_layers", self.mtp_layers, 0)
+        _check_int("TransformerConfig.mtp_layers", self.mtp_layers, 0, MAX_MODEL_LAYERS)
         for f, default in (("kv_heads", self.heads), ("ffn_size", 4 * self.hidden)):
             v = getattr(self, f)
             if v is None:
@@ -291,12 +295,12 @@ class TransformerConfig:
             object.__setattr__(self, "head_dim", self.mla.qk_head_dim)
         if self.head_dim is None:
             if self.hidden % self.heads:
-                raise ValueError(f"TransformerConfig: hidden {self.hidden} is not a multiple of "
+                raise InputError(f"TransformerConfig: hidden {self.hidden} is not a multiple of "
                                  f"heads {self.heads}; give head_dim")
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
         _check_int("TransformerConfig.head_dim", self.head_dim, 1)
         if self.heads % self.kv_heads:
-            raise ValueError(f"TransformerConfig: heads {self.heads} is not a multiple of "
+            raise InputError(f"TransformerConfig: heads {self.heads} is not a multiple of "
                              f"kv_heads {self.kv_heads}")
         object.__setattr__(self, "mlp", _enum("TransformerConfig.mlp", MlpKind, self.mlp))
         object.__setattr__(self, "norm", _enum("TransformerConfig.norm", NormKind, self.norm))
@@ -304,19 +308,19 @@ class TransformerConfig:
                            _enum("TransformerConfig.positions", PositionKind, self.positions))
         for f in ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "parallel_residual"):
             if not isinstance(getattr(self, f), bool):
-                raise ValueError(f"TransformerConfig.{f} must be true or false, "
+                raise InputError(f"TransformerConfig.{f} must be true or false, "
                                  f"got {getattr(self, f)!r}")
         if self.sliding_window is not None:
             _check_int("TransformerConfig.sliding_window", self.sliding_window, 1)
         rf = self.rotary_fraction
         if isinstance(rf, bool) or not isinstance(rf, (int, float)) or not 0 < rf <= 1:
-            raise ValueError(f"TransformerConfig.rotary_fraction must be in (0, 1], got {rf!r}")
+            raise InputError(f"TransformerConfig.rotary_fraction must be in (0, 1], got {rf!r}")
         if self.moe is not None and not isinstance(self.moe, Moe):
-            raise ValueError(f"TransformerConfig.moe must be a Moe or None, got {self.moe!r}")
+            raise InputError(f"TransformerConfig.moe must be a Moe or None, got {self.moe!r}")
         if self.mla is not None and not isinstance(self.mla, Mla):
-            raise ValueError(f"TransformerConfig.mla must be an Mla or None, got {self.mla!r}")
+            raise InputError(f"TransformerConfig.mla must be an Mla or None, got {self.mla!r}")
         if self.mtp_layers and self.moe is None:
-            raise ValueError("TransformerConfig: mtp_layers needs a MoE model (DeepSeek-V3)")
+            raise InputError("TransformerConfig: mtp_layers needs a MoE model (DeepSeek-V3)")
 
     # ---- construction from the GPT description (one owner of the GPT numbers) ------------
     @classmethod
@@ -343,7 +347,7 @@ class TransformerConfig:
             if getattr(self, f) != getattr(gpt, f):
                 mine, theirs = (str(x) if isinstance(x, StrEnum) else repr(x)
                                 for x in (getattr(self, f), getattr(gpt, f)))
-                raise ValueError(f"model {self.name!r} is not a GPT model: {f} = {mine} "
+                raise InputError(f"model {self.name!r} is not a GPT model: {f} = {mine} "
                                  f"(GPT: {theirs})")
         seq = seq or self.seq
         return GptConfig(layers=self.layers, hidden=self.hidden, heads=self.heads, seq=seq,
