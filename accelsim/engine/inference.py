@@ -46,7 +46,7 @@ from accelsim.engine.stack import FlashKernel
 from accelsim.engine.trace import Row, Timeline
 from accelsim.errors import InputError, check_int
 from accelsim.perf.gemm import FITTED
-from accelsim.workload.model import MAX_DIM
+from accelsim.bounds import MAX_CHIPS, MAX_DIM
 from accelsim.workload.transformer import PositionKind
 
 GIB = 2 ** 30
@@ -70,9 +70,7 @@ class InferencePlan:
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "ep"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"inference plan {f} must be an integer >= 1, got {v!r}")
+            check_int(f"inference plan {f}", getattr(self, f), 1, MAX_CHIPS)
         if self.ep not in (1, self.tp):
             raise InputError(f"ep {self.ep} must be 1 or tp ({self.tp}): experts are spread "
                              "over a stage's tensor-parallel GPUs")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
-from accelsim.bounds import MEMORY_RESERVE_GiB, check_number
+from accelsim.bounds import MEMORY_RESERVE_GiB, check_bool, check_number
 from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
@@ -234,6 +234,11 @@ class Options:
                              f"{self.collective_engine!r}")
         if self.layout not in (None, "nhwc", "nchw"):
             raise InputError(f"Options.layout must be 'nhwc' or 'nchw', got {self.layout!r}")
+        for f in ("fusion", "winograd"):  # None: the config's; "off" is refused, not truthy
+            if getattr(self, f) is not None:
+                check_bool(f"Options.{f}", getattr(self, f))
+        if not isinstance(self.stack, LlmParams):
+            raise InputError(f"Options.stack must be an LlmParams, got {self.stack!r}")
 
 
 def simulate(system: System, workload: Workload | GptConfig, plan: Plan, scheme: Scheme | str,
