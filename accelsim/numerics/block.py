@@ -40,6 +40,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from accelsim.bounds import MAX_DIM
+from accelsim.errors import InputError, check_int
+
 from .codec import decode, encode, quantize
 from .fast import round_to_odd32
 from .formats import FloatFormat, get_format
@@ -56,6 +59,17 @@ class ScaleKind(enum.Enum):
     FP32 = "fp32"  # DeepSeek-V3: FP32 scale amax / max_elem
 
 
+#: The scale roundings each kind implements (what ``scale_rounding`` can change): E8M0's floor
+#: (the MX spec) or ceil; the E4M3 rounding of NVFP4's block scale; DeepSeek's FP32 RNE.
+SCALE_ROUNDINGS: dict[ScaleKind, tuple[str, ...]] = {
+    ScaleKind.E8M0: ("floor", "ceil"),
+    ScaleKind.E4M3_TENSOR: ("rne", "rz", "rna"),
+    ScaleKind.FP32: ("rne",),
+}
+#: NVFP4's two-level scale is defined for E2M1 elements (its 6 = E2M1's largest value)
+_E4M3_TENSOR_ELEMENT = "e2m1"
+
+
 @dataclass(frozen=True)
 class BlockFormat:
     """A block-scaled format: element format, block shape (rows, cols) and scale kind.
@@ -69,6 +83,32 @@ class BlockFormat:
     scale: ScaleKind
     scale_roundings: tuple[str, ...]  # accepted ``scale_rounding`` values, the default first
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"BlockFormat.name must be a non-empty string, got {self.name!r}")
+        try:
+            get_format(self.element)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"BlockFormat {self.name!r}: element: {exc}") from None
+        b = self.block
+        if not isinstance(b, tuple) or len(b) != 2:
+            raise InputError(f"BlockFormat {self.name!r}: block must be a (rows, cols) tuple, "
+                             f"got {b!r}")
+        for what, v in zip(("rows", "cols"), b):
+            check_int(f"BlockFormat {self.name!r}: block {what}", v, 1, MAX_DIM)
+        if not isinstance(self.scale, ScaleKind):
+            raise InputError(f"BlockFormat {self.name!r}: scale must be a ScaleKind "
+                             f"({', '.join(k.name for k in ScaleKind)}), got {self.scale!r}")
+        valid = SCALE_ROUNDINGS[self.scale]
+        sr = self.scale_roundings
+        if not isinstance(sr, tuple) or not sr or any(r not in valid for r in sr):
+            raise InputError(f"BlockFormat {self.name!r}: scale_roundings must be a non-empty "
+                             f"tuple of {', '.join(valid)} (the {self.scale.name} scale's), "
+                             f"got {sr!r}")
+        if self.scale is ScaleKind.E4M3_TENSOR and self.element != _E4M3_TENSOR_ELEMENT:
+            raise InputError(f"BlockFormat {self.name!r}: an {self.scale.name} scale is defined "
+                             f"for {_E4M3_TENSOR_ELEMENT} elements (NVFP4), got {self.element!r}")
 
     @property
     def element_format(self) -> FloatFormat:
@@ -117,7 +157,7 @@ def get_block_format(fmt: str | BlockFormat) -> BlockFormat:
     if isinstance(fmt, BlockFormat):
         return fmt
     if not isinstance(fmt, str) or fmt not in BLOCK_FORMATS:
-        raise ValueError(f"unknown block format {fmt!r}; valid: {', '.join(BLOCK_FORMAT_NAMES)}")
+        raise InputError(f"unknown block format {fmt!r}; valid: {', '.join(BLOCK_FORMAT_NAMES)}")
     return BLOCK_FORMATS[fmt]
 
 
@@ -291,7 +331,7 @@ def block_quantize(
     mode = check_mode(rounding, rng)
     sr = bf.scale_roundings[0] if scale_rounding is None else scale_rounding
     if sr not in bf.scale_roundings:
-        raise ValueError(f"scale_rounding {scale_rounding!r} is not valid for {bf.name}; valid: "
+        raise InputError(f"scale_rounding {scale_rounding!r} is not valid for {bf.name}; valid: "
                          f"{', '.join(bf.scale_roundings)}")
     arr = np.asarray(x)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
