@@ -290,12 +290,20 @@ class TopologySpec:
     cols: int = 0
 
 
+#: topologies of several boards joined by board-to-board links (the others have none)
+BOARD_KINDS = ("hfp8-64", "multi-board", "hybrid-cube-mesh-64")
+
+
 def resolve(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = None,
             inter_board_Bps: float | None = None, latency_s: float | None = None,
             inter_board_latency_s: float | None = None) -> TopologySpec:
     """Topology by name, resolved into a :class:`TopologySpec` (see :func:`build`)."""
     key = str(name).lower().replace("_", "-")
     key = {"torus-2d": "torus2d", "fully-connected": "fully-connected"}.get(key, key)
+    if key in TOPOLOGY_NAMES and key not in BOARD_KINDS and (
+            inter_board_Bps is not None or inter_board_latency_s is not None):
+        raise InputError(f"topology {name!r} has no board-to-board links: an inter-board "
+                         "bandwidth or latency would change nothing")
     if chips is not None:
         check_count("chip count", chips, 2)
         chips = int(chips)
