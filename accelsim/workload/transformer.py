@@ -228,9 +228,7 @@ class Moe:
 
 
 def _check_int(name: str, v, minimum: int, maximum: int = MAX_DIM) -> None:
-    """A size or count: an integer in [minimum, maximum] (a tensor dimension by default, the
-    bound a CLI flag and a workload file keep too)."""
-    check_int(name, v, minimum, maximum)
+    check_int(name, v, minimum, maximum)  # a size or count: at most a tensor dimension
 
 
 def _enum(name: str, enum: type[StrEnum], v):
