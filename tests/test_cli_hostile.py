@@ -126,6 +126,40 @@ CASES = [
      "chip_GBps=1e-300: chip_GBps must be a number of GB/s in [1e-06, 1e+07]"),
     ("sweep --out {tmp}/x.csv --axis minibatch=99999999999999999999 --dry-run", 2,
      "minibatch must be an integer in [1, 9,007,199,254,740,992]"),
+    # issue 33 item 7: a clear error, never a silent answer or a run with no end
+    ("gemm --system h100-sxm --m 16777216 --n 16777216 --k 16777216", 2,
+     "a 16777216x16777216x16777216 fp16 GEMM needs 1,688,849,860,263,936 bytes for its operands "
+     "and result, more than the 85,899,345,920 bytes (80 GiB) of one chip of h100-sxm"),
+    ("op gemm --system h100-sxm --m 16777216 --n 16777216 --k 16777216 --power-model", 2,
+     "more than the 85,899,345,920 bytes (80 GiB) of one chip of h100-sxm"),
+    ("comm --tensors 1000000000000 --params 1000", 2, "--tensors 1,000,000,000,000 is more than "
+     "the 1,000 parameters (--params): every parameter tensor holds at least one parameter"),
+    ("train --recipe fp32 --steps 1000000000000", 2,
+     "argument --steps: must be an integer in [1, 1,000,000], got '1000000000000'"),
+    ("study --recipes fp32 --out {tmp}/s --steps 1000001", 2,
+     "argument --steps: must be an integer in [1, 1,000,000]"),
+    ("study --recipes fp32 --out {tmp}/s --seeds 1000000", 2,
+     "argument --seeds: must be an integer in [1, 1,000]"),
+    ("ptq --seed 99999999999999999999999", 2, "argument --seed: must be a seed"),
+    # issue 33 item 10: one set of bounds; bad input is exit 2 naming the value, not exit 70
+    ("predict --system h100-sxm --workload tiny-cnn --batch 8 --precision-override conv1=fp9", 2,
+     "layer override 'conv1' 'fp9' not in"),
+    ("explore --system hfp8-64chip --workload tiny-cnn --batch 64 --scheme bf16", 2,
+     "core.macs_per_pe_per_cycle has no bf16 rate (needed by --scheme bf16)"),
+    ("infer --system h100-sxm --model gpt2-small --scheme bf16 --batch 1 --prompt 16 "
+     "--memory-reserve 1e30", 2, "argument --memory-reserve: must be a finite number in [0, 1024]"),
+    ("infer --system h100-sxm --model gpt2-small --scheme bf16 --batch 1 --context "
+     "9007199254740992", 2, "argument --context: must be an integer in [1, 2,147,483,647]"),
+    ("comm --per-tensor-overhead-us 1e30", 2,
+     "argument --per-tensor-overhead-us: must be a finite number in [0, 1e+06]"),
+    # knobs that cannot change the answer are refused, not ignored
+    ("comm --config h100-sxm --compression 4", 2,
+     "compression 4.0: h100-sxm is one chip: no gradient reduction to compress"),
+    ("comm --config h100-sxm --chip-GBps 100", 2, "chip_GBps: h100-sxm is one chip"),
+    ("comm --config dgx-h100 --inter-board-GBps 10", 2,
+     "inter_board_GBps: dgx-h100 is one board of 8 chip(s): no board-to-board link to set"),
+    ("collective --topology ring --chips 8 --op all-reduce --bytes 1000 --link-GBps 10 "
+     "--inter-board-GBps 1", 2, "topology 'ring' has no board-to-board links"),
 ]
 
 

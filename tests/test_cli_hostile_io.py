@@ -182,7 +182,7 @@ def _values(n):
     (f"{SERVE.replace('--batches 1', '--batches ' + _values(500))} --contexts 1,2,3",
      "--serve: 500 --batches x 3 --contexts = 1,500 points, more than the 1,000"),
     (f"{SERVE} --contexts 99999999999999999999",
-     "argument --contexts: expected integers in [1, 9,007,199,254,740,992]"),
+     "argument --contexts: expected integers in [1, 2,147,483,647]"),
     ("study --recipes fp32 --seeds 100000 --out {tmp}/s",
      "argument --seeds: must be an integer in [1, 1,000], got '100000'"),
     ("study --recipes fp32 --steps 100000000000 --out {tmp}/s",

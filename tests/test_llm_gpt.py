@@ -78,7 +78,8 @@ def test_toml_round_trip_through_the_strict_loader():
 
 @pytest.mark.parametrize("kw,msg", [
     (dict(hidden=100, heads=3), "not a multiple of heads"),
-    (dict(layers=0), "layers must be an integer >= 1"),
+    (dict(layers=0), r"layers must be an integer in \[1, 10,000\], got 0"),
+    (dict(layers=10_001), r"GptConfig.layers must be an integer in \[1, 10,000\]"),
     (dict(positions=8), "positions 8 < seq"),
     (dict(ffn=-1), "ffn must be an integer >= 0"),
 ])

@@ -172,7 +172,11 @@ def test_invalid_split_names_the_value(kw, msg):
     (dict(interleave=2), "needs pipeline parallelism"),
     (dict(recompute="some"), "recompute must be one of"),
     (dict(zero=4), "zero must be one of"),
-    (dict(tp=0), "tp must be an integer >= 1"),
+    (dict(tp=0), r"tp must be an integer in \[1, 10,000,000\], got 0"),
+    # the flags' bounds (accelsim.bounds); a string is not a bool ("off" was truthy)
+    (dict(dp=10_000_001), r"plan dp must be an integer in \[1, 10,000,000\]"),
+    (dict(sequence_parallel="off"), "plan sequence_parallel must be True or False, got 'off'"),
+    (dict(overlap_grad_reduce=1), "plan overlap_grad_reduce must be True or False, got 1"),
 ])
 def test_bad_plan(kw, msg):
     with pytest.raises(ValueError, match=msg):

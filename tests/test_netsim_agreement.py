@@ -32,7 +32,8 @@ TOPOLOGIES = [("ring", 7), ("ring", 8), ("torus-2d", 16), ("torus-2d", 20),
 def _time(name, chips, op, engine):
     spec = T.resolve(name, chips, bandwidth_Bps=None if name in ("dgx1", "hfp8-64",
                                                                  "multi-board") else 50e9,
-                     latency_s=7e-7, inter_board_Bps=20e9 if chips != 8 else None)
+                     latency_s=7e-7,  # only topologies of boards take an inter-board link
+                     inter_board_Bps=20e9 if name in T.BOARD_KINDS else None)
     if op == "all-to-all":
         return A.time_all_to_all(A.plan_for(spec), 3e8, engine, alpha_s=2e-7)
     return S.time_collective(S.plan_for(spec), op, 150_000_001, 2, engine, alpha_s=2e-7,

@@ -122,14 +122,22 @@ def test_any_number_of_levels(gpus):
 @pytest.mark.parametrize("e", [24, 32])
 def test_huge_gemms_do_not_wrap(e):
     """M = N = K = 2^24 gave "-8191.67x compulsory" traffic and 870 TFLOP/s, 2^32 10^22 TFLOP/s
-    (int64 byte and cycle products wrapped): the model stays physical at any size."""
+    (int64 byte and cycle products wrapped): the kernel formula stays physical at any size;
+    gemm_time refuses such a GEMM on one chip: its operands do not fit its memory."""
+    from accelsim.errors import Infeasible
+    from accelsim.perf.gemm import gemm_kernel_time
+
     system = load_system(REPO / "arch_configs" / "h100-sxm.toml")
-    g = gemm_time(system, 2**e, 2**e, 2**e, "bf16")
+    need = 3 * 2 * 4**e  # (MK + KN + MN) x 2 bytes
+    with pytest.raises(Infeasible, match=f"needs {need:,} bytes .* more than the "
+                                         f"{80 * 2**30:,} bytes \\(80 GiB\\) of one chip"):
+        gemm_time(system, 2**e, 2**e, 2**e, "bf16")
+    g = gemm_kernel_time(system, 2**e, 2**e, 2**e, "bf16")
     peak = system.chip.peak_flops("bf16")
     assert g.compulsory_bytes == 3 * 2 * 4**e  # (MK + KN + MN) x 2 bytes, exactly
     assert g.memory_bytes >= g.compulsory_bytes
     assert 0 < g.flops / g.time_s <= peak
     assert g.time_s >= g.flops / peak and g.bound != "latency"
     # the same tile and waves as at 2^20, scaled: time grows with the FLOPs (x 2^(3 (e - 20)))
-    small = gemm_time(system, 2**20, 2**20, 2**20, "bf16")
+    small = gemm_kernel_time(system, 2**20, 2**20, 2**20, "bf16")
     assert g.time_s / small.time_s == pytest.approx(2 ** (3 * (e - 20)), rel=0.01)

@@ -111,7 +111,7 @@ def test_bad_inputs_are_clear_errors(digits, seq):
         build_model("rnn", digits, np.random.default_rng(0))
     with pytest.raises(ValueError, match="needs an image dataset"):
         build_model("cnn", seq, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="steps must be a positive integer"):
+    with pytest.raises(ValueError, match=r"steps must be an integer in \[1, 1,000,000\], got 0"):
         TrainConfig("fp32", steps=0)
     with pytest.raises(ValueError, match="act='fp7'"):
         get_recipe("fp32", body=__import__("accelsim.train", fromlist=["Precision"]).Precision(

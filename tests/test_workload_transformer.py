@@ -192,7 +192,10 @@ def test_enums_resolved_at_construction():
     (dict(heads=4, kv_heads=3), "not a multiple of kv_heads"),
     (dict(heads=3), "give head_dim"),
     (dict(mlp="relu"), "mlp must be one of gelu, swiglu, geglu"),
-    (dict(layers=0), "layers must be an integer >= 1"),
+    (dict(layers=0), r"layers must be an integer in \[1, 10,000\], got 0"),
+    # the bounds of the --layers / --hidden flags and of config.json files (accelsim.bounds)
+    (dict(layers=10_001), r"layers must be an integer in \[1, 10,000\], got 10001"),
+    (dict(hidden=2**31, heads=1), r"hidden must be an integer in \[1, 2,147,483,647\]"),
     (dict(tied_embeddings=1), "tied_embeddings must be true or false"),
     (dict(rotary_fraction=0), "rotary_fraction"),
     (dict(moe=Moe(n_experts=4, top_k=1, expert_ffn_size=8), mtp_layers=-1), "mtp_layers"),

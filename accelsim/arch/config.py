@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, Any
 
 from accelsim.arch.model import (LAYOUTS, PRECISIONS, REQUIRED_PRECISIONS, Chip, ChipPower,
                                  Core, Link, MemoryLevel, System)
+# the config ranges live with every other bound (re-exported: their old home)
+from accelsim.bounds import PLAUSIBLE, PLAUSIBLE_FLOP_PJ, PLAUSIBLE_MAC_RATE  # noqa: F401
 from accelsim.errors import ABSENT, TOO_DEEP, ConfigError
 from accelsim.paths import locate
 
@@ -65,45 +67,6 @@ _UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 
 #: Marker returned by :meth:`Table.raw` for an absent optional key (public alias).
 _ABSENT = ABSENT
-
-
-#: Plausible ranges of config values, in the file's units, by key name (the last part of the
-#: dotted key): a value outside is a typo or a unit slip (1e300 GHz, 10^12 cores), refused with
-#: the key and the range before it can overflow or stall a model. Documented in docs/configs.md.
-PLAUSIBLE = {
-    "frequency_GHz": (1e-3, 100.0),                 # 1 MHz .. 100 GHz
-    "bandwidth_GBps": (1e-6, 1e7),                  # a link or a memory level
-    "memory_bandwidth_GBps": (1e-3, 1e7),
-    "ring_bandwidth_GBps": (1e-3, 1e7),
-    "scratchpad_bandwidth_GBps": (1e-3, 1e7),
-    "latency_ns": (1e-3, 1e9),                      # 1 ps .. 1 s
-    "kernel_launch_us": (0.0, 1e6),
-    "unaligned_gemm_rate": (1e-3, 1.0),
-    "network_efficiency": (1e-3, 1.0),
-    "memory_capacity_GiB": (1e-6, 1e6),
-    "memory_capacity_MiB": (1e-3, 1e9),
-    "scratchpad_MiB": (1e-6, 1e6),
-    "scratchpad_KiB": (1e-3, 1e9),
-    "capacity_MiB": (1e-6, 1e9),
-    "capacity_KiB": (1e-3, 1e12),
-    "sfu_ops_per_cycle": (1e-6, 1e7),
-    "chips": (1, 10_000_000),
-    "boards": (1, 10_000_000),
-    "chips_per_board": (1, 1_000_000),
-    "links_per_chip": (1, 1024),
-    "cores": (1, 1_000_000),
-    "rows": (1, 65_536),
-    "cols": (1, 65_536),
-    "shared_by": (1, 1_000_000),
-    "power_limit_W": (1.0, 1e5),                    # [chip.power]
-    "static_W": (1e-3, 1e5),
-    "max_clock_MHz": (1.0, 1e5),
-    "memory_pJ_per_byte": (1e-3, 1e5),
-}
-#: energies per FLOP (``chip.power.flop_pJ.*``), pJ
-PLAUSIBLE_FLOP_PJ = (1e-4, 1e4)
-#: per-PE MAC rates of any precision (``core.macs_per_pe_per_cycle.*``)
-PLAUSIBLE_MAC_RATE = (1e-6, 1e4)
 
 
 def _check_plausible(file, dotted: str, value, bounds=None) -> None:
@@ -297,6 +260,8 @@ def _chip(t: Table, core: Core) -> Chip:
                                   or not math.isfinite(launch) or launch < 0):
         raise ConfigError(t.file, t._key("kernel_launch_us"), launch,
                           "must be a finite number >= 0")
+    if launch is not _ABSENT:
+        _check_plausible(t.file, t._key("kernel_launch_us"), launch)
     levels = tuple(_level(lt, cores) for lt in t.tables("level"))
     names = [lv.name for lv in levels]
     if len(set(names)) != len(names):

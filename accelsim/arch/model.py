@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from accelsim.bounds import SI_RANGES, check_bool, check_number, check_si
 from accelsim.errors import InputError, check_int
 
 #: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``).
@@ -39,8 +40,21 @@ REQUIRED_PRECISIONS = ("fp16", "fp8", "hfp8")
 
 def _check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+        raise InputError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
     return precision
+
+
+def _check_counts(owner: object, *fields: str) -> None:
+    """Each integer field of ``owner`` inside its range of :data:`accelsim.bounds.SI_RANGES`."""
+    for f in fields:
+        lo, hi = SI_RANGES[f]
+        check_int(f"{type(owner).__name__}.{f}", getattr(owner, f), int(lo), int(hi))
+
+
+def _check_quantities(owner: object, *fields: str) -> None:
+    """Each SI field of ``owner`` a finite number inside its range (the config's, converted)."""
+    for f in fields:
+        check_si(type(owner).__name__, f, getattr(owner, f))
 
 
 @dataclass(frozen=True)
@@ -56,9 +70,10 @@ class MemoryLevel:
     shared_by: int
 
     def __post_init__(self) -> None:
-        check_int(f"MemoryLevel {self.name!r}: shared_by", self.shared_by)
-        if not (self.capacity_bytes > 0 and self.bandwidth_Bps > 0):
-            raise ValueError(f"MemoryLevel {self.name!r}: capacity and bandwidth must be > 0")
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"MemoryLevel.name must be a non-empty string, got {self.name!r}")
+        _check_counts(self, "shared_by")
+        _check_quantities(self, "capacity_bytes", "bandwidth_Bps")
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,10 @@ class Link:
     bandwidth_Bps: float
     latency_s: float
     links_per_chip: int
+
+    def __post_init__(self) -> None:
+        _check_counts(self, "links_per_chip")
+        _check_quantities(self, "bandwidth_Bps", "latency_s")
 
     @property
     def chip_bandwidth_Bps(self) -> float:
@@ -96,6 +115,17 @@ class Core:
     #: cores): they take any tensor layout natively (see Chip.layout)
     simt_precisions: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        _check_counts(self, "rows", "cols")
+        _check_quantities(self, "frequency_Hz", "scratchpad_bytes", "scratchpad_bandwidth_Bps",
+                          "sfu_ops_per_cycle")
+        for p, rate in self.mac_rates:
+            _check_precision(p)
+            check_si("Core", f"mac_rates[{p!r}]", rate, "mac_rate")
+        for p in self.simt_precisions:
+            if p not in dict(self.mac_rates):
+                raise InputError(f"Core.simt_precisions: {p!r} has no MAC rate in mac_rates")
+
     @property
     def pes(self) -> int:
         return self.rows * self.cols
@@ -114,7 +144,7 @@ class Core:
         rates = dict(self.mac_rates)
         precision = self.datapath(precision)
         if precision not in rates:
-            raise ValueError(f"this core has no {precision} rate (core.macs_per_pe_per_cycle."
+            raise InputError(f"this core has no {precision} rate (core.macs_per_pe_per_cycle."
                              f"{precision} is not in its config); configured: "
                              f"{', '.join(rates)}")
         return rates[precision]
@@ -161,20 +191,16 @@ class ChipPower:
     enforced: bool = False
 
     def __post_init__(self) -> None:
-        for f in ("power_limit_W", "max_clock_Hz", "memory_J_per_byte"):
-            v = getattr(self, f)
-            if not (isinstance(v, int | float) and 0 < v < float("inf")):
-                raise ValueError(f"ChipPower.{f} must be a positive finite number, got {v!r}")
-        if not 0 <= self.static_W < self.power_limit_W:
-            raise ValueError(f"ChipPower: static_W {self.static_W!r} must be >= 0 and below the "
-                             f"power limit {self.power_limit_W!r} W")
-        if not 0 <= self.voltage_floor < 1:
-            raise ValueError(f"ChipPower.voltage_floor must be in [0, 1), got "
-                             f"{self.voltage_floor!r}")
+        _check_quantities(self, "power_limit_W", "static_W", "max_clock_Hz", "memory_J_per_byte")
+        if not self.static_W < self.power_limit_W:
+            raise InputError(f"ChipPower: static_W {self.static_W!r} must be below the power "
+                             f"limit {self.power_limit_W!r} W")
+        if check_number("ChipPower.voltage_floor", self.voltage_floor, 0.0, 1.0) == 1:
+            raise InputError("ChipPower.voltage_floor must be below 1 (V(0) < V(f_max)), got 1")
         for p, e in self.flop_J:
             _check_precision(p)
-            if not 0 < e < float("inf"):
-                raise ValueError(f"ChipPower.flop_J[{p!r}] must be positive, got {e!r}")
+            check_si("ChipPower", f"flop_J[{p!r}]", e, "flop_J")
+        check_bool("ChipPower.enforced", self.enforced)
 
     def has_energy(self, precision: str) -> bool:
         """Whether ``flop_pJ`` prices ``precision``'s datapath (fp32 on the SIMT cores is not
@@ -186,7 +212,7 @@ class ChipPower:
         :meth:`Core.datapath` first)."""
         table = dict(self.flop_J)
         if precision not in table:
-            raise ValueError(f"[chip.power] gives no energy per FLOP for {precision!r} "
+            raise InputError(f"[chip.power] gives no energy per FLOP for {precision!r} "
                              f"(flop_pJ has {', '.join(table) or 'none'})")
         return table[precision]
 
@@ -227,41 +253,47 @@ class Chip:
     split_k: bool = False
 
     def __post_init__(self) -> None:
-        if not 0 < self.unaligned_gemm_rate <= 1:
-            raise ValueError(f"unaligned_gemm_rate must be in (0, 1], got "
-                             f"{self.unaligned_gemm_rate!r}")
+        _check_counts(self, "cores")
+        _check_quantities(self, "ring_bandwidth_Bps", "memory_capacity_bytes",
+                          "memory_bandwidth_Bps", "kernel_launch_s", "unaligned_gemm_rate")
+        for f in ("fusion", "winograd", "split_k"):  # "off" is not False: refused, not truthy
+            check_bool(f"Chip.{f}", getattr(self, f))
         if self.layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+            raise InputError(f"Chip.layout must be one of {', '.join(LAYOUTS)}, got "
+                             f"{self.layout!r}")
         for lv in self.levels:
             if self.cores % lv.shared_by:
-                raise ValueError(f"memory level {lv.name!r}: shared_by {lv.shared_by} does not "
+                raise InputError(f"memory level {lv.name!r}: shared_by {lv.shared_by} does not "
                                  f"divide the {self.cores} cores")
-        if not self.kernel_launch_s >= 0:
-            raise ValueError(f"kernel_launch_s must be >= 0, got {self.kernel_launch_s!r}")
 
     @property
     def has_hierarchy(self) -> bool:
         return bool(self.levels)
 
     def with_fusion(self, fusion: bool) -> Chip:
-        return replace(self, fusion=bool(fusion))
+        return replace(self, fusion=check_bool("fusion", fusion))
 
     def with_layout(self, layout: str) -> Chip:
         return replace(self, layout=layout)
 
     def with_winograd(self, winograd: bool) -> Chip:
-        return replace(self, winograd=bool(winograd))
+        return replace(self, winograd=check_bool("winograd", winograd))
 
     def with_power_limit(self, watts: float) -> Chip:
         """The same chip under another board power limit (needs ``power``)."""
         if self.power is None:
-            raise ValueError("this chip has no [chip.power] table: no power limit to change")
-        return replace(self, power=replace(self.power, power_limit_W=float(watts)))
+            raise InputError("this chip has no [chip.power] table: no power limit to change")
+        lo, hi = SI_RANGES["power_limit_W"]
+        watts = check_number("power limit (W)", watts, lo, hi)
+        if watts <= self.power.static_W:
+            raise InputError(f"power limit {watts:g} W must be above the chip's static power, "
+                             f"{self.power.static_W:g} W")
+        return replace(self, power=replace(self.power, power_limit_W=watts))
 
     def with_power_model(self) -> Chip:
         """The same chip with its GEMMs timed at their power-limited clock (needs ``power``)."""
         if self.power is None:
-            raise ValueError("this chip has no [chip.power] table: no power model")
+            raise InputError("this chip has no [chip.power] table: no power model")
         return replace(self, power=replace(self.power, enforced=True))
 
     def peak_flops(self, precision: str) -> float:
@@ -303,10 +335,14 @@ class System:
     network_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
+        _check_counts(self, "chips", "boards", "chips_per_board")
         e = self.network_efficiency
         if isinstance(e, bool) or not isinstance(e, int | float) or not 0 < e <= 1:
             raise InputError(f"system {self.name!r}: network_efficiency must be in (0, 1], "
                              f"got {e!r}")
+        if self.boards * self.chips_per_board != self.chips:
+            raise InputError(f"System {self.name!r}: boards x chips_per_board must equal chips "
+                             f"({self.boards} x {self.chips_per_board} != {self.chips})")
 
     def peak_flops(self, precision: str) -> float:
         return self.chips * self.chip.peak_flops(precision)
@@ -346,6 +382,5 @@ class System:
 
     def with_link_bandwidth(self, bandwidth_Bps: float) -> System:
         """The same system with a different intra-board link bandwidth (per link per direction)."""
-        if not bandwidth_Bps > 0:
-            raise ValueError(f"link bandwidth must be positive, got {bandwidth_Bps!r}")
-        return replace(self, link=replace(self.link, bandwidth_Bps=float(bandwidth_Bps)))
+        bw = check_si("Link", "bandwidth_Bps", bandwidth_Bps)
+        return replace(self, link=replace(self.link, bandwidth_Bps=bw))

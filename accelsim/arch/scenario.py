@@ -167,6 +167,13 @@ def build_system(path: str | Path, overrides: Mapping[str, Any] | None = None, *
     if ov:
         data = apply_overrides(data, ov, source=path)
     system = system_from_dict(data, source=path)
+    # a knob that cannot change this system's answer is refused, not silently ignored
+    if (chip_GBps is not None or link_GBps is not None) and system.chips == 1:
+        knob = "chip_GBps" if chip_GBps is not None else "link_GBps"
+        raise Unbuildable(f"{knob}: {system.name} is one chip: no off-chip link to set")
+    if inter_board_GBps is not None and not has_inter_board(system):
+        raise Unbuildable(f"inter_board_GBps: {system.name} is one board of {system.chips} "
+                          "chip(s): no board-to-board link to set")
     if chip_GBps is not None:
         system = with_chip_bandwidth(system, chip_GBps)
     if link_GBps is not None:

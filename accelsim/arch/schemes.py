@@ -121,38 +121,38 @@ class Scheme:
         for f, v in resolved.items():
             object.__setattr__(self, f, v)
         if sorted(self.phase_order) != sorted(PHASES):
-            raise ValueError(f"scheme {self.name!r}: phase_order {self.phase_order} must be a "
+            raise InputError(f"scheme {self.name!r}: phase_order {self.phase_order} must be a "
                              f"permutation of {PHASES}")
         for what, prec in (("compute_precision", self.compute_precision),
                            ("high_precision", self.high_precision),
                            *((f"layer override {n!r}", p) for n, p in self.layer_overrides)):
             if prec not in PRECISIONS:
                 where = f"{self.policy_source}: " if self.policy_source else ""
-                raise ValueError(f"{where}scheme {self.name!r}: {what} {prec!r} not in "
+                raise InputError(f"{where}scheme {self.name!r}: {what} {prec!r} not in "
                                  f"{PRECISIONS}")
         # Sharded update must sit between the two collectives, replicated after both.
         wu = self.phase_order.index(CommPhase.WEIGHT_UPDATE)
         ag = self.phase_order.index(CommPhase.ALL_GATHER)
         if self.update_placement is Placement.SHARDED and not wu < ag:
-            raise ValueError(f"scheme {self.name!r}: a sharded update must precede the all-gather")
+            raise InputError(f"scheme {self.name!r}: a sharded update must precede the all-gather")
         if self.update_placement is Placement.REPLICATED and not wu > ag:
-            raise ValueError(f"scheme {self.name!r}: a replicated update must follow the "
+            raise InputError(f"scheme {self.name!r}: a replicated update must follow the "
                              "all-gather")
         if (self.all_gather_payload is AllGatherPayload.WEIGHTS) \
                 != (self.update_placement is Placement.SHARDED):
-            raise ValueError(f"scheme {self.name!r}: all-gathering weights requires a sharded "
+            raise InputError(f"scheme {self.name!r}: all-gathering weights requires a sharded "
                              "update (and gradients a replicated one)")
         for f in ("reduce_scatter_bytes_per_elem", "all_gather_bytes_per_elem", "gradient_bytes",
                   "master_weight_bytes"):
             if not getattr(self, f) > 0:
-                raise ValueError(f"scheme {self.name!r}: {f} must be > 0, got {getattr(self, f)}")
+                raise InputError(f"scheme {self.name!r}: {f} must be > 0, got {getattr(self, f)}")
         for f in ("residual_bytes", "optimizer_state_bytes", "compute_copy_bytes",
                   "residual_ops_per_elem"):
             if getattr(self, f) < 0:
-                raise ValueError(f"scheme {self.name!r}: {f} must be >= 0, got {getattr(self, f)}")
+                raise InputError(f"scheme {self.name!r}: {f} must be >= 0, got {getattr(self, f)}")
         for ph in self.compressible_phases:
             if ph is CommPhase.WEIGHT_UPDATE:
-                raise ValueError(f"scheme {self.name!r}: compressible phase {ph!r} is not a "
+                raise InputError(f"scheme {self.name!r}: compressible phase {ph!r} is not a "
                                  "collective")
 
     @property
@@ -369,5 +369,5 @@ def get_scheme(name: str | Scheme) -> Scheme:
     try:
         return _SCHEMES[str(name).lower()]
     except KeyError:
-        raise ValueError(f"unknown scheme {name!r}; known schemes: {', '.join(SCHEME_NAMES)}") \
+        raise InputError(f"unknown scheme {name!r}; known schemes: {', '.join(SCHEME_NAMES)}") \
             from None

@@ -9,9 +9,11 @@ import os
 import sys
 from pathlib import Path
 
-from accelsim.errors import MAX_COUNT, UserError
-from accelsim.workload.loader import MAX_DIM as WORKLOAD_MAX_DIM
-from accelsim.workload.model import MAX_LAYERS
+# one set of bounds for flags, files and API calls (re-exported: commands import them from here)
+from accelsim.bounds import (MAX_CHIPS, MAX_COUNT, MAX_DIM, MAX_MODEL_LAYERS,  # noqa: F401
+                             MAX_SEED, MAX_STUDY_SEEDS, MAX_TRAIN_STEPS, MEMORY_RESERVE_GiB,
+                             PER_TENSOR_OVERHEAD_S, PLAUSIBLE)
+from accelsim.errors import UserError
 
 
 #: figure formats matplotlib's Agg backend writes (by file suffix)
@@ -124,18 +126,6 @@ def check_distinct_paths(outputs, inputs=()) -> None:
         written[k] = what
 
 
-#: Largest tensor dimension (GEMM m/n/k, a model's sizes): what a workload file allows (int32,
-#: as BLAS/cuBLAS take them)
-MAX_DIM = WORKLOAD_MAX_DIM
-#: Most transformer layers a generated model may have (what a Hugging Face config may have:
-#: :data:`accelsim.workload.model.MAX_LAYERS`; a workload file holds ~12 rows per layer)
-MAX_MODEL_LAYERS = MAX_LAYERS
-#: Most chips (GPUs) a plan or topology may span: a config's plausible ``chips`` range
-MAX_CHIPS = 10_000_000
-#: Seeds of numpy's Generator: any integer in [0, 2^64 - 1] (numpy refuses negative ones).
-MAX_SEED = 2**64 - 1
-
-
 def _range_text(lo, hi, lo_open: bool = False) -> str:
     def num(x):
         return f"{x:,}" if isinstance(x, int) else f"{x:g}"
@@ -185,7 +175,8 @@ def float_type(lo: float, hi: float | None = None, *, lo_open: bool = False):
 
 
 #: argparse types: a finite number > 0 / >= 0; an integer in [1, MAX_COUNT] / [0, MAX_COUNT];
-#: a tensor dimension in [1, MAX_DIM]; a seed in [0, MAX_SEED]
+#: a tensor dimension in [1, MAX_DIM]; a seed in [0, MAX_SEED]; the other bounds of
+#: :mod:`accelsim.bounds` (the library checks the same numbers)
 positive_float = float_type(0.0, lo_open=True)
 nonnegative_float = float_type(0.0)
 positive_int = int_type(1)
@@ -194,6 +185,9 @@ dimension = int_type(1, MAX_DIM)
 model_layers = int_type(1, MAX_MODEL_LAYERS)
 chip_count = int_type(1, MAX_CHIPS)
 seed = int_type(0, MAX_SEED, "a seed (an integer)")
+train_steps = int_type(1, MAX_TRAIN_STEPS)
+memory_reserve_GiB = float_type(*MEMORY_RESERVE_GiB)
+per_tensor_overhead_us = float_type(PER_TENSOR_OVERHEAD_S[0] * 1e6, PER_TENSOR_OVERHEAD_S[1] * 1e6)
 
 
 def vocabulary(enum_cls, what: str):
@@ -235,17 +229,13 @@ def choice_list(choices, what: str):
 
 def config_range_float(key: str):
     """argparse type for a flag that sets config key ``key`` (e.g. ``bandwidth_GBps``): the same
-    plausible range a config file must keep (:data:`accelsim.arch.config.PLAUSIBLE`)."""
-    from accelsim.arch.config import PLAUSIBLE
-
+    plausible range a config file must keep (:data:`accelsim.bounds.PLAUSIBLE`)."""
     lo, hi = PLAUSIBLE[key]
     return float_type(lo, hi)
 
 
 def config_range_int(key: str):
     """argparse type for an integer flag that sets config key ``key`` (``rows``, ``chips``)."""
-    from accelsim.arch.config import PLAUSIBLE
-
     lo, hi = PLAUSIBLE[key]
     return int_type(int(lo), int(hi))
 

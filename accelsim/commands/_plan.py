@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.commands._common import chip_count, nonnegative_float, positive_int
+from accelsim.commands._common import chip_count, memory_reserve_GiB, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: bool,
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
     p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default=optimizer_default,
                    help="optimizer, and with the scheme every state's format "
                         f"(default {optimizer_default})")
-    p.add_argument("--memory-reserve", type=nonnegative_float, default=None, metavar="GIB",
+    p.add_argument("--memory-reserve", type=memory_reserve_GiB, default=None, metavar="GIB",
                    help=reserve_help)
     p.add_argument("--stack", choices=tuple(STACKS), default=stack_default,
                    help="software stack preset (accelsim/engine/stack.py): megatron = "

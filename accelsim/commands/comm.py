@@ -8,8 +8,8 @@ import json
 from accelsim.commands._common import (
     add_bandwidth_arguments,
     float_type,
-    nonnegative_float,
     nonnegative_int,
+    per_tensor_overhead_us,
     positive_int,
     scheme_choices,
 )
@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--params", type=positive_int, default=None,
                      help="number of model parameters instead of a workload")
     parser.add_argument("--tensors", type=nonnegative_int, default=None,
-                        help="number of parameter tensors for the per-tensor update overhead "
-                        "(default: the workload's; 0 with --params)")
+                        help="number of parameter tensors for the per-tensor update overhead, at "
+                        "most the parameters (default: the workload's; 0 with --params)")
     parser.add_argument("--scheme", nargs="+", choices=scheme_choices(),
                         default=["fp16", "fp8", "hfp8"],
                         help="schemes to report (default: fp16 fp8 hfp8)")
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-efficiency", type=float_type(0.0, 1.0, lo_open=True), default=None,
                         help="fraction of peak memory bandwidth the update kernel reaches "
                         "(default: the calibrated HFP8-study value, as in sweeps and figures)")
-    parser.add_argument("--per-tensor-overhead-us", type=nonnegative_float, default=None,
+    parser.add_argument("--per-tensor-overhead-us", type=per_tensor_overhead_us, default=None,
                         help="fixed update cost per parameter tensor, microseconds (default: the "
                         "calibrated HFP8-study value, as in sweeps and figures)")
     parser.add_argument("--json", action="store_true",
@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
         n_tensors = args.tensors
     if not n_params > 0:
         raise UserError(f"--params must be > 0, got {n_params}")
+    if n_tensors > n_params:
+        raise UserError(f"--tensors {n_tensors:,} is more than the {n_params:,} parameters"
+                        + (" (--params)" if args.params is not None else " of the workload")
+                        + ": every parameter tensor holds at least one parameter")
     eff = PAPER_SETUP.memory_efficiency if args.memory_efficiency is None \
         else args.memory_efficiency
     overhead_s = PAPER_SETUP.per_tensor_overhead_s if args.per_tensor_overhead_us is None \

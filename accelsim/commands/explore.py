@@ -74,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from accelsim.arch import build_system
-    from accelsim.commands._common import check_scheme_optimizer, load_workload_arg, system_path
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.commands._common import (check_scheme_optimizer, load_workload_arg,
+                                           require_precisions, system_path)
     from accelsim.errors import UserError
     from accelsim.dse import explore
     from accelsim.dse.energy import rank
@@ -89,8 +91,12 @@ def run(args: argparse.Namespace) -> int:
                                          ("--workload", resolve_input(args.workload,
                                                                       "workload"))])
     check_scheme_optimizer([args.scheme], args.optimizer)
-    system = build_system(system_path(args.system), chip_GBps=args.chip_GBps,
+    spath = system_path(args.system)
+    system = build_system(spath, chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
+    sc = get_scheme(args.scheme)
+    require_precisions(system, spath, [sc.compute_precision, sc.high_precision],
+                       f"--scheme {args.scheme}")
     wl = load_workload_arg(args.workload)
     res = explore(system, wl, args.batch, args.scheme, dataflows=args.dataflows,
                   strategies=args.strategies, compression=args.compression,

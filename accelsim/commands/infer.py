@@ -8,8 +8,7 @@ import json
 import sys
 
 from accelsim.commands import _report
-from accelsim.commands._common import chip_count, nonnegative_float, positive_int
-from accelsim.errors import MAX_COUNT
+from accelsim.commands._common import MAX_DIM, chip_count, dimension, memory_reserve_GiB
 
 NAME = "infer"
 HELP = "LLM inference: prefill, decode and request latency, KV cache and memory per GPU"
@@ -27,8 +26,8 @@ def _int_list(text: str) -> tuple[int, ...]:
         vals = tuple(int(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    if not vals or min(vals) < 1 or max(vals) > MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"expected integers in [1, {MAX_COUNT:,}], got "
+    if not vals or min(vals) < 1 or max(vals) > MAX_DIM:
+        raise argparse.ArgumentTypeError(f"expected integers in [1, {MAX_DIM:,}], got "
                                          f"{text[:80]!r}")
     if len(vals) > MAX_SERVE_POINTS:
         raise argparse.ArgumentTypeError(f"{len(vals):,} values, more than the "
@@ -51,15 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kv-cache", choices=tuple(KV_BYTES), default="bf16",
                         help="KV-cache element type (default bf16)")
     r = parser.add_argument_group("request")
-    r.add_argument("--batch", type=positive_int, default=None, metavar="B",
+    r.add_argument("--batch", type=dimension, default=None, metavar="B",
                    help="sequences served together (required for one prediction; --serve "
                    "takes --batches)")
-    r.add_argument("--prompt", type=positive_int, default=None, metavar="T",
+    r.add_argument("--prompt", type=dimension, default=None, metavar="T",
                    help="prefill of B prompts of T tokens: prefill_s, time_to_first_token_s")
-    r.add_argument("--context", type=positive_int, default=None, metavar="L",
+    r.add_argument("--context", type=dimension, default=None, metavar="L",
                    help="one decode step of B sequences whose KV cache holds L tokens: "
                         "decode_step_s, decode_tokens_per_s")
-    r.add_argument("--output-tokens", type=positive_int, default=None, metavar="N",
+    r.add_argument("--output-tokens", type=dimension, default=None, metavar="N",
                    help="with --prompt: the whole request (context growing from T to T+N): "
                         "request_latency_s, end_to_end_tokens_per_s")
     p = parser.add_argument_group("parallelism")
@@ -73,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
-    parser.add_argument("--memory-reserve", type=nonnegative_float, default=0.0, metavar="GIB",
+    parser.add_argument("--memory-reserve", type=memory_reserve_GiB, default=0.0, metavar="GIB",
                         help="GPU memory per GPU outside weights and KV cache (default 0)")
     s = parser.add_argument_group("serving sweep")
     s.add_argument("--serve", action="store_true",

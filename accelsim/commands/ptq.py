@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.commands._common import positive_int
+from accelsim.commands._common import positive_int, seed, train_steps
 
 NAME = "ptq"
 HELP = ("Train a model in fp32, then evaluate it with every GEMM operand in a narrow format (HiF8 "
@@ -21,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--model", choices=MODEL_NAMES, default="mlp", help="default: mlp")
     parser.add_argument("--dataset", choices=DATASET_NAMES, default="digits", help="default: digits")
-    parser.add_argument("--steps", type=positive_int, default=300, help="fp32 training steps (default 300)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fp32 training run")
+    parser.add_argument("--steps", type=train_steps, default=300,
+                        help="fp32 training steps (default 300; at most 1,000,000)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the fp32 training run")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="minibatch (default 32)")
     parser.add_argument("--format", choices=FORMAT_NAMES, default="hif8", help="PTQ format (default hif8)")
     parser.add_argument("--json", action="store_true", help="print the table as JSON records")
@@ -40,10 +41,6 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.train.ptq_model import PTQ_METHODS, PTQDatapath
     from accelsim.train.trainer import TrainConfig, evaluate, one_blas_thread, train_model
 
-    if args.seed < 0:
-        from accelsim.errors import UserError
-
-        raise UserError(f"--seed must be >= 0, got {args.seed}")
     cfg = TrainConfig(recipe="fp32", model=args.model, dataset=args.dataset, steps=args.steps,
                       seed=args.seed, batch_size=args.batch_size, gemm="blas")
     with one_blas_thread():

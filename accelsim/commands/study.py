@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.commands._common import int_type, nonnegative_int, output_path, positive_int
+from accelsim.commands._common import (MAX_STUDY_SEEDS, MAX_TRAIN_STEPS, int_type,
+                                       nonnegative_int, output_path, positive_float,
+                                       positive_int, train_steps)
 
 NAME = "study"
 HELP = ("Train recipes x seeds (resumable grid), summarize each recipe's final metric with a 95 %% "
         "confidence interval and plot learning curves with bands.")
 
-#: most seeds per recipe (a 95 % interval over 1,000 seeds is already ~30x narrower than over 3)
-MAX_SEEDS = 1_000
-#: most training steps per run, and in the whole study (runs x steps): the mlp on digits takes
-#: about 2 ms a step, so 10^7 steps are ~6 hours; the progress bar counts runs
-MAX_STEPS = 1_000_000
+#: most training steps in the whole study (runs x steps; a run's own limit is
+#: accelsim.bounds.MAX_TRAIN_STEPS): the mlp on digits takes about 2 ms a step, so 10^7 steps
+#: are ~6 hours; the progress bar counts runs
 MAX_TOTAL_STEPS = 10_000_000
 
 
@@ -36,13 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default=None, help="recipe the others are compared with")
     parser.add_argument("--model", choices=MODEL_NAMES, default="mlp", help="default: mlp")
     parser.add_argument("--dataset", choices=DATASET_NAMES, default="digits", help="default: digits")
-    parser.add_argument("--seeds", type=int_type(1, MAX_SEEDS), default=3,
-                        help=f"seeds 0..N-1 per recipe (default 3; at most {MAX_SEEDS:,})")
-    parser.add_argument("--steps", type=int_type(1, MAX_STEPS), default=1000,
-                        help=f"training steps per run (default 1000; at most {MAX_STEPS:,}, and "
-                             f"{MAX_TOTAL_STEPS:,} over all recipes x seeds)")
+    parser.add_argument("--seeds", type=int_type(1, MAX_STUDY_SEEDS), default=3,
+                        help=f"seeds 0..N-1 per recipe (default 3; at most {MAX_STUDY_SEEDS:,})")
+    parser.add_argument("--steps", type=train_steps, default=1000,
+                        help=f"training steps per run (default 1000; at most "
+                             f"{MAX_TRAIN_STEPS:,}, and {MAX_TOTAL_STEPS:,} over all recipes x "
+                             "seeds)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="minibatch (default 32)")
-    parser.add_argument("--lr", type=float, default=None, help="learning rate (default: the recipe's)")
+    parser.add_argument("--lr", type=positive_float, default=None,
+                        help="learning rate (default: the recipe's)")
     parser.add_argument("--eval-every", type=nonnegative_int, default=None, metavar="N",
                         help="evaluate every N steps for the curves (default: steps/10)")
     parser.add_argument("--gemm", choices=GEMM_LEVELS, default="engine",
@@ -55,7 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import math
     import warnings
 
     from accelsim.commands._common import check_output_path
@@ -77,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
     baseline = args.baseline or recipes[0]
     if baseline not in recipes:
         raise UserError(f"--baseline {baseline!r} is not one of --recipes ({', '.join(recipes)})")
-    if args.lr is not None and not (args.lr > 0 and math.isfinite(args.lr)):
-        raise UserError(f"--lr must be a finite number > 0, got {args.lr}")
     total = len(recipes) * args.seeds * args.steps
     if total > MAX_TOTAL_STEPS:
         raise UserError(f"{len(recipes)} recipes x --seeds {args.seeds:,} x --steps "

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from accelsim.commands._common import (nonnegative_int, output_path, positive_float,
-                                       positive_int, seed)
+                                       positive_int, seed, train_steps)
 
 NAME = "train"
 HELP = ("Train mlp/cnn/transformer on digits (or a synthetic sequence task), or gpt-char on pydoc, "
@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gemm", choices=GEMM_LEVELS, default="engine",
                         help="engine: every GEMM on the recipe's bit-exact arith engine (default); "
                              "blas: operands and outputs quantized, products and sums in float32 BLAS")
-    parser.add_argument("--steps", type=positive_int, default=1000, help="training steps (default: 1000)")
+    parser.add_argument("--steps", type=train_steps, default=1000,
+                        help="training steps (default: 1000; at most 1,000,000, about half an hour "
+                             "of the cheapest run)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of split, init, batches, rounding")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="minibatch size (default: 32)")
     parser.add_argument("--lr", type=positive_float, default=None,

@@ -34,7 +34,7 @@ def compute_profile(system: System, workload: Workload, scheme: str,
     Cached per argument set. The data-parallel chip mapping never moves activations between
     chips, so the off-chip links do not enter compute: the cache key drops them, and a bandwidth
     sweep computes each profile once."""
-    links = replace(system.link, bandwidth_Bps=1.0, latency_s=0.0)
+    links = replace(system.link, bandwidth_Bps=1e9, latency_s=1e-6)  # any plausible link
     return _compute_profile(replace(system, link=links, inter_board_link=links), workload,
                             get_scheme(scheme).name, int(minibatch))
 

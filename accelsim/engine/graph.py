@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from accelsim.arch import System
 from accelsim.engine.stack import EagerKernel, FlashKernel
-from accelsim.perf.gemm import OPERAND_BYTES, gemm_time
+from accelsim.perf.gemm import OPERAND_BYTES, gemm_kernel_time
 from accelsim.ring import bus_factor
 from accelsim.errors import check_int, choose
 from accelsim.errors import InputError
@@ -228,7 +228,7 @@ def gemm_timed(system: System, m: int, n: int, k: int, precision: str, count: in
     shapes again and again), at the system's core clock. Under ``--power-model`` the step's
     clock is set before (:mod:`accelsim.engine.limiter`): the limiter holds a step's average
     power, not each kernel's."""
-    return gemm_time(system, m, n, k, precision, count=count)
+    return gemm_kernel_time(system, m, n, k, precision, count=count)
 
 
 def gemm_s(system: System, op: GemmOp, floor_s: float = 0.0) -> float:

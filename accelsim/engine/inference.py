@@ -24,7 +24,7 @@ waves, the memory-bound weight stream of a skinny decode GEMM, the per-kernel fi
 Pipeline stages run one after another for one batch (no decode micro-batching). Memory per
 GPU: weights at the scheme's GEMM operand bytes (block scales included; embeddings and norms
 16-bit), the KV cache at ``kv_dtype`` (split over the tensor-parallel ranks by KV head,
-replicated when ``kv_heads < tp``; MLA's latent cache whole), plus ``reserve_GiB``.
+replicated when ``kv_heads < tp``; MLA's latent cache whole), plus the reserve (``params.memory_reserve_GiB``).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precisi
 from accelsim.engine.plan import LlmParams, check_split, check_tp_in_node
 from accelsim.engine.stack import FlashKernel
 from accelsim.engine.trace import Row, Timeline
-from accelsim.errors import InputError
+from accelsim.errors import InputError, check_int
 from accelsim.perf.gemm import FITTED
-from accelsim.workload.model import MAX_DIM
+from accelsim.bounds import MAX_CHIPS, MAX_DIM
 from accelsim.workload.transformer import PositionKind
 
 if TYPE_CHECKING:
@@ -73,9 +73,7 @@ class InferencePlan:
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "ep"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"inference plan {f} must be an integer >= 1, got {v!r}")
+            check_int(f"inference plan {f}", getattr(self, f), 1, MAX_CHIPS)
         if self.ep not in (1, self.tp):
             raise InputError(f"ep {self.ep} must be 1 or tp ({self.tp}): experts are spread "
                              "over a stage's tensor-parallel GPUs")
@@ -371,21 +369,26 @@ class InferenceResult:
 
 def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: Scheme | str,
           batch: int, *, prompt: int | None = None, context: int | None = None,
-          output_tokens: int | None = None, params: LlmParams = LlmParams(),
-          reserve_GiB: float = 0.0) -> InferenceResult:
+          output_tokens: int | None = None,
+          params: LlmParams = LlmParams(memory_reserve_GiB=0.0)) -> InferenceResult:
     """Prefill of ``batch`` prompts of ``prompt`` tokens, one decode step over a cache of
     ``context`` tokens, and with ``prompt`` and ``output_tokens`` the whole request (the
     cache growing from ``prompt`` to ``prompt + output_tokens - 1``, each step timed). With the
     chip's power model enforced (``--power-model``), the prefill and the decode steps each run
     at the highest SM clock whose average power stays within the limit (a serving engine
-    repeats each; :mod:`accelsim.engine.limiter`)."""
+    repeats each; :mod:`accelsim.engine.limiter`). ``params``: the fabric's and the stack's
+    parameters; its ``memory_reserve_GiB`` is counted in the memory per GPU (default 0: weights
+    and KV cache alone)."""
     model = Decoder.of(model)
     if prompt is None and context is None:
         raise InputError("give a prompt length (prefill) or a context length (decode), or both")
     for name, v in (("batch", batch), ("prompt", prompt), ("context", context),
                     ("output_tokens", output_tokens)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+        if v is not None:  # token counts are tensor dimensions (the KV length of attention)
+            check_int(name, v, 1, MAX_DIM)
+    if output_tokens is not None and prompt is not None and prompt + output_tokens > MAX_DIM:
+        raise InputError(f"prompt {prompt:,} + output_tokens {output_tokens:,} tokens: at most "
+                         f"{MAX_DIM:,} in a sequence (the KV length is a tensor dimension)")
     if output_tokens is not None and prompt is None:
         raise InputError("output tokens need a prompt length (the request starts with it)")
     if batch * (prompt or 1) > MAX_DIM:
@@ -396,7 +399,7 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
     power = system.chip.power
     if power is not None and power.enforced:
         return _power_limited(model, system, plan, scheme, batch, prompt, context,
-                              output_tokens, params, reserve_GiB)
+                              output_tokens, params)
     sc = get_scheme(scheme)
     gp = sc.compute_precision
     fabric = fabric_of(system, params)
@@ -420,13 +423,14 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         prompt=prompt or 0, context=context or 0, output_tokens=output_tokens or 0,
         request_latency_s=latency, weights_bytes=weight_bytes_per_gpu(model, plan, gp),
         kv_cache_bytes=kv_cache_bytes_per_gpu(model, plan, batch, ctx_mem),
-        reserve_bytes=reserve_GiB * GIB, prefill_energy=energy(pre), decode_energy=energy(dec),
-        request_steps=steps, memory_capacity_bytes=float(system.chip.memory_capacity_bytes))
+        reserve_bytes=params.memory_reserve_GiB * GIB, prefill_energy=energy(pre),
+        decode_energy=energy(dec), request_steps=steps,
+        memory_capacity_bytes=float(system.chip.memory_capacity_bytes))
 
 
 def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: int,
                    prompt: int | None, context: int | None, output_tokens: int | None,
-                   params: LlmParams, reserve_GiB: float) -> InferenceResult:
+                   params: LlmParams) -> InferenceResult:
     """:func:`infer` with each pass at its own power-limited clock: the prefill at the clock its
     average power allows, the decode step at ``context`` at its own, and a request's decode
     steps at the clock of its first (the cache at ``prompt + 1``: decode steps are
@@ -436,7 +440,7 @@ def _power_limited(model, system: System, plan: InferencePlan, scheme, batch: in
     from accelsim.perf.power import system_at_clock
 
     def run(s: System, **kw) -> InferenceResult:
-        return infer(model, s, plan, scheme, batch, params=params, reserve_GiB=reserve_GiB, **kw)
+        return infer(model, s, plan, scheme, batch, params=params, **kw)
 
     pre = f_pre = None
     if prompt is not None:

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelsim.arch.schemes import OPTIMIZERS
+from accelsim.bounds import (MAX_CHIPS, MAX_COUNT, MAX_DIM, MEMORY_RESERVE_GiB, check_bool,
+                             check_number)
 from accelsim.engine.stack import MEGATRON, Stack
 from accelsim.workload.gpt import GptConfig
-from accelsim.workload.model import MAX_DIM
 
 if TYPE_CHECKING:
     from accelsim.engine.decoder import Decoder
-from accelsim.errors import InputError
+from accelsim.errors import InputError, check_int
 
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -61,10 +62,13 @@ class Plan:
     overlap_moe_comm: bool = False
 
     def __post_init__(self) -> None:
-        for f in ("tp", "pp", "dp", "micro_batch", "global_batch", "interleave", "ep"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InputError(f"plan {f} must be an integer >= 1, got {v!r}")
+        for f in ("tp", "pp", "dp", "ep"):  # GPUs: at most a system's chips
+            check_int(f"plan {f}", getattr(self, f), 1, MAX_CHIPS)
+        for f in ("micro_batch", "global_batch", "interleave"):
+            check_int(f"plan {f}", getattr(self, f), 1, MAX_COUNT)
+        for f in ("sequence_parallel", "overlap_grad_reduce", "grad_accumulation_fusion",
+                  "overlap_moe_comm"):  # "off" is not False: refused, never truthy
+            check_bool(f"plan {f}", getattr(self, f))
         if self.recompute not in RECOMPUTE:
             raise InputError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, "
                              f"got {self.recompute!r}")
@@ -191,6 +195,5 @@ class LlmParams:
                 continue
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"LlmParams.{f} must be in (0, 1], got {v!r}")
-        v = self.memory_reserve_GiB
-        if not isinstance(v, (int, float)) or not 0 <= v < 1024:
-            raise InputError(f"LlmParams.memory_reserve_GiB must be in [0, 1024), got {v!r}")
+        check_number("LlmParams.memory_reserve_GiB", self.memory_reserve_GiB,
+                     *MEMORY_RESERVE_GiB)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.bounds import MEMORY_RESERVE_GiB, check_bool, check_number
 from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
@@ -180,6 +181,8 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
     compute model (:func:`accelsim.engine.layers.phase_sums`) plus the gradient reduction and
     weight update (:func:`data_parallel_step`); ``memory_reserve_bytes`` outside the tensors."""
     eff = FITTED if efficiency is None else efficiency
+    lo, hi = MEMORY_RESERVE_GiB
+    check_number("memory_reserve_bytes", memory_reserve_bytes, lo * 2**30, hi * 2**30)
     system = system.with_fusion(fusion)
     if layout is not None:
         system = system.with_layout(layout)
@@ -236,6 +239,11 @@ class Options:
                              f"{self.collective_engine!r}")
         if self.layout not in (None, "nhwc", "nchw"):
             raise InputError(f"Options.layout must be 'nhwc' or 'nchw', got {self.layout!r}")
+        for f in ("fusion", "winograd"):  # None: the config's; "off" is refused, not truthy
+            if getattr(self, f) is not None:
+                check_bool(f"Options.{f}", getattr(self, f))
+        if not isinstance(self.stack, LlmParams):
+            raise InputError(f"Options.stack must be an LlmParams, got {self.stack!r}")
 
 
 def simulate(system: System, workload: Workload | GptConfig | Decoder, plan: Plan,

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from accelsim.arch.schemes import OPTIMIZERS
+from accelsim.bounds import PER_TENSOR_OVERHEAD_S, check_number
 from accelsim.ring import bus_factor
 from accelsim.errors import InputError
 
@@ -71,8 +72,7 @@ class TrainingParams:
                 raise InputError(f"{name} must be a finite number, got {v!r}")
         if not 0.0 <= self.overlap <= 1.0:
             raise InputError(f"overlap must be in [0, 1], got {self.overlap!r}")
-        if self.per_tensor_overhead_s < 0:
-            raise InputError(f"per_tensor_overhead_s must be >= 0, got {self.per_tensor_overhead_s!r}")
+        check_number("per_tensor_overhead_s", self.per_tensor_overhead_s, *PER_TENSOR_OVERHEAD_S)
         if not 0.0 < self.memory_efficiency <= 1.0:
             raise InputError(f"memory_efficiency must be in (0, 1], got {self.memory_efficiency!r}")
         if self.compression < 1:

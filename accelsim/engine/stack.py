@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from accelsim.bounds import MEMORY_RESERVE_GiB, check_number
 from accelsim.errors import InputError
 from accelsim.perf.gemm import STREAM_EFFICIENCY  # the stream a plain copy reaches (its owner)
 
@@ -240,10 +241,8 @@ class Stack:
         if not isinstance(v, (int, float)) or not 0 < v <= 1:
             raise InputError(f"stack {self.name}: elementwise_efficiency must be in (0, 1], "
                              f"got {v!r}")
-        v = self.memory_reserve_GiB
-        if not isinstance(v, (int, float)) or not 0 <= v < 1024:
-            raise InputError(f"stack {self.name}: memory_reserve_GiB must be in [0, 1024), "
-                             f"got {v!r}")
+        check_number(f"stack {self.name}: memory_reserve_GiB", self.memory_reserve_GiB,
+                     *MEMORY_RESERVE_GiB)
         for kind, us in self.launch_floor_us:
             if not isinstance(kind, KernelKind) or not isinstance(us, (int, float)) or us < 0:
                 raise InputError(f"stack {self.name}: launch floor {kind!r} = {us!r} must be "

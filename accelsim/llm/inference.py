@@ -5,7 +5,6 @@ checked once here, then the engine's one inference entry times them
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from accelsim.arch import System
@@ -13,6 +12,7 @@ from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.engine import inference as engine
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.inference import InferencePlan, InferenceResult
+from accelsim.engine.plan import LlmParams
 from accelsim.errors import InputError
 from accelsim.workload.hf_config import resolve_model
 from accelsim.workload.transformer import TransformerConfig
@@ -66,10 +66,9 @@ def infer(system: System, model: str | Path | TransformerConfig | Decoder,
     if not system.chip.core.supports(sc.compute_precision):
         raise InputError(f"{system.name}: core.macs_per_pe_per_cycle has no "
                          f"{sc.compute_precision} rate (needed by scheme {sc.name})")
-    v = memory_reserve_GiB
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-        raise InputError(f"memory_reserve_GiB must be a finite number >= 0, got {v!r}")
+    # the reserve's one bound is LlmParams' (accelsim.bounds), checked there
+    params = LlmParams(memory_reserve_GiB=memory_reserve_GiB)
     dec = inference_model(model)
     plan = inference_plan(system, dec, tp=tp, pp=pp, ep=ep, kv_cache=kv_cache)
     return engine.infer(dec, system, plan, sc, batch, prompt=prompt, context=context,
-                        output_tokens=output_tokens, reserve_GiB=float(memory_reserve_GiB))
+                        output_tokens=output_tokens, params=params)

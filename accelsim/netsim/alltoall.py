@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.errors import InputError
 from accelsim.netsim import topology as topo
 from accelsim.netsim.analytic import CollectiveTime, check_overhead, check_rate
 from accelsim.netsim.limits import MAX_PACKETS, MAX_TRANSFERS, check_limit
@@ -233,7 +234,7 @@ def two_tier_plan(gpus_per_node: int, nodes: int, *, intra_Bps: float, inter_Bps
         levels.append(AllToAllLevel("pairwise", nodes, gpus_per_node,
                                     ((inter_Bps, inter_latency_s / 2),) * 2))
     if not levels:
-        raise ValueError("an all-to-all needs at least 2 ranks")
+        raise InputError("an all-to-all needs at least 2 ranks")
     return AllToAllPlan(f"{nodes}x{gpus_per_node}-switch", gpus_per_node * nodes, tuple(levels))
 
 
@@ -356,7 +357,7 @@ def _exchange(b, lv: AllToAllLevel, grp, per: float, step0: int, first) -> dict:
 def _check_bytes(n_bytes: float) -> None:
     if not (isinstance(n_bytes, (int, float)) and not isinstance(n_bytes, bool)
             and math.isfinite(n_bytes) and n_bytes > 0):
-        raise ValueError(f"all-to-all size must be a positive finite number of bytes, "
+        raise InputError(f"all-to-all size must be a positive finite number of bytes, "
                          f"got {n_bytes!r}")
 
 
@@ -448,4 +449,4 @@ def time_all_to_all(pl: AllToAllPlan, n_bytes: float, engine: str = "analytic", 
     if engine == "des":
         return des_time(pl, n_bytes, alpha_s=alpha_s, packet_bytes=packet_bytes,
                         max_packets=max_packets)
-    raise ValueError(f"unknown engine {engine!r}; known: analytic, des")
+    raise InputError(f"unknown engine {engine!r}; known: analytic, des")

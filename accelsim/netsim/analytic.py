@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelsim.errors import InputError
 from accelsim.netsim.schedule import Schedule
 # The ring term has one owner, shared with the per-layer compute model (accelsim.perf).
 from accelsim.ring import RING_KINDS, bus_factor, ring_collective_time  # noqa: F401
@@ -70,7 +71,7 @@ def check_rate(name: str, x: float | None) -> None:
     """``x`` must be None (unlimited) or a positive finite number."""
     if x is not None and not (isinstance(x, (int, float)) and not isinstance(x, bool)
                               and math.isfinite(x) and x > 0):
-        raise ValueError(f"{name} must be a positive finite number (or None for unlimited), "
+        raise InputError(f"{name} must be a positive finite number (or None for unlimited), "
                          f"got {x!r}")
 
 
@@ -78,7 +79,7 @@ def check_overhead(name: str, x: float) -> None:
     """``x`` must be a finite number of seconds >= 0."""
     if not (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
             and x >= 0):
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {x!r}")
+        raise InputError(f"{name} must be a finite number of seconds >= 0, got {x!r}")
 
 
 def route_latency(s: Schedule) -> np.ndarray:

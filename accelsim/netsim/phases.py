@@ -32,7 +32,9 @@ from accelsim.netsim.analytic import CollectiveTime, analytic_time
 from accelsim.netsim.limits import MAX_PACKETS, MAX_TRANSFERS
 from accelsim.netsim.schedule import Schedule, best_schedule, link_table
 from accelsim.netsim.symmetric import RingPlan
-from accelsim.netsim.update import UpdateParams, compression_cost, weight_update_cost
+from accelsim.errors import InputError
+from accelsim.netsim.update import (UpdateParams, check_counts, compression_cost,
+                                    weight_update_cost)
 
 class Engine(StrEnum):
     """How a collective is timed: the closed-form alpha-beta model or the simpy discrete-event
@@ -131,7 +133,7 @@ def time_schedule(s: Schedule, engine: str = "analytic", *, alpha_s: float = 0.0
         from accelsim.netsim.des import simulate
         return simulate(s, alpha_s=alpha_s, reduce_Bps=reduce_Bps, packet_bytes=packet_bytes,
                         max_packets=max_packets)
-    raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    raise InputError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
 
 
 _PLANS: OrderedDict = OrderedDict()
@@ -165,12 +167,12 @@ def collective_time(topology: nx.Graph | RingPlan | AllToAllPlan, op: str, n_ele
     rank's send buffer) takes a graph or an :class:`~accelsim.netsim.alltoall.AllToAllPlan`.
     """
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+        raise InputError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+        raise InputError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     if op == "all-to-all" or isinstance(topology, AllToAllPlan):
         if op != "all-to-all" or isinstance(topology, RingPlan):
-            raise ValueError("reduce-scatter, all-gather and all-reduce take a graph or a "
+            raise InputError("reduce-scatter, all-gather and all-reduce take a graph or a "
                              "RingPlan, all-to-all a graph or an AllToAllPlan; got "
                              f"{op} on a {type(topology).__name__}")
         n_bytes = n_elems * bytes_per_elem
@@ -179,7 +181,7 @@ def collective_time(topology: nx.Graph | RingPlan | AllToAllPlan, op: str, n_ele
             return alltoall.time_all_to_all(pl, n_bytes, engine, alpha_s=alpha_s,
                                             packet_bytes=packet_bytes, max_packets=max_packets)
         if isinstance(topology, AllToAllPlan):
-            raise ValueError(f"{topology.name}: an AllToAllPlan has no explicit schedule; pass "
+            raise InputError(f"{topology.name}: an AllToAllPlan has no explicit schedule; pass "
                              "the graph")
         s = alltoall.explicit_schedule(topology, n_bytes, max_transfers=max_transfers)
         return time_schedule(s, engine, alpha_s=alpha_s, packet_bytes=packet_bytes,
@@ -191,7 +193,7 @@ def collective_time(topology: nx.Graph | RingPlan | AllToAllPlan, op: str, n_ele
         pl = plan_of(topology)
     if pl is not None:
         if mode == "explicit":
-            raise ValueError(f"{pl.name}: a RingPlan has no explicit schedule; pass the graph")
+            raise InputError(f"{pl.name}: a RingPlan has no explicit schedule; pass the graph")
         return symmetric.time_collective(pl, op, n_elems, bytes_per_elem, engine, pad=pad,
                                          alpha_s=alpha_s, reduce_Bps=reduce_Bps,
                                          packet_bytes=packet_bytes, max_packets=max_packets)
@@ -218,12 +220,11 @@ def phase_times(g: nx.Graph | RingPlan, n_params: int, scheme: Scheme | str, *,
     """
     sc = get_scheme(scheme).for_optimizer(optimizer)  # the recipe the plan trains
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+        raise InputError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     if not (isinstance(compression, (int, float)) and math.isfinite(compression)
             and compression >= 1):
-        raise ValueError(f"compression factor must be a number >= 1, got {compression!r}")
-    if not isinstance(n_params, int) or n_params < 0:  # 0: a model without weights
-        raise ValueError(f"n_params must be an integer >= 0, got {n_params!r}")
+        raise InputError(f"compression factor must be a number >= 1, got {compression!r}")
+    check_counts(n_params, n_tensors)  # 0 parameters: a model without weights
     n_chips = g.chips if isinstance(g, RingPlan) else sum(
         1 for _, k in g.nodes(data="kind") if k == "chip")
     if n_params == 0:  # a model without weights (e.g. only matmul layers): nothing to reduce
@@ -269,7 +270,7 @@ def single_chip_times(n_params: int, scheme: Scheme | str, *, memory_Bps: float,
     remains (a 1-way shard is the whole model)."""
     sc = get_scheme(scheme)
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+        raise InputError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     wu = weight_update_cost(n_params, sc, 1, memory_Bps=memory_Bps,
                             vector_ops_per_s=vector_ops_per_s, optimizer=optimizer,
                             n_tensors=n_tensors, params=update)

@@ -38,6 +38,7 @@ from fractions import Fraction
 import networkx as nx
 import numpy as np
 
+from accelsim.errors import InputError
 from accelsim.netsim import topology as topo
 from accelsim.netsim.analytic import (
     CollectiveTime,
@@ -480,4 +481,4 @@ def time_collective(pl: RingPlan, op: str, n_elems: int, bytes_per_elem: float =
     if engine == "des":
         return des_time(pl, op, n_elems, bytes_per_elem, pad=pad, alpha_s=alpha_s,
                         reduce_Bps=reduce_Bps, packet_bytes=packet_bytes, max_packets=max_packets)
-    raise ValueError(f"unknown engine {engine!r}; known: analytic, des")
+    raise InputError(f"unknown engine {engine!r}; known: analytic, des")

@@ -10,6 +10,7 @@ import networkx as nx
 
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme
+from accelsim.errors import InputError
 from accelsim.netsim import topology as topo
 from accelsim.netsim.phases import PhaseTimes, phase_times, single_chip_times
 from accelsim.netsim.update import UpdateParams
@@ -46,6 +47,9 @@ def gradient_reduction_times(system: System, n_params: int, scheme: Scheme | str
     if not isinstance(system, System):
         raise TypeError(f"system must be an accelsim.arch.System, got {type(system).__name__}")
     mem, vec = chip_rates(system)
+    if system.chips == 1 and compression != 1:
+        raise InputError(f"compression {compression!r}: {system.name} is one chip: no gradient "
+                         "reduction to compress")
     if system.chips == 1:
         return single_chip_times(n_params, scheme, memory_Bps=mem, vector_ops_per_s=vec,
                                  optimizer=optimizer, n_tensors=n_tensors, update=update,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from accelsim.errors import InputError
 from accelsim.netsim.limits import MAX_GRAPH_LINKS, check_limit
 
 # NVIDIA DGX-1 (V100) hybrid cube-mesh: 8 GPUs, 6 NVLink2 ports each, 24 links.
@@ -28,18 +29,18 @@ def check_link(bandwidth_Bps: float, latency_s: float) -> None:
     """A link's one-direction bandwidth must be positive and finite, its latency finite >= 0."""
     if not (isinstance(bandwidth_Bps, (int, float)) and not isinstance(bandwidth_Bps, bool)
             and math.isfinite(bandwidth_Bps) and bandwidth_Bps > 0):
-        raise ValueError(f"link bandwidth must be a positive finite number of bytes/s, "
+        raise InputError(f"link bandwidth must be a positive finite number of bytes/s, "
                          f"got {bandwidth_Bps!r}")
     if not (isinstance(latency_s, (int, float)) and not isinstance(latency_s, bool)
             and math.isfinite(latency_s) and latency_s >= 0):
-        raise ValueError(f"link latency must be a finite number of seconds >= 0, got {latency_s!r}")
+        raise InputError(f"link latency must be a finite number of seconds >= 0, got {latency_s!r}")
 
 
 def check_count(name: str, n: int, minimum: int) -> None:
     """``n`` must be a Python/numpy integer >= ``minimum``."""
     import numbers
     if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {n!r}")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {n!r}")
 
 
 def _check_size(name: str, links: int, max_links: int | None) -> None:
@@ -213,38 +214,38 @@ def validate(g: nx.Graph) -> nx.Graph:
     name = g.graph.get("name", "topology")
     for n, d in g.nodes(data=True):
         if "kind" not in d:
-            raise ValueError(f"{name}: node {n!r} has no 'kind' attribute; every node needs "
+            raise InputError(f"{name}: node {n!r} has no 'kind' attribute; every node needs "
                              "kind='chip' or kind='switch' (g.add_node(n, kind='chip'))")
         if d["kind"] not in ("chip", "switch"):
-            raise ValueError(f"{name}: node {n!r} has kind {d['kind']!r}, expected 'chip' or "
+            raise InputError(f"{name}: node {n!r} has kind {d['kind']!r}, expected 'chip' or "
                              "'switch'")
     if len(chips(g)) < 2:
-        raise ValueError(f"{name}: needs at least 2 chips, has {len(chips(g))}")
+        raise InputError(f"{name}: needs at least 2 chips, has {len(chips(g))}")
     for u, v, d in g.edges(data=True):
         if "bandwidth_GBps" in d:
             gb = d["bandwidth_GBps"]
             if not (isinstance(gb, (int, float)) and not isinstance(gb, bool)
                     and math.isfinite(gb) and gb > 0):
-                raise ValueError(f"{name}: link {u}-{v} has bandwidth_GBps={gb!r}; must be > 0")
+                raise InputError(f"{name}: link {u}-{v} has bandwidth_GBps={gb!r}; must be > 0")
             if "bandwidth_Bps" in d and not math.isclose(d["bandwidth_Bps"], gb * 1e9,
                                                          rel_tol=1e-12):
-                raise ValueError(f"{name}: link {u}-{v} has bandwidth_GBps={gb!r} and "
+                raise InputError(f"{name}: link {u}-{v} has bandwidth_GBps={gb!r} and "
                                  f"bandwidth_Bps={d['bandwidth_Bps']!r}, which disagree; give one")
             d["bandwidth_Bps"] = float(gb) * 1e9
         if "bandwidth_Bps" not in d:
-            raise ValueError(f"{name}: link {u}-{v} has no bandwidth attribute; every edge needs "
+            raise InputError(f"{name}: link {u}-{v} has no bandwidth attribute; every edge needs "
                              "bandwidth_GBps (one link, one direction, GB/s) or bandwidth_Bps "
                              "(bytes/s)")
         bw, lat, m = d["bandwidth_Bps"], d.get("latency_s", 0.0), d.get("multiplicity", 1)
         if not (isinstance(bw, (int, float)) and math.isfinite(bw) and bw > 0):
-            raise ValueError(f"{name}: link {u}-{v} has bandwidth_Bps={bw!r}; must be > 0")
+            raise InputError(f"{name}: link {u}-{v} has bandwidth_Bps={bw!r}; must be > 0")
         if not (isinstance(lat, (int, float)) and math.isfinite(lat) and lat >= 0):
-            raise ValueError(f"{name}: link {u}-{v} has latency_s={lat!r}; must be >= 0")
+            raise InputError(f"{name}: link {u}-{v} has latency_s={lat!r}; must be >= 0")
         if not isinstance(m, int) or m < 1:
-            raise ValueError(f"{name}: link {u}-{v} has multiplicity={m!r}; must be an int >= 1")
+            raise InputError(f"{name}: link {u}-{v} has multiplicity={m!r}; must be an int >= 1")
     if not nx.is_connected(g):
         parts = sorted((sorted(c, key=str) for c in nx.connected_components(g)), key=len)
-        raise ValueError(f"{name}: topology is disconnected ({len(parts)} components; "
+        raise InputError(f"{name}: topology is disconnected ({len(parts)} components; "
                          f"e.g. {parts[0][:8]} cannot reach {parts[-1][:8]})")
     return g
 
@@ -289,12 +290,20 @@ class TopologySpec:
     cols: int = 0
 
 
+#: topologies of several boards joined by board-to-board links (the others have none)
+BOARD_KINDS = ("hfp8-64", "multi-board", "hybrid-cube-mesh-64")
+
+
 def resolve(name: str, chips: int | None = None, *, bandwidth_Bps: float | None = None,
             inter_board_Bps: float | None = None, latency_s: float | None = None,
             inter_board_latency_s: float | None = None) -> TopologySpec:
     """Topology by name, resolved into a :class:`TopologySpec` (see :func:`build`)."""
     key = str(name).lower().replace("_", "-")
     key = {"torus-2d": "torus2d", "fully-connected": "fully-connected"}.get(key, key)
+    if key in TOPOLOGY_NAMES and key not in BOARD_KINDS and (
+            inter_board_Bps is not None or inter_board_latency_s is not None):
+        raise InputError(f"topology {name!r} has no board-to-board links: an inter-board "
+                         "bandwidth or latency would change nothing")
     if chips is not None:
         check_count("chip count", chips, 2)
         chips = int(chips)
@@ -303,7 +312,7 @@ def resolve(name: str, chips: int | None = None, *, bandwidth_Bps: float | None 
         bw = NVLINK2_GBPS * 1e9 if bandwidth_Bps is None else bandwidth_Bps
         need = {"dgx1": 8, "hfp8-64": 64, "hybrid-cube-mesh-64": 64}.get(key)
         if need is not None and chips is not None and chips != need:
-            raise ValueError(f"topology {name!r} has exactly {need} chips, got --chips {chips}")
+            raise InputError(f"topology {name!r} has exactly {need} chips, got --chips {chips}")
         check_link(bw, lat)
         if key == "dgx1":
             return TopologySpec("dgx1", "dgx1", 8, float(bw), float(lat))
@@ -311,7 +320,7 @@ def resolve(name: str, chips: int | None = None, *, bandwidth_Bps: float | None 
             nb, label = 8, "hfp8-64"
         else:
             if chips is None or chips % 8 or chips < 16:
-                raise ValueError(f"multi-board needs chips a multiple of 8 and >= 16, got {chips}")
+                raise InputError(f"multi-board needs chips a multiple of 8 and >= 16, got {chips}")
             nb, label = chips // 8, f"{chips // 8}x-dgx1-rail"
         ibw = bw if inter_board_Bps is None else inter_board_Bps
         ilat = lat if inter_board_latency_s is None else inter_board_latency_s
@@ -319,11 +328,11 @@ def resolve(name: str, chips: int | None = None, *, bandwidth_Bps: float | None 
         return TopologySpec("multi-board", label, 8 * nb, float(bw), float(lat), float(ibw),
                             float(ilat), boards=nb)
     if key not in TOPOLOGY_NAMES:
-        raise ValueError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGY_NAMES)}")
+        raise InputError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGY_NAMES)}")
     if chips is None:
-        raise ValueError(f"topology {name!r} needs a chip count")
+        raise InputError(f"topology {name!r} needs a chip count")
     if bandwidth_Bps is None:
-        raise ValueError(f"topology {name!r} needs a link bandwidth")
+        raise InputError(f"topology {name!r} needs a link bandwidth")
     lat = 0.0 if latency_s is None else latency_s
     check_link(bandwidth_Bps, lat)
     if key != "torus2d":
@@ -334,7 +343,7 @@ def resolve(name: str, chips: int | None = None, *, bandwidth_Bps: float | None 
         if chips % r == 0 and chips // r >= 3:
             return TopologySpec("torus2d", f"torus-{r}x{chips // r}", chips,
                                 float(bandwidth_Bps), float(lat), rows=r, cols=chips // r)
-    raise ValueError(f"torus2d: {chips} chips has no r x c factorisation with r, c >= 3")
+    raise InputError(f"torus2d: {chips} chips has no r x c factorisation with r, c >= 3")
 
 
 def generate(spec: TopologySpec, *, max_links: int | None = MAX_GRAPH_LINKS) -> nx.Graph:

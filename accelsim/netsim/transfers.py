@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+from accelsim.errors import InputError
 from accelsim.netsim.limits import check_limit
 from accelsim.netsim.topology import chips as chip_nodes
 from accelsim.netsim.topology import validate
@@ -155,7 +156,7 @@ def pad_elems(n_elems: int, granule: int, pad: bool, what: str) -> int:
     """The element count after the padding rule (module docstring) for ``granule``."""
     if (not isinstance(n_elems, (int, np.integer)) or isinstance(n_elems, bool)
             or n_elems <= 0):
-        raise ValueError(f"{what}: element count must be a positive integer, got {n_elems!r}")
+        raise InputError(f"{what}: element count must be a positive integer, got {n_elems!r}")
     if n_elems % granule == 0:
         return int(n_elems)
     if not pad:
@@ -168,13 +169,13 @@ def pad_elems(n_elems: int, granule: int, pad: bool, what: str) -> int:
 
 def check_op(op: str) -> None:
     if op not in OPS:
-        raise ValueError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
+        raise InputError(f"unknown collective {op!r}; known: {', '.join(OPS)}")
 
 
 def check_bytes_per_elem(bytes_per_elem) -> None:
     if not (isinstance(bytes_per_elem, (int, float)) and not isinstance(bytes_per_elem, bool)
             and math.isfinite(bytes_per_elem) and bytes_per_elem > 0):
-        raise ValueError(f"bytes per element must be a positive finite number, "
+        raise InputError(f"bytes per element must be a positive finite number, "
                          f"got {bytes_per_elem!r}")
 
 

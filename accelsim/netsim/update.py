@@ -37,6 +37,8 @@ import math
 from dataclasses import dataclass
 
 from accelsim.arch.schemes import OPTIMIZERS, Scheme, get_scheme
+from accelsim.bounds import PER_TENSOR_OVERHEAD_S, check_number
+from accelsim.errors import InputError, check_int
 
 
 
@@ -57,17 +59,14 @@ class UpdateParams:
     compress_bytes_per_elem: float | None = None
 
     def __post_init__(self) -> None:
-        if not 0 < self.memory_efficiency <= 1:
-            raise ValueError(f"memory_efficiency must be in (0, 1], got {self.memory_efficiency}")
-        if self.per_tensor_overhead_s < 0:
-            raise ValueError("per_tensor_overhead_s must be >= 0, got "
-                             f"{self.per_tensor_overhead_s}")
-        if self.compress_ops_per_elem < 0:
-            raise ValueError("compress_ops_per_elem must be >= 0, got "
-                             f"{self.compress_ops_per_elem}")
-        if self.compress_bytes_per_elem is not None and self.compress_bytes_per_elem < 0:
-            raise ValueError("compress_bytes_per_elem must be >= 0, got "
-                             f"{self.compress_bytes_per_elem}")
+        check_number("UpdateParams.memory_efficiency", self.memory_efficiency, 0.0, 1.0,
+                     lo_open=True)
+        check_number("UpdateParams.per_tensor_overhead_s", self.per_tensor_overhead_s,
+                     *PER_TENSOR_OVERHEAD_S)
+        check_number("UpdateParams.compress_ops_per_elem", self.compress_ops_per_elem, 0.0)
+        if self.compress_bytes_per_elem is not None:
+            check_number("UpdateParams.compress_bytes_per_elem", self.compress_bytes_per_elem,
+                         0.0)
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,18 @@ class UpdateCost:
 
 def _check_rate(name: str, x: float) -> None:
     if not (isinstance(x, (int, float)) and math.isfinite(x) and x > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
+        raise InputError(f"{name} must be a positive finite number, got {x!r}")
+
+
+def check_counts(n_params: int, n_tensors: int) -> None:
+    """A model's parameter and parameter-tensor counts: integers >= 0 (0: a model without
+    weights), no more tensors than parameters (each tensor holds at least one; 10^12 tensors of
+    10^3 parameters priced 10^12 per-tensor overheads)."""
+    check_int("n_params", n_params, 0)
+    check_int("n_tensors", n_tensors, 0)
+    if n_tensors > n_params:
+        raise InputError(f"n_tensors {n_tensors:,} is more than n_params {n_params:,}: every "
+                         "parameter tensor holds at least one parameter")
 
 
 def update_bytes_per_elem(scheme: Scheme | str,
@@ -103,7 +113,7 @@ def _optimizer(name: str) -> tuple[int, float]:
     try:
         return OPTIMIZERS[name]
     except KeyError:
-        raise ValueError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}") from None
+        raise InputError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}") from None
 
 
 def _roofline(elems, nbytes, ops, memory_Bps, vector_ops_per_s, eff, overhead) -> UpdateCost:
@@ -119,12 +129,8 @@ def weight_update_cost(n_params: int, scheme: Scheme | str, n_chips: int, *, mem
                        n_tensors: int = 0, params: UpdateParams = UpdateParams()) -> UpdateCost:
     """Per-chip optimizer step for ``n_params`` parameters under ``scheme`` on ``n_chips``."""
     sc = get_scheme(scheme).for_optimizer(optimizer)
-    if not isinstance(n_params, int) or n_params < 0:  # 0: a model without weights
-        raise ValueError(f"n_params must be an integer >= 0, got {n_params!r}")
-    if not isinstance(n_chips, int) or n_chips < 1:
-        raise ValueError(f"n_chips must be an integer >= 1, got {n_chips!r}")
-    if not isinstance(n_tensors, int) or n_tensors < 0:
-        raise ValueError(f"n_tensors must be an integer >= 0, got {n_tensors!r}")
+    check_counts(n_params, n_tensors)
+    check_int("n_chips", n_chips)
     _check_rate("memory_Bps", memory_Bps)
     _check_rate("vector_ops_per_s", vector_ops_per_s)
     _, ops_pe = _optimizer(optimizer)
@@ -146,7 +152,7 @@ def compression_cost(n_params: int, scheme: Scheme | str, compression: float, *,
     sc = get_scheme(scheme)
     if not (isinstance(compression, (int, float)) and math.isfinite(compression)
             and compression >= 1):
-        raise ValueError(f"compression factor must be a number >= 1, got {compression!r}")
+        raise InputError(f"compression factor must be a number >= 1, got {compression!r}")
     if compression == 1:
         return UpdateCost(elems=0, bytes=0.0, ops=0.0, time_s=0.0, bound="none")
     _check_rate("memory_Bps", memory_Bps)

@@ -43,6 +43,9 @@ import numpy.typing as npt
 
 from accelsim.errors import InputError
 
+from accelsim.bounds import MAX_DIM
+from accelsim.errors import InputError, check_int
+
 from .codec import decode, encode, quantize
 from .fast import round_to_odd32
 from .formats import FloatFormat, get_format
@@ -59,6 +62,17 @@ class ScaleKind(enum.Enum):
     FP32 = "fp32"  # DeepSeek-V3: FP32 scale amax / max_elem
 
 
+#: The scale roundings each kind implements (what ``scale_rounding`` can change): E8M0's floor
+#: (the MX spec) or ceil; the E4M3 rounding of NVFP4's block scale; DeepSeek's FP32 RNE.
+SCALE_ROUNDINGS: dict[ScaleKind, tuple[str, ...]] = {
+    ScaleKind.E8M0: ("floor", "ceil"),
+    ScaleKind.E4M3_TENSOR: ("rne", "rz", "rna"),
+    ScaleKind.FP32: ("rne",),
+}
+#: NVFP4's two-level scale is defined for E2M1 elements (its 6 = E2M1's largest value)
+_E4M3_TENSOR_ELEMENT = "e2m1"
+
+
 @dataclass(frozen=True)
 class BlockFormat:
     """A block-scaled format: element format, block shape (rows, cols) and scale kind.
@@ -72,6 +86,32 @@ class BlockFormat:
     scale: ScaleKind
     scale_roundings: tuple[str, ...]  # accepted ``scale_rounding`` values, the default first
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"BlockFormat.name must be a non-empty string, got {self.name!r}")
+        try:
+            get_format(self.element)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"BlockFormat {self.name!r}: element: {exc}") from None
+        b = self.block
+        if not isinstance(b, tuple) or len(b) != 2:
+            raise InputError(f"BlockFormat {self.name!r}: block must be a (rows, cols) tuple, "
+                             f"got {b!r}")
+        for what, v in zip(("rows", "cols"), b):
+            check_int(f"BlockFormat {self.name!r}: block {what}", v, 1, MAX_DIM)
+        if not isinstance(self.scale, ScaleKind):
+            raise InputError(f"BlockFormat {self.name!r}: scale must be a ScaleKind "
+                             f"({', '.join(k.name for k in ScaleKind)}), got {self.scale!r}")
+        valid = SCALE_ROUNDINGS[self.scale]
+        sr = self.scale_roundings
+        if not isinstance(sr, tuple) or not sr or any(r not in valid for r in sr):
+            raise InputError(f"BlockFormat {self.name!r}: scale_roundings must be a non-empty "
+                             f"tuple of {', '.join(valid)} (the {self.scale.name} scale's), "
+                             f"got {sr!r}")
+        if self.scale is ScaleKind.E4M3_TENSOR and self.element != _E4M3_TENSOR_ELEMENT:
+            raise InputError(f"BlockFormat {self.name!r}: an {self.scale.name} scale is defined "
+                             f"for {_E4M3_TENSOR_ELEMENT} elements (NVFP4), got {self.element!r}")
 
     @property
     def element_format(self) -> FloatFormat:

@@ -12,7 +12,8 @@ import importlib
 #: public name -> submodule; imported on first use (PEP 562), so ``accelsim gemm`` loads only
 #: the GEMM model, not the layer model and its dependencies.
 _EXPORTS = {
-    **dict.fromkeys(("FITTED", "Efficiency", "GemmTime", "chip_gemm_time", "gemm_time"), "gemm"),
+    **dict.fromkeys(("FITTED", "Efficiency", "GemmTime", "chip_gemm_time", "gemm_time",
+                     "gemm_kernel_time"), "gemm"),
     "core_gemm_time": "core_gemm",
     **dict.fromkeys(("BOUNDS", "Mapping", "data_parallel", "evaluate_layer", "layer_table"),
                     "layer_model"),

@@ -44,7 +44,7 @@ import numpy.typing as npt
 # Bytes per element of GEMM operands / tensors in memory, per compute precision (block scales
 # included): defined once in accelsim.arch.model, re-exported here for perf's callers.
 from accelsim.arch.model import OPERAND_BYTES  # noqa: F401
-from accelsim.errors import check_int, choose
+from accelsim.errors import Infeasible, InputError, check_int, choose
 from accelsim.perf.systolic import DATAFLOWS, Dataflow, gemm_cycles_array
 
 if TYPE_CHECKING:
@@ -319,13 +319,36 @@ def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: 
               dataflow: str | None = None, efficiency: Efficiency = FITTED) -> GemmTime:
     """Time of ``count`` GEMMs ``[m, k] @ [k, n]`` in ``precision`` on one chip of ``system``
     (operands read and the result written in ``precision``'s storage bytes). ``dataflow``
-    None: the best of ws/os/is."""
+    None: the best of ws/os/is. A GEMM whose operands and result do not fit the chip's memory
+    cannot run on it: :class:`~accelsim.errors.Infeasible`, naming the bytes and the capacity."""
+    m, n, k, count, precision = _checked(m, n, k, count, precision)
+    need = count * (m * k + k * n + m * n) * OPERAND_BYTES[precision]
+    cap = system.chip.memory_capacity_bytes
+    if need > cap:
+        raise Infeasible(f"a {m}x{n}x{k} {precision} GEMM"
+                         + (f" (x{count})" if count > 1 else "")
+                         + f" needs {need:,.0f} bytes for its operands and result, more than the "
+                         f"{cap:,} bytes ({cap / 2**30:g} GiB) of one chip of {system.name}")
+    return gemm_kernel_time(system, m, n, k, precision, count=count, dataflow=dataflow,
+                            efficiency=efficiency)
+
+
+def _checked(m, n, k, count, precision: str) -> tuple[int, int, int, int, str]:
     # Python ints from here on: the FLOP and byte products below are exact at any size
     m, n, k, count = (check_int(name, v) for name, v in
                       (("m", m), ("n", n), ("k", k), ("count", count)))
     if precision not in OPERAND_BYTES:
-        raise ValueError(f"unknown precision {precision!r}; expected one of "
+        raise InputError(f"unknown precision {precision!r}; expected one of "
                          f"{', '.join(OPERAND_BYTES)}")
+    return m, n, k, count, precision
+
+
+def gemm_kernel_time(system: System, m: int, n: int, k: int, precision: str, *,
+                     count: int = 1, dataflow: str | None = None,
+                     efficiency: Efficiency = FITTED) -> GemmTime:
+    """:func:`gemm_time` without its memory check: for a caller that accounts a whole step's
+    memory itself (the engine, whose per-GPU memory reports what does not fit)."""
+    m, n, k, count, precision = _checked(m, n, k, count, precision)
     chip = system.chip
     flows = DATAFLOWS if dataflow is None else (choose(Dataflow, dataflow, "dataflow"),)
     res = {d: chip_gemm_time(chip, m, n, k, count, precision, d, efficiency=efficiency)
@@ -333,7 +356,7 @@ def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: 
     d = min(res, key=lambda x: float(res[x]["time_s"][0]))
     r = {key: v[0] for key, v in res[d].items()}
     if not r["feasible"]:
-        raise ValueError(f"no core tile of a {m}x{n}x{k} {precision} GEMM fits the "
+        raise Infeasible(f"no core tile of a {m}x{n}x{k} {precision} GEMM fits the "
                          f"{chip.core.scratchpad_bytes} B scratchpad")
     b = OPERAND_BYTES[precision]
     return GemmTime(

@@ -7,7 +7,6 @@ batch order, stochastic rounding) comes from ``rng``; the same seed gives the sa
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,6 +15,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
+from accelsim.bounds import MAX_SEED, MAX_TRAIN_STEPS, check_number
 from accelsim.errors import InputError, check_int
 
 from .data import Dataset, load_dataset
@@ -55,12 +55,12 @@ class TrainConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "gemm", GemmLevel.parse(self.gemm))  # "blas" -> GemmLevel.BLAS
-        for key in ("steps", "batch_size"):
-            check_int(key, getattr(self, key))
-        if not isinstance(self.eval_every, int) or self.eval_every < 0:
-            raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
-        if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+        check_int("steps", self.steps, 1, MAX_TRAIN_STEPS)  # more would run for days
+        check_int("batch_size", self.batch_size)
+        check_int("seed", self.seed, 0, MAX_SEED)
+        check_int("eval_every", self.eval_every, 0)
+        if self.lr is not None:
+            check_number("lr", self.lr, 0.0, lo_open=True)
 
 
 @dataclass(frozen=True)

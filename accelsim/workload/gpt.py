@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accelsim.errors import InputError
-from accelsim.workload.model import MAX_DIM
+from accelsim.bounds import MAX_DIM, MAX_MODEL_LAYERS
+from accelsim.errors import InputError, check_int
 from accelsim.workload.model import Layer, Workload
 
 
@@ -37,10 +37,9 @@ class GptConfig:
     name: str = "gpt"
 
     def __post_init__(self) -> None:
-        for f in ("layers", "hidden", "heads", "seq", "vocab"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise InputError(f"GptConfig.{f} must be an integer >= 1, got {v!r}")
+        check_int("GptConfig.layers", self.layers, 1, MAX_MODEL_LAYERS)
+        for f in ("hidden", "heads", "seq", "vocab"):
+            check_int(f"GptConfig.{f}", getattr(self, f), 1, MAX_DIM)
         for f in ("ffn", "positions"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:

@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from accelsim.arch.config import ABSENT, ConfigError
+from accelsim.bounds import MAX_DIM, MAX_MODEL_LAYERS
 from accelsim.errors import TOO_DEEP, InputError
-from accelsim.workload.model import MAX_DIM, MAX_LAYERS
 from accelsim.workload.transformer import (PRESETS, Mla, MlpKind, Moe, NormKind, PositionKind,
                                            TransformerConfig)
 
+#: Layer counts (at most :data:`accelsim.bounds.MAX_MODEL_LAYERS`; other integers are sizes, at
+#: most a tensor dimension)
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_nextn_predict_layers")
 #: Keys ignored in every family: they change values, training or bookkeeping, not a tensor shape
 #: or a FLOP count.
 IGNORED_KEYS: dict[str, str] = {
@@ -110,16 +113,19 @@ class _Reader:
         return default
 
     def integer(self, key: str, default: Any = _REQUIRED, *, minimum: int = 1,
-                nullable: bool = False, maximum: int = MAX_DIM) -> int | None:
-        """An integer in [minimum, maximum] (a size: at most a layer dimension's MAX_DIM)."""
+                nullable: bool = False) -> int | None:
+        """An integer >= ``minimum`` and at most a layer dimension's MAX_DIM (a layer count: at
+        most MAX_MODEL_LAYERS)."""
         v = self._get(key, default)
         if v is None and nullable:
             return None
         if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
             null = " or null" if nullable else ""
             raise ConfigError(self.file, key, v, f"must be an integer >= {minimum}{null}")
+        # the bounds a flag (--hidden, --layers) and the Python API keep too
+        maximum = MAX_MODEL_LAYERS if key in _LAYER_KEYS else MAX_DIM
         if v > maximum:
-            raise ConfigError(self.file, key, v, f"must be <= {maximum:,}")
+            raise ConfigError(self.file, key, v, f"must be at most {maximum:,}")
         return v
 
     def flag(self, key: str, default: Any = _REQUIRED) -> bool:
@@ -163,7 +169,7 @@ def _llama_family(r: _Reader, name: str) -> TransformerConfig:
     f = r.family
     heads = r.integer("num_attention_heads")
     kw: dict[str, Any] = dict(
-        name=name, layers=r.integer("num_hidden_layers", maximum=MAX_LAYERS),
+        name=name, layers=r.integer("num_hidden_layers"),
         hidden=r.integer("hidden_size"), heads=heads,
         kv_heads=r.integer("num_key_value_heads", heads, nullable=True) or heads,
         head_dim=r.integer("head_dim", None, nullable=True), ffn_size=r.integer("intermediate_size"),
@@ -200,7 +206,7 @@ def _gpt2(r: _Reader, name: str) -> TransformerConfig:
                           "cross-attention (encoder-decoder GPT-2) is not modelled")
     h = r.integer("n_embd")
     return TransformerConfig(
-        name=name, layers=r.integer("n_layer", maximum=MAX_LAYERS), hidden=h,
+        name=name, layers=r.integer("n_layer"), hidden=h,
         heads=r.integer("n_head"),
         vocab=r.integer("vocab_size"), seq=r.integer("n_positions"),
         ffn_size=r.integer("n_inner", None, nullable=True) or 4 * h,
@@ -213,7 +219,7 @@ def _gpt_neox(r: _Reader, name: str) -> TransformerConfig:
     bias = r.flag("attention_bias", True)
     key = "partial_rotary_factor" if "partial_rotary_factor" in r.data else "rotary_pct"
     return TransformerConfig(
-        name=name, layers=r.integer("num_hidden_layers", maximum=MAX_LAYERS),
+        name=name, layers=r.integer("num_hidden_layers"),
         hidden=r.integer("hidden_size"),
         heads=r.integer("num_attention_heads"), vocab=r.integer("vocab_size"),
         seq=r.integer("max_position_embeddings"), ffn_size=r.integer("intermediate_size"),
@@ -250,7 +256,7 @@ def _deepseek(r: _Reader, name: str) -> TransformerConfig:
                   groups_per_token=r.integer("topk_group", 0, minimum=0, nullable=True) or 0)
     mtp = r.integer("num_nextn_predict_layers", 0, minimum=0) if r.family == "deepseek_v3" else 0
     return TransformerConfig(
-        name=name, layers=r.integer("num_hidden_layers", maximum=MAX_LAYERS),
+        name=name, layers=r.integer("num_hidden_layers"),
         hidden=r.integer("hidden_size"), heads=heads,
         ffn_size=r.integer("intermediate_size"), vocab=r.integer("vocab_size"),
         seq=r.integer("max_position_embeddings"), mlp=_act(r, "hidden_act", "silu"),

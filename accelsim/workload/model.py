@@ -33,14 +33,10 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+# largest layer dimension accepted (channels, features, sizes, tokens, counts): one of the
+# shared bounds (re-exported here, its old home)
+from accelsim.bounds import MAX_DIM  # noqa: F401
 from accelsim.errors import check_int, choose
-
-#: largest layer dimension accepted (channels, features, sizes, tokens, counts): beyond it a
-#: value is a typo, and the GEMM dimensions it feeds would overflow 64-bit arithmetic
-MAX_DIM = 2**31 - 1
-#: most transformer layers a model may have (the largest published ones have ~10^2; a model's
-#: per-layer work grows with the count, and 10^4 layers still build in about a second)
-MAX_LAYERS = 10_000
 GEMM_KINDS = ("conv", "linear", "matmul")
 ELEMENTWISE_KINDS = ("batchnorm", "layernorm", "relu", "gelu", "tanh", "add", "maxpool",
                      "avgpool", "softmax", "embedding")

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from accelsim.bounds import MAX_MODEL_LAYERS
+from accelsim.errors import InputError
 from accelsim.workload.gpt import PRESETS as GPT_PRESETS
 from accelsim.workload.gpt import GptConfig
 # the parts, re-exported: this module is where callers import a model's vocabulary from
@@ -69,9 +71,10 @@ class TransformerConfig:
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        for f in ("layers", "hidden", "heads", "vocab", "seq"):
+        _check_int("TransformerConfig.layers", self.layers, 1, MAX_MODEL_LAYERS)
+        for f in ("hidden", "heads", "vocab", "seq"):
             _check_int(f"TransformerConfig.{f}", getattr(self, f), 1)
-        _check_int("TransformerConfig.mtp_layers", self.mtp_layers, 0)
+        _check_int("TransformerConfig.mtp_layers", self.mtp_layers, 0, MAX_MODEL_LAYERS)
         for f, default in (("kv_heads", self.heads), ("ffn_size", 4 * self.hidden)):
             v = getattr(self, f)
             if v is None:
@@ -82,12 +85,12 @@ class TransformerConfig:
             object.__setattr__(self, "head_dim", self.mla.qk_head_dim)
         if self.head_dim is None:
             if self.hidden % self.heads:
-                raise ValueError(f"TransformerConfig: hidden {self.hidden} is not a multiple of "
+                raise InputError(f"TransformerConfig: hidden {self.hidden} is not a multiple of "
                                  f"heads {self.heads}; give head_dim")
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
         _check_int("TransformerConfig.head_dim", self.head_dim, 1)
         if self.heads % self.kv_heads:
-            raise ValueError(f"TransformerConfig: heads {self.heads} is not a multiple of "
+            raise InputError(f"TransformerConfig: heads {self.heads} is not a multiple of "
                              f"kv_heads {self.kv_heads}")
         object.__setattr__(self, "mlp", _enum("TransformerConfig.mlp", MlpKind, self.mlp))
         object.__setattr__(self, "norm", _enum("TransformerConfig.norm", NormKind, self.norm))
@@ -95,19 +98,19 @@ class TransformerConfig:
                            _enum("TransformerConfig.positions", PositionKind, self.positions))
         for f in ("tied_embeddings", "qkv_bias", "out_bias", "mlp_bias", "parallel_residual"):
             if not isinstance(getattr(self, f), bool):
-                raise ValueError(f"TransformerConfig.{f} must be true or false, "
+                raise InputError(f"TransformerConfig.{f} must be true or false, "
                                  f"got {getattr(self, f)!r}")
         if self.sliding_window is not None:
             _check_int("TransformerConfig.sliding_window", self.sliding_window, 1)
         rf = self.rotary_fraction
         if isinstance(rf, bool) or not isinstance(rf, (int, float)) or not 0 < rf <= 1:
-            raise ValueError(f"TransformerConfig.rotary_fraction must be in (0, 1], got {rf!r}")
+            raise InputError(f"TransformerConfig.rotary_fraction must be in (0, 1], got {rf!r}")
         if self.moe is not None and not isinstance(self.moe, Moe):
-            raise ValueError(f"TransformerConfig.moe must be a Moe or None, got {self.moe!r}")
+            raise InputError(f"TransformerConfig.moe must be a Moe or None, got {self.moe!r}")
         if self.mla is not None and not isinstance(self.mla, Mla):
-            raise ValueError(f"TransformerConfig.mla must be an Mla or None, got {self.mla!r}")
+            raise InputError(f"TransformerConfig.mla must be an Mla or None, got {self.mla!r}")
         if self.mtp_layers and self.moe is None:
-            raise ValueError("TransformerConfig: mtp_layers needs a MoE model (DeepSeek-V3)")
+            raise InputError("TransformerConfig: mtp_layers needs a MoE model (DeepSeek-V3)")
 
     # ---- construction from the GPT description (one owner of the GPT numbers) ------------
     @classmethod
@@ -134,7 +137,7 @@ class TransformerConfig:
             if getattr(self, f) != getattr(gpt, f):
                 mine, theirs = (str(x) if isinstance(x, StrEnum) else repr(x)
                                 for x in (getattr(self, f), getattr(gpt, f)))
-                raise ValueError(f"model {self.name!r} is not a GPT model: {f} = {mine} "
+                raise InputError(f"model {self.name!r} is not a GPT model: {f} = {mine} "
                                  f"(GPT: {theirs})")
         seq = seq or self.seq
         return GptConfig(layers=self.layers, hidden=self.hidden, heads=self.heads, seq=seq,

@@ -10,6 +10,9 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from accelsim.bounds import MAX_DIM
+from accelsim.errors import InputError, check_int
+
 
 class MlpKind(StrEnum):
     """``gelu``: fc1 -> GeLU -> fc2 (2 matrices); ``swiglu`` / ``geglu``: act(gate) * up -> down
@@ -188,10 +191,10 @@ class Moe:
         _check_int("Moe.expert_groups", self.expert_groups, 1)
         _check_int("Moe.groups_per_token", self.groups_per_token, 0)
         if self.n_experts % self.expert_groups:
-            raise ValueError(f"Moe: {self.n_experts} experts do not split into "
+            raise InputError(f"Moe: {self.n_experts} experts do not split into "
                              f"{self.expert_groups} groups")
         if self.groups_per_token > self.expert_groups:
-            raise ValueError(f"Moe: groups_per_token {self.groups_per_token} > expert_groups "
+            raise InputError(f"Moe: groups_per_token {self.groups_per_token} > expert_groups "
                              f"{self.expert_groups}")
         _check_int("Moe.top_k", self.top_k, 1)
         _check_int("Moe.expert_ffn_size", self.expert_ffn_size, 1)
@@ -199,11 +202,11 @@ class Moe:
             _check_int(f"Moe.{f}", getattr(self, f), 0)
         _check_int("Moe.layer_freq", self.layer_freq, 1)
         if self.top_k > self.n_experts:
-            raise ValueError(f"Moe: top_k {self.top_k} > n_experts {self.n_experts}")
+            raise InputError(f"Moe: top_k {self.top_k} > n_experts {self.n_experts}")
         cf = self.capacity_factor
         if cf is not None and (isinstance(cf, bool) or not isinstance(cf, (int, float))
                                or not math.isfinite(cf) or cf <= 0):
-            raise ValueError(f"Moe.capacity_factor must be a positive number or None, got {cf!r}")
+            raise InputError(f"Moe.capacity_factor must be a positive number or None, got {cf!r}")
 
     def expert_capacity(self, tokens: int) -> int | None:
         """Tokens one expert processes per step for ``tokens`` routed tokens:
@@ -214,14 +217,13 @@ class Moe:
         return math.ceil(self.capacity_factor * tokens * self.top_k / self.n_experts)
 
 
-def _check_int(name: str, v, minimum: int) -> None:
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r}")
+def _check_int(name: str, v, minimum: int, maximum: int = MAX_DIM) -> None:
+    check_int(name, v, minimum, maximum)  # a size or count: at most a tensor dimension
 
 
 def _enum(name: str, enum: type[StrEnum], v):
     try:
         return enum(v)
     except ValueError:
-        raise ValueError(f"{name} must be one of {', '.join(e.value for e in enum)}, "
+        raise InputError(f"{name} must be one of {', '.join(e.value for e in enum)}, "
                          f"got {v!r}") from None
