@@ -216,3 +216,26 @@ def test_predict_layer_workload_reports_energy_as_sweep_prices_it(capsys):
     assert out["tflops_per_gpu"] == pytest.approx(out["tflops"], rel=1e-12)
     # static power alone is a floor; the chip's limit a loose ceiling at the fixed clock
     assert system.chip.power.static_W < out["power_W"] < 2 * system.chip.power.power_limit_W
+
+
+def test_gemm_time_api_and_cli_agree_with_the_power_model(capsys):
+    """accelsim.gemm_time on a system with its power model on times the GEMM at the clock its
+    power allows, as ``accelsim gemm --power-model`` does (it gave the fixed clock's 757
+    TFLOPS against the CLI's 648); without the model both keep the preset's clock."""
+    import json
+
+    import accelsim
+    from accelsim.cli import main
+
+    s = build_system("h100-sxm")
+    api = accelsim.gemm_time(s.with_power_model(), 4096, 4096, 4096, "bf16")
+    assert main(["gemm", "--system", "h100-sxm", "--m", "4096", "--n", "4096", "--k", "4096",
+                 "--scheme", "bf16", "--power-model", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert api.time_s == pytest.approx(cli["time_s"], rel=1e-12)
+    fixed = accelsim.gemm_time(s, 4096, 4096, 4096, "bf16")
+    assert api.time_s > fixed.time_s  # 700 W holds this GEMM below the preset's clock
+    assert main(["gemm", "--system", "h100-sxm", "--m", "4096", "--n", "4096", "--k", "4096",
+                 "--scheme", "bf16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["time_s"] == pytest.approx(fixed.time_s,
+                                                                          rel=1e-12)

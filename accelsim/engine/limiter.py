@@ -17,25 +17,15 @@ links, L2) do not follow ``f`` (:func:`accelsim.perf.power.system_at_clock`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TypeVar
 
 from accelsim.arch import System
 from accelsim.engine.energy import StepEnergy
-from accelsim.perf.power import system_at_clock
+from accelsim.perf.power import free_running, system_at_clock  # noqa: F401 (re-exported)
 
 T = TypeVar("T")
 
 _CLOCK_TOL_HZ = 1e6  # 1 MHz: the limiter's granularity is coarser (the H100 steps by 15 MHz)
-
-
-def free_running(system: System) -> System:
-    """``system`` with its power table kept but not enforced per kernel (the step-level search
-    below sets the clock instead)."""
-    p = system.chip.power
-    if p is None or not p.enforced:
-        return system
-    return replace(system, chip=replace(system.chip, power=replace(p, enforced=False)))
 
 
 def at_power_limit(system: System, timed: Callable[[System], tuple[T, StepEnergy | None]]

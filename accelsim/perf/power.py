@@ -57,6 +57,16 @@ def _power_of(system: System) -> ChipPower:
     return system.chip.power
 
 
+def free_running(system: System) -> System:
+    """``system`` with its power table kept but not enforced per kernel: a clock set from
+    outside (a step-level search, :mod:`accelsim.engine.limiter`; a GEMM's own,
+    :func:`gemm_power_limited`) times it."""
+    p = system.chip.power
+    if p is None or not p.enforced:
+        return system
+    return replace(system, chip=replace(system.chip, power=replace(p, enforced=False)))
+
+
 def system_at_clock(system: System, clock_Hz: float) -> System:
     """The same system with its SM clock at ``clock_Hz``: the core clock and the bandwidth of
     each core's private levels (shared memory) scale with ``clock_Hz / core.frequency_Hz``;
@@ -108,8 +118,8 @@ def gemm_at_clock(system: System, m: int, n: int, k: int, precision: str, clock_
     """The GEMM timed at a given SM clock, with the power that clock draws (which may exceed
     the limit: ``limited`` is then False and ``power_W > power_limit_W``)."""
     p = _power_of(system)
-    g = gemm_time(system_at_clock(system, clock_Hz), m, n, k, precision, count=count,
-                  efficiency=efficiency)
+    g = gemm_time(system_at_clock(free_running(system), clock_Hz), m, n, k, precision,
+                  count=count, efficiency=efficiency)
     return PoweredGemm(gemm=g, clock_Hz=float(clock_Hz),
                        power_W=kernel_power_W(system, g, clock_Hz),
                        power_limit_W=p.power_limit_W, limited=False)
