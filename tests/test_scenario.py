@@ -180,3 +180,17 @@ def test_the_same_sweep_with_axes_in_another_order_resumes(tmp_path, capsys):
     assert sweep(*b, "--set", f"workload={TINY}", "--out", str(out)) == 0
     after = pd.read_csv(out)
     assert len(after) == 4 and set(after.point_id) == set(before.point_id)
+
+
+def test_sweep_takes_fusion_with_predicts_default():
+    """chip.fusion is an optional key a sweep may set (it was refused as 'no existing key'),
+    and a point that does not set it fuses as predict does (on for a GPU)."""
+    from accelsim.dse.scenario import build_scenario
+
+    base = {"system": "h100-sxm", "workload": "resnet50", "scheme": "fp16", "minibatch": 64}
+    assert build_scenario(base).system.chip.fusion is True
+    assert build_scenario({**base, "chip.fusion": False}).system.chip.fusion is False
+    hfp8 = {**base, "system": "hfp8-64chip", "minibatch": 64 * 8}
+    assert build_scenario(hfp8).system.chip.fusion is False  # no hierarchy: the paper's
+    with pytest.raises(Exception, match="chip.fusio"):
+        build_scenario({**base, "chip.fusio": True})

@@ -332,16 +332,26 @@ def system_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -> 
                   network_efficiency=1.0 if net_eff is None else net_eff)
 
 
+#: optional keys of the schema (module docstring): an override may set one a file leaves out
+OPTIONAL_KEYS = ("system.network_efficiency", "chip.kernel_launch_us", "chip.fusion",
+                 "chip.layout", "chip.winograd", "chip.split_k", "chip.unaligned_gemm_rate")
+
+
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any],
                     source: str | Path = "<overrides>") -> dict[str, Any]:
     """A deep copy of ``data`` with dotted TOML keys replaced, e.g.
     ``{"system.link.bandwidth_GBps": 64, "chip.cores": 16}``. Only existing keys may be
-    overridden (a misspelt key is a :class:`ConfigError`, never a silent no-op)."""
+    overridden, or an optional key of the schema set (:data:`OPTIONAL_KEYS`); a misspelt key is
+    a :class:`ConfigError`, never a silent no-op."""
     out = _deepcopy(data)
     for dotted, value in overrides.items():
         parts = dotted.split(".")
         node = out
         for i, part in enumerate(parts):
+            if dotted in OPTIONAL_KEYS and i == len(parts) - 1 and isinstance(node, dict) \
+                    and part not in node:  # a key the schema allows a file to leave out
+                node[part] = value
+                break
             if not isinstance(node, dict) or part not in node:
                 raise ConfigError(source, dotted, value,
                                   f"override names no existing key ({'.'.join(parts[:i + 1])})")

@@ -270,6 +270,14 @@ class Chip:
     def has_hierarchy(self) -> bool:
         return bool(self.levels)
 
+    @property
+    def default_fusion(self) -> bool:
+        """Whether a front-end fuses element-wise layers into GEMMs unless told otherwise: the
+        config's ``fusion``, or on for a chip with a memory hierarchy (a GPU: cuDNN, XLA and
+        torch.compile fuse them). ``predict``, ``sweep`` and :func:`accelsim.engine.simulate`
+        share this one default."""
+        return self.fusion or self.has_hierarchy
+
     def with_fusion(self, fusion: bool) -> Chip:
         return replace(self, fusion=check_bool("fusion", fusion))
 

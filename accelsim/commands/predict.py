@@ -94,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.engine.stack import get_stack
 
     fusion = args.fusion == "on" if args.fusion else (
-        get_stack(args.stack).fused if args.stack else (system.chip.fusion
-                                                         or system.chip.has_hierarchy))
+        get_stack(args.stack).fused if args.stack else system.chip.default_fusion)
     if args.fusion is None and args.stack is None and fusion and workload.transformer is None:
         print(f"note: fusion on (the default on {system.name}: element-wise layers fused into "
               "GEMMs, as cuDNN/XLA/torch.compile do); the validated GPU ResNet-50 numbers run "

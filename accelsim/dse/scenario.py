@@ -154,6 +154,8 @@ def build_scenario(point: Mapping[str, Any]) -> Scenario:
         system = _system(str(p["system"]), tuple(sorted(ov.items())), bandwidth)
     except Unbuildable as exc:
         raise Infeasible(str(exc)) from None
+    if "chip.fusion" not in ov:  # the default predict takes (on for a GPU: cuDNN/XLA fuse)
+        system = system.with_fusion(system.chip.default_fusion)
     workload = _workload(str(p["workload"]))
     scheme = get_scheme(str(p["scheme"])).name
     kw = {k: _int_if_integral(p[k]) if k == "minibatch" else p[k] for k in PARAM_KEYS}

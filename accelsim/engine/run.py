@@ -276,7 +276,7 @@ def simulate(system: System, workload: Workload | GptConfig | Decoder, plan: Pla
                          f"{system.chips}, global batch = micro-batch x dp, no ZeRO, recompute, "
                          f"interleave or sequence parallelism); got {plan}")
     fusion = options.fusion if options.fusion is not None else (
-        system.chip.fusion or system.chip.has_hierarchy)
+        system.chip.default_fusion)
     return predict_workload(system, workload, plan.micro_batch, scheme, fusion=fusion,
                             layout=options.layout, winograd=options.winograd,
                             optimizer=plan.optimizer,
