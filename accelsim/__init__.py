@@ -67,7 +67,7 @@ _EXPORTS = {
     "shipped_names": "accelsim.paths",
     # performance: one GEMM, one training iteration (predict: a layer workload on a chip or GPU
     # per batch; training_step: the data-parallel study step), a sweep of them
-    "gemm_time": "accelsim.perf.gemm",
+    "gemm_time": "accelsim.perf.power",  # the preset's clock, or the power-limited one
     "GemmTime": "accelsim.perf.gemm",
     "predict": "accelsim.engine.run:predict_workload",
     "simulate": "accelsim.engine.run",  # the engine's one call: any workload under any plan

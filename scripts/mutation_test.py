@@ -85,8 +85,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "    folds = (-(-s_r // rows)) * (-(-s_c // cols))\n    cycles = folds",
            "    folds = (-(-s_r // rows)) * (s_c // cols + 1)\n    cycles = folds", _SYS_TESTS,
            "an extra column fold when columns divide evenly"),
-    Mutant("systolic", "accelsim/perf/systolic.py", "    k_eff = -(-K // macs_per_pe)\n    s_r, s_c, t = mp.dims(M, N, k_eff)\n    preload = rows if mp.preload_rows else 0\n    total = 0",
-           "    k_eff = K // macs_per_pe or 1\n    s_r, s_c, t = mp.dims(M, N, k_eff)\n    preload = rows if mp.preload_rows else 0\n    total = 0",
+    Mutant("systolic", "accelsim/perf/systolic.py", "    k_eff = -(-K // macs_per_pe)\n    s_r, s_c, t = mp.dims(M, N, k_eff)\n    folds = -(-s_r // rows)",
+           "    k_eff = K // macs_per_pe or 1\n    s_r, s_c, t = mp.dims(M, N, k_eff)\n    folds = -(-s_r // rows)",
            _SYS_TESTS, "a partial multi-MAC step is free (scalar)"),
     # ---- arith/exact.py: the span rules
     Mutant("exact", "accelsim/arith/exact.py", "    one = 53 - math.ceil(math.log2(K + 1))",

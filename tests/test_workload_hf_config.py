@@ -148,9 +148,9 @@ def test_ignored_keys_change_nothing(tmp_path):
     # 10^9 layers a run that never ended
     ("llama3-8b", {"model_type": ["llama"]}, "model_type", r"must be one of.*\['llama'\]"),
     ("llama3-8b", {"model_type": {"a": 1}}, "model_type", "must be one of"),
-    ("llama3-8b", {"hidden_size": 10**30}, "hidden_size", "must be <= 2,147,483,647"),
-    ("llama3-8b", {"num_hidden_layers": 10**9}, "num_hidden_layers", "must be <= 10,000"),
-    ("gpt2", {"n_layer": 10_001}, "n_layer", "must be <= 10,000"),
+    ("llama3-8b", {"hidden_size": 10**30}, "hidden_size", "must be at most 2,147,483,647"),
+    ("llama3-8b", {"num_hidden_layers": 10**9}, "num_hidden_layers", "must be at most 10,000"),
+    ("gpt2", {"n_layer": 10_001}, "n_layer", "must be at most 10,000"),
 ])
 def test_bad_configs_name_file_and_key(tmp_path, fixture, changes, key, match):
     p = _write(tmp_path, fixture, **changes)

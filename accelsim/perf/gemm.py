@@ -321,8 +321,8 @@ def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: 
     (operands read and the result written in ``precision``'s storage bytes). ``dataflow``
     None: the best of ws/os/is. A GEMM whose operands and result do not fit the chip's memory
     cannot run on it: :class:`~accelsim.errors.Infeasible`, naming the bytes and the capacity.
-    With the chip's power model on (``system.with_power_model()``), the GEMM runs at the
-    highest clock its power allows, as ``accelsim gemm --power-model`` times it."""
+    At the system's clock: ``accelsim.gemm_time`` (:func:`accelsim.perf.power.gemm_time`) runs
+    a chip whose power model is on at the clock its power allows."""
     m, n, k, count, precision = _checked(m, n, k, count, precision)
     need = count * (m * k + k * n + m * n) * OPERAND_BYTES[precision]
     cap = system.chip.memory_capacity_bytes
@@ -331,15 +331,6 @@ def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: 
                          + (f" (x{count})" if count > 1 else "")
                          + f" needs {need:,.0f} bytes for its operands and result, more than the "
                          f"{cap:,} bytes ({cap / 2**30:g} GiB) of one chip of {system.name}")
-    power = system.chip.power
-    if power is not None and power.enforced:  # at the clock its power allows (--power-model)
-        from accelsim.perf.power import gemm_power_limited
-
-        if dataflow is not None:
-            raise InputError("gemm_time: a dataflow with the power model on: the power-limited "
-                             "clock is found for the best dataflow (give one or the other)")
-        return gemm_power_limited(system, m, n, k, precision, count=count,
-                                  efficiency=efficiency).gemm
     return gemm_kernel_time(system, m, n, k, precision, count=count, dataflow=dataflow,
                             efficiency=efficiency)
 

@@ -33,7 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from accelsim.perf.gemm import FITTED, Efficiency, GemmTime, gemm_time
+from accelsim.errors import InputError
+from accelsim.perf import gemm as _gemm
+from accelsim.perf.gemm import FITTED, Efficiency, GemmTime
 
 if TYPE_CHECKING:
     from accelsim.arch import ChipPower, System
@@ -118,7 +120,7 @@ def gemm_at_clock(system: System, m: int, n: int, k: int, precision: str, clock_
     """The GEMM timed at a given SM clock, with the power that clock draws (which may exceed
     the limit: ``limited`` is then False and ``power_W > power_limit_W``)."""
     p = _power_of(system)
-    g = gemm_time(system_at_clock(free_running(system), clock_Hz), m, n, k, precision,
+    g = _gemm.gemm_time(system_at_clock(free_running(system), clock_Hz), m, n, k, precision,
                   count=count, efficiency=efficiency)
     return PoweredGemm(gemm=g, clock_Hz=float(clock_Hz),
                        power_W=kernel_power_W(system, g, clock_Hz),
@@ -146,3 +148,21 @@ def gemm_power_limited(system: System, m: int, n: int, k: int, precision: str, *
         else:
             hi = mid
     return replace(best, limited=True)
+
+
+def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: int = 1,
+              dataflow: str | None = None, efficiency: Efficiency = FITTED) -> GemmTime:
+    """The time of a GEMM on ``system`` as configured (``accelsim.gemm_time``, and ``accelsim
+    gemm``): :func:`accelsim.perf.gemm.gemm_time` at the preset's clock, or, with the chip's
+    power model on (``system.with_power_model()``), at the highest clock its power allows
+    (:func:`gemm_power_limited`)."""
+    power = system.chip.power
+    if power is None or not power.enforced:
+        return _gemm.gemm_time(system, m, n, k, precision, count=count, dataflow=dataflow,
+                               efficiency=efficiency)
+    if dataflow is not None:
+        raise InputError("gemm_time: a dataflow with the power model on: the power-limited "
+                         "clock is found for the best dataflow (give one or the other)")
+    return gemm_power_limited(system, m, n, k, precision, count=count,
+                              efficiency=efficiency).gemm
+
