@@ -1,13 +1,12 @@
 """LLM inference on the one execution model: prefill, decode steps over a KV cache, whole
 requests and a batch x context sweep (``accelsim infer``).
 
-A forward pass is the training path's lowering (:mod:`accelsim.engine.decoder`) run once, no
-backward: per layer the linear GEMMs of ``M`` = the tokens of the pass (prefill: ``B x T``;
-decode: ``B``, one per sequence), attention, the element-wise kernels and the tensor-parallel
-all-reduces (two per layer, Megatron's split), expert-parallel all-to-alls for MoE layers, and
-the LM head for the last token of each sequence only (as vLLM and TensorRT-LLM compute
-logits). Every GEMM is perf's one kernel formula (:func:`accelsim.perf.gemm.gemm_time`: tiles,
-waves, the memory-bound weight stream of a skinny decode GEMM, the per-kernel fixed time).
+A forward pass is the training path's lowering (:mod:`accelsim.engine.decoder`) run once: per
+layer the linear GEMMs of ``M`` = the tokens of the pass (prefill: ``B x T``; decode: ``B``),
+attention, the element-wise kernels, the tensor-parallel all-reduces (two per layer), the
+expert-parallel all-to-alls of MoE layers, and the LM head for each sequence's last token only
+(as vLLM and TensorRT-LLM). Every GEMM is perf's one kernel formula (tiles, waves, the weight
+stream of a skinny decode GEMM, the per-kernel fixed time).
 
 * **prefill** attention is :class:`~accelsim.engine.graph.AttentionOp` over the prompt (causal),
   timed by the flash kernel model (:func:`accelsim.engine.graph.flash_attention_parts` with

@@ -22,7 +22,7 @@ from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine import decoder, eager
-from accelsim.engine.comm import comm, fabric_of
+from accelsim.engine.comm import Comm, comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.memory import GIB, Memory, memory
@@ -176,6 +176,85 @@ def step_schedule(pipeline_s: float, window_s: float, dp_ops, optimizer_s: float
     return schedule(g.tasks)
 
 
+def _at_power_limit(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
+                    params: LlmParams, engine: str) -> Prediction:
+    """:func:`predict` at the highest SM clock whose step-average power fits the limit."""
+    from accelsim.engine.limiter import at_power_limit
+
+    def timed(s: System) -> tuple[Prediction, StepEnergy | None]:
+        r = predict(model, plan, scheme, s, params, engine=engine)
+        return r, r.energy
+
+    pred, clock = at_power_limit(system, timed)
+    # MFU and the peak stay against the preset's (datasheet) peak, not the limited clock's
+    gp = get_scheme(scheme).formats(plan.optimizer).gemm_precision
+    return replace(pred, power_model=True, clock_MHz=clock / 1e6,
+                   peak_flops_per_gpu=system.peak_flops(gp) / system.chips)
+
+
+def _resolve(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
+             params: LlmParams) -> tuple[Decoder, StateFormats]:
+    """The plan's checks, and the model and state formats the stack runs (eager PyTorch:
+    autocast's formats; a flash-attention stack: flash attention)."""
+    sc = get_scheme(scheme).formats(plan.optimizer)
+    plan.check_model(model)
+    plan.check_placement(system.chips)
+    if not params.stack.fused:  # eager PyTorch (accelsim.engine.eager): one GPU or DDP
+        eager.check_plan(model, plan, sc)
+        if params.stack.autocast:
+            sc = eager.autocast_formats(sc, plan.optimizer)
+    if params.stack.attention is AttentionKernel.FLASH:
+        model = replace(model, flash_attention=True)
+    if not system.chip.core.supports(sc.gemm_precision):
+        raise InputError(f"system {system.name!r} has no {sc.gemm_precision} rate "
+                         f"(scheme {sc.name})")
+    return model, sc
+
+
+def _memory(model: Decoder, plan: Plan, sc: StateFormats, params: LlmParams) -> Memory:
+    """The memory account under the stack (eager PyTorch: its activations)."""
+    mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
+    if params.stack.fused:
+        return mem
+    return replace(mem, activations_bytes=eager.activation_bytes(model, plan, sc.gemm_precision),
+                   # one GPU, one micro-batch: zero_grad(set_to_none=True) frees them; DDP's
+                   # reducer keeps its gradient buckets (a full gradient copy) allocated across
+                   # steps, and accumulation keeps the first micro-batch's gradients while the
+                   # next one's activations build up
+                   grads_freed_each_step=plan.dp == 1 and plan.n_micro == 1)
+
+
+def _per_layer(rows: list[OpTime], cm: Comm, plan: Plan, a2a_f: float, a2a_b: float
+               ) -> tuple[float, float, float]:
+    """(forward, backward, recompute) seconds of one layer and micro-batch on the critical
+    path: its ops, the tensor-parallel collectives, the all-to-alls (only their part longer
+    than another micro-batch's computation with ``overlap_moe_comm``)."""
+    f = _phase_s(rows, Phase.FWD) + cm.tp_layer_pass_s
+    b = _phase_s(rows, Phase.BWD) + cm.tp_layer_bwd_s
+    if a2a_f or a2a_b:
+        if plan.overlap_moe_comm:  # beside another micro-batch's forward + backward
+            hidden = _phase_s(rows, Phase.FWD) + _phase_s(rows, Phase.BWD)
+            b += max(0.0, a2a_f + a2a_b - hidden)
+        else:
+            f, b = f + a2a_f, b + a2a_b
+    if plan.recompute == "full":
+        return f, b, f
+    if plan.recompute == "selective":
+        return f, b, _phase_s(rows, Phase.FWD, ("attention",))
+    return f, b, 0.0
+
+
+def _recompute_flops(model: Decoder, plan: Plan) -> float:
+    """FLOPs recomputation adds per iteration (full: the forward again, not the head's;
+    selective: attention's)."""
+    B = plan.global_batch
+    if plan.recompute == "full":
+        return model.model_flops(B) / 3 - model.head_flops(B)
+    if plan.recompute == "selective":
+        return model.attention_flops(B)
+    return 0.0
+
+
 def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system: System,
             params: LlmParams = LlmParams(), *, engine: str = "analytic") -> Prediction:
     """Predict one training iteration of ``model`` (a GPT, or any
@@ -189,65 +268,18 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     model = Decoder.of(model)
     power = system.chip.power
     if power is not None and power.enforced:
-        from accelsim.engine.limiter import at_power_limit
-
-        def timed(s: System) -> tuple[Prediction, StepEnergy | None]:
-            r = predict(model, plan, scheme, s, params, engine=engine)
-            return r, r.energy
-
-        pred, clock = at_power_limit(system, timed)
-        # MFU and the peak stay against the preset's (datasheet) peak, not the limited clock's
-        gp = get_scheme(scheme).formats(plan.optimizer).gemm_precision
-        return replace(pred, power_model=True, clock_MHz=clock / 1e6,
-                       peak_flops_per_gpu=system.peak_flops(gp) / system.chips)
-    sc = get_scheme(scheme).formats(plan.optimizer)
-    plan.check_model(model)
-    plan.check_placement(system.chips)
-    name = sc.name
-    if not params.stack.fused:  # eager PyTorch (accelsim.engine.eager): one GPU or DDP
-        eager.check_plan(model, plan, sc)
-        if params.stack.autocast:
-            sc = eager.autocast_formats(sc, plan.optimizer)
-    if params.stack.attention is AttentionKernel.FLASH:
-        model = replace(model, flash_attention=True)
-    if not system.chip.core.supports(sc.gemm_precision):
-        raise InputError(f"system {system.name!r} has no {sc.gemm_precision} rate "
-                         f"(scheme {sc.name})")
+        return _at_power_limit(model, plan, scheme, system, params, engine)
+    name = get_scheme(scheme).formats(plan.optimizer).name
+    model, sc = _resolve(model, plan, scheme, system, params)
     fabric = fabric_of(system, params, engine)
-    mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
-    if not params.stack.fused:
-        mem = replace(mem, activations_bytes=eager.activation_bytes(model, plan,
-                                                                    sc.gemm_precision),
-                      # one GPU, one micro-batch: zero_grad(set_to_none=True) frees them;
-                      # DDP's reducer keeps its gradient buckets (a full gradient copy)
-                      # allocated across steps, and accumulation keeps the first micro-batch's
-                      # gradients while the next one's activations build up
-                      grads_freed_each_step=plan.dp == 1 and plan.n_micro == 1)
+    mem = _memory(model, plan, sc, params)
     cm = comm(model, plan, sc, fabric, mem)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
     mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
         else []
-
-    def per_layer(rows: list[OpTime], a2a_f: float, a2a_b: float) -> tuple[float, float, float]:
-        f = _phase_s(rows, Phase.FWD) + cm.tp_layer_pass_s
-        b = _phase_s(rows, Phase.BWD) + cm.tp_layer_bwd_s
-        if a2a_f or a2a_b:
-            if plan.overlap_moe_comm:  # beside another micro-batch's forward + backward
-                hidden = _phase_s(rows, Phase.FWD) + _phase_s(rows, Phase.BWD)
-                b += max(0.0, a2a_f + a2a_b - hidden)
-            else:
-                f, b = f + a2a_f, b + a2a_b
-        if plan.recompute == "full":
-            rec = f
-        elif plan.recompute == "selective":
-            rec = _phase_s(rows, Phase.FWD, ("attention",))
-        else:
-            rec = 0.0
-        return f, b, rec
-
-    f_d, b_d, rec_d = per_layer(lrows, 0.0, 0.0)
-    f_m, b_m, rec_m = per_layer(mrows, cm.ep_layer_pass_s, cm.ep_layer_bwd_s) if mrows \
-        else (0.0, 0.0, 0.0)
+    f_d, b_d, rec_d = _per_layer(lrows, cm, plan, 0.0, 0.0)
+    f_m, b_m, rec_m = _per_layer(mrows, cm, plan, cm.ep_layer_pass_s, cm.ep_layer_bwd_s) \
+        if mrows else (0.0, 0.0, 0.0)
     a2a = cm.ep_layer_pass_s + cm.ep_layer_bwd_s
     a2a_exposed = a2a
     if mrows and plan.overlap_moe_comm:
@@ -277,17 +309,11 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     tail = step_schedule(pipeline, bwd if plan.overlap_grad_reduce else 0.0, cm.dp_ops, opt_s)
     total = tail.makespan_s
     dp_exposed = total - pipeline - opt_s
-    B = plan.global_batch
-    mflops = model.model_flops(B)
-    extra = 0.0
-    if plan.recompute == "full":
-        extra = mflops / 3 - model.head_flops(B)  # no head recompute
-    elif plan.recompute == "selective":
-        extra = model.attention_flops(B)
+    mflops = model.model_flops(plan.global_batch)
     pred = Prediction(
         model=model, plan=plan, scheme=name, iteration_time_s=total, pipeline_s=pipeline,
         bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=opt_s, forward_s=fwd, backward_s=bwd,
-        model_flops=mflops, hardware_flops=mflops + extra,
+        model_flops=mflops, hardware_flops=mflops + _recompute_flops(model, plan),
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
