@@ -115,5 +115,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the names without the lazy imp
                                    BlockFormat, BlockQuantized, FloatFormat, block_quantize,
                                    decode, encode, get_block_format, get_format, quantize)
     from accelsim.paths import shipped_names
-    from accelsim.perf.gemm import GemmTime, gemm_time
+    from accelsim.perf.gemm import GemmTime
+    from accelsim.perf.power import gemm_time
     from accelsim.workload import Workload, load_workload

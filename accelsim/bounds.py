@@ -108,6 +108,7 @@ SI_RANGES = {
     "latency_s": _si(("latency_ns", 1e-9)),
     "kernel_launch_s": _si(("kernel_launch_us", 1e-6)),
     "unaligned_gemm_rate": PLAUSIBLE["unaligned_gemm_rate"],
+    "network_efficiency": PLAUSIBLE["network_efficiency"],
     "memory_capacity_bytes": _si(("memory_capacity_GiB", _GiB), ("memory_capacity_MiB", _MiB)),
     "scratchpad_bytes": _si(("scratchpad_MiB", _MiB), ("scratchpad_KiB", _KiB)),
     "capacity_bytes": _si(("capacity_MiB", _MiB), ("capacity_KiB", _KiB)),

@@ -15,6 +15,13 @@ RING_KINDS = {"reduce-scatter": 1.0, "all-gather": 1.0, "all-reduce": 2.0}
 #: all-to-all-v: of its mean buffer)
 BUS_KINDS = {**RING_KINDS, "all-to-all": 1.0, "all-to-all-v": 1.0}
 
+#: fraction of a link's wire rate an all-to-all reaches (pairwise sends without a ring's
+#: reduction steps; not fitted): DeepEP's README (github.com/deepseek-ai/DeepEP, "Normal kernels
+#: with NVLink and RDMA forwarding", H800 + CX7 400 Gb/s, DeepSeek-V3's pretraining setting):
+#: dispatch and combine reach 43-51 GB/s of the ~50 GB/s NIC at EP 16-64 and 153-158 GB/s of the
+#: ~160 GB/s NVLink at EP 8
+ALL_TO_ALL_EFFICIENCY = 0.9
+
 
 def bus_factor(kind: str, ranks):
     """THE (p-1)/p factor: ``f (p-1)/p`` with ``f = 2`` for all-reduce, else 1 (``kind`` one of

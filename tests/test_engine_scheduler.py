@@ -129,3 +129,27 @@ def test_transformer_step_after_the_pipeline_is_scheduled(overlap):
     assert r.timeline().end_s == pytest.approx(r.iteration_time_s, rel=1e-12)
     (red,) = [x for x in r.rows() if x.op == "dp_reduce"]
     assert red.exposed_s == pytest.approx(max(0.0, cm.dp_reduce_s - window), abs=1e-15)
+
+
+def test_data_parallel_graph_orders_its_step():
+    """The data-parallel step's graph: without buckets the compression pass and the
+    reduce-scatter follow back-propagation; with buckets but no layer to reduce the pass still
+    runs; each step task waits for the one before, whatever its stream."""
+    from accelsim.engine.scheduler import LayerPhases, data_parallel_graph
+
+    layer = LayerPhases("l0", "linear", ((Phase.FWD, 1.0, 0.0, 0.0, ""),
+                                         (Phase.WGRAD, 1.0, 0.0, 0.0, ""),
+                                         (Phase.BWD_DATA, 1.0, 0.0, 0.0, "")), 2.0)
+    step = [Task("grads", "x", Phase.STEP, 1.0, TP), Task("grads", "y", Phase.STEP, 1.0, TP)]
+    plain = schedule(data_parallel_graph([layer], step=step, compression_s=0.5))
+    assert plain.makespan_s == 3.0 + 0.5 + 2.0 + 1.0 + 1.0
+    quiet = LayerPhases("l0", "linear", layer.phases, 0.0)
+    for buckets in (False, True):
+        s = schedule(data_parallel_graph([quiet], step=[], compression_s=5.0, buckets=buckets))
+        assert s.makespan_s == 8.0  # the compression pass is never dropped
+    # with a bucket the reduce-scatter starts when the weight gradient is ready (t = 2):
+    # compression 0.5 then 2 s on the DP stream beside the data gradient, then x and y in turn
+    b = schedule(data_parallel_graph([layer], step=step, compression_s=0.5, buckets=True))
+    assert b.makespan_s == 2.0 + 0.5 + 2.0 + 1.0 + 1.0
+    starts = {t.op: st for t, st in zip(b.tasks, b.start_s)}
+    assert starts["y"] == starts["x"] + 1.0

@@ -77,7 +77,23 @@ def test_across_nodes_uses_the_nic_at_the_same_efficiency():
     assert Fabric.of(NODE).split(64, 1) == (8, 8)
 
 
+def test_all_to_all_is_the_one_llm_uses():
+    """collective --system's all-to-all at the fabric's all-to-all efficiency, the one llm's
+    and infer's expert-parallel traffic use (it ran at the ring's 0.52: 381 us, not 223)."""
+    from accelsim.engine import LlmParams
+    from accelsim.engine.comm import fabric_of
+
+    t = collective_time_s(NODE, "all-to-all", 1e8)
+    assert t == pytest.approx(fabric_of(NODE, LlmParams()).all_to_all_s(1e8, 8, 1), rel=1e-12)
+    assert t == pytest.approx(223.05e-6, rel=1e-3)
+
+
 @pytest.mark.parametrize("argv, fragment", [
+    ("--system dgx-h100 --op all-reduce --bytes 8 --chips 1", "at least 2 ranks"),
+    ("--system v100-sxm2 --op all-reduce --bytes 8", "one GPU per node"),
+    ("--system dgx-h100 --op all-reduce --bytes 8 --chips 3 --stride 3", "do not tile"),
+    ("--system dgx-h100 --op all-to-all --bytes 8 --engine des", "closed form only"),
+    ("--system dgx-h100 --op all-reduce --bytes 8 --max-packets 9", "--max-packets is a"),
     ("--system dgx-h100 --op all-reduce --bytes 8 --link-GBps 10", "--link-GBps is a --topology"),
     ("--system dgx-h100 --op all-reduce --bytes 8 --engine both", "--engine both"),
     ("--system hfp8-64chip --op all-reduce --bytes 8", "node file"),

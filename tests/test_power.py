@@ -211,6 +211,15 @@ def test_predict_layer_workload_reports_energy_as_sweep_prices_it(capsys):
     r = predict_workload(system, wl, 32, "fp16", fusion=False)
     e = step_energy(system, step_work(system, wl, "fp16", 32), r.step.step_s, 32)
     assert out["energy_J"] == pytest.approx(e.energy_J, rel=1e-12)
+    # explore prices the same work: the dynamic energy (all but the static power over the
+    # step, whose length the two front-ends time each their way) agrees
+    from accelsim.dse import explore
+
+    best = explore(system, wl, 32, "fp16", strategies=("data",), dataflows=("ws",),
+                   overlap=(False,)).best
+    static_W = system.chip.power.static_W
+    assert out["energy_J"] - static_W * out["step_time_s"] == pytest.approx(
+        best["energy_J"] - static_W * best["step_s"], rel=1e-9)
     assert out["power_W"] == pytest.approx(out["energy_J"] / out["step_time_s"], rel=1e-12)
     assert out["power_W_per_gpu"] == out["power_W"]  # one chip
     assert out["tflops_per_gpu"] == pytest.approx(out["tflops"], rel=1e-12)
@@ -235,6 +244,7 @@ def test_gemm_time_api_and_cli_agree_with_the_power_model(capsys):
     assert api.time_s == pytest.approx(cli["time_s"], rel=1e-12)
     fixed = accelsim.gemm_time(s, 4096, 4096, 4096, "bf16")
     assert api.time_s > fixed.time_s  # 700 W holds this GEMM below the preset's clock
+    assert api.tflops == pytest.approx(648, abs=1) and fixed.tflops == pytest.approx(757, abs=1)
     assert main(["gemm", "--system", "h100-sxm", "--m", "4096", "--n", "4096", "--k", "4096",
                  "--scheme", "bf16", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["time_s"] == pytest.approx(fixed.time_s,

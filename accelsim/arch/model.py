@@ -344,10 +344,7 @@ class System:
 
     def __post_init__(self) -> None:
         _check_counts(self, "chips", "boards", "chips_per_board")
-        e = self.network_efficiency
-        if isinstance(e, bool) or not isinstance(e, int | float) or not 0 < e <= 1:
-            raise InputError(f"system {self.name!r}: network_efficiency must be in (0, 1], "
-                             f"got {e!r}")
+        check_si(f"System {self.name!r}", "network_efficiency", self.network_efficiency)
         if self.boards * self.chips_per_board != self.chips:
             raise InputError(f"System {self.name!r}: boards x chips_per_board must equal chips "
                              f"({self.boards} x {self.chips_per_board} != {self.chips})")

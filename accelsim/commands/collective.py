@@ -99,21 +99,35 @@ def run_system(args: argparse.Namespace) -> int:
         if value != default:
             raise UserError(f"{flag} is a --topology option: with --system the links, "
                             "latencies and efficiency are the preset's (edit a copy of it)")
+    for flag, given in (("--elem-bytes", args.elem_bytes != 1), ("--no-pad", args.no_pad),
+                        ("--max-transfers", args.max_transfers is not None),
+                        ("--max-packets", args.max_packets is not None),
+                        ("--max-links", args.max_links is not None)):
+        if given:
+            raise UserError(f"{flag} is a --topology option (an explicit schedule or a "
+                            "simulated packet stream); --system times the preset's fabric")
     if args.engine == "both":
         raise UserError("--engine both is a --topology option: with --system run analytic and "
                         "des one at a time")
+    if args.engine == "des" and args.op == "all-to-all":
+        raise UserError("--engine des: a node file's all-to-all has the two-tier closed form "
+                        "only (--topology ... --engine des simulates one)")
     path = system_path(args.system)
     system = build_system(path)
     fab = Fabric.of(system, engine=args.engine)  # refuses a multi-board system, names it
     ranks = args.chips if args.chips is not None else system.chips
+    if ranks < 2:
+        raise UserError(f"a collective needs at least 2 ranks: {system.name} has one GPU per "
+                        "node, give --chips N" if args.chips is None else
+                        f"--chips {ranks}: a collective needs at least 2 ranks")
     t = collective_time_s(system, args.op, float(args.nbytes), ranks, args.stride,
                           engine=args.engine)
     per_node, nodes = fab.split(ranks, args.stride)
     algbw = args.nbytes / t / 1e9 if t > 0 else float("inf")
     bus = algbw * (bus_factor(args.op, ranks) if args.op != "all-to-all" else 1.0)
-    algo = ("one rank" if ranks == 1 else "ring, inside a node" if nodes == 1
-            else "ring, across nodes (NICs)" if per_node == 1
-            else f"hierarchical: {per_node} per node x {nodes} nodes")
+    kind = "pairwise" if args.op == "all-to-all" else "ring"
+    algo = (f"{kind}, inside a node" if nodes == 1 else f"{kind}, across nodes (NICs)"
+            if per_node == 1 else f"hierarchical: {per_node} per node x {nodes} nodes")
     out = {"system": system.name, "op": args.op, "engine": args.engine, "chips": ranks,
            "stride": args.stride, "nodes": nodes, "algorithm": algo,
            "payload_bytes": float(args.nbytes), "time_s": t, "algbw_GBps": algbw,

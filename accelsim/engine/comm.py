@@ -57,9 +57,10 @@ def fabric_of(system: System, params: LlmParams, engine: str = "analytic") -> Fa
 
 
 def op_s(fabric: Fabric, op: CommOp) -> float:
-    """Seconds of one CommOp of the op graph: a ring collective by :meth:`collective_s`,
-    an all-to-all by :meth:`all_to_all_s`, a send-recv point to point (across nodes when
-    its group spans nodes)."""
+    """Seconds of one CommOp of the op graph on ``fabric``: a ring collective by
+    :meth:`~accelsim.netsim.fabric.Fabric.collective_s`, an all-to-all by
+    :meth:`~accelsim.netsim.fabric.Fabric.all_to_all_s`, a send-recv point to point (across
+    nodes when its group spans nodes)."""
     if op.kind == CommKind.ALL_TO_ALL:
         return fabric.all_to_all_s(op.size_bytes, op.group, op.stride)
     if op.kind == CommKind.SEND_RECV:

@@ -3,7 +3,7 @@ bytes (properties of the op, not recomputed by callers), and the one place each 
 
 Compute ops are timed by perf's kernel formula (:func:`accelsim.perf.gemm.gemm_time` for GEMMs,
 bytes over the achievable HBM bandwidth for element-wise kernels); communication ops by the
-fabric of :mod:`accelsim.engine.comm` (netsim's ring term, or its DES on request). Front-ends
+system's fabric (:mod:`accelsim.netsim.fabric`: netsim's ring term, or its DES on request). Front-ends
 build ops (the transformer path of :mod:`accelsim.engine.transformer`, ``accelsim op``) and the
 schedule composes their times (:mod:`accelsim.engine.schedule`); the per-op rows become the
 breakdown table and the trace (:mod:`accelsim.engine.trace`).

@@ -12,7 +12,7 @@ and an UpdateOp, in the scheme's phase order; their times are netsim's
 (:func:`accelsim.engine.run.comm_phases`). :func:`zero_comm_ops` is the same transformation
 for a plan with ZeRO (the transformer path's data-parallel traffic,
 :func:`accelsim.engine.comm.comm`), its CommOps timed on the node file's fabric
-(:meth:`accelsim.engine.comm.Fabric.op_s`).
+(:func:`accelsim.engine.comm.op_s` on :class:`accelsim.netsim.fabric.Fabric`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from accelsim.arch.schemes import OPTIMIZERS
 from accelsim.bounds import (MAX_CHIPS, MAX_COUNT, MAX_DIM, MEMORY_RESERVE_GiB, check_bool,
                              check_number)
 from accelsim.engine.stack import MEGATRON, Stack
+from accelsim.ring import ALL_TO_ALL_EFFICIENCY
 from accelsim.workload.gpt import GptConfig
 
 if TYPE_CHECKING:
@@ -176,11 +177,8 @@ class LlmParams:
     memory_efficiency: float | None = None
     memory_reserve_GiB: float | None = None
     stack: Stack = MEGATRON
-    # not fitted: DeepEP's README (github.com/deepseek-ai/DeepEP, "Normal kernels with NVLink
-    # and RDMA forwarding", H800 + CX7 400 Gb/s, DeepSeek-V3's pretraining setting): dispatch and
-    # combine reach 43-51 GB/s of the ~50 GB/s NIC at EP 16-64 and 153-158 GB/s of the ~160 GB/s
-    # NVLink at EP 8 -- pairwise sends without a ring's reduction steps
-    all_to_all_efficiency: float = 0.9
+    # the fabric's (accelsim.netsim.fabric.ALL_TO_ALL_EFFICIENCY, DeepEP's measured rates)
+    all_to_all_efficiency: float = ALL_TO_ALL_EFFICIENCY
 
     def __post_init__(self) -> None:
         if not isinstance(self.stack, Stack):
@@ -193,6 +191,8 @@ class LlmParams:
             v = getattr(self, f)
             if f == "network_efficiency" and v is None:
                 continue
+            if isinstance(v, bool):
+                raise InputError(f"LlmParams.{f} must be a number in (0, 1], got {v!r}")
             if not isinstance(v, (int, float)) or not 0 < v <= 1:
                 raise InputError(f"LlmParams.{f} must be in (0, 1], got {v!r}")
         check_number("LlmParams.memory_reserve_GiB", self.memory_reserve_GiB,

@@ -212,15 +212,18 @@ def data_parallel_graph(layers: Sequence[LayerPhases], *, step: Sequence[Task],
             if ph == Phase.BWD_DATA:
                 g.add(Task(ly.name, ly.kind, ph, t, deps=g.last(Stream.COMPUTE), flops=fl,
                            bytes=by, bound=bd))
-    if not buckets:
+    if not buckets or rs_total == 0:  # (no bucket to compress with: the pass on its own)
         if compression_s > 0:
             g.add(Task("grads", "compression", Phase.STEP, compression_s,
                        deps=g.last(Stream.COMPUTE), bound="compression"))
         if rs_total > 0:
             g.add(Task("grads", "reduce_scatter", Phase.STEP, rs_total, Stream.DP,
                        deps=g.last(Stream.COMPUTE), bytes=rs_bytes, bound="reduce_scatter"))
-    for t in step:
-        deps = tuple(sorted({*g.last(Stream.COMPUTE), *g.last(Stream.DP)}))
+    for i, t in enumerate(step):  # each after the one before and the whole reduction
+        deps = {*g.last(Stream.COMPUTE), *g.last(Stream.DP)}
+        if i:
+            deps.add(len(g.tasks) - 1)
+        deps = tuple(sorted(deps))
         g.add(Task(t.layer, t.op, t.phase, t.time_s, t.stream, deps=deps, flops=t.flops,
                    bytes=t.bytes, bound=t.bound or t.op))
     return tuple(g.tasks)

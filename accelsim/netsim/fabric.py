@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from accelsim.arch import System
 from accelsim.errors import InputError
-from accelsim.ring import ring_collective_time
+from accelsim.ring import ALL_TO_ALL_EFFICIENCY, ring_collective_time
 
 ENGINES = ("analytic", "des")
 #: DES packet size: collectives move in pipelined chunks of this many bytes (assumption: the
@@ -41,6 +41,8 @@ def _des_ring(kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
     pl = symmetric.plan("switch", ranks, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s / 2)
     return collective_time(pl, kind, math.ceil(size_bytes), bytes_per_elem=1.0, engine="des",
                            packet_bytes=DES_PACKET_BYTES).time_s
+
+
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,10 @@ class Fabric:
 
     @classmethod
     def of(cls, system: System, *, engine: str = "analytic",
-           all_to_all_efficiency: float | None = None) -> Fabric:
+           all_to_all_efficiency: float = ALL_TO_ALL_EFFICIENCY) -> Fabric:
         """The fabric of a node file: the NVSwitch port inside a node, the GPU's NIC across
         nodes, both at ``system.network_efficiency`` of their wire rate (the fabric preset's
-        one fitted factor); an all-to-all at ``all_to_all_efficiency`` of the wire rate (None:
-        the same factor)."""
+        one fitted factor); an all-to-all at ``all_to_all_efficiency`` of the wire rate."""
         if system.boards != 1:
             raise InputError(f"system {system.name!r}: the two-tier fabric is a node file's "
                              f"(boards = 1), got boards = {system.boards} (time a multi-board "
@@ -79,8 +80,10 @@ class Fabric:
         if system.inter_board_link is None:
             raise InputError(f"system {system.name!r}: no inter_board link (the per-GPU NIC) "
                              "to reach other nodes")
+        a2a = all_to_all_efficiency
+        if isinstance(a2a, bool) or not isinstance(a2a, int | float) or not 0 < a2a <= 1:
+            raise InputError(f"all_to_all_efficiency must be in (0, 1], got {a2a!r}")
         e = system.network_efficiency
-        a2a = e if all_to_all_efficiency is None else all_to_all_efficiency
         ln, ib = system.link, system.inter_board_link
         return cls(gpus_per_node=system.chips,
                    intra_Bps=ln.bandwidth_Bps * ln.links_per_chip * e,
@@ -92,6 +95,9 @@ class Fabric:
     def split(self, size: int, stride: int) -> tuple[int, int]:
         """(members per node, nodes) of a group of ``size`` ranks spaced ``stride`` apart."""
         n = self.gpus_per_node
+        if stride % n and n % stride:
+            raise InputError(f"stride {stride}: ranks that far apart do not tile {n}-GPU nodes "
+                             f"(give a divisor or a multiple of {n})")
         if stride >= n:
             return 1, size
         per_node = min(size, max(1, n // stride))
@@ -159,6 +165,13 @@ def collective_time_s(system: System, kind: str, size_bytes: float, ranks: int |
     collective --system`` prints and every front-end's communication rows use."""
     fab = Fabric.of(system, engine=engine)
     n = system.chips if ranks is None else ranks
+    for name, v in (("ranks", n), ("stride", stride)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"collective_time_s: {name} must be an integer >= 1, got {v!r}")
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int | float) \
+            or not math.isfinite(size_bytes) or size_bytes < 0:
+        raise InputError(f"collective_time_s: size_bytes must be a finite number >= 0, got "
+                         f"{size_bytes!r}")
     if kind == "all-to-all":
         return fab.all_to_all_s(size_bytes, n, stride)
     if kind not in ("reduce-scatter", "all-gather", "all-reduce"):
