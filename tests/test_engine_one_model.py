@@ -93,13 +93,21 @@ def test_llm_breakdown_and_trace_add_up(plan):
     tl = r.timeline()
     assert tl.end_s == pytest.approx(r.iteration_time_s, rel=0.01)
     streams = {str(e.stream) for e in tl.events}
-    assert "compute" in streams
-    if plan["tp"] > 1:
-        assert "tp_comm" in streams
+    ops = {dict(e.args).get("op") for e in tl.events}
+    if plan.get("interleave", 1) == 1:  # the 1F1B schedule: a track per stage
+        assert {f"stage {st}" for st in range(plan["pp"])} <= streams
+        if plan["tp"] > 1:
+            assert "tp_comm" in ops
+        if plan["pp"] > 1:
+            assert "p2p" in ops and "bubble" in set(df["op"])
+    else:  # the critical stage's micro-batches on its streams
+        assert "compute" in streams
+        if plan["tp"] > 1:
+            assert "tp_comm" in streams
+        if plan["pp"] > 1:
+            assert "pp_send_recv" in streams and "bubble" in set(df["op"])
     if plan["dp"] > 1:
         assert "dp_comm" in streams
-    if plan["pp"] > 1:
-        assert "pp_send_recv" in streams and "bubble" in set(df["op"])
     # each layer row sits on its stage (interleaved: chunk c of L/(pp v) layers on stage c % pp)
     per_chunk = GPT.layers // (plan["pp"] * plan.get("interleave", 1))
     lay = df[df["layer"].str.startswith("layer")]
@@ -113,8 +121,11 @@ def test_llm_breakdown_and_trace_add_up(plan):
         assert float(red["exposed_s"].iloc[0]) == pytest.approx(max(0.0, t - hidden))
     # the trace: the update after the reduction, the ZeRO weight gathers after the update; no
     # two events of one stream overlap
-    order = [e.name for e in tl.events if e.name in ("dp_reduce", "optimizer", "dp_gather")]
-    assert order == sorted(order, key=["dp_reduce", "optimizer", "dp_gather"].index)
+    step = [(e.start_s, dict(e.args).get("op")) for e in tl.events
+            if dict(e.args).get("op") in ("dp_reduce", "update", "dp_gather")]
+    order = [op for _, op in sorted(step, key=lambda x: x[0])]
+    assert order == sorted(order, key=["dp_reduce", "update", "dp_gather"].index)
+    assert "update" in order
     for stream in streams:
         ev = sorted((e.start_s, e.start_s + e.dur_s) for e in tl.events
                     if str(e.stream) == stream)

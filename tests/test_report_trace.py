@@ -38,3 +38,30 @@ def test_a_foreign_trace_gets_kinds_from_its_names(tmp_path):
     ev = read_trace(f)
     assert list(ev["kind"]) == ["gemm", "gemm"] and ev.attrs["process"] == ""
     assert ev["dur_s"].sum() == pytest.approx(1e-5)
+
+
+def test_llm_trace_is_the_pipeline_schedule(tmp_path, capsys):
+    """llm's trace: one track per pipeline stage in 1F1B order (stage 0 runs p - 1 warm-up
+    forwards before its first backward), the first micro-batches layer by layer in order, the
+    trace ending at the iteration time."""
+    import json
+
+    trace = tmp_path / "t.json"
+    assert main(["llm", "--system", "dgx-h100", "--layers", "8", "--hidden", "2048", "--heads",
+                 "16", "--seq", "1024", "--vocab", "32000", "--tp", "2", "--pp", "4", "--dp",
+                 "1", "--global-batch", "8", "--scheme", "bf16", "--trace", str(trace),
+                 "--json"]) == 0
+    it = json.loads(capsys.readouterr().out)["iteration_time_s"]
+    ev = read_trace(trace)
+    assert (ev["start_s"] + ev["dur_s"]).max() == pytest.approx(it, rel=1e-9)
+    assert [f"stage {s}" for s in range(4)] == [t for t in dict.fromkeys(ev["track"])
+                                                if t.startswith("stage")]
+    s0 = ev[ev["track"] == "stage 0"].sort_values("start_s", kind="stable")
+    phases = [n.rsplit("(", 1)[1].rstrip(")") for n in s0["name"]]
+    first_bwd = phases.index("bwd")
+    fwd_passes = {n.split()[0] for n in s0["name"][:first_bwd]}  # layer0 / layer1 events
+    assert fwd_passes == {"layer0", "layer1", "p2p"}
+    # 3 warm-up forwards and the 4th before the first backward: 4 passes of 2 layers
+    assert list(s0["name"][:first_bwd]).count("layer0 qkv (fwd)") == 4
+    last = ev[ev["track"] == "stage 3"]
+    assert {"lm_head", "loss"} <= set(last["kind"])

@@ -14,7 +14,12 @@ from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.memory import GIB, Memory, memory_fit
 from accelsim.engine.plan import Plan
 from accelsim.engine.scheduler import Schedule
-from accelsim.engine.trace import Row, Timeline
+from accelsim.engine.trace import TRACE_MICROBATCHES, Row, Timeline
+
+#: most pipeline stages the trace draws as tracks, and most stage x micro-batch passes it
+#: schedules (beyond: the critical stage's micro-batches op type by op type)
+MAX_TRACE_STAGES = 32
+MAX_TRACE_PASSES = 20_000
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,75 @@ class Prediction:
         return out
 
     def timeline(self) -> Timeline:
-        """The iteration on the critical stage as trace events (:mod:`accelsim.engine.trace`)."""
+        """The iteration as trace events (:mod:`accelsim.engine.trace`): without interleaving,
+        the 1F1B pipeline as scheduled (:mod:`accelsim.engine.pipeline`; one track per stage,
+        every stage at the critical one's pace as the timing assumes, the first
+        :data:`~accelsim.engine.trace.TRACE_MICROBATCHES` micro-batches layer by layer and op
+        by op), then the data-parallel step as scheduled; else the critical stage's
+        micro-batches op type by op type."""
+        if self.plan.interleave == 1 and self.plan.pp <= MAX_TRACE_STAGES \
+                and self.plan.pp * self.plan.n_micro <= MAX_TRACE_PASSES:
+            return self._pipeline_timeline()
+        return self._merged_timeline()
+
+    def _stage_pieces(self, stage: int, phase: Phase) -> list[tuple[str, str, float, Stream]]:
+        """(event name, op, seconds, stream) of one micro-batch's ``phase`` on ``stage``, in
+        order: every layer's ops and its tensor-parallel (and expert) communication, the
+        recomputation, the head and loss on the last stage, the send to the next stage."""
+        cm, plan = self.comm, self.plan
+        fwd = phase == Phase.FWD
+        out = []
+        layers = [i for i, st in enumerate(self._stage_of_layer()) if st == stage]
+        for i in (layers if fwd else layers[::-1]):
+            moe = self.model.config.is_moe_layer(i)
+            ops = self.moe_layer_ops if moe else self.layer_ops
+            out += [(f"layer{i} {o.op}", o.op, o.time_s, o.stream) for o in ops
+                    if o.phase == phase]
+            tp = cm.tp_layer_pass_s if fwd else cm.tp_layer_bwd_s
+            out.append((f"layer{i} tp_comm", "tp_comm", tp, Stream.TP))
+            if moe:
+                a2a = self._a2a_exposed()[0 if fwd else 1]
+                out.append((f"layer{i} all_to_all", "all_to_all", a2a, Stream.TP))
+            if not fwd:
+                rec = self.moe_recompute_s if moe else self.recompute_s
+                out.append((f"layer{i} recompute", "recompute", rec, Stream.COMPUTE))
+        if stage == plan.pp - 1:
+            out += [(o.op, o.op, o.time_s, o.stream) for o in self.head_ops if o.phase == phase]
+        if not fwd:
+            out.append(("grad_accumulation", "grad_accumulation", self.grad_accumulation_s,
+                        Stream.COMPUTE))
+        out.append(("p2p", "p2p", plan.interleave * cm.pp_p2p_s, Stream.PP))
+        return [x for x in out if x[2] > 0]
+
+    def _pipeline_timeline(self) -> Timeline:
+        from accelsim.engine.pipeline import pipeline_schedule
+
+        p, m = self.plan.pp, self.plan.n_micro
+        sched = pipeline_schedule([self.forward_s] * p, [self.backward_s] * p, m)
+        tl = Timeline()
+        pieces = {(st, ph): self._stage_pieces(st, ph) for st in range(p)
+                  for ph in (Phase.FWD, Phase.BWD)}
+        for t, start in zip(sched.tasks, sched.start_s):
+            if t.op == "send":
+                continue
+            k = int(t.op.split()[-1])
+            track = f"stage {t.stage}"
+            if k >= TRACE_MICROBATCHES:
+                tl.beside(f"micro-batch {k} ({t.phase})", start, t.time_s, track,
+                          op="micro-batch", micro_batch=k)
+                continue
+            at = start
+            for name, op, dur, stream in pieces[(t.stage, t.phase)]:
+                tl.beside(f"{name} ({t.phase})", at, dur, track, op=op, micro_batch=k,
+                          on=str(stream))
+                at += dur
+        for e in self.step.timeline().events:  # the collectives and the optimizer step
+            if not e.name.startswith("pipeline"):
+                tl.beside(e.name, e.start_s, e.dur_s, e.stream, **dict(e.args))
+        tl.t = self.iteration_time_s
+        return tl
+
+    def _merged_timeline(self) -> Timeline:
         p, cm = self.plan, self.comm
         dense, moe = self.model.stage_layers(p.pp, p.interleave)[self.critical_stage]
         layers = dense + moe

@@ -60,7 +60,7 @@ class Event:
     """One trace event: ``name`` on ``stream`` from ``start_s`` for ``dur_s`` seconds."""
 
     name: str
-    stream: Stream
+    stream: Stream | str  # a stream, or a track of its own (a pipeline stage)
     start_s: float
     dur_s: float
     args: tuple[tuple[str, object], ...] = ()
@@ -101,12 +101,15 @@ class Timeline:
                      micro_batches=rest)
 
     def chrome(self, process: str) -> dict:
-        """The Chrome trace-event JSON object (one thread per stream, named)."""
+        """The Chrome trace-event JSON object (one thread per stream or track, named: the
+        streams first, then tracks such as a pipeline's ``stage 3`` as they appear)."""
         tids = {s: i for i, s in enumerate(Stream)}
+        for e in self.events:
+            tids.setdefault(e.stream, len(tids))
         ev: list[dict] = [{"ph": "M", "name": "process_name", "pid": 0,
                            "args": {"name": process}}]
-        ev += [{"ph": "M", "name": "thread_name", "pid": 0, "tid": tids[s],
-                "args": {"name": str(s)}} for s in Stream]
+        ev += [{"ph": "M", "name": "thread_name", "pid": 0, "tid": tid,
+                "args": {"name": str(s)}} for s, tid in tids.items()]
         ev += [{"ph": "X", "name": e.name, "cat": str(e.stream), "pid": 0,
                 "tid": tids[e.stream], "ts": e.start_s * 1e6, "dur": e.dur_s * 1e6,
                 "args": dict(e.args)} for e in self.events]
