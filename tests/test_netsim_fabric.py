@@ -77,6 +77,19 @@ def test_across_nodes_uses_the_nic_at_the_same_efficiency():
     assert Fabric.of(NODE).split(64, 1) == (8, 8)
 
 
+def test_a_board_topology_is_its_graph_as_predict_times_it(capsys):
+    """--system on the HFP8 system (8 hybrid cube-mesh boards): the reduce-scatter predict's
+    gradient reduction takes (netsim on the system's graph), 50M fp16 gradients = 1e8 B."""
+    from accelsim.netsim import gradient_reduction_times
+
+    hfp8 = build_system(REPO_ROOT / "arch_configs" / "hfp8-64chip.toml")
+    assert main(["collective", "--system", "hfp8-64chip", "--op", "reduce-scatter", "--bytes",
+                 str(10**8), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    want = gradient_reduction_times(hfp8, 50_000_000, "fp16").reduce_scatter_s
+    assert out["time_s"] == pytest.approx(want, rel=1e-12) and out["chips"] == 64
+
+
 def test_all_to_all_is_the_one_llm_uses():
     """collective --system's all-to-all at the fabric's all-to-all efficiency, the one llm's
     and infer's expert-parallel traffic use (it ran at the ring's 0.52: 381 us, not 223)."""
@@ -96,7 +109,8 @@ def test_all_to_all_is_the_one_llm_uses():
     ("--system dgx-h100 --op all-reduce --bytes 8 --max-packets 9", "--max-packets is a"),
     ("--system dgx-h100 --op all-reduce --bytes 8 --link-GBps 10", "--link-GBps is a --topology"),
     ("--system dgx-h100 --op all-reduce --bytes 8 --engine both", "--engine both"),
-    ("--system hfp8-64chip --op all-reduce --bytes 8", "node file"),
+    ("--system hfp8-64chip --op all-to-all --bytes 8", "give --topology"),
+    ("--system hfp8-64chip --op all-reduce --bytes 8 --chips 8", "span all 64 chips"),
     ("--topology ring --chips 4 --link-GBps 1 --op all-reduce --bytes 8 --stride 2",
      "--stride is a --system option"),
 ])

@@ -114,7 +114,9 @@ def run_system(args: argparse.Namespace) -> int:
                         "only (--topology ... --engine des simulates one)")
     path = system_path(args.system)
     system = build_system(path)
-    fab = Fabric.of(system, engine=args.engine)  # refuses a multi-board system, names it
+    if system.boards != 1 or system.topology not in ("switch", "single"):
+        return _run_graph_system(args, system, path)
+    fab = Fabric.of(system, engine=args.engine)
     ranks = args.chips if args.chips is not None else system.chips
     if ranks < 2:
         raise UserError(f"a collective needs at least 2 ranks: {system.name} has one GPU per "
@@ -142,6 +144,37 @@ def run_system(args: argparse.Namespace) -> int:
                                    "(the preset's [system] network_efficiency)"),
             ("time", f"{t * 1e6:.6g} us"), ("algorithm bandwidth", f"{algbw:.6g} GB/s"),
             ("bus bandwidth", f"{bus:.6g} GB/s")]
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}")
+    return 0
+
+
+def _run_graph_system(args: argparse.Namespace, system, path) -> int:
+    """``--system`` on a board-level topology (a hybrid cube-mesh, multi-board): the collective
+    over all its chips on its graph at the preset's network efficiency, as ``predict`` times
+    its gradient reduction (:func:`accelsim.netsim.system.system_graph`)."""
+    from accelsim.netsim import collective_time
+    from accelsim.netsim.system import system_graph
+
+    if args.chips not in (None, system.chips) or args.stride != 1:
+        raise UserError(f"--chips / --stride: {system.name} is a {system.topology} topology; "
+                        f"its collectives span all {system.chips} chips")
+    if args.op == "all-to-all":
+        raise UserError(f"--op all-to-all on {system.name}: give --topology (its all-to-all "
+                        "schedules are there)")
+    r = collective_time(system_graph(system), args.op, args.nbytes, bytes_per_elem=1.0,
+                        engine=args.engine)
+    out = {**r.as_dict(), "system": system.name, "network_efficiency":
+           system.network_efficiency}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    rows = [("system", f"{system.name} ({path})"), ("op", r.op), ("engine", r.engine),
+            ("ranks", f"{r.chips} ({system.topology})"), ("algorithm", r.algorithm),
+            ("network efficiency", f"{system.network_efficiency:g} of the wire rate"),
+            ("time", f"{r.time_s * 1e6:.6g} us"), ("bus bandwidth",
+                                                  f"{r.bus_bandwidth_GBps:.6g} GB/s")]
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{w}}  {v}")
