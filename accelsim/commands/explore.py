@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "step_s (default), samples_per_s, samples_per_J, "
                              "samples_per_s_per_mm2, energy_J, power_W (energy and area: "
                              "accelsim.dse.energy, docs/dse.md)")
+    parser.add_argument("--fusion", choices=("on", "off"), default=None,
+                        help="fuse element-wise layers into GEMMs (default: predict's and "
+                        "sweep's, the chip's: on for a chip with a memory hierarchy)")
     parser.add_argument("--optimizer", choices=optimizer_choices(),
                         default="sgd-momentum",
                         help="optimizer and its state formats (default sgd-momentum)")
@@ -94,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     spath = system_path(args.system)
     system = build_system(spath, chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
+    system = system.with_fusion(system.chip.default_fusion if args.fusion is None
+                                else args.fusion == "on")
     sc = get_scheme(args.scheme)
     require_precisions(system, spath, [sc.compute_precision, sc.high_precision],
                        f"--scheme {args.scheme}")

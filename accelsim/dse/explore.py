@@ -64,12 +64,11 @@ from accelsim.dse.energy import (
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.memory import layer_memory_bytes
 from accelsim.engine.lower import lower_workload
-from accelsim.engine.run import comm_phases
+from accelsim.engine.run import comm_phases, training_params
 from accelsim.engine.schedule import (
     CommPhases,
     ComputeProfile,
     layer_gradient_shares,
-    TrainingParams,
     step_time,
 )
 from accelsim.engine.scheduler import LayerPhases, Schedule, Task, data_parallel_graph, schedule
@@ -224,7 +223,8 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     ``comm``: gradient-reduction times for the whole model (an object or dict with
     ``reduce_scatter_s``, ``all_gather_s``, ``weight_update_s``); by default computed with
     :func:`accelsim.engine.run.comm_phases` on ``system`` as built (its link
-    bandwidths; ``compression`` and ``engine`` are passed on). ``executor``: "serial"
+    bandwidths; ``compression`` and ``engine`` are passed on), the update at perf's fitted
+    stream efficiency as ``predict`` prices it. ``executor``: "serial"
     (default), "process", "thread", "dask" or a ``concurrent.futures.Executor`` (reuse one pool across calls: starting worker
     processes costs about a second each time, more than one ResNet-50 exploration on 2 cores).
     ``energy``: per-unit costs of the plans' ``energy_J``, ``power_W``, ``samples_per_J`` and
@@ -255,8 +255,8 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
 
     if comm is None:
         comm = comm_phases(system, workload, scheme,
-                           TrainingParams(minibatch=batch, compression=compression,
-                                          engine=engine, optimizer=optimizer))
+                           training_params(batch, compression=compression, engine=engine,
+                                           optimizer=optimizer))
     # a mapping of the three phase times (and the compression pass), or a dataclass holding
     # them (the engine's CommPhases)
     comm_d = dict(comm) if isinstance(comm, abc.Mapping) else dataclasses.asdict(comm)

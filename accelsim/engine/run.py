@@ -60,6 +60,17 @@ def comm_phases(system: System, workload: Workload, scheme: str,
                       compression_s=p.compression_s)
 
 
+def training_params(minibatch: int, *, optimizer: str = "sgd-momentum",
+                    engine: str = "analytic", compression: float = 1.0,
+                    efficiency: Efficiency = FITTED) -> TrainingParams:
+    """The step parameters ``predict`` and ``explore`` time a layer workload's data-parallel
+    step with (one owner): no overlap, no per-tensor overhead, the update streaming at
+    ``efficiency``'s fitted memory efficiency (the HFP8 study passes its calibrated setup
+    instead)."""
+    return TrainingParams(minibatch=minibatch, memory_efficiency=efficiency.memory_efficiency,
+                          optimizer=optimizer, engine=engine, compression=compression)
+
+
 def data_parallel_step(system: System, workload: Workload, scheme, params: TrainingParams,
                        profile: ComputeProfile) -> StepTime:
     """One data-parallel iteration: ``profile``'s compute, the gradient reduction and weight
@@ -195,8 +206,8 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
                              bwd_data_s=ps.bwd_data_s, wgrad_s=ps.wgrad_s, flops=ps.flops,
                              peak_flops=system.peak_flops(scheme.compute_precision),
                              elementwise_s=ps.elementwise_s)
-    params = TrainingParams(minibatch=minibatch, memory_efficiency=eff.memory_efficiency,
-                            optimizer=optimizer, engine=collective_engine)
+    params = training_params(minibatch, optimizer=optimizer, engine=collective_engine,
+                             efficiency=eff)
     st = data_parallel_step(system, workload, scheme, params, profile)
     program = data_parallel_program(ps.ops, workload, scheme, optimizer, system.chips,
                                     compression=params.compression)
