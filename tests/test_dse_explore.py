@@ -276,6 +276,10 @@ def test_overlap_is_the_schedule_of_per_layer_buckets():
     # the buckets are rows of their own, on the data-parallel stream, mostly hidden
     buckets = [r for r in res.rows() if r.op == "reduce_scatter"]
     assert len(buckets) > 1 and {str(r.stream) for r in buckets} == {"dp_comm"}
+    # each bucket carries the bytes its chip sends: all of them, fp16 gradients over a ring
+    # of 64, are the whole model's reduce-scatter
+    assert sum(r.bytes for r in buckets) == pytest.approx(2 * RESNET.n_params * 63 / 64,
+                                                          rel=1e-12)
     assert sum(r.exposed_s for r in buckets) < sum(r.time_s for r in buckets)
 
 

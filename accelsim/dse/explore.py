@@ -191,11 +191,13 @@ class ExploreResult:
         order = list(dict.fromkeys(lay["index"]))
         groups = {i: [] for i in order}
         rs = dict.fromkeys(order, 0.0)
+        rs_bytes = dict.fromkeys(order, 0.0)
         for r in lay.itertuples(index=False):
             groups[r.index].append((Phase(r.phase), float(r.time_s), float(r.flops),
                                     float("nan"), str(r.bound), str(r.layer), str(r.kind)))
             rs[r.index] += float(r.grad_reduce_scatter_s)
-        layers = [LayerPhases(g[0][5], g[0][6], tuple(x[:5] for x in g), rs[i])
+            rs_bytes[r.index] += float(r.grad_reduce_scatter_bytes)
+        layers = [LayerPhases(g[0][5], g[0][6], tuple(x[:5] for x in g), rs[i], rs_bytes[i])
                   for i, g in groups.items()]
         return schedule(data_parallel_graph(
             layers, step=_step_tasks(self.scheme, b["all_gather_s"], b["weight_update_s"]),
@@ -354,10 +356,13 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
         sel = pd.MultiIndex.from_frame(pick[["index", "mapping_id"]])
         layers = points.set_index(["index", "mapping_id"]).loc[sel].reset_index()
         share = pick.set_index("index")[["rs_s", "ag_s", "wu_s"]]
+        share = share.assign(rs_bytes=_reduce_scatter_bytes(
+            workload, pick, scheme, optimizer, system.chips, compression))
         layers = layers.join(share, on="index")
         only_fwd = layers["phase"] != "fwd"  # charge each layer's gradient share once
-        layers.loc[only_fwd, ["rs_s", "ag_s", "wu_s"]] = 0.0
+        layers.loc[only_fwd, ["rs_s", "ag_s", "wu_s", "rs_bytes"]] = 0.0
         layers = layers.rename(columns={"rs_s": "grad_reduce_scatter_s",
+                                        "rs_bytes": "grad_reduce_scatter_bytes",
                                         "ag_s": "grad_all_gather_s",
                                         "wu_s": "grad_weight_update_s"})
         layers["achieved_flops"] = layers["flops"] / layers["time_s"]
@@ -408,6 +413,22 @@ class _LayerInfo:
         return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
                    np.array([not la.is_gemm for la in workload.layers]),
                    np.array(wb, dtype=np.float64), flops)
+
+
+def _reduce_scatter_bytes(workload, pick, scheme, optimizer: str, chips: int,
+                          compression: float) -> list[float]:
+    """Bytes each chip sends in each chosen layer's gradient reduce-scatter: the data-parallel
+    transformation's CommOp (:func:`accelsim.engine.lower.gradient_comm_ops`) over the layer's
+    ``chips / m`` replicas for its ``1/m`` share of the weights (``m`` its chip split)."""
+    from accelsim.engine.lower import gradient_comm_ops
+
+    out = []
+    for i, m in zip(pick["index"], pick["chip_mp"]):
+        n, m = int(workload.layers[int(i)].n_params), int(m)
+        reps = chips // m
+        out.append(gradient_comm_ops(n, scheme, optimizer, reps, compression=compression)[0]
+                   .bytes / m if n and reps > 1 else 0.0)
+    return out
 
 
 def _step_tasks(scheme, all_gather_s: float, weight_update_s: float) -> list[Task]:
