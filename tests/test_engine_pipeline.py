@@ -13,14 +13,28 @@ from accelsim.engine.schedule import pipeline_s
 
 def test_one_f_one_b_order():
     # PipeDream-Flush, 4 stages, 6 micro-batches: stage 0 warms up with 3 forwards
+    F, B = Phase.FWD, Phase.BWD
     order = one_f_one_b(4, 0, 6)
-    assert order[:4] == [(Phase.FWD, 0), (Phase.FWD, 1), (Phase.FWD, 2), (Phase.FWD, 3)]
-    assert order[4:6] == [(Phase.BWD, 0), (Phase.FWD, 4)]
-    assert one_f_one_b(4, 3, 2) == [(Phase.FWD, 0), (Phase.BWD, 0), (Phase.FWD, 1),
-                                    (Phase.BWD, 1)]
+    assert order[:4] == [(F, 0, 0), (F, 0, 1), (F, 0, 2), (F, 0, 3)]
+    assert order[4:6] == [(B, 0, 0), (F, 0, 4)]
+    assert one_f_one_b(4, 3, 2) == [(F, 0, 0), (B, 0, 0), (F, 0, 1), (B, 0, 1)]
     for s in range(4):
         o = one_f_one_b(4, s, 6)
-        assert sorted(o) == sorted([(ph, k) for ph in (Phase.FWD, Phase.BWD) for k in range(6)])
+        assert sorted(o) == sorted([(ph, 0, k) for ph in (F, B) for k in range(6)])
+    # interleaved (Megatron's get_model_chunk_id): 2 chunks, the forwards 4 micro-batches at a
+    # time through chunk 0 then chunk 1; stage 0 warms up with 2 x 3 + 1 x 4 = 10 forwards
+    o = one_f_one_b(4, 0, 8, chunks=2)
+    assert o[:8] == [(F, 0, 0), (F, 0, 1), (F, 0, 2), (F, 0, 3),
+                     (F, 1, 0), (F, 1, 1), (F, 1, 2), (F, 1, 3)]
+    assert [x[0] for x in o[:10]] == [F] * 10 and o[11] == (B, 1, 0)
+
+
+@pytest.mark.parametrize("p, m, v", [(4, 8, 2), (4, 16, 2), (2, 4, 2), (8, 16, 2), (4, 8, 4),
+                                     (8, 32, 3), (3, 6, 2)])
+def test_equal_stages_interleaved_are_the_closed_form(p, m, v):
+    """Interleaved 1F1B's bubble is (p - 1) / v slots (SC'21 section 2.2)."""
+    s = pipeline_schedule([1.0] * p, [2.0] * p, m, chunks=v)
+    assert s.makespan_s == pytest.approx(pipeline_s(3.0, m, p, v)[0], rel=1e-12)
 
 
 @pytest.mark.parametrize("p, m", [(1, 4), (2, 4), (4, 8), (4, 16), (8, 32), (3, 2), (8, 3)])
@@ -48,3 +62,5 @@ def test_bad_pipelines_are_refused():
         pipeline_schedule([1.0], [1.0, 2.0], 4)
     with pytest.raises(ValueError, match="micro-batches"):
         pipeline_schedule([1.0], [1.0], 0)
+    with pytest.raises(ValueError, match="multiple of the 4 stages"):
+        pipeline_schedule([1.0] * 4, [1.0] * 4, 6, chunks=2)

@@ -155,14 +155,16 @@ class Prediction:
         return out
 
     def timeline(self) -> Timeline:
-        """The iteration as trace events (:mod:`accelsim.engine.trace`): without interleaving,
-        the 1F1B pipeline as scheduled (:mod:`accelsim.engine.pipeline`; one track per stage,
-        every stage at the critical one's pace as the timing assumes, the first
-        :data:`~accelsim.engine.trace.TRACE_MICROBATCHES` micro-batches layer by layer and op
-        by op), then the data-parallel step as scheduled; else the critical stage's
-        micro-batches op type by op type."""
-        if self.plan.interleave == 1 and self.plan.pp <= MAX_TRACE_STAGES \
-                and self.plan.pp * self.plan.n_micro <= MAX_TRACE_PASSES:
+        """The iteration as trace events (:mod:`accelsim.engine.trace`): the 1F1B pipeline
+        (interleaved with model chunks) as scheduled (:mod:`accelsim.engine.pipeline`; one
+        track per stage, every stage at the critical one's pace as the timing assumes; without
+        chunks the first :data:`~accelsim.engine.trace.TRACE_MICROBATCHES` micro-batches layer
+        by layer and op by op, with chunks one event per chunk's pass), then the data-parallel
+        step as scheduled; past the trace's limits the critical stage's micro-batches op type
+        by op type."""
+        plan = self.plan
+        if plan.pp <= MAX_TRACE_STAGES \
+                and plan.pp * plan.n_micro * plan.interleave <= MAX_TRACE_PASSES:
             return self._pipeline_timeline()
         return self._merged_timeline()
 
@@ -198,19 +200,20 @@ class Prediction:
     def _pipeline_timeline(self) -> Timeline:
         from accelsim.engine.pipeline import pipeline_schedule
 
-        p, m = self.plan.pp, self.plan.n_micro
-        sched = pipeline_schedule([self.forward_s] * p, [self.backward_s] * p, m)
+        p, m, v = self.plan.pp, self.plan.n_micro, self.plan.interleave
+        sched = pipeline_schedule([self.forward_s] * p, [self.backward_s] * p, m, chunks=v)
         tl = Timeline()
         pieces = {(st, ph): self._stage_pieces(st, ph) for st in range(p)
                   for ph in (Phase.FWD, Phase.BWD)}
         for t, start in zip(sched.tasks, sched.start_s):
             if t.op == "send":
                 continue
-            k = int(t.op.split()[-1])
+            k, c = int(t.op.split()[-1]), int(t.layer.split()[-1])
             track = f"stage {t.stage}"
-            if k >= TRACE_MICROBATCHES:
-                tl.beside(f"micro-batch {k} ({t.phase})", start, t.time_s, track,
-                          op="micro-batch", micro_batch=k)
+            if k >= TRACE_MICROBATCHES or v > 1:  # a chunk's pass: one event
+                tl.beside((f"chunk {c} " if v > 1 else "") + f"micro-batch {k} ({t.phase})",
+                          start, t.time_s, track, op=f"{t.phase} pass", micro_batch=k,
+                          chunk=c)
                 continue
             at = start
             for name, op, dur, stream in pieces[(t.stage, t.phase)]:
