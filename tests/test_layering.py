@@ -212,3 +212,49 @@ def test_front_ends_hold_no_time_arithmetic():
                         and right.search(ast.unparse(n.right).lower()):
                     hits.append(f"{f.relative_to(REPO_ROOT)}:{n.lineno}: {ast.unparse(n)}")
     assert not hits, "\n".join(hits)
+
+
+def test_fitted_numbers_live_in_one_place():
+    """The one-graph issue's calibration rule: every fitted efficiency, floor and reserve is
+    written once, in its owner (perf.gemm's FITTED and stream efficiency, the stacks, the HFP8
+    study's calibrated setup, the presets' network efficiency); the same number typed as a
+    code constant in another module would be a second model. Figures (report/) hold no physics
+    and are left out (a 0.15 axis padding is not the HFP8 overlap). Every GPU preset that
+    states a network efficiency states the one llm_fit.py fitted (dgx-a100's)."""
+    import dataclasses
+
+    from accelsim.arch import build_system
+    from accelsim.dse.hfp8_study import PAPER_SETUP
+    from accelsim.engine.stack import (EAGER_ELEMENTWISE_FLOOR_US, EAGER_GEMM_FLOOR_US,
+                                       MEGATRON)
+    from accelsim.paths import REPO_ROOT
+    from accelsim.perf.gemm import FITTED, STREAM_EFFICIENCY
+
+    fitted = {getattr(FITTED, f.name): f"FITTED.{f.name}" for f in dataclasses.fields(FITTED)
+              if isinstance(getattr(FITTED, f.name), float)
+              and getattr(FITTED, f.name) not in (0.0, 1.0)}
+    net = build_system(REPO_ROOT / "arch_configs" / "dgx-a100.toml").network_efficiency
+    fitted.update({STREAM_EFFICIENCY: "STREAM_EFFICIENCY",
+                   MEGATRON.elementwise_efficiency: "MEGATRON.elementwise_efficiency",
+                   MEGATRON.memory_reserve_GiB: "MEGATRON.memory_reserve_GiB",
+                   EAGER_GEMM_FLOOR_US: "EAGER_GEMM_FLOOR_US",
+                   EAGER_ELEMENTWISE_FLOOR_US: "EAGER_ELEMENTWISE_FLOOR_US",
+                   PAPER_SETUP.overlap: "PAPER_SETUP.overlap",
+                   PAPER_SETUP.per_tensor_overhead_s: "PAPER_SETUP.per_tensor_overhead_s",
+                   PAPER_SETUP.memory_efficiency: "PAPER_SETUP.memory_efficiency",
+                   net: "the presets' network_efficiency"})
+    assert len(fitted) >= 10
+    owners = {"perf/gemm.py", "engine/stack.py", "dse/hfp8_study.py"}
+    root = REPO_ROOT / "accelsim"
+    hits = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel in owners or rel.startswith("report/"):
+            continue
+        for n in ast.walk(ast.parse(f.read_text())):
+            if isinstance(n, ast.Constant) and isinstance(n.value, float) and n.value in fitted:
+                hits.append(f"accelsim/{rel}:{n.lineno}: {n.value} is {fitted[n.value]}")
+    assert not hits, "\n".join(hits)
+    for toml in sorted((REPO_ROOT / "arch_configs").glob("*.toml")):
+        s = build_system(toml)
+        assert s.network_efficiency in (1.0, net), (toml.name, s.network_efficiency)
