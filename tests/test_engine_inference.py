@@ -216,5 +216,11 @@ def test_request_breakdown_sums_to_its_latency(tp, power_model):
     (att,) = [x for x in steps if x.op == "attention"]
     (att1,) = [x for x in first.rows() if x.op == "attention"]
     assert att.time_s > 63 * att1.time_s
+    # a pipeline's sends carry the activations: (pp - 1) x batch x tokens x hidden x 2 B
+    r2 = infer(LLAMA, system, InferencePlan(tp=tp, pp=2), "bf16", 4, prompt=512,
+               output_tokens=64)
+    sends = {x.layer: x.bytes for x in r2.rows() if x.op == "p2p"}
+    h = LLAMA.hidden
+    assert sends == {"prefill": 4 * 512 * h * 2, "decode steps": 63 * 4 * h * 2}
     # a decode step alone (no request) keeps its own rows
     assert sum(x.exposed_s for x in first.rows()) == pytest.approx(first.decode.time_s)

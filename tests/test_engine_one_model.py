@@ -87,6 +87,10 @@ def test_llm_breakdown_and_trace_add_up(plan):
     df = breakdown_frame(r.rows())
     assert df["exposed_s"].sum() == pytest.approx(r.iteration_time_s, rel=0.01)
     assert (df["exposed_s"] <= df["time_s"] * (1 + 1e-12)).all()
+    # every communication row carries the bytes it moves (the issue: "every communication row
+    # of a --breakdown carries the bytes it moves"; the SP re-gather is hidden: 0 s)
+    comm = df[df["stream"] != "compute"]
+    assert len(comm) == 0 or (comm["bytes"] > 0).all()
     # other pipeline stages are off the critical path; every stage's layers are listed
     assert set(df["stage"]) == set(range(plan["pp"]))
     assert (df.loc[(df["stage"] > 0) & df["layer"].str.startswith("layer"), "exposed_s"] == 0).all()

@@ -9,16 +9,13 @@ expert-parallel all-to-alls of MoE layers, and the LM head for each sequence's l
 stream of a skinny decode GEMM, the per-kernel fixed time).
 
 * **prefill** attention is :class:`~accelsim.engine.graph.AttentionOp` over the prompt (causal),
-  timed by the flash kernel model (:func:`accelsim.engine.graph.flash_attention_parts` with
-  :class:`accelsim.engine.stack.FlashKernel`'s published sustained fractions);
-* **decode** attention (:class:`CachedAttention`) reads the KV cache of ``context`` tokens
-  (flash-decoding style: one pass over the cache, split over the sequence) -- the larger of its
-  FLOPs at the tensor-core rate and its bytes at the fitted streaming efficiency of perf
-  (:data:`accelsim.perf.gemm.FITTED`), plus one kernel's fixed time;
-* the element-wise work of a layer runs as :data:`ELEMENTWISE_KERNELS` kernels (vLLM's
+  timed by the flash kernel model (:class:`accelsim.engine.stack.FlashKernel`);
+* **decode** attention (:class:`CachedAttention`) reads the KV cache of ``context`` tokens in
+  one pass (flash-decoding) -- its FLOPs at the tensor-core rate or its bytes at perf's fitted
+  streaming efficiency (:data:`accelsim.perf.gemm.FITTED`), plus one kernel's fixed time;
+* a layer's element-wise work runs as :data:`ELEMENTWISE_KERNELS` kernels (vLLM's
   ``LlamaDecoderLayer``: two fused residual-add + RMSNorm kernels, the rotary embedding, the
-  fused SiLU-and-mul; learned positions add no rotary kernel), each its bytes at the fitted
-  streaming efficiency plus the chip's per-kernel fixed time.
+  fused SiLU-and-mul), each its bytes at the same streaming efficiency plus a kernel's time.
 
 Pipeline stages run one after another for one batch (no decode micro-batching). Memory per
 GPU: weights at the scheme's GEMM operand bytes (block scales included; embeddings and norms
@@ -202,6 +199,7 @@ class PassTime:
     head: tuple[OpCost, ...]
     p2p_s: float
     steps: int = 1  # passes the op costs add up (a request's decode steps: their totals)
+    p2p_bytes: float = 0.0  # activations sent between pipeline stages (per GPU, all steps)
 
     @property
     def time_s(self) -> float:
@@ -209,8 +207,8 @@ class PassTime:
                 + sum(o.time_s for o in self.head) + self.p2p_s)
 
     def rows(self) -> list[Row]:
-        """One row per op of each layer kind, the head and the pipeline's sends, in order:
-        they run one after another, so every row is exposed and they sum to :attr:`time_s`."""
+        """One row per op of each layer kind, the head and the sends: in series, summing to
+        :attr:`time_s`."""
         k = self.steps
         out = []
         for n, ops in self.layers:
@@ -223,7 +221,7 @@ class PassTime:
                            o.flops, o.bytes, o.bound, o.stream))
         if self.p2p_s:
             out.append(Row(self.kind, "p2p", Phase.FWD, 0, k, self.p2p_s, self.p2p_s, 0.0,
-                           0.0, "comm", Stream.PP))
+                           self.p2p_bytes, "comm", Stream.PP))
         return out
 
 
@@ -244,7 +242,8 @@ def forward_pass(model: Decoder, system: System, fabric: Fabric, plan: Inference
     act = batch * new_tokens * model.hidden * 2
     across = plan.tp * plan.pp > fabric.gpus_per_node
     p2p = (plan.pp - 1) * fabric.p2p_s(act, across) if plan.pp > 1 else 0.0
-    return PassTime("prefill" if new_tokens > 1 else "decode", tuple(kinds), heads, p2p)
+    return PassTime("prefill" if new_tokens > 1 else "decode", tuple(kinds), heads, p2p,
+                    p2p_bytes=(plan.pp - 1) * act if plan.pp > 1 else 0.0)
 
 
 def weight_bytes_per_gpu(model: Decoder, plan: InferencePlan, gp: str) -> float:
@@ -497,4 +496,5 @@ def decode_steps(model: Decoder, system: System, fabric: Fabric, plan: Inference
 
     return PassTime("decode steps", tuple((n, tuple(total(o) for o in ops))
                                           for n, ops in first.layers),
-                    tuple(total(o) for o in first.head), steps * first.p2p_s, steps)
+                    tuple(total(o) for o in first.head), steps * first.p2p_s, steps,
+                    steps * first.p2p_bytes)

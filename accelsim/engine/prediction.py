@@ -141,14 +141,18 @@ class Prediction:
         for o in self.head_ops:
             out.append(Row("head", o.op, o.phase, p.pp - 1, m, o.time_s * m, o.time_s * m,
                            o.flops * m, o.bytes * m, o.bound, o.stream))
-        step = [("pipeline", "p2p", Phase.FWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
-                ("pipeline", "p2p", Phase.BWD, v * cm.pp_p2p_s * m, v * m, Stream.PP),
+        # the sends between stages carry the activations forward and their gradients back
+        # (half of the iteration's pipeline bytes each way)
+        step = [("pipeline", "p2p", Phase.FWD, v * cm.pp_p2p_s * m, v * m, Stream.PP,
+                 cm.pp_bytes / 2),
+                ("pipeline", "p2p", Phase.BWD, v * cm.pp_p2p_s * m, v * m, Stream.PP,
+                 cm.pp_bytes / 2),
                 ("grads", "grad_accumulation", Phase.BWD, self.grad_accumulation_s * m, m,
-                 Stream.COMPUTE),
-                ("pipeline", "bubble", Phase.STEP, self.bubble_s, 1, Stream.COMPUTE)]
-        for layer, op, ph, t, n, stream in step:
+                 Stream.COMPUTE, 0.0),
+                ("pipeline", "bubble", Phase.STEP, self.bubble_s, 1, Stream.COMPUTE, 0.0)]
+        for layer, op, ph, t, n, stream, nbytes in step:
             if t > 0:
-                out.append(Row(layer, op, ph, 0, n, t, t, 0.0, 0.0, op, stream))
+                out.append(Row(layer, op, ph, 0, n, t, t, 0.0, nbytes, op, stream))
         # the optimizer step and the data-parallel collectives as scheduled after the
         # micro-batches (the pipeline's own rows are above)
         out += [r for r in self.step.rows() if r.layer != "pipeline" and r.time_s > 0]
