@@ -412,9 +412,9 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
         latency = pre.time_s + (steps.time_s if steps else 0.0)
     ctx_mem = max(context or 0, (prompt or 0) + (output_tokens or 0))
 
-    def energy(p: PassTime | None) -> StepEnergy | None:
-        return None if p is None else step_energy(system, p.rows(), gp, p.time_s, plan.gpus,
-                                                  plan.tp)
+    def energy(p: PassTime | None) -> StepEnergy | None:  # sends between stages: link bytes
+        rows = [] if p is None else [r for r in p.rows() if r.stream != Stream.PP]
+        return None if p is None else step_energy(system, rows, gp, p.time_s, plan.gpus, plan.tp)
 
     return InferenceResult(
         model=model, plan=plan, scheme=sc.name, batch=batch, prefill=pre, decode=dec,
