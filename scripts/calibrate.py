@@ -427,7 +427,7 @@ def main(argv=None) -> int:
                     help="write calibration.csv, calibration_ranges.csv, calibration_spread.csv")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    system = load_system(resolve_input(args.system, "system"))
+    system = load_system(resolve_input(args.system, "system")).with_boost_clock()
     workload = load_workload(resolve_input(args.workload, "workload"))
     dgx1 = None if args.dgx1.lower() == "none" else resolve_input(args.dgx1, "system")
     cal = Calibrator(system, workload, args.engine)

@@ -42,7 +42,7 @@ def predict(case, eff, launch_us=None):
     from accelsim.perf.gemm import gemm_time
     from accelsim.workload import load_workload
 
-    system = load_system(ROOT / "arch_configs" / f"{case.system}.toml")
+    system = load_system(ROOT / "arch_configs" / f"{case.system}.toml").with_boost_clock()
     if launch_us is not None:
         system = dataclasses.replace(system, chip=dataclasses.replace(
             system.chip, kernel_launch_s=launch_us * 1e-6))

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(DATA))
     args = ap.parse_args(argv)
     data = json.loads(Path(args.data).read_text())
-    chip = build_system(ROOT / "arch_configs" / "h100-sxm.toml").chip
+    chip = build_system(ROOT / "arch_configs" / "h100-sxm.toml").with_boost_clock().chip
     f, e = fit_stream(data, chip.memory_bandwidth_Bps, chip.kernel_launch_s)
     print(f"data: {args.data} ({data['source']})")
     print(f"stream rows (working set >= 10 x L2): "

@@ -159,8 +159,8 @@ def llm(log) -> list[dict]:
 
     from accelsim.arch import build_system
 
-    a100 = build_system(ROOT / "arch_configs" / "dgx-a100.toml")
-    h100 = build_system(ROOT / "arch_configs" / "dgx-h100.toml")
+    a100 = build_system(ROOT / "arch_configs" / "dgx-a100.toml").with_boost_clock()
+    h100 = build_system(ROOT / "arch_configs" / "dgx-h100.toml").with_boost_clock()
     log("  LLM leave-one-out: Megatron efficiencies over their 15 x 15 grid, FP8-LM reserve "
         "over its 201-point grid")
     meg = {r["case"]: r for r in llm_fit.megatron_loo(a100)}

@@ -144,9 +144,9 @@ def test_eager_gpt_step_pays_the_measured_price_of_an_unpadded_head(dv):
 def test_report_lists_every_group_with_its_target(dv, tmp_path):
     rs = dv.rows()
     groups = {r["group"] for r in rs}
-    assert {"gemm: fixed clock (default)", "gemm: power model", "lm head", "attention",
+    assert {"gemm: fixed clock (--clock boost)", "gemm: power model", "lm head", "attention",
             "attention kernels", "gpt step", "gpt memory", "inference",
-            "gemm burst: fixed clock (default)", "gemm held 2 s: power model"} <= groups
+            "gemm burst: fixed clock (--clock boost)", "gemm held 2 s: power model"} <= groups
     text = dv.report(rs)
     for g in groups:
         assert f"## {g} (target" in text
@@ -200,7 +200,7 @@ def test_a_group_without_its_data_file_is_left_out(dv, tmp_path):
     (tmp_path / "power.json").write_bytes((dv.H200.data / "power.json").read_bytes())
     dev = dv.Device("x", "test GPU", "h200-sxm", tmp_path, tmp_path / "report.md")
     groups = {r["group"] for r in dv.rows(dev)}
-    assert groups == {"gemm: fixed clock (default)", "gemm: power model", "hbm copy power"}
+    assert groups == {"gemm: fixed clock (--clock boost)", "gemm: power model", "hbm copy power"}
     assert "breakdown" not in dv.report(dv.rows(dev), dev)
 
 
@@ -210,7 +210,7 @@ def test_the_h200_runs_the_same_silicon_faster_only_where_memory_bound(dv):
     memory-bound GEMMs the H200's 1.43x bandwidth (measured: faster by more than 1.2x)."""
     def by_case(dev):
         return {r["case"].split(" (")[0]: r for r in dv.gemm_rows(dev)
-                if r["group"] == "gemm: fixed clock (default)"}
+                if r["group"] == "gemm: fixed clock (--clock boost)"}
     h100, h200 = by_case(dv.H100), by_case(dv.H200)
     big, skinny = "bf16 8192x4096x28672", "bf16 1x4096x28672"
     assert h200[big]["accelsim"] == pytest.approx(h100[big]["accelsim"], rel=0.01)

@@ -158,20 +158,22 @@ def test_llm_reports_energy_between_static_and_the_limit():
                    "fp16", build_system("dgx1-v100")).as_dict()["energy_J"] is None
 
 
-def test_power_model_what_if_on_llm_and_infer(capsys):
-    """--power-model times every GEMM at its power-limited clock: a long prefill slows and its
-    mean power stays at the limit; --power-limit-W 350 slows it more, by less than half of
-    its throughput; the memory-bound decode step does not move."""
+def test_power_limited_clock_is_the_default_on_llm_and_infer(capsys):
+    """The default clock is the power-limited one (--power-model, kept, changes nothing):
+    against the --clock boost what-if a long prefill slows and its mean power stays at the
+    limit; --power-limit-W 350 slows it more, by less than half of its throughput; the
+    memory-bound decode step does not move."""
     from accelsim.cli import main
 
     base = ["infer", "--system", "h100-sxm", "--model", "llama3-8b", "--scheme", "bf16",
             "--batch", "8", "--prompt", "2048", "--context", "2048", "--json"]
     out = {}
-    for name, extra in (("fixed", []), ("model", ["--power-model"]),
-                        ("350", ["--power-limit-W", "350"])):
+    for name, extra in (("fixed", ["--clock", "boost"]), ("model", []),
+                        ("kept", ["--power-model"]), ("350", ["--power-limit-W", "350"])):
         assert main([*base, *extra]) == 0
         out[name] = json.loads(capsys.readouterr().out)
     assert out["fixed"]["power_model"] is False and out["model"]["power_model"] is True
+    assert out["kept"] == out["model"]
     assert out["fixed"]["prefill_s"] < out["model"]["prefill_s"] < out["350"]["prefill_s"]
     assert out["350"]["prefill_s"] < 2 * out["model"]["prefill_s"]
     assert out["model"]["prefill_power_W_per_gpu"] <= 700 + 1e-6
@@ -181,6 +183,8 @@ def test_power_model_what_if_on_llm_and_infer(capsys):
     assert main(["llm", "--system", "dgx1-v100", "--model", "gpt2-small", "--gpus", "8",
                  "--global-batch", "8", "--scheme", "fp16", "--power-model"]) == 2
     assert "no [chip.power] table" in capsys.readouterr().err
+    assert main([*base, "--clock", "boost", "--power-limit-W", "350"]) == 2
+    assert "--clock boost" in capsys.readouterr().err
 
 
 def test_request_latency_closed_form_honours_a_sliding_window():

@@ -39,6 +39,18 @@ def _energy(power_W: float) -> StepEnergy:
                       power_limit_W=700.0)
 
 
+def test_the_power_limited_clock_is_the_default(h100):
+    """A loaded preset with a power table runs at its power-limited clock; ``with_power_model``
+    is kept as a no-op; ``with_boost_clock`` is the fixed-clock what-if; a chip without a power
+    table has only its fixed clock."""
+    assert h100.chip.power_limited and h100.with_power_model() == h100
+    assert not h100.with_boost_clock().chip.power_limited
+    assert h100.with_clock("boost") == h100.with_boost_clock()
+    assert h100.with_boost_clock().with_clock("power") == h100
+    hfp8 = load_system("hfp8-64chip")
+    assert not hfp8.chip.power_limited and hfp8.with_clock("boost") == hfp8
+
+
 def test_the_clock_is_the_highest_whose_average_power_fits(h100):
     """A synthetic step whose power grows with the clock: 100 W + 0.5 W per MHz crosses 700 W
     at 1200 MHz; one that never reaches the limit keeps the maximum clock."""
@@ -59,7 +71,8 @@ def test_trial_systems_are_not_limited_per_kernel(h100):
     at_power_limit(h100.with_power_model(), lambda s: (seen.append(s.chip.power.enforced),
                                                        _energy(800.0))[1:] * 2)
     assert seen and not any(seen)
-    assert free_running(h100) is h100
+    boost = h100.with_boost_clock()
+    assert free_running(boost) is boost and free_running(h100) == boost
 
 
 def _gpt(row: dict):
@@ -79,7 +92,7 @@ def test_eager_gpt_steps_stay_at_the_max_clock_as_measured(h100):
         assert r.power_model and r.clock_MHz == pytest.approx(1980)
         assert r.energy.power_W <= 700 + 1e-6
         assert r.iteration_time_s == pytest.approx(row["step_s"], rel=0.10)
-        fixed = predict(*_gpt(row), "bf16", h100, LlmParams(stack=PYTORCH))
+        fixed = predict(*_gpt(row), "bf16", h100.with_boost_clock(), LlmParams(stack=PYTORCH))
         assert fixed.clock_MHz is None and not fixed.power_model
         assert r.iteration_time_s < fixed.iteration_time_s  # 1980 MHz beats the fixed 1830
 
@@ -158,16 +171,26 @@ def test_mfu_stays_against_the_datasheet_peak_under_a_limit():
     assert low.mfu < free.mfu and low.tflops_per_gpu < free.tflops_per_gpu
 
 
-def test_predict_takes_the_power_flags_for_transformer_workloads_only(capsys):
+def test_predict_runs_every_workload_at_its_power_limited_clock(capsys):
+    """Transformer and layer workloads alike: the step at the highest clock whose average
+    power fits the limit (the default), under a lower --power-limit-W slower and within it;
+    --clock boost is the preset's fixed clock."""
     base = ["predict", "--system", "h100-sxm", "--batch", "8", "--scheme", "bf16",
             "--optimizer", "adamw", "--json"]
     assert main(base + ["--workload", "workloads/gpt2-small.toml", "--stack", "pytorch",
                         "--power-model"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["power_model"] and d["clock_MHz"] == pytest.approx(1980)
-    assert main(base + ["--workload", "resnet50", "--power-model"]) == 2
-    err = capsys.readouterr().err
-    assert "--power-model" in err and "transformer workload" in err and "Traceback" not in err
+    out = {}
+    for name, extra in (("power", []), ("300", ["--power-limit-W", "300"]),
+                        ("boost", ["--clock", "boost"])):
+        assert main(base + ["--workload", "resnet50", "--batch", "128", "--fusion", "off", *extra]) == 0
+        out[name] = json.loads(capsys.readouterr().out)
+    assert out["power"]["power_W_per_gpu"] <= 700 + 1e-6 and out["power"]["clock_MHz"] > 0
+    assert out["300"]["power_W_per_gpu"] <= 300 + 1e-6
+    assert out["300"]["step_time_s"] > out["power"]["step_time_s"]
+    assert out["300"]["clock_MHz"] < out["power"]["clock_MHz"]
+    assert out["boost"]["clock_MHz"] is None and not out["boost"]["power_model"]
 
 
 def test_text_output_names_the_limited_clock(capsys):

@@ -102,10 +102,16 @@ def test_power_limit_350_w_lowers_throughput_by_less_than_half(capsys):
         assert d["energy_J"] == pytest.approx(d["power_W"] * d["time_s"])
 
 
-def test_default_gemm_timing_is_unchanged_and_reports_its_fixed_clock(h100, capsys):
+def test_default_gemm_timing_is_power_limited_and_boost_reports_its_fixed_clock(h100, capsys):
     d = _json(capsys, ["gemm", "--system", "h100-sxm", "--m", "4096", "--n", "4096", "--k",
                        "4096", "--scheme", "bf16", "--json"])
-    assert d["time_s"] == gemm_time(h100, 4096, 4096, 4096, "bf16").time_s
+    import accelsim
+
+    assert d["time_s"] == accelsim.gemm_time(h100, 4096, 4096, 4096, "bf16").time_s
+    assert d["power_model"] is True and d["power_W"] <= h100.chip.power.power_limit_W + 1e-6
+    d = _json(capsys, ["gemm", "--system", "h100-sxm", "--m", "4096", "--n", "4096", "--k",
+                       "4096", "--scheme", "bf16", "--clock", "boost", "--json"])
+    assert d["time_s"] == gemm_time(h100.with_boost_clock(), 4096, 4096, 4096, "bf16").time_s
     assert d["power_model"] is False and d["clock_MHz"] == pytest.approx(1830)
     assert d["power_W"] > h100.chip.power.static_W
     d = _json(capsys, ["op", "gemm", "--system", "v100-sxm2", "--m", "64", "--n", "64", "--k",
@@ -193,38 +199,35 @@ def test_fit_is_rederived_and_matches_the_presets():
 
 
 
-def test_predict_layer_workload_reports_energy_as_sweep_prices_it(capsys):
-    """A layer workload's predict --json has energy_J / power_W (transformers had them): the
-    account sweep and explore use (accelsim.dse.energy) on the step predict timed."""
+def test_predict_layer_workload_reports_the_energy_its_clock_was_limited_by(capsys):
+    """A layer workload's predict --json has energy_J / power_W (transformers had them): on a
+    chip with a power table, the engine's account over the step's rows -- the one the power
+    limiter holds to the limit, so the reported power never exceeds it."""
     import json
 
     from accelsim.cli import main
-    from accelsim.dse.energy import step_energy, step_work
-    from accelsim.engine.run import predict_workload
+    from accelsim.engine.run import layer_step_energy, predict_workload
     from accelsim.workload import load_workload
 
     assert main(["predict", "--system", "h100-sxm", "--workload", "resnet50", "--scheme",
                  "fp16", "--batch", "32", "--fusion", "off", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     system = build_system("h100-sxm")
-    wl = load_workload("resnet50")
-    r = predict_workload(system, wl, 32, "fp16", fusion=False)
-    e = step_energy(system, step_work(system, wl, "fp16", 32), r.step.step_s, 32)
-    assert out["energy_J"] == pytest.approx(e.energy_J, rel=1e-12)
-    # explore prices the same work: the dynamic energy (all but the static power over the
-    # step, whose length the two front-ends time each their way) agrees
-    from accelsim.dse import explore
-
-    best = explore(system, wl, 32, "fp16", strategies=("data",), dataflows=("ws",),
-                   overlap=(False,)).best
-    static_W = system.chip.power.static_W
-    assert out["energy_J"] - static_W * out["step_time_s"] == pytest.approx(
-        best["energy_J"] - static_W * best["step_s"], rel=1e-9)
+    r = predict_workload(system, load_workload("resnet50"), 32, "fp16", fusion=False)
+    assert out["step_time_s"] == pytest.approx(r.step.step_s, rel=1e-12)
+    assert out["energy_J"] == pytest.approx(r.energy.energy_J, rel=1e-12)
+    assert out["clock_MHz"] == pytest.approx(r.clock_MHz, rel=1e-12)
     assert out["power_W"] == pytest.approx(out["energy_J"] / out["step_time_s"], rel=1e-12)
     assert out["power_W_per_gpu"] == out["power_W"]  # one chip
     assert out["tflops_per_gpu"] == pytest.approx(out["tflops"], rel=1e-12)
-    # static power alone is a floor; the chip's limit a loose ceiling at the fixed clock
-    assert system.chip.power.static_W < out["power_W"] < 2 * system.chip.power.power_limit_W
+    assert system.chip.power.static_W < out["power_W"] <= system.chip.power.power_limit_W + 1e-6
+    # the boost what-if prices its own step the same way, at its own clock
+    assert main(["predict", "--system", "h100-sxm", "--workload", "resnet50", "--scheme",
+                 "fp16", "--batch", "32", "--fusion", "off", "--clock", "boost", "--json"]) == 0
+    boost = json.loads(capsys.readouterr().out)
+    rb = predict_workload(system.with_boost_clock(), load_workload("resnet50"), 32, "fp16",
+                          fusion=False)
+    assert boost["energy_J"] == pytest.approx(layer_step_energy(rb).energy_J, rel=1e-12)
 
 
 def test_gemm_time_api_and_cli_agree_with_the_power_model(capsys):
@@ -242,10 +245,15 @@ def test_gemm_time_api_and_cli_agree_with_the_power_model(capsys):
                  "--scheme", "bf16", "--power-model", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
     assert api.time_s == pytest.approx(cli["time_s"], rel=1e-12)
-    fixed = accelsim.gemm_time(s, 4096, 4096, 4096, "bf16")
+    fixed = accelsim.gemm_time(s.with_boost_clock(), 4096, 4096, 4096, "bf16")
     assert api.time_s > fixed.time_s  # 700 W holds this GEMM below the preset's clock
     assert api.tflops == pytest.approx(648, abs=1) and fixed.tflops == pytest.approx(757, abs=1)
+    assert accelsim.gemm_time(s, 4096, 4096, 4096, "bf16") == api  # the default: power-limited
     assert main(["gemm", "--system", "h100-sxm", "--m", "4096", "--n", "4096", "--k", "4096",
-                 "--scheme", "bf16", "--json"]) == 0
+                 "--scheme", "bf16", "--clock", "boost", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["time_s"] == pytest.approx(fixed.time_s,
                                                                           rel=1e-12)
+    assert main(["gemm", "--system", "h100-sxm", "--m", "4096", "--n", "4096", "--k", "4096",
+                 "--scheme", "bf16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["time_s"] == pytest.approx(api.time_s, rel=1e-12) and out["power_W"] <= 700

@@ -186,9 +186,10 @@ class ChipPower:
     voltage_floor: float
     memory_J_per_byte: float
     flop_J: tuple[tuple[str, float], ...]
-    #: time every GEMM at its power-limited clock (the --power-model / --power-limit-W what-if
-    #: of the front-ends; never from a config file: presets keep their fixed effective clock)
-    enforced: bool = False
+    #: sustained work runs at the clock its average power allows under ``power_limit_W`` (the
+    #: default); False is the ``--clock boost`` what-if: the preset's fixed clock, as a burst
+    #: shorter than the limiter's ~1 s window runs (:meth:`Chip.with_boost_clock`)
+    enforced: bool = True
 
     def __post_init__(self) -> None:
         _check_quantities(self, "power_limit_W", "static_W", "max_clock_Hz", "memory_J_per_byte")
@@ -299,10 +300,23 @@ class Chip:
         return replace(self, power=replace(self.power, power_limit_W=watts))
 
     def with_power_model(self) -> Chip:
-        """The same chip with its GEMMs timed at their power-limited clock (needs ``power``)."""
+        """The same chip with its GEMMs timed at their power-limited clock (needs ``power``).
+        Kept for scripts: that is the default of every chip with a ``[chip.power]`` table."""
         if self.power is None:
             raise InputError("this chip has no [chip.power] table: no power model")
         return replace(self, power=replace(self.power, enforced=True))
+
+    def with_boost_clock(self) -> Chip:
+        """The ``--clock boost`` what-if: the preset's fixed clock whatever the power (a burst
+        shorter than the limiter's window). A chip without a power table has no other clock."""
+        if self.power is None:
+            return self
+        return replace(self, power=replace(self.power, enforced=False))
+
+    @property
+    def power_limited(self) -> bool:
+        """Whether sustained work runs at its power-limited clock (a power table, enforced)."""
+        return self.power is not None and self.power.enforced
 
     def peak_flops(self, precision: str) -> float:
         return self.cores * self.core.peak_flops(precision)
@@ -378,8 +392,21 @@ class System:
         return replace(self, chip=self.chip.with_power_limit(watts))
 
     def with_power_model(self) -> System:
-        """The same system with every GEMM timed at its power-limited clock."""
+        """The same system with every GEMM timed at its power-limited clock (the default of
+        every chip with a power table; kept for scripts)."""
         return replace(self, chip=self.chip.with_power_model())
+
+    def with_boost_clock(self) -> System:
+        """The same system at the preset's fixed clock (``--clock boost``)."""
+        return replace(self, chip=self.chip.with_boost_clock())
+
+    def with_clock(self, clock: str) -> System:
+        """``clock`` ``"power"`` (the power-limited default) or ``"boost"``."""
+        if clock == "boost":
+            return self.with_boost_clock()
+        if clock != "power":
+            raise InputError(f"clock {clock!r}: expected 'power' or 'boost'")
+        return self if self.chip.power is None else self.with_power_model()
 
     def with_network_efficiency(self, efficiency: float) -> System:
         """The same system with another achievable fraction of its links' wire rate."""

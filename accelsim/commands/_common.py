@@ -353,40 +353,66 @@ def datapath_note(system, scheme) -> None:
 
 
 def add_power_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--power-model`` and ``--power-limit-W``: every front-end that times kernels."""
+    """``--clock``, ``--power-limit-W`` (and the kept ``--power-model``): every front-end that
+    times kernels."""
+    parser.add_argument("--clock", choices=("power", "boost"), default="power",
+                        help="power (default): sustained work runs at the highest SM clock "
+                             "its average power allows under the chip's limit (a GEMM at its "
+                             "own, a training iteration, prefill or decode step at its "
+                             "average; the limiter averages ~1 s), on every chip with a "
+                             "[chip.power] table; chips without one run their fixed clock. "
+                             "boost: the what-if of a burst shorter than the limiter's window, "
+                             "the preset's fixed clock whatever the power")
     parser.add_argument("--power-model", action="store_true",
-                        help="run at the highest SM clock the chip's power limit allows: a "
-                             "GEMM at its own, a training iteration, prefill or decode step at "
-                             "the one its average power allows (the limiter averages ~1 s; "
-                             "needs a [chip.power] table; default: the preset's fixed clock)")
+                        help="kept for scripts: the power-limited clock is the default "
+                             "(--clock power)")
     parser.add_argument("--power-limit-W", type=config_range_float("power_limit_W"),
                         default=None, metavar="W",
-                        help="what-if board power limit in watts (implies --power-model)")
+                        help="what-if board power limit in watts (needs --clock power)")
 
 
 def power_system(system, spath, args: argparse.Namespace, precision: str):
-    """(system, power model on?): --power-limit-W / --power-model need a [chip.power] table
-    pricing ``precision``'s datapath; the limit must lie above the chip's static power. On,
-    the returned system times every GEMM at its power-limited clock."""
-    wanted = args.power_model or args.power_limit_W is not None
-    if not wanted:
-        return system, False
-    power = system.chip.power
+    """(system, power-limited?): the clock the front-end's sustained work runs at. ``--clock
+    power`` (the default) on a chip with a [chip.power] table pricing ``precision``'s datapath:
+    the power-limited clock (under ``--power-limit-W`` if given, which must lie above the
+    chip's static power); ``--clock boost``, or a chip without such a table: the preset's
+    fixed clock (asking for a power limit or the power model there is an error)."""
+    explicit = args.power_model or args.power_limit_W is not None
     flag = ("--power-limit-W" if args.power_limit_W is not None else "--power-model")
+    if args.clock == "boost":
+        if explicit:
+            raise UserError(f"{flag} with --clock boost: the boost what-if runs the preset's "
+                            "fixed clock whatever the power (drop one)")
+        return system.with_boost_clock(), False
+    power = system.chip.power
     if power is None:
-        raise UserError(f"{flag}: {spath} has no [chip.power] table (docs/configs.md); the "
-                        "presets with one: h100-sxm, h100-pcie, a100-sxm, a100-pcie-40gb, "
-                        "dgx-h100, dgx-h800, dgx-a100")
+        if explicit:
+            raise UserError(f"{flag}: {spath} has no [chip.power] table (docs/configs.md); "
+                            "the presets with one: h100-sxm, h100-pcie, h200-sxm, a100-sxm, "
+                            "a100-pcie-40gb, dgx-h100, dgx-h800, dgx-a100")
+        return system, False
     datapath = system.chip.core.datapath(precision)
     if not power.has_energy(datapath):
-        raise UserError(f"{flag}: {spath} chip.power.flop_pJ has no energy for {datapath} "
-                        f"(it prices {', '.join(p for p, _ in power.flop_J)})")
+        if explicit:
+            raise UserError(f"{flag}: {spath} chip.power.flop_pJ has no energy for {datapath} "
+                            f"(it prices {', '.join(p for p, _ in power.flop_J)})")
+        return system.with_boost_clock(), False
     if args.power_limit_W is not None:
         if args.power_limit_W <= power.static_W:
             raise UserError(f"--power-limit-W {args.power_limit_W:g}: must be above the chip's "
                             f"static power, {power.static_W:g} W ({spath} chip.power.static_W)")
         system = system.with_power_limit(args.power_limit_W)
     return system.with_power_model(), True
+
+
+def clock_text(system) -> str:
+    """The settings line's clock: which one the numbers ran at, and why."""
+    f = system.chip.core.frequency_Hz / 1e6
+    if system.chip.power_limited:
+        return f"clock power-limited ({system.chip.power.power_limit_W:g} W limit)"
+    if system.chip.power is None:
+        return f"clock {f:.0f} MHz fixed (no [chip.power] table)"
+    return f"clock {f:.0f} MHz fixed (--clock boost, or a datapath the power fit does not price)"
 
 
 def add_flash_argument(parser) -> None:

@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=optimizer_choices(),
                         default="sgd-momentum",
                         help="optimizer and its state formats (default sgd-momentum)")
+    parser.add_argument("--clock", choices=("power", "boost"), default="power",
+                        help="power (default): the best plan's power-limited clock on a chip "
+                             "with a [chip.power] table; boost: the preset's fixed clock")
     _report.add_arguments(parser)
 
 
@@ -98,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     system = build_system(spath, chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
     system = system.with_fusion(system.chip.default_fusion if args.fusion is None
-                                else args.fusion == "on")
+                                else args.fusion == "on").with_clock(args.clock)
     sc = get_scheme(args.scheme)
     require_precisions(system, spath, [sc.compute_precision, sc.high_precision],
                        f"--scheme {args.scheme}")
@@ -140,6 +143,11 @@ def run(args: argparse.Namespace) -> int:
           f"{b['samples_per_J']:,.3g} samples/J; {b['area_mm2']:,.0f} mm2 of silicon: "
           f"{b['samples_per_s_per_mm2']:,.3g} samples/s/mm2 (best by {args.rank_by}; model "
           "and sources: docs/dse.md)")
+    from accelsim.commands._common import clock_text
+
+    print("# " + (f"clock {res.clock_MHz:.0f} MHz: the best plan's power-limited one "
+                  f"({system.chip.power.power_limit_W:g} W limit; every plan timed at it)"
+                  if res.clock_MHz is not None else clock_text(system)))
     _report.write(args, res.rows(), res.timeline,
                   f"accelsim explore: {wl.name} on {system.name}, {args.scheme}")
     if args.out is not None:

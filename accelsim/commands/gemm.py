@@ -51,9 +51,10 @@ def run(args: argparse.Namespace) -> int:
         g = gemm_time(system, args.m, args.n, args.k, precision)
         power = _fixed_clock_power(system, g)
     if not power_model and d_over(power):
-        print(f"note: at the preset's fixed {power['clock_MHz']:.0f} MHz this GEMM draws "
-              f"{power['power_W']:.0f} W, above the {power['power_limit_W']:g} W limit: the chip "
-              "would lower its clock (--power-model times it at that clock)", file=sys.stderr)
+        print(f"note: at the preset's fixed {power['clock_MHz']:.0f} MHz (--clock boost) this "
+              f"GEMM draws {power['power_W']:.0f} W, above the {power['power_limit_W']:g} W "
+              "limit: only a burst shorter than the limiter's ~1 s window runs it there (the "
+              "default, --clock power, times it at the clock its power allows)", file=sys.stderr)
     if system.chip.unaligned_gemm_rate < 1 and not strides_aligned(args.n, args.k, precision):
         print(f"note: --n {args.n} / --k {args.k} is not a multiple of 16 bytes of {precision}: "
               f"the library falls back to kernels without vector loads, timed at "

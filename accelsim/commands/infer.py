@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
               kv_cache=plan.kv_dtype, memory_reserve_GiB=args.memory_reserve)
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
                   f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
-    from accelsim.commands._common import not_fit_line
+    from accelsim.commands._common import clock_text, not_fit_line
 
     d = r.as_dict()
     from accelsim.engine.energy import power_note
@@ -170,8 +170,7 @@ def run(args: argparse.Namespace) -> int:
           f" B active) on {plan.gpus} GPU(s) of {system.name} (tp {plan.tp} x pp {plan.pp}), "
           f"{args.scheme}, batch {args.batch}")
     print(f"  settings: KV cache {plan.kv_dtype}, ep {plan.ep}, flash attention on (prefill), "
-          f"memory reserve {d['memory_reserve_GiB']:g} GiB, clock "
-          f"{'power-limited' if d['power_model'] else 'the preset' + chr(39) + 's fixed one'}")
+          f"memory reserve {d['memory_reserve_GiB']:g} GiB, {clock_text(system)}")
     for k in ("prefill_s", "time_to_first_token_s", "decode_step_s", "decode_tokens_per_s",
               "request_latency_s", "end_to_end_tokens_per_s", "kv_cache_GiB", "weights_GiB",
               "memory_reserve_GiB", "memory_GiB_per_gpu", "prefill_power_W_per_gpu",

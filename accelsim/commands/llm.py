@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
-    from accelsim.commands._common import not_fit_line
+    from accelsim.commands._common import clock_text, not_fit_line
 
     d = r.as_dict()
     from accelsim.engine.energy import power_note
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
           f"batch {plan.global_batch}, recompute {plan.recompute}, zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
           f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "
-          f"{d['memory_reserve_GiB']:g} GiB")
+          f"{d['memory_reserve_GiB']:g} GiB, {clock_text(system)}")
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
               "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s",
               "power_W_per_gpu", "clock_MHz"):
@@ -246,7 +246,7 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
 
     from accelsim.commands._common import TABLE_SUFFIXES, check_output_path
     from accelsim.errors import UserError
-    from accelsim.llm.search import search
+    from accelsim.llm.search import REFINE_PLANS, search
 
     gpus = args.gpus
     if gpus is None:
@@ -263,7 +263,7 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
         ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1),
-        ("--power-model", args.power_model or args.power_limit_W is not None)) if on]
+        ("--power-limit-W", args.power_limit_W is not None)) if on]
     if fixed:
         raise UserError(f"--search explores tp, pp, micro-batch, interleave, recompute, sequence "
                         f"parallelism, ZeRO (and ep for MoE) with the default collective engine; "
@@ -283,7 +283,8 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
     try:
         table = search(model, str(path), gpus, args.global_batch, args.scheme, params,
                        optimizer=args.optimizer, executor=args.executor, model_source=source,
-                       workers=args.workers, out=args.out, progress=True)
+                       workers=args.workers, out=args.out, progress=True, clock=args.clock,
+                       refine=max(args.top, REFINE_PLANS))
     except KeyboardInterrupt:
         if args.out is None:
             raise
@@ -307,9 +308,12 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         print(ok.head(args.top).to_json(orient="records"))
         return 0
     print(f"{len(table)} plans, {len(ok)} fit (memory incl. a {params.memory_reserve_GiB:g} GiB "
-          f"reserve per GPU, --memory-reserve); best {min(args.top, len(ok))}:")
+          f"reserve per GPU, --memory-reserve); best {min(args.top, len(ok))}"
+          + (f" (ranked at the preset's clock, the best {max(args.top, REFINE_PLANS)} re-timed "
+             "at their power-limited one)" if args.clock == "power"
+             and ok["clock_MHz"].notna().any() else "") + ":")
     cols = ["tp", "pp", "dp", "micro_batch", "interleave", "recompute", "sequence_parallel",
-            "zero", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu"]
+            "zero", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu", "clock_MHz"]
     if "ep" in ok.columns:
         cols.insert(3, "ep")
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):

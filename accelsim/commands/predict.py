@@ -83,10 +83,6 @@ def run(args: argparse.Namespace) -> int:
         workload = load_onnx(wpath, args.batch)
     else:
         workload = load_workload_arg(str(wpath))  # a TOML file or a SCALE-Sim topology CSV
-    if (args.power_model or args.power_limit_W is not None) and workload.transformer is None:
-        raise UserError("--power-model / --power-limit-W: for a transformer workload (`accelsim "
-                        "workload gpt`); a layer workload is timed layer by layer at the "
-                        "preset's clock")
     if args.winograd == "on" and not system.chip.has_hierarchy:
         raise UserError(f"--winograd on: system {spath} has no memory hierarchy "
                         "([[chip.level]]); Winograd convolutions are modelled only on "
@@ -120,10 +116,10 @@ def run(args: argparse.Namespace) -> int:
     _report.check(args, inputs=[("--system", spath), ("--workload", wpath),
                                 ("--policy", args.policy)])
     reserve = _plan.params(args, reserve_default=0.0).memory_reserve_GiB * 2**30
-    if workload.transformer is not None:
-        from accelsim.commands._common import power_system
+    from accelsim.commands._common import clock_text, power_system
 
-        system, _ = power_system(system, spath, args, scheme.compute_precision)
+    system, _ = power_system(system, spath, args, scheme.compute_precision)
+    if workload.transformer is not None:
         r = _transformer(args, system, workload, scheme, fusion)
         out = _transformer_fields(r, system, workload, fused=args.stack != "pytorch")
         out["model_flops_per_iteration"] = r.model_flops
@@ -166,19 +162,19 @@ def run(args: argparse.Namespace) -> int:
               f"{out['samples_per_s']:.0f} samples/s, step "
               f"{out['step_time_s'] * 1e3:.2f} ms, {out['tflops']:.1f} TFLOP/s, "
               f"{out['memory_GiB']:.1f} GiB per chip"
-              + (f", at {out['clock_MHz']:.0f} MHz ({out['power_W']:.0f} W: --power-model)"
+              + (f", at {out['clock_MHz']:.0f} MHz ({out['power_W']:.0f} W)"
                  if out.get("clock_MHz") else ""))
         if "tp" not in out:  # a layer list: its settings, defaults included
             print(f"  settings: optimizer {out['optimizer']}, fusion {out['fusion']}, layout "
                   f"{out['layout']}, winograd {out['winograd']}, memory reserve "
                   f"{out['memory_reserve_GiB']:g} GiB, network efficiency "
                   f"{system.network_efficiency:g}, power {out['power_W']:.0f} W "
-                  f"({out['energy_J']:.3g} J per step)")
+                  f"({out['energy_J']:.3g} J per step), {clock_text(system)}")
         else:
             print(f"  settings: optimizer {out['optimizer']}, stack "
                   f"{args.stack or 'megatron'}, fusion {out['fusion']}, memory reserve "
                   f"{out['memory_reserve_GiB']:g} GiB, network efficiency "
-                  f"{system.network_efficiency:g}")
+                  f"{system.network_efficiency:g}, {clock_text(system)}")
     return 0
 
 
@@ -238,17 +234,23 @@ def _transformer_fields(r, system, workload, *, fused: bool = True) -> dict:
 
 
 def _layer_energy(r, optimizer: str) -> dict:
-    """A layer workload's step energy and power, and the per-chip keys llm and infer print: the
-    account ``sweep`` and ``explore`` price the same step with (:mod:`accelsim.dse.energy`:
-    the chip's fitted power model where it has one, the 14 nm datapath table otherwise), so
-    the three front-ends agree on one step."""
+    """A layer workload's step energy and power, and the per-chip keys llm and infer print. A
+    chip with a [chip.power] table: the engine's account over the step's rows
+    (:func:`accelsim.engine.run.layer_step_energy`, the one the power limiter holds to the
+    limit, as llm's and infer's); otherwise the account ``sweep`` and ``explore`` price the
+    step with (:mod:`accelsim.dse.energy`, the 14 nm datapath table)."""
     from accelsim.dse.energy import step_energy, step_work
+    from accelsim.engine.run import layer_step_energy
 
     st, system = r.step, r.system
-    e = step_energy(system, step_work(system, r.workload, r.scheme, st.minibatch), st.step_s,
-                    st.minibatch)
-    return {"energy_J": e.energy_J, "power_W": e.power_W,
-            "power_W_per_gpu": e.power_W / system.chips,
+    e = r.energy or layer_step_energy(r) if system.chip.power is not None else None
+    if e is not None:
+        energy_J, power_W = e.energy_J, e.power_W * system.chips
+    else:
+        d = step_energy(system, step_work(system, r.workload, r.scheme, st.minibatch),
+                        st.step_s, st.minibatch)
+        energy_J, power_W = d.energy_J, d.power_W
+    return {"energy_J": energy_J, "power_W": power_W,
+            "power_W_per_gpu": power_W / system.chips,
             "tflops_per_gpu": st.achieved_flops_per_s / system.chips / 1e12,
             "memory_GiB_per_gpu": r.memory_bytes / 2**30}
-

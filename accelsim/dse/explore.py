@@ -164,6 +164,7 @@ class ExploreResult:
     plans: object  # pandas DataFrame: one row per plan (strategy x dataflow x overlap)
     points: object  # pandas DataFrame: one row per layer x mapping x phase
     comm: dict  # whole-model gradient reduction (netsim PhaseTimes as a dict)
+    clock_MHz: float | None = None  # the power-limited clock every plan ran at (None: fixed)
 
     @property
     def fwd_s(self) -> float:
@@ -232,9 +233,19 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     ``energy``: per-unit costs of the plans' ``energy_J``, ``power_W``, ``samples_per_J`` and
     ``samples_per_s_per_mm2`` columns (:mod:`accelsim.dse.energy`). ``rank_by``: the metric the
     best plan maximizes or minimizes (:data:`accelsim.dse.energy.RANK_METRICS`; default the
-    step time).
+    step time). A chip with a ``[chip.power]`` table runs at the best plan's power-limited
+    clock (:mod:`accelsim.dse.explore_power`; ``system.with_boost_clock()`` for the preset's).
     """
     import pandas as pd
+
+    if system.chip.power_limited:
+        from accelsim.dse.explore_power import explore_at_power_limit
+
+        return explore_at_power_limit(
+            explore, system, workload, batch, scheme, dataflows=dataflows,
+            strategies=strategies, overlap=overlap, comm=comm, compression=compression,
+            engine=engine, executor=executor, max_workers=max_workers, progress=progress,
+            optimizer=optimizer, energy=energy, rank_by=rank_by)
 
     scheme = get_scheme(scheme)
     if getattr(workload, "transformer", None) is not None:

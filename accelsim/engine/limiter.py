@@ -43,19 +43,34 @@ def at_power_limit(system: System, timed: Callable[[System], tuple[T, StepEnergy
 
     hi = p.max_clock_Hz
     top, e = at(hi)
-    if e is None or e.power_W <= p.power_limit_W:
+    if e is None:  # a datapath the power fit does not price: the preset's fixed clock
+        return timed(base)[0], system.chip.core.frequency_Hz
+    if e.power_W <= p.power_limit_W:
         return top, hi
     lo = hi * 0.05
     best, e_lo = at(lo)
     if e_lo is not None and e_lo.power_W > p.power_limit_W:
         return best, lo  # even a crawling clock draws more: the static power is near the limit
+    # the highest clock within the limit, bracketed [lo within, hi above] and narrowed by
+    # regula falsi with the Illinois step (the average power is smooth and rising in f: a
+    # handful of steps, against bisection's dozen, reach the limiter's granularity)
+    g_lo, g_hi = e_lo.power_W - p.power_limit_W, e.power_W - p.power_limit_W
+    side = 0
     while hi - lo > _CLOCK_TOL_HZ:
-        mid = 0.5 * (lo + hi)
+        mid = hi - g_hi * (hi - lo) / (g_hi - g_lo)
+        mid = min(max(mid, lo + 0.25 * _CLOCK_TOL_HZ), hi - 0.25 * _CLOCK_TOL_HZ)
         r, e = at(mid)
-        if e is not None and e.power_W <= p.power_limit_W:
-            lo, best = mid, r
+        g = (e.power_W if e is not None else 0.0) - p.power_limit_W
+        if g <= 0:
+            lo, best, g_lo = mid, r, g
+            if side == -1:
+                g_hi *= 0.5
+            side = -1
         else:
-            hi = mid
+            hi, g_hi = mid, g
+            if side == 1:
+                g_lo *= 0.5
+            side = 1
     return best, lo
 
 

@@ -12,12 +12,13 @@ timed by perf (compute), netsim (communication) and the one schedule
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.bounds import MEMORY_RESERVE_GiB, check_bool, check_number
+from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
@@ -99,6 +100,8 @@ class WorkloadPrediction:
     step: StepTime
     memory_reserve_bytes: float = 0.0
     program: tuple = ()
+    clock_MHz: float | None = None  # the power-limited clock the step ran at (None: fixed)
+    energy: StepEnergy | None = None  # the step's energy at that clock (a power table only)
 
     @property
     def memory_bytes(self) -> float:
@@ -132,6 +135,7 @@ class WorkloadPrediction:
             "wgrad_s": st.wgrad_s, "elementwise_s": st.elementwise_s, "launch_s": ps.launch_s,
             "comm_s": st.comm_s, "exposed_comm_s": st.exposed_comm_s,
             "weight_update_s": st.weight_update_s, "dataflow": ps.dataflow,
+            "power_model": self.clock_MHz is not None, "clock_MHz": self.clock_MHz,
         }
 
     def step_ops(self) -> list[tuple[CommOp | UpdateOp, float]]:
@@ -192,6 +196,12 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
     compute model (:func:`accelsim.engine.layers.phase_sums`) plus the gradient reduction and
     weight update (:func:`data_parallel_step`); ``memory_reserve_bytes`` outside the tensors."""
     eff = FITTED if efficiency is None else efficiency
+    if system.chip.power_limited:
+        return _layers_at_power_limit(system, workload, batch, scheme, fusion=fusion,
+                                      layout=layout, efficiency=eff, winograd=winograd,
+                                      optimizer=optimizer,
+                                      memory_reserve_bytes=memory_reserve_bytes,
+                                      collective_engine=collective_engine)
     lo, hi = MEMORY_RESERVE_GiB
     check_number("memory_reserve_bytes", memory_reserve_bytes, lo * 2**30, hi * 2**30)
     system = system.with_fusion(fusion)
@@ -215,6 +225,31 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
                               optimizer=optimizer, batch=batch, fusion=fusion, phases=ps,
                               step=st, memory_reserve_bytes=memory_reserve_bytes,
                               program=program)
+
+
+def layer_step_energy(pred: WorkloadPrediction) -> StepEnergy | None:
+    """The energy of a layer workload's step (:func:`accelsim.engine.energy.step_energy`
+    over its compute-stream rows, every chip doing the same work; the communication rows move
+    link bytes, which the power model does not price). None without a power table."""
+    system, st = pred.system, pred.step
+    rows = [r for r in pred.rows() if r.stream == Stream.COMPUTE]
+    return step_energy(system, rows, pred.scheme.compute_precision, st.step_s, system.chips,
+                       system.chips)
+
+
+def _layers_at_power_limit(system: System, workload: Workload, batch: int, scheme, **kw
+                           ) -> WorkloadPrediction:
+    """:func:`predict_workload` at the highest SM clock whose step-average power fits the
+    chip's limit (:mod:`accelsim.engine.limiter`), the power-limited default."""
+    from accelsim.engine.limiter import at_power_limit
+
+    def timed(s: System) -> tuple[WorkloadPrediction, StepEnergy | None]:
+        r = predict_workload(s, workload, batch, scheme, **kw)
+        e = layer_step_energy(r)
+        return replace(r, energy=e), e
+
+    pred, clock = at_power_limit(system, timed)
+    return replace(pred, clock_MHz=clock / 1e6)
 
 
 def predict_step(system, workload, batch: int, scheme, *, fusion: bool,

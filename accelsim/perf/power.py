@@ -33,7 +33,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from accelsim.errors import InputError
 from accelsim.perf import gemm as _gemm
 from accelsim.perf.gemm import FITTED, Efficiency, GemmTime
 
@@ -157,12 +156,12 @@ def gemm_time(system: System, m: int, n: int, k: int, precision: str, *, count: 
     power model on (``system.with_power_model()``), at the highest clock its power allows
     (:func:`gemm_power_limited`)."""
     power = system.chip.power
-    if power is None or not power.enforced:
+    if power is None or not power.enforced or dataflow is not None \
+            or not power.has_energy(system.chip.core.datapath(precision)):
+        # no power model, the --clock boost what-if, a dataflow pinned by the caller (a
+        # what-if at the preset's clock), or a datapath the fit does not price (fp32 SIMT)
         return _gemm.gemm_time(system, m, n, k, precision, count=count, dataflow=dataflow,
                                efficiency=efficiency)
-    if dataflow is not None:
-        raise InputError("gemm_time: a dataflow with the power model on: the power-limited "
-                         "clock is found for the best dataflow (give one or the other)")
     return gemm_power_limited(system, m, n, k, precision, count=count,
                               efficiency=efficiency).gemm
 
