@@ -353,7 +353,9 @@ def datapath_note(system, scheme) -> None:
 
 
 def add_power_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--power-model`` and ``--power-limit-W``: every front-end that times kernels."""
+    """``--power-model`` and ``--power-limit-W``: every front-end that times kernels (each
+    also adds the hardware what-ifs, :func:`accelsim.commands._hardware.add_hardware_arguments`,
+    whose ``--frequency-GHz`` :func:`power_system` refuses beside them)."""
     parser.add_argument("--power-model", action="store_true",
                         help="run at the highest SM clock the chip's power limit allows: a "
                              "GEMM at its own, a training iteration, prefill or decode step at "
@@ -373,6 +375,9 @@ def power_system(system, spath, args: argparse.Namespace, precision: str):
         return system, False
     power = system.chip.power
     flag = ("--power-limit-W" if args.power_limit_W is not None else "--power-model")
+    if args.frequency_GHz is not None:
+        raise UserError(f"--frequency-GHz fixes the SM clock; {flag} lets the power limit set "
+                        "it: give one of them")
     if power is None:
         raise UserError(f"{flag}: {spath} has no [chip.power] table (docs/configs.md); the "
                         "presets with one: h100-sxm, h100-pcie, a100-sxm, a100-pcie-40gb, "

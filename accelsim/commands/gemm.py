@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
                         help="precision of the GEMM (a scheme's compute precision; default fp16)")
     add_power_arguments(parser)
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -34,12 +37,16 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.perf.gemm import gemm_time, strides_aligned
 
     spath = resolve_input(args.system, "system")
-    system = load_system(spath)
+    from accelsim.commands._hardware import hardware_note, hardware_system
+
+    system = hardware_system(load_system(spath), args)
     precision = get_scheme(args.scheme).compute_precision
     require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
     datapath = system.chip.core.datapath(precision)
     datapath_note(system, get_scheme(args.scheme))
     system, power_model = power_system(system, spath, args, precision)
+    if hardware_note(system, args):  # after every check: an error stays one line
+        print(hardware_note(system, args), file=sys.stderr)
     if power_model:
         from accelsim.perf.power import gemm_power_limited
 

@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(parser)
     parser.add_argument("--memory-reserve", type=memory_reserve_GiB, default=0.0, metavar="GIB",
                         help="GPU memory per GPU outside weights and KV cache (default 0)")
     s = parser.add_argument_group("serving sweep")
@@ -106,8 +109,10 @@ def _setup(args: argparse.Namespace):
     from accelsim.errors import UserError
     from accelsim.llm.inference import inference_model, inference_plan
 
+    from accelsim.commands._hardware import hardware_system
+
     path = system_path(args.system)
-    system = build_system(path)
+    system = hardware_system(build_system(path), args)
     scheme = get_scheme(args.scheme)
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     datapath_note(system, scheme)
@@ -151,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
                   f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
     from accelsim.commands._common import not_fit_line
+    from accelsim.commands._hardware import hardware_overrides
 
     d = r.as_dict()
     from accelsim.engine.energy import power_note
@@ -171,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
           f"{args.scheme}, batch {args.batch}")
     print(f"  settings: KV cache {plan.kv_dtype}, ep {plan.ep}, flash attention on (prefill), "
           f"memory reserve {d['memory_reserve_GiB']:g} GiB, clock "
-          f"{'power-limited' if d['power_model'] else 'the preset' + chr(39) + 's fixed one'}")
+          f"{'power-limited' if d['power_model'] else 'the preset' + chr(39) + 's fixed one'}"
+          + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args) else ""))
     for k in ("prefill_s", "time_to_first_token_s", "decode_step_s", "decode_tokens_per_s",
               "request_latency_s", "end_to_end_tokens_per_s", "kv_cache_GiB", "weights_GiB",
               "memory_reserve_GiB", "memory_GiB_per_gpu", "prefill_power_W_per_gpu",

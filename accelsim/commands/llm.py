@@ -53,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(parser)
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--fusion", choices=("on",), default="on",
@@ -103,7 +106,9 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.commands._common import (check_scheme_optimizer, datapath_note,
                                            require_precisions)
 
-    system = build_system(path)
+    from accelsim.commands._hardware import hardware_overrides, hardware_system
+
+    system = hardware_system(build_system(path), args)
     scheme = get_scheme(args.scheme)
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     check_scheme_optimizer([args.scheme], args.optimizer)
@@ -169,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
           f"batch {plan.global_batch}, recompute {plan.recompute}, zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
           f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "
-          f"{d['memory_reserve_GiB']:g} GiB")
+          f"{d['memory_reserve_GiB']:g} GiB"
+          + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args) else ""))
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
               "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s",
               "power_W_per_gpu", "clock_MHz"):
