@@ -70,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     d.update(system=system.name, scheme=args.scheme, datapath=datapath,
              peak_tflops=system.chip.peak_flops(precision) / 1e12, power_model=power_model,
              **power)
+    from accelsim.engine.uncertainty import gemm_band
+
+    band = gemm_band(system, precision)
+    d.update(band.as_dict())
     if args.json:
         print(json.dumps(d))
     else:
@@ -83,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
               + (f", K split {g.split_k} ways" if g.split_k > 1 else "")
               + f", {g.waves} waves, {g.dataflow}; chip-memory "
               f"traffic {g.memory_bytes / g.compulsory_bytes:.2f}x compulsory){clock}")
+        print(band.line())
     return 0
 
 

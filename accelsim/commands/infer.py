@@ -130,6 +130,7 @@ def _setup(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelsim.arch.schemes import get_scheme
     from accelsim.llm.inference import infer
     from accelsim.errors import UserError
 
@@ -160,7 +161,16 @@ def run(args: argparse.Namespace) -> int:
 
     d = r.as_dict()
     from accelsim.engine.energy import power_note
+    from accelsim.engine.uncertainty import Phase, inference_band
 
+    phase = (Phase.REQUEST if args.output_tokens is not None else
+             Phase.PREFILL if args.context is None else Phase.DECODE)
+    band = inference_band(system, phase=phase, gpus=plan.gpus,
+                          precision=get_scheme(args.scheme).compute_precision,
+                          seq={Phase.REQUEST: (args.prompt or 0) + (args.output_tokens or 0),
+                               Phase.PREFILL: args.prompt, Phase.DECODE: args.context}[phase],
+                          params=model.n_params)
+    d.update(band.as_dict())
     for e, what in ((r.prefill_energy, "the prefill"), (r.decode_energy, "a decode step")):
         note = power_note(e, what)
         if note:
@@ -186,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
               "decode_clock_MHz"):
         if d.get(k) is not None:
             print(f"  {k:<26} {d[k]:.4g}")
+    print(band.line())
     return 0
 
 

@@ -152,7 +152,11 @@ def run(args: argparse.Namespace) -> int:
 
     d = r.as_dict()
     from accelsim.engine.energy import power_note
+    from accelsim.engine.uncertainty import training_band
 
+    band = training_band(system, gpus=plan.gpus, precision=scheme.compute_precision,
+                         stack=_params(args).stack.name, seq=d["seq"], params=d["params"])
+    d.update(band.as_dict())
     note = power_note(r.energy, "the iteration")
     if note:
         print(note, file=sys.stderr)
@@ -181,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
               "power_W_per_gpu", "clock_MHz"):
         if d[k] is not None:
             print(f"  {k:<22} {d[k]:.4g}")
+    print(band.line())
     return 0
 
 

@@ -155,6 +155,14 @@ def run(args: argparse.Namespace) -> int:
         timeline = r.timeline
     _report.write(args, r.rows(), timeline,
                   f"accelsim predict: {workload.name} on {system.name}, {scheme.name}")
+    from accelsim.engine.uncertainty import training_band
+
+    band = (training_band(system, gpus=out["chips"], precision=scheme.compute_precision,
+                          stack=args.stack or "megatron", seq=out["seq"], params=out["params"])
+            if "tp" in out else
+            training_band(system, gpus=system.chips, precision=scheme.compute_precision,
+                          stack="layers"))
+    out.update(band.as_dict())
     if args.json:
         print(json.dumps(out))
     else:
@@ -188,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{system.network_efficiency:g}"
                   + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args)
                      else ""))
+        print(band.line())
     return 0
 
 
