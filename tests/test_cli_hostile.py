@@ -173,6 +173,8 @@ CASES = [
      "--frequency-GHz fixes the SM clock; --power-model lets the power limit set it"),
     ("op attention --system h100-sxm --batch 1 --heads 2 --seq 64 --head-dim 64 "
      "--memory-capacity-GiB inf", 2, "argument --memory-capacity-GiB"),
+    ("llm --system dgx-h100 --model gpt2-small --scheme bf16 --search --gpus 8 --global-batch 8 "
+     "--memory-capacity-GiB 96", 2, "drop --memory-capacity-GiB"),
 ]
 
 

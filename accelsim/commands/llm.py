@@ -274,7 +274,10 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
         ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1),
-        ("--power-model", args.power_model or args.power_limit_W is not None)) if on]
+        ("--power-model", args.power_model or args.power_limit_W is not None),
+        ("--memory-capacity-GiB", args.memory_capacity_GiB is not None),
+        ("--memory-bandwidth-GBps", args.memory_bandwidth_GBps is not None),
+        ("--frequency-GHz", args.frequency_GHz is not None)) if on]
     if fixed:
         raise UserError(f"--search explores tp, pp, micro-batch, interleave, recompute, sequence "
                         f"parallelism, ZeRO (and ep for MoE) with the default collective engine; "
