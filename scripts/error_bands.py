@@ -1,6 +1,6 @@
 """The error bands every prediction reports (issue 34 item 8), derived from the validation
 tables: per regime, the 10th and 90th percentile of the held-out errors and the leave-one-out
-errors of the fit rows.
+errors of the fit rows, capped at 3x the regime's mean absolute error (:func:`_band`).
 
     python scripts/error_bands.py [--reports DIR] [--out FILE] [--check]
 
@@ -259,10 +259,11 @@ def render(table: pd.DataFrame, df: pd.DataFrame) -> str:
     head = ["# Error bands of accelsim's predictions (accelsim/engine/uncertainty.py reads them).",
             "# Written by scripts/error_bands.py from reports/validation_all.csv and the tables",
             "# it points at (compute_validation*.csv, compute_gemm_published_sweep.csv,",
-            "# llm_published_validation.csv with accelsim/data/llm_published.toml, the Megatron-LM,",
-            "# FP8-LM and device case texts). error = predicted rate / measured - 1 (%); band =",
-            "# 10th / 90th percentile (at sample values, outward) of the held-out errors and the",
-            "# leave-one-out errors of fit rows; --power-model rows left out. Sources "
+            "# llm_published_validation.csv with accelsim/data/llm_published.toml, the",
+            "# Megatron-LM, FP8-LM and device case texts). error = predicted rate / measured - 1",
+            "# (%); band = 10th / 90th percentile (at sample values, outward) of the held-out",
+            "# errors and the leave-one-out errors of fit rows, capped at 3x the regime's mean",
+            "# absolute error (capped = True); --power-model rows left out. Sources "
             f"({len(df)} errors):"]
     head += [f"#   {s} ({int((df.validation == s).sum())})" for s in srcs]
     return "\n".join(head) + "\n" + table.to_csv(index=False, lineterminator="\n")

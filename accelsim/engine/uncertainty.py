@@ -7,8 +7,9 @@ leave-one-out errors, each error the predicted rate over the measured one, minus
 error; a time's error t_measured / t_predicted - 1 turned the same way), so a positive band means
 "predicted too fast". A regime is (family, phase, nodes, stack, precision, sequence range); a
 question takes the most specific regime with enough rows, dropping the sequence range, then the
-stack, the node count, the precision and the phase. Each family's row (every other key ``*``)
-also carries its validated domain: GPU count, model size, sequence length and chips.
+precision, the stack, the node count and the phase (:func:`regime_chain`). Each family's row
+(every other key ``*``) also carries its validated domain: GPU count, model size, sequence length
+and chips.
 
 The one owner of the regime bins: the script builds the table with these functions, the
 front-ends (``llm``, ``predict``, ``infer``, ``gemm``) ask :func:`error_band`.
