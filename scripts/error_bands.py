@@ -43,6 +43,24 @@ from accelsim.engine import uncertainty as u  # noqa: E402
 REPORT_TABLES = ("validation_all.csv", "compute_validation.csv",
                  "compute_gemm_published_sweep.csv", "compute_validation_oos.csv",
                  "compute_validation_oos_cases.csv", "llm_published_validation.csv")
+#: validations whose rows are used (matched by prefix; the device ones by DEVICE_GROUPS)
+USED = ("GPU compute: ", "DGX-1 ResNet-50", "Megatron-LM SC'21", "FP8-LM Tables 5 and 7",
+        "LLM inference / MoE training, published")
+#: validations left out: no front-end's default prediction of time or throughput
+LEFT_OUT = ("HFP8 appendix D",            # relative gains in points, the paper's 64-chip study
+            "GPU datasheet peaks",        # reference rows, by construction
+            "H100 FP8 GEMM output bits",  # numerics, not timing
+            "SCALE-Sim v3 cycles", "netsim: ")  # engine cross-checks, not measurements
+#: groups of our own H100 / H200 measurements used, by the family they time
+DEVICE_GROUPS = {"gemm: fixed clock (default)": u.Family.GEMM,
+                 "gemm burst: fixed clock (default)": u.Family.GEMM,
+                 "lm head": u.Family.GEMM, "gpt step": u.Family.TRAINING,
+                 "inference": u.Family.INFERENCE}
+#: and those left out: the --power-model what-if (the bands describe the default clock), power,
+#: memory, and attention kernels alone (no front-end here reports one)
+DEVICE_LEFT_OUT = {"gemm: power model", "gemm held 2 s: power model", "gpt step: power model",
+                   "inference: power model", "step power: power model", "hbm copy power",
+                   "gpt memory", "attention", "attention kernels"}
 #: published metrics used, and whether each is a time (its error turned into a rate's)
 PUBLISHED_METRICS = {"output_tokens_per_s": (u.Phase.REQUEST, False),
                      "output_tokens_per_s_per_gpu": (u.Phase.REQUEST, False),
@@ -109,7 +127,15 @@ def _usable(r) -> tuple[float, str] | None:
 def collect(reports: Path) -> pd.DataFrame:
     """One row per usable error, with its regime keys and domain attributes."""
     va = pd.read_csv(reports / "validation_all.csv")
-    va = va[(va.error_unit == "%") & ~va.validation.str.contains("power model")]
+    for v in va.validation.unique():  # a new or renamed validation must be placed, not dropped
+        group = v.split(": ", 1)[-1] if "measured here" in v else None
+        if not (v.startswith(USED) or v.startswith(LEFT_OUT) or group in DEVICE_GROUPS
+                or group in DEVICE_LEFT_OUT):
+            raise SystemExit(f"error_bands.py: validation {v!r} of {reports}/validation_all.csv "
+                             "is new: add it to USED / DEVICE_GROUPS (with its regime) or to "
+                             "LEFT_OUT / DEVICE_LEFT_OUT (with the reason)")
+    va = va[va.validation.str.startswith(USED)
+            | va.validation.str.split(": ", n=1).str[-1].isin(DEVICE_GROUPS)]
     by_case = {}
     for name in REPORT_TABLES[1:5]:
         by_case.update({c: (s, p) for c, s, p in pd.read_csv(reports / name)[
@@ -170,8 +196,7 @@ def collect(reports: Path) -> pd.DataFrame:
             chip = "h200" if v.startswith("H200") else "h100"
             group = v.split(": ", 1)[1]
             is_time = case.endswith(TIME_UNITS)
-            if group in ("gemm: fixed clock (default)", "gemm burst: fixed clock (default)",
-                         "lm head"):
+            if DEVICE_GROUPS[group] is u.Family.GEMM:
                 rows.append(_row(u.Family.GEMM, u.Phase.GEMM, _rate(err, is_time), chip=chip,
                                  gpus=1, precision=case.split()[0], **kw))
             elif group == "gpt step":

@@ -141,3 +141,17 @@ def test_front_ends_report_the_band(argv, capsys):
     assert (d["domain_note"] is None) == d["in_domain"]
     assert main(argv) == 0
     assert sum("error band" in ln for ln in capsys.readouterr().out.splitlines()) == 1
+
+
+def test_a_new_validation_must_be_placed_not_dropped(tmp_path):
+    """A validation the script does not know (new, or renamed by a refit) stops it, naming the
+    validation, instead of silently leaving its rows out of every band."""
+    import shutil
+
+    for name in error_bands.REPORT_TABLES:
+        shutil.copy(REPORTS / name, tmp_path / name)
+    va = tmp_path / "validation_all.csv"
+    va.write_text(va.read_text().replace("H100 measured here: gemm: fixed clock (default)",
+                                         "H100 measured here: gemm: boost clock"))
+    with pytest.raises(SystemExit, match="'H100 measured here: gemm: boost clock'.* is new"):
+        error_bands.collect(tmp_path)
