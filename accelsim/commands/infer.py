@@ -222,6 +222,10 @@ def _serve(args: argparse.Namespace) -> int:
                         f"--contexts = {n_points:,} points, more than the {MAX_SERVE_POINTS:,} "
                         "a serving sweep runs; split the grid over several runs")
     system, model, plan = _setup(args)
+    from accelsim.commands._hardware import hardware_note
+
+    if hardware_note(system, args):  # the table has no settings line to say it
+        print(hardware_note(system, args), file=sys.stderr)
     _context_note(model, max(args.contexts) + (args.prompt or 0))
     rows = []
     from tqdm.auto import tqdm
