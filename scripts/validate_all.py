@@ -21,7 +21,9 @@ Nothing is recomputed here: every number comes from the validation code that own
 (accelsim.dse.hfp8_published / hfp8_study, scripts/validate_compute.py, llm_validate.py,
 llm_fit.py, fit_compute.py, calibrate.py, scalesim_crosscheck.py, netsim_validate.py,
 arith_h100_fit.py, device_validate.py; the fit-row sets in accelsim/*/published.py).
-docs/validation.md describes every table. ``--quick`` (about half the time) narrows two searches, each stated in the output:
+docs/validation.md describes every table. With ``--out`` holding the per-family tables
+(``--out reports``) it ends by refreshing ``accelsim/data/error_bands.csv``
+(scripts/error_bands.py, about a second). ``--quick`` (about half the time) narrows two searches, each stated in the output:
 the appendix-D leave-one-out refits search 5-7 images per chip (not 3-12), the GPU memory
 efficiency grid takes every other point, and netsim goes to 16 chips (DES 8) instead of 64 (32).
 """
@@ -354,6 +356,14 @@ def main(argv=None) -> int:
         df.to_csv(args.out / "validation_all.csv", index=False, float_format="%.6g")
         summ.to_csv(args.out / "validation_summary.csv", index=False)
         print(f"wrote {args.out / 'validation_all.csv'}, {args.out / 'validation_summary.csv'}")
+        import error_bands  # the error bars the front-ends report, refreshed with the tables
+
+        if all((args.out / name).is_file() for name in error_bands.REPORT_TABLES):
+            log("error bands (scripts/error_bands.py)")
+            error_bands.main(["--reports", str(args.out)])
+        else:
+            print(f"error bands not refreshed: {args.out} lacks the per-family tables "
+                  f"({', '.join(error_bands.REPORT_TABLES[1:])}); run scripts/error_bands.py")
     print(f"({time.perf_counter() - t0:.0f} s)")
     return 0
 

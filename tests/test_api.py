@@ -91,6 +91,10 @@ def test_infer_gives_the_numbers_of_accelsim_infer(argv, call, capsys):
 
     assert main(["infer", *argv, "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
+    # the error bar the CLI adds (accelsim.engine.uncertainty; tests/test_error_bands.py)
+    band = {k: cli.pop(k) for k in ("error_low_pct", "error_high_pct", "error_regime",
+                                    "in_domain", "domain_note")}
+    assert band["error_low_pct"] <= band["error_high_pct"]
     d = call().as_dict()
     assert cli == json.loads(json.dumps(d))
     assert cli["fits_memory"] is True and cli["memory_capacity_GiB"] == 80

@@ -160,6 +160,21 @@ CASES = [
      "inter_board_GBps: dgx-h100 is one board of 8 chip(s): no board-to-board link to set"),
     ("collective --topology ring --chips 8 --op all-reduce --bytes 1000 --link-GBps 10 "
      "--inter-board-GBps 1", 2, "topology 'ring' has no board-to-board links"),
+    # issue 34 item 7: the hardware what-ifs keep a config file's ranges and the chip's clock
+    ("gemm --system h100-sxm --m 64 --n 64 --k 64 --memory-capacity-GiB 0", 2,
+     "argument --memory-capacity-GiB: must be a finite number in [1e-06, 1e+06], got '0'"),
+    ("infer --system h100-sxm --model gpt2-small --scheme bf16 --batch 1 --context 64 "
+     "--memory-bandwidth-GBps nan", 2, "argument --memory-bandwidth-GBps: must be a finite"),
+    ("llm --system dgx-h100 --model gpt2-small --scheme bf16 --gpus 8 --global-batch 8 "
+     "--frequency-GHz 1e9", 2, "argument --frequency-GHz: must be a finite number in"),
+    ("gemm --system h100-sxm --m 64 --n 64 --k 64 --frequency-GHz 2.5", 2,
+     "--frequency-GHz 2.5: clock 2.5 GHz is above the chip's maximum clock, 1.98 GHz"),
+    ("gemm --system h100-sxm --m 64 --n 64 --k 64 --frequency-GHz 1.5 --power-model", 2,
+     "--frequency-GHz fixes the SM clock; --power-model lets the power limit set it"),
+    ("op attention --system h100-sxm --batch 1 --heads 2 --seq 64 --head-dim 64 "
+     "--memory-capacity-GiB inf", 2, "argument --memory-capacity-GiB"),
+    ("llm --system dgx-h100 --model gpt2-small --scheme bf16 --search --gpus 8 --global-batch 8 "
+     "--memory-capacity-GiB 96", 2, "drop --memory-capacity-GiB"),
 ]
 
 

@@ -318,6 +318,39 @@ class Chip:
         """Whether sustained work runs at its power-limited clock (a power table, enforced)."""
         return self.power is not None and self.power.enforced
 
+    def with_memory_capacity(self, capacity_bytes: float) -> Chip:
+        """The same chip with another chip-memory capacity (any number of bytes, rounded to a
+        whole byte: ``96 * 2**30`` for a 96 GiB variant)."""
+        b = check_si("Chip", "memory_capacity_bytes", capacity_bytes)
+        return replace(self, memory_capacity_bytes=round(b))
+
+    def with_memory_bandwidth(self, bandwidth_Bps: float) -> Chip:
+        """The same chip with another chip-memory (HBM/DRAM) bandwidth, bytes/s."""
+        return replace(self, memory_bandwidth_Bps=check_si("Chip", "memory_bandwidth_Bps",
+                                                           bandwidth_Bps))
+
+    def with_frequency(self, frequency_Hz: float) -> Chip:
+        """The same chip at another fixed SM clock (:meth:`at_clock`); with a power table, not
+        above its ``max_clock_Hz`` (its voltage-frequency relation ends there)."""
+        f = check_si("Core", "frequency_Hz", frequency_Hz)
+        if self.power is not None and f > self.power.max_clock_Hz * (1 + 1e-12):
+            raise InputError(f"clock {f / 1e9:g} GHz is above the chip's maximum clock, "
+                             f"{self.power.max_clock_Hz / 1e9:g} GHz ([chip.power] "
+                             "max_clock_MHz, where its voltage-frequency relation ends)")
+        return self.at_clock(f)
+
+    def at_clock(self, clock_Hz: float) -> Chip:
+        """The same chip with its SM clock at ``clock_Hz``: the core clock and the bandwidth of
+        each core's private levels (shared memory, given per clock in the presets) scale with
+        ``clock_Hz / core.frequency_Hz``; shared levels (L2), chip memory and the launch time do
+        not (the measurement behind it: :func:`accelsim.perf.power.system_at_clock`). The one
+        owner of that rule: the power limiter's trial clocks and ``--frequency-GHz`` use it."""
+        scale = clock_Hz / self.core.frequency_Hz
+        levels = tuple(replace(lv, bandwidth_Bps=lv.bandwidth_Bps * scale) if lv.shared_by == 1
+                       else lv for lv in self.levels)
+        return replace(self, core=replace(self.core, frequency_Hz=float(clock_Hz)),
+                       levels=levels)
+
     def peak_flops(self, precision: str) -> float:
         return self.cores * self.core.peak_flops(precision)
 
@@ -407,6 +440,18 @@ class System:
         if clock != "power":
             raise InputError(f"clock {clock!r}: expected 'power' or 'boost'")
         return self if self.chip.power is None else self.with_power_model()
+
+    def with_memory_capacity(self, capacity_bytes: float) -> System:
+        """The same system with every chip's memory capacity changed (bytes, rounded)."""
+        return replace(self, chip=self.chip.with_memory_capacity(capacity_bytes))
+
+    def with_memory_bandwidth(self, bandwidth_Bps: float) -> System:
+        """The same system with every chip's memory bandwidth changed (bytes/s)."""
+        return replace(self, chip=self.chip.with_memory_bandwidth(bandwidth_Bps))
+
+    def with_frequency(self, frequency_Hz: float) -> System:
+        """The same system with every chip at another fixed SM clock (Hz)."""
+        return replace(self, chip=self.chip.with_frequency(frequency_Hz))
 
     def with_network_efficiency(self, efficiency: float) -> System:
         """The same system with another achievable fraction of its links' wire rate."""

@@ -354,7 +354,9 @@ def datapath_note(system, scheme) -> None:
 
 def add_power_arguments(parser: argparse.ArgumentParser) -> None:
     """``--clock``, ``--power-limit-W`` (and the kept ``--power-model``): every front-end that
-    times kernels."""
+    times kernels (each also adds the hardware what-ifs,
+    :func:`accelsim.commands._hardware.add_hardware_arguments`, whose ``--frequency-GHz`` pins
+    the clock: :func:`power_system` refuses the power flags beside it)."""
     parser.add_argument("--clock", choices=("power", "boost"), default="power",
                         help="power (default): sustained work runs at the highest SM clock "
                              "its average power allows under the chip's limit (a GEMM at its "
@@ -379,6 +381,11 @@ def power_system(system, spath, args: argparse.Namespace, precision: str):
     fixed clock (asking for a power limit or the power model there is an error)."""
     explicit = args.power_model or args.power_limit_W is not None
     flag = ("--power-limit-W" if args.power_limit_W is not None else "--power-model")
+    if args.frequency_GHz is not None:  # a pinned clock: the fixed-clock what-if at it
+        if explicit:
+            raise UserError(f"--frequency-GHz fixes the SM clock; {flag} lets the power limit "
+                            "set it: give one of them")
+        return system.with_boost_clock(), False
     if args.clock == "boost":
         if explicit:
             raise UserError(f"{flag} with --clock boost: the boost what-if runs the preset's "
@@ -412,7 +419,8 @@ def clock_text(system) -> str:
         return f"clock power-limited ({system.chip.power.power_limit_W:g} W limit)"
     if system.chip.power is None:
         return f"clock {f:.0f} MHz fixed (no [chip.power] table)"
-    return f"clock {f:.0f} MHz fixed (--clock boost, or a datapath the power fit does not price)"
+    return (f"clock {f:.0f} MHz fixed (--clock boost or --frequency-GHz, or a datapath the "
+            "power fit does not price)")
 
 
 def add_flash_argument(parser) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from accelsim.commands import _report
 from accelsim.commands._common import (add_bandwidth_arguments, choice_list, float_type,
@@ -37,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated plan strategies: data, data-chips, hybrid "
                              "(default: all)")
     add_bandwidth_arguments(parser)
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(parser)
     parser.add_argument("--compression", type=float_type(1.0), default=1.0, metavar="X",
                         help="gradient compression factor for the reduce-scatter (default: 1)")
     parser.add_argument("--executor", choices=["serial", "process", "thread", "dask"],
@@ -100,8 +104,14 @@ def run(args: argparse.Namespace) -> int:
     spath = system_path(args.system)
     system = build_system(spath, chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
+    from accelsim.commands._hardware import hardware_note, hardware_system
+
+    system = hardware_system(system, args)
+    if hardware_note(system, args):
+        print(hardware_note(system, args), file=sys.stderr)
     system = system.with_fusion(system.chip.default_fusion if args.fusion is None
-                                else args.fusion == "on").with_clock(args.clock)
+                                else args.fusion == "on").with_clock(
+        "boost" if args.frequency_GHz is not None else args.clock)  # a pinned clock is fixed
     sc = get_scheme(args.scheme)
     require_precisions(system, spath, [sc.compute_precision, sc.high_precision],
                        f"--scheme {args.scheme}")

@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheme", choices=scheme_choices(), default="fp16",
                         help="precision of the GEMM (a scheme's compute precision; default fp16)")
     add_power_arguments(parser)
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -34,12 +37,16 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.perf.gemm import gemm_time, strides_aligned
 
     spath = resolve_input(args.system, "system")
-    system = load_system(spath)
+    from accelsim.commands._hardware import hardware_note, hardware_system
+
+    system = hardware_system(load_system(spath), args)
     precision = get_scheme(args.scheme).compute_precision
     require_precisions(system, spath, [precision], f"--scheme {args.scheme}")
     datapath = system.chip.core.datapath(precision)
     datapath_note(system, get_scheme(args.scheme))
     system, power_model = power_system(system, spath, args, precision)
+    if hardware_note(system, args):  # after every check: an error stays one line
+        print(hardware_note(system, args), file=sys.stderr)
     if power_model:
         from accelsim.perf.power import gemm_power_limited
 
@@ -64,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     d.update(system=system.name, scheme=args.scheme, datapath=datapath,
              peak_tflops=system.chip.peak_flops(precision) / 1e12, power_model=power_model,
              **power)
+    from accelsim.engine.uncertainty import gemm_band
+
+    band = gemm_band(system, precision)
+    d.update(band.as_dict())
     if args.json:
         print(json.dumps(d))
     else:
@@ -77,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
               + (f", K split {g.split_k} ways" if g.split_k > 1 else "")
               + f", {g.waves} waves, {g.dataflow}; chip-memory "
               f"traffic {g.memory_bytes / g.compulsory_bytes:.2f}x compulsory){clock}")
+        print(band.line())
     return 0
 
 

@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(parser)
     parser.add_argument("--memory-reserve", type=memory_reserve_GiB, default=0.0, metavar="GIB",
                         help="GPU memory per GPU outside weights and KV cache (default 0)")
     s = parser.add_argument_group("serving sweep")
@@ -106,8 +109,10 @@ def _setup(args: argparse.Namespace):
     from accelsim.errors import UserError
     from accelsim.llm.inference import inference_model, inference_plan
 
+    from accelsim.commands._hardware import hardware_system
+
     path = system_path(args.system)
-    system = build_system(path)
+    system = hardware_system(build_system(path), args)
     scheme = get_scheme(args.scheme)
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     datapath_note(system, scheme)
@@ -125,6 +130,7 @@ def _setup(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelsim.arch.schemes import get_scheme
     from accelsim.llm.inference import infer
     from accelsim.errors import UserError
 
@@ -151,10 +157,20 @@ def run(args: argparse.Namespace) -> int:
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
                   f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
     from accelsim.commands._common import clock_text, not_fit_line
+    from accelsim.commands._hardware import hardware_overrides
 
     d = r.as_dict()
     from accelsim.engine.energy import power_note
+    from accelsim.engine.uncertainty import Phase, inference_band
 
+    phase = (Phase.REQUEST if args.output_tokens is not None else
+             Phase.PREFILL if args.context is None else Phase.DECODE)
+    band = inference_band(system, phase=phase, gpus=plan.gpus,
+                          precision=get_scheme(args.scheme).compute_precision,
+                          seq={Phase.REQUEST: (args.prompt or 0) + (args.output_tokens or 0),
+                               Phase.PREFILL: args.prompt, Phase.DECODE: args.context}[phase],
+                          params=model.n_params)
+    d.update(band.as_dict())
     for e, what in ((r.prefill_energy, "the prefill"), (r.decode_energy, "a decode step")):
         note = power_note(e, what)
         if note:
@@ -170,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
           f" B active) on {plan.gpus} GPU(s) of {system.name} (tp {plan.tp} x pp {plan.pp}), "
           f"{args.scheme}, batch {args.batch}")
     print(f"  settings: KV cache {plan.kv_dtype}, ep {plan.ep}, flash attention on (prefill), "
-          f"memory reserve {d['memory_reserve_GiB']:g} GiB, {clock_text(system)}")
+          f"memory reserve {d['memory_reserve_GiB']:g} GiB, {clock_text(system)}"
+          + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args) else ""))
     for k in ("prefill_s", "time_to_first_token_s", "decode_step_s", "decode_tokens_per_s",
               "request_latency_s", "end_to_end_tokens_per_s", "kv_cache_GiB", "weights_GiB",
               "memory_reserve_GiB", "memory_GiB_per_gpu", "prefill_power_W_per_gpu",
@@ -178,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
               "decode_clock_MHz"):
         if d.get(k) is not None:
             print(f"  {k:<26} {d[k]:.4g}")
+    print(band.line())
     return 0
 
 
@@ -203,6 +221,10 @@ def _serve(args: argparse.Namespace) -> int:
                         f"--contexts = {n_points:,} points, more than the {MAX_SERVE_POINTS:,} "
                         "a serving sweep runs; split the grid over several runs")
     system, model, plan = _setup(args)
+    from accelsim.commands._hardware import hardware_note
+
+    if hardware_note(system, args):  # the table has no settings line to say it
+        print(hardware_note(system, args), file=sys.stderr)
     _context_note(model, max(args.contexts) + (args.prompt or 0))
     rows = []
     from tqdm.auto import tqdm

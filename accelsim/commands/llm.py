@@ -53,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(parser)
     parser.add_argument("--engine", choices=("analytic", "des"), default="analytic",
                         help="collective timing: closed form (default) or netsim's DES")
     parser.add_argument("--fusion", choices=("on",), default="on",
@@ -103,7 +106,9 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.commands._common import (check_scheme_optimizer, datapath_note,
                                            require_precisions)
 
-    system = build_system(path)
+    from accelsim.commands._hardware import hardware_overrides, hardware_system
+
+    system = hardware_system(build_system(path), args)
     scheme = get_scheme(args.scheme)
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     check_scheme_optimizer([args.scheme], args.optimizer)
@@ -147,7 +152,11 @@ def run(args: argparse.Namespace) -> int:
 
     d = r.as_dict()
     from accelsim.engine.energy import power_note
+    from accelsim.engine.uncertainty import training_band
 
+    band = training_band(system, gpus=plan.gpus, precision=scheme.compute_precision,
+                         stack=_params(args).stack.name, seq=d["seq"], params=d["params"])
+    d.update(band.as_dict())
     note = power_note(r.energy, "the iteration")
     if note:
         print(note, file=sys.stderr)
@@ -169,12 +178,14 @@ def run(args: argparse.Namespace) -> int:
           f"batch {plan.global_batch}, recompute {plan.recompute}, zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
           f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "
-          f"{d['memory_reserve_GiB']:g} GiB, {clock_text(system)}")
+          f"{d['memory_reserve_GiB']:g} GiB, {clock_text(system)}"
+          + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args) else ""))
     for k in ("iteration_time_s", "samples_per_s", "tflops_per_gpu", "mfu", "memory_GiB_per_gpu",
               "memory_reserve_GiB", "weight_comm_GB", "activation_comm_GB", "bubble_s", "dp_comm_s",
               "power_W_per_gpu", "clock_MHz"):
         if d[k] is not None:
             print(f"  {k:<22} {d[k]:.4g}")
+    print(band.line())
     return 0
 
 
@@ -263,7 +274,10 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
         ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1),
-        ("--power-limit-W", args.power_limit_W is not None)) if on]
+        ("--power-limit-W", args.power_limit_W is not None),
+        ("--memory-capacity-GiB", args.memory_capacity_GiB is not None),
+        ("--memory-bandwidth-GBps", args.memory_bandwidth_GBps is not None),
+        ("--frequency-GHz", args.frequency_GHz is not None)) if on]
     if fixed:
         raise UserError(f"--search explores tp, pp, micro-batch, interleave, recompute, sequence "
                         f"parallelism, ZeRO (and ep for MoE) with the default collective engine; "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from accelsim.commands import gemm as gemm_command
 from accelsim.commands._common import dimension, scheme_choices
@@ -39,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="training scheme: attention runs at its precision when 16 or 32 bits, "
                         "bf16 under 8-bit schemes (default bf16)")
     a.add_argument("--json", action="store_true", help="print one JSON object")
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(a)
     a.set_defaults(_op_run=_attention)
 
 
@@ -69,8 +73,12 @@ def _attention(args: argparse.Namespace) -> int:
     from accelsim.engine.stack import STREAM_EFFICIENCY, FlashKernel
     from accelsim.paths import resolve_input
 
+    from accelsim.commands._hardware import hardware_note, hardware_system
+
     spath = resolve_input(args.system, "system")
-    system = load_system(spath)
+    system = hardware_system(load_system(spath), args)
+    if hardware_note(system, args):
+        print(hardware_note(system, args), file=sys.stderr)
     precision = attention_precision(get_scheme(args.scheme).compute_precision,
                                     system.chip.core)
     require_precisions(system, spath, [precision], f"--scheme {args.scheme}")

@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
+    from accelsim.commands._hardware import add_hardware_arguments
+
+    add_hardware_arguments(parser)
     _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -74,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
                                            load_workload_arg)
     from accelsim.engine import LlmParams, Options, Plan, simulate
 
+    from accelsim.commands._hardware import hardware_overrides, hardware_system
+
     spath = resolve_input(args.system, "system")
-    system = load_system(spath)
+    system = hardware_system(load_system(spath), args)
     wpath = resolve_input(args.workload, "workload")
     if wpath.suffix.lower() == ".onnx":  # an ONNX graph takes the batch its inputs get
         from accelsim.workload.onnx_import import load_onnx
@@ -146,6 +151,14 @@ def run(args: argparse.Namespace) -> int:
         timeline = r.timeline
     _report.write(args, r.rows(), timeline,
                   f"accelsim predict: {workload.name} on {system.name}, {scheme.name}")
+    from accelsim.engine.uncertainty import training_band
+
+    band = (training_band(system, gpus=out["chips"], precision=scheme.compute_precision,
+                          stack=args.stack or "megatron", seq=out["seq"], params=out["params"])
+            if "tp" in out else
+            training_band(system, gpus=system.chips, precision=scheme.compute_precision,
+                          stack="layers"))
+    out.update(band.as_dict())
     if args.json:
         print(json.dumps(out))
     else:
@@ -169,12 +182,17 @@ def run(args: argparse.Namespace) -> int:
                   f"{out['layout']}, winograd {out['winograd']}, memory reserve "
                   f"{out['memory_reserve_GiB']:g} GiB, network efficiency "
                   f"{system.network_efficiency:g}, power {out['power_W']:.0f} W "
-                  f"({out['energy_J']:.3g} J per step), {clock_text(system)}")
+                  f"({out['energy_J']:.3g} J per step), {clock_text(system)}"
+                  + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args)
+                     else ""))
         else:
             print(f"  settings: optimizer {out['optimizer']}, stack "
                   f"{args.stack or 'megatron'}, fusion {out['fusion']}, memory reserve "
                   f"{out['memory_reserve_GiB']:g} GiB, network efficiency "
-                  f"{system.network_efficiency:g}, {clock_text(system)}")
+                  f"{system.network_efficiency:g}, {clock_text(system)}"
+                  + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args)
+                     else ""))
+        print(band.line())
     return 0
 
 

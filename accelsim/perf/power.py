@@ -76,12 +76,7 @@ def system_at_clock(system: System, clock_Hz: float) -> System:
     L2 is measured not to follow the SM clock: on one H100 SXM, L2-resident re-reads ran at
     7127 GB/s at 1980 MHz and 6540 GB/s at 1410 MHz (0.92x for 0.71x the clock) and an HBM copy
     at 3011 / 3028 GB/s (accelsim/data/h100_device/breakdown.json, ``limited_clock``)."""
-    chip = system.chip
-    scale = clock_Hz / chip.core.frequency_Hz
-    levels = tuple(replace(lv, bandwidth_Bps=lv.bandwidth_Bps * scale) if lv.shared_by == 1
-                   else lv for lv in chip.levels)
-    core = replace(chip.core, frequency_Hz=float(clock_Hz))
-    return replace(system, chip=replace(chip, core=core, levels=levels))
+    return replace(system, chip=system.chip.at_clock(clock_Hz))  # the rule's one owner
 
 
 def kernel_power_W(system: System, g: GemmTime, clock_Hz: float) -> float:
