@@ -52,15 +52,18 @@ LEFT_OUT = ("HFP8 appendix D",            # relative gains in points, the paper'
             "H100 FP8 GEMM output bits",  # numerics, not timing
             "SCALE-Sim v3 cycles", "netsim: ")  # engine cross-checks, not measurements
 #: groups of our own H100 / H200 measurements used, by the family they time
-DEVICE_GROUPS = {"gemm: fixed clock (default)": u.Family.GEMM,
-                 "gemm burst: fixed clock (default)": u.Family.GEMM,
-                 "lm head": u.Family.GEMM, "gpt step": u.Family.TRAINING,
-                 "inference": u.Family.INFERENCE}
-#: and those left out: the --power-model what-if (the bands describe the default clock), power,
+#: (the default clock is the power-limited one: its rows are the "power model" groups)
+DEVICE_GROUPS = {"gemm: power model": u.Family.GEMM,
+                 "gemm held 2 s: power model": u.Family.GEMM,
+                 "lm head": u.Family.GEMM, "gpt step: power model": u.Family.TRAINING,
+                 "inference: power model": u.Family.INFERENCE}
+#: and those left out: the --clock boost what-if (the bands describe the default clock), power,
 #: memory, and attention kernels alone (no front-end here reports one)
-DEVICE_LEFT_OUT = {"gemm: power model", "gemm held 2 s: power model", "gpt step: power model",
-                   "inference: power model", "step power: power model", "hbm copy power",
-                   "gpt memory", "attention", "attention kernels"}
+DEVICE_LEFT_OUT = {"gemm: fixed clock (--clock boost)", "gemm burst: fixed clock (--clock boost)",
+                   "gpt step", "inference", "step power: power model", "hbm copy power",
+                   "gpt memory", "attention", "attention kernels",
+                   # the names before the power-limited default (a report not yet regenerated)
+                   "gemm: fixed clock (default)", "gemm burst: fixed clock (default)"}
 #: published metrics used, and whether each is a time (its error turned into a rate's)
 PUBLISHED_METRICS = {"output_tokens_per_s": (u.Phase.REQUEST, False),
                      "output_tokens_per_s_per_gpu": (u.Phase.REQUEST, False),

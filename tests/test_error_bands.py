@@ -59,7 +59,9 @@ def test_shipped_bands_pass_the_issue_checks(rows, shipped):
 def test_every_family_has_rows_from_held_out_and_fit_data(rows):
     assert set(rows.family) == {f.value for f in u.Family}
     assert {"held-out", "leave-one-out"} <= set(rows.source)
-    assert not rows.validation.str.contains("power model").any()
+    # the default clock's rows: the power-limited ones, not the --clock boost what-if
+    assert not rows.validation.str.contains("fixed clock").any()
+    assert not rows.validation.str.endswith(("gpt step", "inference")).any()
 
 
 def test_a_question_gets_its_regimes_percentiles(rows):
@@ -151,7 +153,7 @@ def test_a_new_validation_must_be_placed_not_dropped(tmp_path):
     for name in error_bands.REPORT_TABLES:
         shutil.copy(REPORTS / name, tmp_path / name)
     va = tmp_path / "validation_all.csv"
-    va.write_text(va.read_text().replace("H100 measured here: gemm: fixed clock (default)",
+    va.write_text(va.read_text().replace("H100 measured here: gemm: power model",
                                          "H100 measured here: gemm: boost clock"))
     with pytest.raises(SystemExit, match="'H100 measured here: gemm: boost clock'.* is new"):
         error_bands.collect(tmp_path)
