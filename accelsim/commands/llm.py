@@ -68,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs and applied to every system and model as is (also in --search's fit check); "
         "0 for a bare tensor count. Reported as memory_reserve_GiB, included in "
         "memory_GiB_per_gpu; --stack pytorch: 0.4",
-        stack_default="megatron", stack_help="Default megatron (as llm has always timed).")
+        stack_default=None,
+        stack_help="Default megatron (as llm has always timed); pytorch with --fsdp/--hsdp.")
     _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
     system, _ = power_system(system, path, args, scheme.compute_precision)
     if args.search:
-        if args.stack != "megatron":
+        if args.stack not in (None, "megatron"):
             raise UserError(f"--search --stack {args.stack}: the plan search ranks Megatron-LM "
                             "3-D parallel plans (--stack megatron)")
         return _search(args, model, path, _params(args), seq_note)
@@ -238,7 +239,7 @@ def default_seq(name: str, positions: int) -> tuple[int, str]:
 
 def _params(args: argparse.Namespace):
     """The global parameters with the command line's overrides (the one place they are set)."""
-    return _plan.params(args)
+    return _plan.params(args, fsdp=args.fsdp or args.hsdp is not None)
 
 
 def _search(args, model, path, params, seq_note: str | None) -> int:
@@ -260,6 +261,7 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--overlap-grad-reduce", args.overlap_grad_reduce),
         ("--no-grad-accumulation-fusion", args.no_grad_accumulation_fusion),
         ("--overlap-moe-comm", args.overlap_moe_comm), ("--engine des", args.engine != "analytic"),
+        ("--fsdp", args.fsdp or args.hsdp is not None),
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
         ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1),
