@@ -172,3 +172,18 @@ def test_schedule_is_the_scheduler_s():
     assert s.makespan_s == fsdp_schedule(2, 1, 1.0, 2.0, 0.5, 0.5, _comm(0.3, 0.3), 0.1,
                                          contention=0.0).makespan_s
     assert replace(tasks[0]).stream == Stream.FSDP
+
+
+def test_parameters_gather_in_bf16_unless_the_run_is_32_bit():
+    params = LlmParams(stack=PYTORCH)
+
+    def gathered(p):
+        return sum(t.bytes for t in p.step.tasks if t.stream == Stream.FSDP)
+
+    b16 = predict(GPT, _plan(), "bf16", A100, params)
+    f32 = predict(GPT, _plan(), "fp32", A100, params)
+    layer, root = unit_params(Decoder.of(GPT), _plan())
+    # root + 2 L unit gathers per micro-batch, each rank sending 7/8 of the buffer
+    n_micro = _plan().n_micro
+    assert gathered(b16) == pytest.approx(n_micro * 7 / 8 * (root + 2 * GPT.layers * layer) * 2)
+    assert gathered(f32) == pytest.approx(2 * gathered(b16))

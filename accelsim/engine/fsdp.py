@@ -32,8 +32,17 @@ from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.plan import FSDP_REDUCE_DTYPES, Plan
 from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
 
-#: bytes of a gathered parameter: FSDP2's MixedPrecisionPolicy(param_dtype=torch.bfloat16)
+#: bytes of a gathered parameter under mixed precision: FSDP2's
+#: MixedPrecisionPolicy(param_dtype=torch.bfloat16) (8-bit GEMMs too: Transformer Engine casts
+#: the gathered bf16 weight per GEMM); a 32-bit run gathers its fp32 parameters
 PARAM_DTYPE_BYTES = 2
+
+
+def param_dtype_bytes(gemm_precision: str) -> int:
+    """Bytes of a gathered parameter for a run whose GEMMs take ``gemm_precision``."""
+    from accelsim.arch.model import OPERAND_BYTES
+
+    return 4 if OPERAND_BYTES[gemm_precision] >= 4 else PARAM_DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -69,10 +78,12 @@ def unit_params(model: Decoder, plan: Plan) -> tuple[float, float]:
     return layer, root
 
 
-def fsdp_comm(model: Decoder, plan: Plan, fabric) -> FsdpComm:
+def fsdp_comm(model: Decoder, plan: Plan, fabric, param_bytes: int = PARAM_DTYPE_BYTES
+              ) -> FsdpComm:
     """The unit collectives on ``fabric`` (:class:`accelsim.netsim.fabric.Fabric`): gathers
-    and reduce-scatters over the shard group (ranks ``tp`` apart), HSDP's all-reduce of the
-    ``1 / shard``-sized gradient over the ``dp / shard`` replicas (``tp x shard`` apart)."""
+    of ``param_bytes`` per parameter and reduce-scatters (the plan's reduce dtype) over the
+    shard group (ranks ``tp`` apart), HSDP's all-reduce of the ``1 / shard``-sized gradient
+    over the ``dp / shard`` replicas (``tp x shard`` apart)."""
     from accelsim.ring import bus_factor
 
     n, t = plan.shard_group, plan.tp
@@ -80,7 +91,7 @@ def fsdp_comm(model: Decoder, plan: Plan, fabric) -> FsdpComm:
     rb = FSDP_REDUCE_DTYPES[plan.fsdp_reduce_dtype]
     out = {}
     for key, params in zip(("", "root_"), unit_params(model, plan)):
-        g, red = params * PARAM_DTYPE_BYTES, params * rb
+        g, red = params * param_bytes, params * rb
         out[f"{key}gather_s"] = fabric.collective_s("all-gather", g, n, t) if n > 1 else 0.0
         out[f"{key}reduce_s"] = fabric.collective_s("reduce-scatter", red, n, t) \
             if n > 1 else 0.0
@@ -184,22 +195,21 @@ def fsdp_schedule(layers: int, n_micro: int, fwd_s: float, bwd_s: float, head_fw
     return schedule(fsdp_graph(*args, contention_s=extra))
 
 
-def fsdp_state_bytes(model: Decoder, plan: Plan, sharded: tuple[float, float, float]
-                     ) -> tuple[float, float]:
-    """(weights, gradients) bytes one GPU holds beyond its shards (``sharded``: its weights,
-    gradients and optimizer states over the shard group): the gathered bf16 parameters of two
+def fsdp_state_bytes(model: Decoder, plan: Plan, sharded: tuple[float, float],
+                     param_bytes: int = PARAM_DTYPE_BYTES) -> tuple[float, float]:
+    """(weights, gradients) bytes one GPU holds: its shards (``sharded``: weights and
+    gradients over the shard group) plus the gathered parameters (``param_bytes`` each) of two
     units in flight (all layers without resharding after forward) and of the root, and their
     unsharded gradients (two units and the root's) before the reduce-scatter."""
     layer, root = unit_params(model, plan)
     units = 2 if plan.reshard_after_forward else model.layers
-    w = sharded[0] + (min(units, model.layers) * layer + root) * PARAM_DTYPE_BYTES
-    g = sharded[1] + (min(2, model.layers) * layer + root) * PARAM_DTYPE_BYTES
+    w = sharded[0] + (min(units, model.layers) * layer + root) * param_bytes
+    g = sharded[1] + (min(2, model.layers) * layer + root) * param_bytes
     return w, g
 
 
-def with_fsdp_memory(mem, model: Decoder, plan: Plan):
+def with_fsdp_memory(mem, model: Decoder, plan: Plan, param_bytes: int = PARAM_DTYPE_BYTES):
     """``mem`` (:class:`accelsim.engine.memory.Memory`, its states sharded over the shard
     group) with the gathered units added (:func:`fsdp_state_bytes`)."""
-    w, g = fsdp_state_bytes(model, plan, (mem.weights_bytes, mem.grads_bytes,
-                                          mem.optimizer_bytes))
+    w, g = fsdp_state_bytes(model, plan, (mem.weights_bytes, mem.grads_bytes), param_bytes)
     return replace(mem, weights_bytes=w, grads_bytes=g)

@@ -217,7 +217,7 @@ def _memory(model: Decoder, plan: Plan, sc: StateFormats, params: LlmParams) -> 
     if plan.fsdp:
         sharded = replace(plan, fsdp=False, hsdp=0, zero=3, dp=plan.shard_group)
         mem = fsdp.with_fsdp_memory(memory(model, sharded, sc, params.memory_reserve_GiB * GIB),
-                                    model, plan)
+                                    model, plan, fsdp.param_dtype_bytes(sc.gemm_precision))
     else:
         mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
     if params.stack.fused:
@@ -313,7 +313,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     opt_s = max(optimizer_step_bytes(mem, plan, sc) / opt_Bps,
                 params.stack.floor_s(KernelKind.OPTIMIZER))
     if plan.fsdp:  # per-unit gathers and reductions beside the layers, every micro-batch
-        fc = fsdp.fsdp_comm(model, plan, fabric)
+        fc = fsdp.fsdp_comm(model, plan, fabric, fsdp.param_dtype_bytes(sc.gemm_precision))
         tail = fsdp.fsdp_schedule(
             model.layers, plan.n_micro, f_d, b_d + rec_d, _phase_s(hrows, Phase.FWD),
             _phase_s(hrows, Phase.BWD), fc, opt_s, params.stack.comm_contention,
