@@ -187,3 +187,27 @@ def test_parameters_gather_in_bf16_unless_the_run_is_32_bit():
     n_micro = _plan().n_micro
     assert gathered(b16) == pytest.approx(n_micro * 7 / 8 * (root + 2 * GPT.layers * layer) * 2)
     assert gathered(f32) == pytest.approx(2 * gathered(b16))
+
+
+def test_mpt_fit_data_keep_their_quotes_and_the_report_is_current():
+    import sys
+
+    import pandas as pd
+
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import mpt_validate
+
+    df = mpt_validate.load()
+    assert len(df) == 19 and set(df.label) == {"fit"}
+    for r in df.itertuples(index=False):
+        cells = [c.strip() for c in r.quote.split(":", 1)[1].split("|")[1:-1]]
+        assert int(cells[1]) == r.seq and int(cells[2]) == r.gpus
+        assert (int(cells[7]), int(cells[8]), int(cells[9])) == (
+            r.micro_batch, r.grad_accum, r.global_batch)
+        assert float(cells[12]) == r.published_tokens_per_s_per_gpu
+        assert cells[15] == r.mixed_precision and cells[16] == r.sharding == "FULL_SHARD"
+        assert r.global_batch == r.micro_batch * r.grad_accum * r.gpus
+    recorded = pd.read_csv(REPO_ROOT / "reports" / "mpt_validation.csv").set_index("id")
+    row = next(df[df.id == "mpt-125m-s2048-8xa100-bf16"].itertuples(index=False))
+    assert mpt_validate.tokens_per_s_per_gpu(row) == pytest.approx(
+        recorded.loc[row.id, "accelsim"], abs=0.06)

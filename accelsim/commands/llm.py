@@ -167,7 +167,10 @@ def run(args: argparse.Namespace) -> int:
     params = _params(args)
     print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}, flash attention "
           f"{'on' if model.flash_attention else 'off'}, micro-batch {plan.micro_batch}, global "
-          f"batch {plan.global_batch}, recompute {plan.recompute}, zero {plan.zero}, sequence "
+          f"batch {plan.global_batch}, recompute {plan.recompute}, "
+          + (f"fsdp (shard group {plan.shard_group}, reshard after forward "
+             f"{'on' if plan.reshard_after_forward else 'off'}, reduce "
+             f"{plan.fsdp_reduce_dtype}), " if plan.fsdp else "") + f"zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
           f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "
           f"{d['memory_reserve_GiB']:g} GiB")

@@ -303,7 +303,7 @@ PYTORCH = Stack(
     autocast=True,
     # fitted: scripts/fit_fsdp.py on the A100 rows of llm-foundry's MPT FSDP benchmark table
     # (accelsim/data/mpt): a second of collective beside a layer's compute costs it 0.6 s
-    # (NCCL's ring kernels hold SMs and HBM bandwidth); grid 0-1 by 0.05, MAE 9.4 % -> 6.3 %
+    # (NCCL's ring kernels hold SMs and HBM bandwidth); grid 0-1 by 0.05, MAE 9.4 % -> 6.25 %
     comm_contention=0.60,
     description="eager PyTorch (bf16 autocast over fp32 weights, fused AdamW, SDPA)")
 
