@@ -1,4 +1,4 @@
-"""Fit the pytorch stack's ``comm_contention`` (compute slowed by a collective beside it, FSDP)
+"""Fit ``comm_contention`` (compute slowed by a collective beside it, FSDP; every stack's)
 on the A100 rows of accelsim/data/mpt/mpt_training_throughput.csv: prints the fit.
 
     python scripts/fit_fsdp.py
@@ -7,9 +7,8 @@ One global number, the one that minimizes the mean absolute error of the A100 ro
 second per GPU (scripts/mpt_validate.py asks each row) over a grid of 0 to 1 in steps of 0.05.
 Only the A100 rows: the H100 rows run at the preset's fixed 1830 MHz, a clock the chip does
 not hold under its power limit (issue 34, item 1), which a contention factor must not absorb;
-they are reported, not fitted. The FP8 rows run on the megatron stack (no contention). Rerun
-after the clock model changes. The fitted number is ``PYTORCH.comm_contention`` in
-accelsim/engine/stack.py.
+they are reported, not fitted (so are the two FP8 rows, H100 too). Rerun after the clock model
+changes. The fitted number is ``COMM_CONTENTION`` in accelsim/engine/stack.py.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ def errors(rows, k: float) -> np.ndarray:
 
 
 def main() -> int:
-    from accelsim.engine.stack import PYTORCH
+    from accelsim.engine.stack import COMM_CONTENTION
 
     df = v.load()
     fit = [r for r in df.itertuples(index=False) if r.system == "dgx-a100"
@@ -45,7 +44,7 @@ def main() -> int:
         if best is None or mae < best[1] - 1e-12:
             best = (float(k), mae)
     print(f"fit: comm_contention = {best[0]:.2f} (MAE {best[1]:.2%}); "
-          f"in the stack now: {PYTORCH.comm_contention:.2f}")
+          f"in accelsim/engine/stack.py now: {COMM_CONTENTION:.2f}")
     return 0
 
 

@@ -13,8 +13,8 @@ checkpointing as ``--recompute full``; bf16 rows on ``--stack pytorch``, the two
 (Transformer Engine) on ``--stack megatron`` (the stack that runs 8-bit GEMMs); the preset's
 fixed clock (no power model), the analytic collectives. ``before`` is the same question with
 FSDP mapped to ``--zero 3`` on the default stack, as ``llm`` answered it before FSDP existed.
-Every row is ``fit``: scripts/fit_fsdp.py fits the pytorch stack's ``comm_contention`` on the
-A100 rows.
+Every row is ``fit``: scripts/fit_fsdp.py fits ``comm_contention`` (every stack's) on the A100
+rows.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 from accelsim.arch import build_system  # noqa: E402
 from accelsim.engine.decoder import Decoder  # noqa: E402
 from accelsim.engine.plan import LlmParams, Plan  # noqa: E402
-from accelsim.engine.stack import get_stack  # noqa: E402
+from accelsim.engine.stack import PYTORCH, get_stack  # noqa: E402
 from accelsim.engine.transformer import predict  # noqa: E402
 from accelsim.workload.transformer import (MlpKind, NormKind, PositionKind,  # noqa: E402
                                            TransformerConfig)
@@ -83,11 +83,13 @@ def tokens_per_s_per_gpu(r, *, fsdp: bool = True, contention: float | None = Non
     """The row's predicted training tokens per second per GPU; ``contention`` overrides the
     stack's ``comm_contention`` (a fit's grid)."""
     stack = stack_of(r) if fsdp else get_stack("megatron")
-    if contention is not None and stack.name == "pytorch":
+    if contention is not None:
         stack = replace(stack, comm_contention=contention)
     system = build_system(ROOT / "arch_configs" / f"{r.system}.toml")
     p = predict(model_of(r), plan_of(r, fsdp=fsdp), SCHEME[r.precision], system,
-                LlmParams(stack=stack, network_efficiency=None, memory_reserve_GiB=None),
+                LlmParams(stack=stack, network_efficiency=None,
+                          # FSDP runs in PyTorch: its reserve on either stack (llm --fsdp's)
+                          memory_reserve_GiB=PYTORCH.memory_reserve_GiB if fsdp else None),
                 engine="analytic")
     return p.tokens_per_s / int(r.gpus)
 

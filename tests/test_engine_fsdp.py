@@ -122,8 +122,22 @@ def test_fsdp_cli_runs_on_the_pytorch_stack_and_its_reserve():
     fs = llm._params(parser.parse_args(base + ["--fsdp"]))
     assert fs.stack is PYTORCH and fs.memory_reserve_GiB == PYTORCH.memory_reserve_GiB
     assert llm._params(parser.parse_args(base + ["--hsdp", "8"])).stack is PYTORCH
-    assert llm._params(parser.parse_args(base + ["--fsdp", "--stack", "megatron"])
-                           ).memory_reserve_GiB == MEGATRON.memory_reserve_GiB
+    # FSDP runs in PyTorch whatever kernels time it: never Megatron-LM's fitted reserve
+    forced = llm._params(parser.parse_args(base + ["--fsdp", "--stack", "megatron"]))
+    assert forced.stack is MEGATRON
+    assert forced.memory_reserve_GiB == PYTORCH.memory_reserve_GiB
+    assert llm._params(parser.parse_args(base + ["--fsdp", "--memory-reserve", "2"])
+                       ).memory_reserve_GiB == 2.0
+    # a model the eager kernels do not list (Llama: SwiGLU, RMSNorm, GQA, rotary), or 8-bit
+    # GEMMs: megatron's kernels, PyTorch's reserve
+    from accelsim.workload.transformer import PRESETS
+
+    llama = Decoder(PRESETS["llama3-8b"], 2048)
+    for args, model in ((base + ["--fsdp"], llama),
+                        (["--system", "dgx-h100", "--scheme", "te-fp8", "--global-batch", "16",
+                          "--fsdp"], GPT)):
+        p = llm._params(parser.parse_args(args), model)
+        assert p.stack is MEGATRON and p.memory_reserve_GiB == PYTORCH.memory_reserve_GiB
 
 
 def test_hsdp_over_the_whole_group_is_fsdp():

@@ -75,20 +75,26 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
 
 
 def params(args: argparse.Namespace, *, reserve_default: float | None = None,
-           fsdp: bool = False):
-    """The :class:`accelsim.engine.LlmParams` of ``--stack`` (when not given: megatron, or
-    pytorch for an ``fsdp`` plan -- FSDP is PyTorch's, its reserve too) and
-    ``--memory-reserve`` (``reserve_default`` when neither is given; None: the stack's)."""
+           fsdp_stack: str | None = None):
+    """The :class:`accelsim.engine.LlmParams` of ``--stack`` and ``--memory-reserve``.
+
+    Without ``fsdp_stack`` (no FSDP plan): the stack megatron when not given, the reserve
+    ``reserve_default`` when neither flag is given (None: the stack's). With it (an FSDP
+    plan): that stack when ``--stack`` is not given, and the pytorch stack's reserve unless
+    ``--memory-reserve`` is -- FSDP runs in PyTorch, whatever kernels time its layers, so
+    it never gets Megatron-LM's fitted reserve."""
     from accelsim.engine.plan import LlmParams
-    from accelsim.engine.stack import get_stack
+    from accelsim.engine.stack import PYTORCH, get_stack
     from accelsim.errors import UserError
 
     reserve = args.memory_reserve
     if reserve is None and args.stack is None:
         reserve = reserve_default
-    default = "pytorch" if fsdp else "megatron"
+    if reserve is None and fsdp_stack is not None:
+        reserve = PYTORCH.memory_reserve_GiB
     try:
-        return LlmParams(stack=get_stack(args.stack or default), memory_reserve_GiB=reserve)
+        return LlmParams(stack=get_stack(args.stack or fsdp_stack or "megatron"),
+                         memory_reserve_GiB=reserve)
     except ValueError as exc:
         raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
 

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if seq_note:  # after every check, so that an error stays one line
         print(seq_note, file=sys.stderr)
     r = simulate(system, model, plan, args.scheme,
-                 Options(stack=_params(args), collective_engine=args.engine))
+                 Options(stack=_params(args, model), collective_engine=args.engine))
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{d['model']}: {model.n_params / 1e9:.2f} B parameters{active}, seq {d['seq']}, on "
           f"{plan.gpus} GPUs (tp {plan.tp} x pp {plan.pp} x dp {plan.dp}"
           + (f", ep {plan.ep}" if plan.ep > 1 else "") + f"), {args.scheme}, {system.name}")
-    params = _params(args)
+    params = _params(args, model)
     print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}, flash attention "
           f"{'on' if model.flash_attention else 'off'}, micro-batch {plan.micro_batch}, global "
           f"batch {plan.global_batch}, recompute {plan.recompute}, "
@@ -240,9 +240,27 @@ def default_seq(name: str, positions: int) -> tuple[int, str]:
                        f"{DEFAULT_SEQ} default; set --seq)")
 
 
-def _params(args: argparse.Namespace):
-    """The global parameters with the command line's overrides (the one place they are set)."""
-    return _plan.params(args, fsdp=args.fsdp or args.hsdp is not None)
+def _params(args: argparse.Namespace, model=None):
+    """The global parameters with the command line's overrides (the one place they are set).
+    An FSDP plan without ``--stack`` runs on the pytorch stack where its eager kernels express
+    ``model`` and the scheme (the GPT block, 16- or 32-bit GEMMs), else on megatron's kernels;
+    either way with PyTorch's memory reserve."""
+    if not (args.fsdp or args.hsdp is not None):
+        return _plan.params(args)
+    from accelsim.arch.model import OPERAND_BYTES
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.engine.eager import gpt_block
+    from accelsim.errors import InputError
+
+    stack = "pytorch"
+    try:
+        if model is not None:
+            gpt_block(model)
+    except InputError:
+        stack = "megatron"
+    if OPERAND_BYTES[get_scheme(args.scheme).formats(args.optimizer).gemm_precision] < 2:
+        stack = "megatron"  # 8-bit GEMMs: Transformer Engine's path
+    return _plan.params(args, fsdp_stack=stack)
 
 
 def _search(args, model, path, params, seq_note: str | None) -> int:

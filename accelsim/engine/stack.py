@@ -267,6 +267,13 @@ class Stack:
         return dict(self.launch_floor_us).get(kind, 0.0) * 1e-6
 
 
+#: fitted: scripts/fit_fsdp.py on the A100 rows of llm-foundry's MPT FSDP benchmark table
+#: (accelsim/data/mpt): a second of collective beside a layer's compute costs it 0.6 s (NCCL's
+#: ring kernels hold SMs and HBM bandwidth: a property of the GPU and NCCL, so every stack's);
+#: grid 0-1 by 0.05, MAE 9.4 % -> 6.25 %. Only overlapped schedules read it (FSDP), so the
+#: Megatron-LM and FP8-LM validations do not move.
+COMM_CONTENTION = 0.60
+
 #: Megatron-LM's stack as ``accelsim llm`` has always modelled it (the Megatron-LM and FP8-LM
 #: validations were fitted with it; the LM head's vocabulary padding moved them by < 0.01 %)
 MEGATRON = Stack(
@@ -282,6 +289,7 @@ MEGATRON = Stack(
     # Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-divisible-by (default
     # 128) x the tensor-parallel size (megatron/training/tokenizer, _vocab_size_with_padding)
     vocab_multiple=128,
+    comm_contention=COMM_CONTENTION,
     description="Megatron-LM (fused kernels, as fitted on Megatron-LM and FP8-LM runs)")
 
 #: eager PyTorch on one GPU (or DDP): bf16 autocast, fused AdamW, SDPA attention
@@ -301,10 +309,7 @@ PYTORCH = Stack(
                      (KernelKind.ELEMENTWISE, EAGER_ELEMENTWISE_FLOOR_US),
                      (KernelKind.OPTIMIZER, EAGER_ELEMENTWISE_FLOOR_US)),
     autocast=True,
-    # fitted: scripts/fit_fsdp.py on the A100 rows of llm-foundry's MPT FSDP benchmark table
-    # (accelsim/data/mpt): a second of collective beside a layer's compute costs it 0.6 s
-    # (NCCL's ring kernels hold SMs and HBM bandwidth); grid 0-1 by 0.05, MAE 9.4 % -> 6.25 %
-    comm_contention=0.60,
+    comm_contention=COMM_CONTENTION,
     description="eager PyTorch (bf16 autocast over fp32 weights, fused AdamW, SDPA)")
 
 STACKS = {s.name: s for s in (MEGATRON, PYTORCH)}
