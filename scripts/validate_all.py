@@ -8,7 +8,8 @@ One table per validation, one row per compared number, with the columns ``case``
 ``tolerance``, ``in_target`` and ``label``:
 
 * ``fit``       -- a fit script consumed the row (scripts/calibrate.py, fit_compute.py,
-                   llm_fit.py, arith_h100_fit.py): agreement there is a fit, not a prediction;
+                   llm_fit.py, arith_h100_fit.py, fit_fsdp.py): agreement there is a fit, not a
+                   prediction;
 * ``checked``   -- held out from every fit;
 * ``reference`` -- a published number the model reproduces by construction (datasheet peaks).
 
@@ -204,6 +205,16 @@ def llm_published() -> list[dict]:
     return out
 
 
+def mpt() -> list[dict]:
+    """scripts/mpt_validate.py: MPT FSDP training throughput (llm-foundry's tables); every row
+    ``fit`` (scripts/fit_fsdp.py fits the pytorch stack's comm_contention on its A100 rows)."""
+    import mpt_validate as v
+
+    return [_row("MPT FSDP training, llm-foundry (tokens/s/GPU)", f"{r['id']} (tokens/s/GPU)",
+                 r["published"], r["accelsim"], 100 * r["error"], "%",
+                 f"+-{100 * v.TOLERANCE:g}", r["in_target"], r["label"]) for r in v.rows()]
+
+
 def device() -> list[dict]:
     """scripts/device_validate.py: our own H100 SXM and H200 SXM measurements
     (accelsim/data/h100_device, h200_device): steady-state GEMMs (fixed clock and power model),
@@ -329,6 +340,7 @@ def main(argv=None) -> int:
                      ("GPU datasheet peaks", datasheet_peaks),
                      ("Megatron-LM and FP8-LM", lambda: llm(log)),
                      ("LLM inference and MoE training (published)", llm_published),
+                     ("MPT FSDP training (llm-foundry)", mpt),
                      ("H100 and H200 measured here (device_validate)", device),
                      ("SCALE-Sim cycles", scalesim),
                      ("H100 FP8 bits", h100_bits),

@@ -43,6 +43,20 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         "weights (default 0)")
     p.add_argument("--overlap-grad-reduce", action="store_true",
                    help="reduce gradients during the last backward pass (PyTorch DDP buckets)")
+    p.add_argument("--fsdp", action="store_true",
+                   help="PyTorch FSDP (FULL_SHARD) over the data-parallel ranks: each layer's "
+                        "bf16 parameters all-gathered one layer ahead of its forward and "
+                        "backward pass, its gradients reduce-scattered as its backward ends, "
+                        "every micro-batch (default stack: pytorch)")
+    p.add_argument("--hsdp", type=chip_count, default=None, metavar="N",
+                   help="HSDP: FSDP sharded within groups of N ranks, gradients all-reduced "
+                        "across the dp / N replicas (implies --fsdp)")
+    p.add_argument("--no-reshard-after-forward", action="store_true",
+                   help="FSDP keeps each layer's gathered parameters from its forward to its "
+                        "backward pass (no second gather; more memory)")
+    p.add_argument("--fsdp-reduce-dtype", choices=("fp32", "bf16"), default="fp32",
+                   help="FSDP's gradient reduction format (MixedPrecisionPolicy reduce_dtype; "
+                        "default fp32)")
     p.add_argument("--no-grad-accumulation-fusion", action="store_true",
                    help="accumulate weight gradients in a separate kernel per micro-batch "
                         "(Megatron's --no-gradient-accumulation-fusion, as FP8-LM ran)")
@@ -60,18 +74,27 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         + stack_help)
 
 
-def params(args: argparse.Namespace, *, reserve_default: float | None = None):
-    """The :class:`accelsim.engine.LlmParams` of ``--stack`` (megatron when not given) and
-    ``--memory-reserve`` (``reserve_default`` when neither is given; None: the stack's)."""
+def params(args: argparse.Namespace, *, reserve_default: float | None = None,
+           fsdp_stack: str | None = None):
+    """The :class:`accelsim.engine.LlmParams` of ``--stack`` and ``--memory-reserve``.
+
+    Without ``fsdp_stack`` (no FSDP plan): the stack megatron when not given, the reserve
+    ``reserve_default`` when neither flag is given (None: the stack's). With it (an FSDP
+    plan): that stack when ``--stack`` is not given, and the pytorch stack's reserve unless
+    ``--memory-reserve`` is -- FSDP runs in PyTorch, whatever kernels time its layers, so
+    it never gets Megatron-LM's fitted reserve."""
     from accelsim.engine.plan import LlmParams
-    from accelsim.engine.stack import get_stack
+    from accelsim.engine.stack import PYTORCH, get_stack
     from accelsim.errors import UserError
 
     reserve = args.memory_reserve
     if reserve is None and args.stack is None:
         reserve = reserve_default
+    if reserve is None and fsdp_stack is not None:
+        reserve = PYTORCH.memory_reserve_GiB
     try:
-        return LlmParams(stack=get_stack(args.stack or "megatron"), memory_reserve_GiB=reserve)
+        return LlmParams(stack=get_stack(args.stack or fsdp_stack or "megatron"),
+                         memory_reserve_GiB=reserve)
     except ValueError as exc:
         raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
 
@@ -79,7 +102,8 @@ def params(args: argparse.Namespace, *, reserve_default: float | None = None):
 #: plan flags a data-parallel layer workload cannot use (name -> value that means "not used")
 TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "overlap_moe_comm": False, "interleave": 1, "recompute": "none",
                     "sequence_parallel": False, "zero": 0, "overlap_grad_reduce": False,
-                    "no_grad_accumulation_fusion": False}
+                    "no_grad_accumulation_fusion": False, "fsdp": False, "hsdp": None,
+                    "no_reshard_after_forward": False, "fsdp_reduce_dtype": "fp32"}
 
 
 def transformer_only_flags(args: argparse.Namespace) -> list[str]:
@@ -102,7 +126,10 @@ def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_bat
                     overlap_grad_reduce=args.overlap_grad_reduce,
                     grad_accumulation_fusion=not args.no_grad_accumulation_fusion,
                     optimizer=args.optimizer, ep=args.ep,
-                    overlap_moe_comm=args.overlap_moe_comm)
+                    overlap_moe_comm=args.overlap_moe_comm,
+                    fsdp=args.fsdp or args.hsdp is not None, hsdp=args.hsdp or 0,
+                    reshard_after_forward=not args.no_reshard_after_forward,
+                    fsdp_reduce_dtype=args.fsdp_reduce_dtype)
     except ValueError as exc:
         raise UserError(f"plan (--tp {tp} --pp {pp} --dp {dp} --ep {args.ep} --micro-batch {micro_batch} "
                         f"--global-batch {global_batch}): {exc}") from None

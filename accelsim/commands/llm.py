@@ -71,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs and applied to every system and model as is (also in --search's fit check); "
         "0 for a bare tensor count. Reported as memory_reserve_GiB, included in "
         "memory_GiB_per_gpu; --stack pytorch: 0.4",
-        stack_default="megatron", stack_help="Default megatron (as llm has always timed).")
+        stack_default=None,
+        stack_help="Default megatron (as llm has always timed); pytorch with --fsdp/--hsdp.")
     _report.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
     system, _ = power_system(system, path, args, scheme.compute_precision)
     if args.search:
-        if args.stack != "megatron":
+        if args.stack not in (None, "megatron"):
             raise UserError(f"--search --stack {args.stack}: the plan search ranks Megatron-LM "
                             "3-D parallel plans (--stack megatron)")
         return _search(args, model, path, _params(args), seq_note)
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if seq_note:  # after every check, so that an error stays one line
         print(seq_note, file=sys.stderr)
     r = simulate(system, model, plan, args.scheme,
-                 Options(stack=_params(args), collective_engine=args.engine))
+                 Options(stack=_params(args, model), collective_engine=args.engine))
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
@@ -172,10 +173,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{d['model']}: {model.n_params / 1e9:.2f} B parameters{active}, seq {d['seq']}, on "
           f"{plan.gpus} GPUs (tp {plan.tp} x pp {plan.pp} x dp {plan.dp}"
           + (f", ep {plan.ep}" if plan.ep > 1 else "") + f"), {args.scheme}, {system.name}")
-    params = _params(args)
+    params = _params(args, model)
     print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}, flash attention "
           f"{'on' if model.flash_attention else 'off'}, micro-batch {plan.micro_batch}, global "
-          f"batch {plan.global_batch}, recompute {plan.recompute}, zero {plan.zero}, sequence "
+          f"batch {plan.global_batch}, recompute {plan.recompute}, "
+          + (f"fsdp (shard group {plan.shard_group}, reshard after forward "
+             f"{'on' if plan.reshard_after_forward else 'off'}, reduce "
+             f"{plan.fsdp_reduce_dtype}), " if plan.fsdp else "") + f"zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
           f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "
           f"{d['memory_reserve_GiB']:g} GiB, {clock_text(system)}"
@@ -247,9 +251,27 @@ def default_seq(name: str, positions: int) -> tuple[int, str]:
                        f"{DEFAULT_SEQ} default; set --seq)")
 
 
-def _params(args: argparse.Namespace):
-    """The global parameters with the command line's overrides (the one place they are set)."""
-    return _plan.params(args)
+def _params(args: argparse.Namespace, model=None):
+    """The global parameters with the command line's overrides (the one place they are set).
+    An FSDP plan without ``--stack`` runs on the pytorch stack where its eager kernels express
+    ``model`` and the scheme (the GPT block, 16- or 32-bit GEMMs), else on megatron's kernels;
+    either way with PyTorch's memory reserve."""
+    if not (args.fsdp or args.hsdp is not None):
+        return _plan.params(args)
+    from accelsim.arch.model import OPERAND_BYTES
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.engine.eager import gpt_block
+    from accelsim.errors import InputError
+
+    stack = "pytorch"
+    try:
+        if model is not None:
+            gpt_block(model)
+    except InputError:
+        stack = "megatron"
+    if OPERAND_BYTES[get_scheme(args.scheme).formats(args.optimizer).gemm_precision] < 2:
+        stack = "megatron"  # 8-bit GEMMs: Transformer Engine's path
+    return _plan.params(args, fsdp_stack=stack)
 
 
 def _search(args, model, path, params, seq_note: str | None) -> int:
@@ -271,6 +293,7 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--overlap-grad-reduce", args.overlap_grad_reduce),
         ("--no-grad-accumulation-fusion", args.no_grad_accumulation_fusion),
         ("--overlap-moe-comm", args.overlap_moe_comm), ("--engine des", args.engine != "analytic"),
+        ("--fsdp", args.fsdp or args.hsdp is not None),
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
         ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1),

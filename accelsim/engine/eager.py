@@ -42,10 +42,37 @@ def _sizes(model: GptConfig | Decoder, micro_batch: int, precision: str
             1 if e < F32 else 0)
 
 
+def gpt_block(model: GptConfig | Decoder) -> tuple[bool, bool]:
+    """(biases, learned positions) of a model built of the GPT block these kernels list
+    (LayerNorm, GELU MLP, multi-head attention): GPT-2/3 (biases, a position table) or an
+    MPT-style block (no biases; ALiBi or no positions, no table). Anything else is an
+    InputError naming what differs."""
+    if isinstance(model, GptConfig):
+        return True, True
+    from accelsim.workload.transformer_parts import MlpKind, NormKind, PositionKind
+
+    c = model.config
+    odd = [name for name, bad in (
+        ("a non-GELU MLP", c.mlp is not MlpKind.GELU), ("RMSNorm", c.norm is not NormKind.LAYERNORM),
+        ("grouped-query attention", c.kv_heads != c.heads or c.mla is not None),
+        ("MoE", c.moe is not None), ("rotary positions", c.positions is PositionKind.ROTARY),
+        ("sliding-window attention", c.sliding_window is not None),
+        ("a parallel residual", c.parallel_residual),
+        ("biases on some linear layers only", len({c.qkv_bias, c.out_bias, c.mlp_bias}) > 1))
+        if bad]
+    if odd:
+        raise InputError(f"the pytorch stack's eager kernels are the GPT block's (LayerNorm, "
+                         f"GELU MLP, multi-head attention; learned or no positions): "
+                         f"{c.name} has {', '.join(odd)}")
+    return c.mlp_bias, c.positions is PositionKind.LEARNED
+
+
 def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
                   ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
-    """(forward, backward) element-wise kernels of one layer and micro-batch, one op each."""
+    """(forward, backward) element-wise kernels of one layer and micro-batch, one op each
+    (a block without biases: no bias gradients or casts)."""
     T, h, f, e, r, c = _sizes(model, micro_batch, precision)
+    biased = gpt_block(model)[0]
     w = (("qkv", 3 * h * h, 3 * h), ("proj", h * h, h), ("fc1", h * f, f), ("fc2", f * h, h))
     add = K.ADD_MIXED if c else K.ADD  # fp32 residual + a 16-bit branch under autocast
     fwd: list[ElementwiseOp] = [
@@ -75,17 +102,23 @@ def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
         ElementwiseOp("ln1_bwd_weights", T * h * 2 * r, kind=K.LAYERNORM_BWD),
         ElementwiseOp("residual_grad_add2", T * h * 3 * r, kind=K.ADD),
     ]
-    bwd += [ElementwiseOp(f"{name}_bias_grad", T * n * e, kind=K.REDUCE) for name, _, n in w]
+    if biased:
+        bwd += [ElementwiseOp(f"{name}_bias_grad", T * n * e, kind=K.REDUCE)
+                for name, _, n in w]
     if c:
         fwd += [ElementwiseOp("ln1_cast", T * h * (r + e), kind=K.CAST_DOWN),
                 ElementwiseOp("ln2_cast", T * h * (r + e), kind=K.CAST_DOWN)]
         bwd += [ElementwiseOp(f"{x}_cast_bwd", T * h * (r + e), kind=K.CAST_UP)
                 for x in ("ln1", "ln2", "fc2_out", "proj_out")]
         for name, nw, nb in w:  # each forward casts the fp32 parameters; each backward back
-            fwd += [ElementwiseOp(f"{name}_weight_cast", nw * (F32 + e), kind=K.CAST_DOWN),
-                    ElementwiseOp(f"{name}_bias_cast", nb * (F32 + e), kind=K.CAST_DOWN)]
-            bwd += [ElementwiseOp(f"{name}_weight_grad_cast", nw * (e + F32), kind=K.CAST_UP),
-                    ElementwiseOp(f"{name}_bias_grad_cast", nb * (e + F32), kind=K.CAST_UP)]
+            fwd.append(ElementwiseOp(f"{name}_weight_cast", nw * (F32 + e), kind=K.CAST_DOWN))
+            bwd.append(ElementwiseOp(f"{name}_weight_grad_cast", nw * (e + F32),
+                                     kind=K.CAST_UP))
+            if biased:
+                fwd.append(ElementwiseOp(f"{name}_bias_cast", nb * (F32 + e),
+                                         kind=K.CAST_DOWN))
+                bwd.append(ElementwiseOp(f"{name}_bias_grad_cast", nb * (e + F32),
+                                         kind=K.CAST_UP))
     return tuple(fwd), tuple(bwd)
 
 
@@ -99,11 +132,14 @@ def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
     head's (tied)."""
     T, h, f, e, r, c = _sizes(model, micro_batch, precision)
     N, Vh = T * model.vocab, model.vocab * h
-    fwd = [ElementwiseOp("embedding", T * h * (2 * r + 2 * r)),  # two gathers
-           ElementwiseOp("embedding_add", T * h * 3 * r, kind=K.ADD),
-           ElementwiseOp("ln_f", T * h * 2 * r, kind=K.LAYERNORM),
-           ElementwiseOp("log_softmax", N * 2 * F32, kind=K.SOFTMAX),
-           ElementwiseOp("nll", T * F32)]
+    if gpt_block(model)[1]:  # the token and the position gathers, added
+        fwd = [ElementwiseOp("embedding", T * h * (2 * r + 2 * r)),
+               ElementwiseOp("embedding_add", T * h * 3 * r, kind=K.ADD)]
+    else:
+        fwd = [ElementwiseOp("embedding", T * h * 2 * r)]
+    fwd += [ElementwiseOp("ln_f", T * h * 2 * r, kind=K.LAYERNORM),
+            ElementwiseOp("log_softmax", N * 2 * F32, kind=K.SOFTMAX),
+            ElementwiseOp("nll", T * F32)]
     bwd = [ElementwiseOp("nll_bwd_fill", N * F32, kind=K.FILL),
            ElementwiseOp("nll_bwd_scatter", T * F32),
            ElementwiseOp("log_softmax_bwd", N * 3 * F32, kind=K.SOFTMAX_BWD),
@@ -152,20 +188,16 @@ def stream_s(kernels: tuple[ElementwiseOp, ...], hbm_Bps: float, floor_s: float,
 
 def check_plan(model: Decoder, plan: Plan, formats: StateFormats) -> None:
     """Raise InputError for what the eager stack does not run: tensor, pipeline or sequence
-    parallelism and recomputation (Megatron-LM's; eager PyTorch here is one GPU or DDP), 8-bit
-    GEMMs (Transformer Engine's: ``--stack megatron``), and a model other than the GPT block
-    whose kernels this module lists."""
-    try:
-        model.config.as_gpt(model.seq)
-    except ValueError as exc:
-        raise InputError(f"the pytorch stack's eager kernels are the GPT block's (LayerNorm, "
-                         f"GELU MLP, learned positions): {exc}") from None
+    parallelism and selective recomputation (Megatron-LM's; eager PyTorch here is one GPU, DDP
+    or FSDP, with or without activation checkpointing of whole blocks), 8-bit GEMMs
+    (Transformer Engine's: ``--stack megatron``), and a model other than the GPT block whose
+    kernels this module lists (:func:`gpt_block`)."""
+    gpt_block(model)
     used = [f"{k} {v}" for k, v, off in (("tp", plan.tp, 1), ("pp", plan.pp, 1),
-                                         ("recompute", plan.recompute, "none"),
                                          ("sequence_parallel", plan.sequence_parallel, False))
-            if v != off]
+            if v != off] + (["recompute selective"] if plan.recompute == "selective" else [])
     if used:
-        raise InputError(f"the pytorch stack is eager PyTorch on one GPU or DDP: "
+        raise InputError(f"the pytorch stack is eager PyTorch on one GPU, DDP or FSDP: "
                          f"{', '.join(used)} is Megatron-LM's (use the megatron stack)")
     if OPERAND_BYTES[formats.gemm_precision] < 2:
         raise InputError(f"the pytorch stack runs 16- or 32-bit GEMMs (autocast); "
@@ -191,6 +223,14 @@ def autocast_formats(formats: StateFormats, optimizer: str) -> StateFormats:
 
 def activation_bytes(model: GptConfig | Decoder, plan: Plan, precision: str) -> float:
     """Saved activations of one GPU at the peak (every layer of every in-flight micro-batch,
-    one micro-batch in flight without a pipeline, plus the head and loss)."""
-    return (model.layers * activation_bytes_per_layer(model, plan.micro_batch, precision)
-            + head_activation_bytes(model, plan.micro_batch, precision))
+    one micro-batch in flight without a pipeline, plus the head and loss). With activation
+    checkpointing of every block (``recompute full``: ``checkpoint_wrapper``) each layer keeps
+    its input (the fp32 residual stream under autocast) and the layer being recomputed holds
+    its saved tensors once."""
+    layer = activation_bytes_per_layer(model, plan.micro_batch, precision)
+    if plan.recompute == "full":
+        T, h, _, _, r, _ = _sizes(model, plan.micro_batch, precision)
+        kept = model.layers * T * h * r + layer
+    else:
+        kept = model.layers * layer
+    return kept + head_activation_bytes(model, plan.micro_batch, precision)

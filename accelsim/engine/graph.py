@@ -40,6 +40,7 @@ class Stream(StrEnum):
     TP = "tp_comm"
     DP = "dp_comm"
     PP = "pp_send_recv"
+    FSDP = "fsdp_gather"  # FSDP's parameter all-gathers (its reduce-scatters: DP)
 
 
 @dataclass(frozen=True)

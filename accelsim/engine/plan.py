@@ -20,6 +20,8 @@ from accelsim.errors import InputError, check_int
 
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
+#: FSDP2's MixedPrecisionPolicy reduce_dtype choices (the gradient reduce-scatter's format)
+FSDP_REDUCE_DTYPES = {"fp32": 4, "bf16": 2}
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,16 @@ class Plan:
     buffer in its epilogue (Megatron's default); off (``--no-gradient-accumulation-fusion``, as
     FP8-LM's public scripts run), every micro-batch writes its 16-bit weight gradient and a
     separate kernel adds it into the buffer.
+    ``fsdp``: PyTorch FSDP (FULL_SHARD) over the data-parallel ranks instead of ZeRO: every
+    decoder layer is one unit whose parameters are all-gathered before its forward and its
+    backward pass, prefetched one unit ahead, and whose gradients are reduce-scattered as its
+    backward pass ends, every micro-batch (:mod:`accelsim.engine.fsdp`). ``hsdp``: HSDP's
+    shard-group size (0: the whole data-parallel group, plain FSDP): parameters are sharded
+    within groups of ``hsdp`` ranks and the sharded gradients all-reduced across the ``dp /
+    hsdp`` replicas. ``reshard_after_forward``: free each unit's gathered parameters after its
+    forward pass (FSDP's default; off: keep them for the backward pass, no second gather).
+    ``fsdp_reduce_dtype``: the gradient reduction's format (FSDP2's MixedPrecisionPolicy
+    ``reduce_dtype``: ``fp32`` or ``bf16``); parameters are gathered in bf16 (``param_dtype``).
     """
 
     tp: int
@@ -61,6 +73,10 @@ class Plan:
     optimizer: str = "adamw"
     ep: int = 1
     overlap_moe_comm: bool = False
+    fsdp: bool = False
+    hsdp: int = 0
+    reshard_after_forward: bool = True
+    fsdp_reduce_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep"):  # GPUs: at most a system's chips
@@ -68,8 +84,9 @@ class Plan:
         for f in ("micro_batch", "global_batch", "interleave"):
             check_int(f"plan {f}", getattr(self, f), 1, MAX_COUNT)
         for f in ("sequence_parallel", "overlap_grad_reduce", "grad_accumulation_fusion",
-                  "overlap_moe_comm"):  # "off" is not False: refused, never truthy
-            check_bool(f"plan {f}", getattr(self, f))
+                  "overlap_moe_comm", "fsdp", "reshard_after_forward"):
+            check_bool(f"plan {f}", getattr(self, f))  # "off" is not False: refused
+        self._check_fsdp()
         if self.recompute not in RECOMPUTE:
             raise InputError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, "
                              f"got {self.recompute!r}")
@@ -92,6 +109,31 @@ class Plan:
         if self.interleave > 1 and self.n_micro % self.pp:
             raise InputError(f"interleaved schedule needs micro-batches per pipeline "
                              f"({self.n_micro}) to be a multiple of pp ({self.pp})")
+
+    def _check_fsdp(self) -> None:
+        check_int("plan hsdp", self.hsdp, 0, MAX_CHIPS)
+        if self.fsdp_reduce_dtype not in FSDP_REDUCE_DTYPES:
+            raise InputError(f"plan fsdp_reduce_dtype must be one of "
+                             f"{', '.join(FSDP_REDUCE_DTYPES)}, got {self.fsdp_reduce_dtype!r}")
+        if not self.fsdp:
+            if self.hsdp:
+                raise InputError(f"plan hsdp {self.hsdp} needs fsdp (HSDP is FSDP sharded "
+                                 "within groups)")
+            return
+        used = [f"{k} {v}" for k, v, off in (("zero", self.zero, 0), ("pp", self.pp, 1),
+                                             ("ep", self.ep, 1),
+                                             ("overlap_grad_reduce", self.overlap_grad_reduce,
+                                              False)) if v != off]
+        if used:
+            raise InputError(f"fsdp shards the model itself (its own overlap, no pipeline): "
+                             f"drop {', '.join(used)}")
+        if self.hsdp and self.dp % self.hsdp:
+            raise InputError(f"hsdp shard group {self.hsdp} must divide dp {self.dp}")
+
+    @property
+    def shard_group(self) -> int:
+        """Ranks one parameter is sharded over under FSDP (HSDP: the shard group)."""
+        return self.hsdp or self.dp
 
     @property
     def gpus(self) -> int:

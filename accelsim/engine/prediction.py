@@ -167,6 +167,8 @@ class Prediction:
         step as scheduled; past the trace's limits the critical stage's micro-batches op type
         by op type."""
         plan = self.plan
+        if plan.fsdp:  # the FSDP schedule is the whole iteration, layer by layer
+            return self.step.timeline()
         if plan.pp <= MAX_TRACE_STAGES \
                 and plan.pp * plan.n_micro * plan.interleave <= MAX_TRACE_PASSES:
             return self._pipeline_timeline()
@@ -329,4 +331,5 @@ class Prediction:
             "overlap_grad_reduce": p.overlap_grad_reduce,
             "overlap_moe_comm": p.overlap_moe_comm,
             "grad_accumulation_fusion": p.grad_accumulation_fusion, "scheme": self.scheme,
+            "fsdp": p.fsdp, "hsdp": p.hsdp,
         }

@@ -21,7 +21,7 @@ from dataclasses import replace
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
-from accelsim.engine import decoder, eager
+from accelsim.engine import decoder, eager, fsdp
 from accelsim.engine.comm import Comm, comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
@@ -139,7 +139,7 @@ def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float
     :func:`accelsim.netsim.update_bytes_per_elem` (read gradient, master weight and moments;
     write master weight, moments and the working copy), for the plan's optimizer; routed
     experts sharded over the ``dp / ep`` ranks that hold them."""
-    shard = plan.dp if plan.zero >= 1 else 1
+    shard = plan.shard_group if plan.fsdp else (plan.dp if plan.zero >= 1 else 1)
 
     def per_param(f: StateFormats) -> float:
         return sum(update_bytes_per_elem(get_scheme(f.name).for_optimizer(plan.optimizer),
@@ -212,8 +212,14 @@ def _resolve(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
 
 
 def _memory(model: Decoder, plan: Plan, sc: StateFormats, params: LlmParams) -> Memory:
-    """The memory account under the stack (eager PyTorch: its activations)."""
-    mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
+    """The memory account under the stack (eager PyTorch: its activations; FSDP: the states
+    sharded over the shard group, plus the gathered units, :mod:`accelsim.engine.fsdp`)."""
+    if plan.fsdp:
+        sharded = replace(plan, fsdp=False, hsdp=0, zero=3, dp=plan.shard_group)
+        mem = fsdp.with_fsdp_memory(memory(model, sharded, sc, params.memory_reserve_GiB * GIB),
+                                    model, plan, fsdp.param_dtype_bytes(sc.gemm_precision))
+    else:
+        mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
     if params.stack.fused:
         return mem
     return replace(mem, activations_bytes=eager.activation_bytes(model, plan, sc.gemm_precision),
@@ -306,7 +312,20 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
                                                         sm_scale(system.chip))
     opt_s = max(optimizer_step_bytes(mem, plan, sc) / opt_Bps,
                 params.stack.floor_s(KernelKind.OPTIMIZER))
-    tail = step_schedule(pipeline, bwd if plan.overlap_grad_reduce else 0.0, cm.dp_ops, opt_s)
+    if plan.fsdp:  # per-unit gathers and reductions beside the layers, every micro-batch
+        fc = fsdp.fsdp_comm(model, plan, fabric, fsdp.param_dtype_bytes(sc.gemm_precision))
+        tail = fsdp.fsdp_schedule(
+            model.layers, plan.n_micro, f_d, b_d + rec_d, _phase_s(hrows, Phase.FWD),
+            _phase_s(hrows, Phase.BWD), fc, opt_s, params.stack.comm_contention,
+            plan.reshard_after_forward)
+        pipeline, bubble = plan.n_micro * (fwd + bwd), 0.0
+        cm = replace(cm, dp_ops=(), dp_bytes=sum(t.bytes for t in tail.tasks),
+                     dp_reduce_s=sum(t.time_s for t in tail.tasks if t.stream == Stream.DP),
+                     dp_gather_s=sum(t.time_s for t in tail.tasks
+                                     if t.stream == Stream.FSDP))
+    else:
+        tail = step_schedule(pipeline, bwd if plan.overlap_grad_reduce else 0.0, cm.dp_ops,
+                             opt_s)
     total = tail.makespan_s
     dp_exposed = total - pipeline - opt_s
     mflops = model.model_flops(plan.global_batch)
