@@ -141,6 +141,16 @@ class Decoder:
         return 1.0
 
     @property
+    def window(self) -> int:
+        """Keys each query attends at most (the config's sliding window; 0: none)."""
+        return self.config.sliding_window or 0
+
+    @property
+    def alibi(self) -> bool:
+        """Whether the attention scores carry ALiBi's bias (the model's positions)."""
+        return self.config.positions is PositionKind.ALIBI
+
+    @property
     def attended_keys(self) -> int:
         """Query-key pairs one sequence computes: a kernel that computes the full score matrix
         counts all of them (as Megatron's model FLOPs do)."""
@@ -357,7 +367,8 @@ def layer_ops(model: Decoder, moe: bool, tokens: int, batch: int, tp: int, ep: i
     attn = AttentionOp(batch=batch, heads=model.heads // tp, seq=model.seq,
                        head_dim=model.head_dim, kv_heads=max(1, kv // tp),
                        causal=model.causal, flash=model.flash_attention,
-                       precision=attention_precision(gp))
+                       precision=attention_precision(gp), window=model.window,
+                       alibi=model.alibi)
     ew = ElementwiseOp("elementwise",
                        elementwise_bytes(model, moe, tokens, tp, sequence_parallel, gemms, gp))
     return gemms, attn, ew
