@@ -35,6 +35,10 @@ class AttentionKernel(StrEnum):
     #: one fused kernel (:class:`FlashKernel`): no score matrix in HBM, the causal half skipped,
     #: the backward pass recomputing the scores
     FLASH = "flash"
+    #: as the model says: its ``flash_attention`` runs the stack's fused kernel
+    #: (:class:`FlashKernel`), without it the unfused GEMM pair and its score pass (Megatron-LM:
+    #: ``--use-flash-attn``, or its fused scale-mask-softmax over stored scores)
+    AS_MODEL = "as-model"
 
 
 class KernelKind(StrEnum):
@@ -247,8 +251,10 @@ MEGATRON = Stack(
     # allocator reserve of a 2023 Megatron-LM / MS-AMP run on DGX H100; docs/llm.md)
     memory_reserve_GiB=11.3,
     fused=True,  # Megatron-LM's fused bias-GeLU, bias-dropout-add, softmax, LayerNorm kernels
-    # as fitted: a flash kernel timed as its two GEMMs on the GEMM model (causal half skipped)
-    attention=AttentionKernel.GEMM_PAIR,
+    # the model's flash attention runs Transformer Engine's fused attention, which prefers
+    # cuDNN's kernel on Hopper and FlashAttention-2 on Ampere (NVIDIA/NeMo#9188's docs; the
+    # default FlashKernel and its fallback); without it, the unfused kernel it was fitted with
+    attention=AttentionKernel.AS_MODEL,
     # Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-divisible-by (default
     # 128) x the tensor-parallel size (megatron/training/tokenizer, _vocab_size_with_padding)
     vocab_multiple=128,
