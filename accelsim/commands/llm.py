@@ -8,8 +8,9 @@ import json
 import sys
 
 from accelsim.commands import _plan, _report
-from accelsim.commands._common import (add_flash_argument, chip_count, dimension,
-                                       model_layers, positive_int)
+from accelsim.commands._common import (add_attention_variant_arguments, add_flash_argument,
+                                       attention_variant, chip_count, dimension, model_layers,
+                                       positive_int)
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data (x expert) parallel run of a "
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
     add_flash_argument(m)
+    add_attention_variant_arguments(m)
     parser.add_argument("--scheme", choices=SCHEME_NAMES, required=True,
                         help="training scheme (one registry with predict's); with "
                              "--optimizer it fixes every state format")
@@ -193,13 +195,20 @@ def _model(args: argparse.Namespace):
         if missing:
             raise UserError(f"{', '.join(missing)} required (or --model NAME_OR_CONFIG)")
         try:
-            return GptConfig(**dims, ffn=args.ffn or 0, tied_embeddings=not args.untied_embeddings,
-                             flash_attention=args.flash_attention), None
+            gpt = GptConfig(**dims, ffn=args.ffn or 0, tied_embeddings=not args.untied_embeddings,
+                            flash_attention=args.flash_attention)
         except ValueError as exc:
             raise UserError(str(exc)) from None
+        if not (args.alibi or args.window is not None):
+            return gpt, None
+        from accelsim.engine.decoder import Decoder
+        from accelsim.workload.transformer import TransformerConfig
+
+        tc = attention_variant(TransformerConfig.from_gpt(gpt), args)
+        return Decoder(tc, gpt.seq, flash_attention=args.flash_attention), None
     from accelsim.workload.hf_config import resolve_model
 
-    tc = resolve_model(args.model)
+    tc = attention_variant(resolve_model(args.model), args)
     seq, note = (args.seq, None) if args.seq is not None else default_seq(tc.name, tc.seq)
     over = {k: v for k, v in dims.items() if v is not None and k != "seq"}
     if args.ffn is not None:
