@@ -233,3 +233,20 @@ def test_llm_and_infer_take_alibi_and_window(capsys):
     assert main([*common, "--window", "0"]) == 2
     assert main(["infer", "--system", "h100-sxm", "--model", "llama3-8b", "--scheme", "bf16",
                  "--batch", "1", "--prompt", "8192", "--window", "1024", "--alibi"]) == 0
+
+
+def test_op_attention_takes_the_kernel_and_the_variants(capsys):
+    import json
+
+    base = ["op", "attention", "--system", "h100-sxm", "--batch", "1", "--heads", "32", "--seq",
+            "16384", "--head-dim", "128", "--flash-attention", "--no-causal", "--json"]
+    out = {}
+    for k in ("fa2", "cudnn"):
+        assert main([*base, "--attention-kernel", k]) == 0
+        out[k] = json.loads(capsys.readouterr().out)
+    # compute bound at 16k: the forward times stand as the bars do (595 / 370)
+    assert out["fa2"]["fwd_s"] / out["cudnn"]["fwd_s"] == pytest.approx(595 / 370, rel=1e-3)
+    assert main([*base, "--window", "2048"]) == 0
+    banded = json.loads(capsys.readouterr().out)
+    assert banded["window"] == 2048 and banded["flops"] == 4 * 32 * 128 * 16384 * 2048
+    assert main([*base, "--alibi", "--attention-kernel", "fa3"]) == 2
