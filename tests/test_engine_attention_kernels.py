@@ -231,6 +231,9 @@ def test_llm_and_infer_take_alibi_and_window(capsys):
     assert main([*common, "--alibi", "--attention-kernel", "fa3"]) == 2
     assert "FlashAttention-3 has no ALiBi" in capsys.readouterr().err
     assert main([*common, "--window", "0"]) == 2
+    # the plan search rebuilds the model from --model in its workers: it refuses the variants
+    assert main([*common[:-1], "--search", "--window", "1024"]) == 2
+    assert "drop --window" in capsys.readouterr().err
     assert main(["infer", "--system", "h100-sxm", "--model", "llama3-8b", "--scheme", "bf16",
                  "--batch", "1", "--prompt", "8192", "--window", "1024", "--alibi"]) == 0
 

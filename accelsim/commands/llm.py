@@ -279,6 +279,11 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
                         f"drop {', '.join(fixed)} (or time that one plan without --search)")
     from accelsim.engine.decoder import Decoder
 
+    variants = [f for f, on in (("--alibi", args.alibi), ("--window", args.window is not None))
+                if on]
+    if variants:  # the search's workers rebuild the model from --model: they would drop them
+        raise UserError(f"--search takes the model as --model gives it: drop "
+                        f"{', '.join(variants)} (or time that one plan without --search)")
     source = None
     if isinstance(model, Decoder):
         over = [f"--{k}" for k in ("layers", "hidden", "heads", "vocab", "ffn")
