@@ -253,3 +253,30 @@ def test_op_attention_takes_the_kernel_and_the_variants(capsys):
     banded = json.loads(capsys.readouterr().out)
     assert banded["window"] == 2048 and banded["flops"] == 4 * 32 * 128 * 16384 * 2048
     assert main([*base, "--alibi", "--attention-kernel", "fa3"]) == 2
+
+
+def test_long_sequences_agree_with_our_h100_measurement():
+    """Held out: SDPA's cuDNN and FA2 backends on our H100 (accelsim/data/h100_device/
+    attention_sweep.json), 4k to 32k tokens, causal and not, head dim 64 and 128: forward +
+    backward within issue 23's 20 % attention target (today -11 % to +18 %). Below 4k the causal
+    model is optimistic (cuDNN -36 % at 512, FA2 -29 % at 2k for head dim 128): the plateau's
+    causal ratio misses the short sequences' diagonal-block loss; it stays, since our validated
+    device rows (reports/device_validation.md, "attention kernels") hold with it."""
+    import json
+
+    from accelsim.engine.stack import STREAM_EFFICIENCY
+    from accelsim.paths import REPO_ROOT
+
+    doc = json.loads((REPO_ROOT / "accelsim" / "data" / "h100_device" /
+                      "attention_sweep.json").read_text())
+    bw = H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY
+    errs = []
+    for r in doc["rows"]:
+        if r["seq"] < 4096:
+            continue
+        op = AttentionOp(batch=r["batch"], heads=r["heads"], seq=r["seq"],
+                         head_dim=r["head_dim"], causal=r["causal"], flash=True)
+        f, b, _ = flash_attention_parts(H100, op, FlashKernel(r["kernel"]), bw)
+        errs.append((f + b) * 1e6 / (r["fwd_us"] + r["bwd_us"]) - 1)
+    assert len(errs) == 20
+    assert max(abs(e) for e in errs) <= 0.20, errs
