@@ -134,10 +134,11 @@ class Decoder:
 
     @property
     def attention_fraction(self) -> float:
-        """Share of the s x s score work the kernel does (a causal flash kernel: the lower
-        triangle with its diagonal)."""
-        if self.causal and self.flash_attention:
-            return (self.seq + 1) / (2 * self.seq)
+        """Share of the s x s score work the kernel does: a flash kernel its attended pairs
+        (causal: the lower triangle with its diagonal; a sliding window: its band), an unfused
+        one every score."""
+        if self.flash_attention:
+            return self.attended_keys / self.seq ** 2
         return 1.0
 
     @property
