@@ -166,8 +166,15 @@ def run(args: argparse.Namespace) -> int:
           f"{plan.gpus} GPUs (tp {plan.tp} x pp {plan.pp} x dp {plan.dp}"
           + (f", ep {plan.ep}" if plan.ep > 1 else "") + f"), {args.scheme}, {system.name}")
     params = _params(args)
+    from accelsim.engine.attention_kernels import gpu_class, resolved
+    from accelsim.engine.decoder import Decoder
+
+    kernel = resolved(params.stack.flash.impl, gpu_class(system.chip))
+    dm = Decoder.of(model)
+    variant = "".join([", ALiBi" if dm.alibi else "", f", window {dm.window}" if dm.window else ""])
     print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}, flash attention "
-          f"{'on' if model.flash_attention else 'off'}, micro-batch {plan.micro_batch}, global "
+          f"{f'on ({kernel})' if model.flash_attention else 'off'}{variant}, micro-batch "
+          f"{plan.micro_batch}, global "
           f"batch {plan.global_batch}, recompute {plan.recompute}, zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
           f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "

@@ -144,8 +144,7 @@ def kernel_efficiency(impl: FlashImpl, gpu: GpuClass, backward: bool, causal: bo
     for name, v in (("head_dim", head_dim), ("seq", seq)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"kernel_efficiency: {name} must be an integer >= 1, got {v!r}")
-    impl, gpu = FlashImpl(impl), GpuClass(gpu)
-    impl = FALLBACK.get((impl, gpu), impl)
+    impl, gpu = resolved(impl, gpu), GpuClass(gpu)
     _, peaks = _table()
     got = _pass_tflops(gpu, impl, "bwd" if backward else "fwd", head_dim, seq)
     if got is None:  # a backward without bars: its forward at FA2's backward / forward ratio
@@ -158,6 +157,12 @@ def kernel_efficiency(impl: FlashImpl, gpu: GpuClass, backward: bool, causal: bo
     if causal and not bars_causal:
         tflops *= causal_ratio(impl, gpu)
     return tflops / peaks[gpu]
+
+
+def resolved(impl: FlashImpl, gpu: GpuClass) -> FlashImpl:
+    """The kernel that runs for ``impl`` on ``gpu`` (:data:`FALLBACK`)."""
+    impl = FlashImpl(impl)
+    return FALLBACK.get((impl, GpuClass(gpu)), impl)
 
 
 def causal_ratio(impl: FlashImpl, gpu: GpuClass) -> float:
@@ -173,4 +178,4 @@ def causal_ratio(impl: FlashImpl, gpu: GpuClass) -> float:
 
 
 __all__ = ["DATA", "FALLBACK", "FlashImpl", "GpuClass", "HOPPER_MACS_PER_SM", "causal_ratio",
-           "gpu_class", "kernel_efficiency"]
+           "gpu_class", "kernel_efficiency", "resolved"]
