@@ -70,8 +70,9 @@ def test_causal_flash_does_half_the_flops():
     ff, _, _ = flash_attention_parts(H100, full, k, bw)
     launch = H100.chip.kernel_launch_s
     assert bound == "compute"
-    # half the work at the causal kernel's own efficiency (its diagonal blocks)
-    assert (fc - launch) / (ff - launch) == pytest.approx(0.5 / k.causal_efficiency, rel=1e-12)
+    # half the work at the causal kernel's own efficiency (its diagonal blocks): cuDNN's causal
+    # over non-causal forward bars at 16k, head dim 128 (FA3 paper Fig. 5)
+    assert (fc - launch) / (ff - launch) == pytest.approx(0.5 / (539 / 595), rel=1e-12)
 
 
 def test_flash_backward_recomputes_the_scores():
@@ -82,27 +83,27 @@ def test_flash_backward_recomputes_the_scores():
     f, b, _ = flash_attention_parts(H100, op, k, H100.chip.memory_bandwidth_Bps)
     launch = H100.chip.kernel_launch_s
     peak = H100.chip.peak_flops("bf16")
-    fs, bs = (k.shape_share(bwd, op.head_dim, op.seq) for bwd in (False, True))
-    assert f - launch == pytest.approx(op.flops / (peak * k.fwd_efficiency * fs), rel=1e-12)
+    # cuDNN's bars at head dim 128, 2k (FA3 paper Figs. 5-6): 617 forward, 465 backward TFLOPS
+    assert op.seq == 2048 and op.head_dim == 128
+    assert f - launch == pytest.approx(op.flops / (peak * 617 / 989.4), rel=1e-12)
     aux = op.flash_backward_aux_bytes / H100.chip.memory_bandwidth_Bps + 2 * launch
-    assert b - launch - aux == pytest.approx(2.5 * op.flops / (peak * k.bwd_efficiency * bs),
-                                             rel=1e-12)
+    assert b - launch - aux == pytest.approx(2.5 * op.flops / (peak * 465 / 989.4), rel=1e-12)
 
 
 def test_flash_kernel_follows_the_published_bars_by_head_dim_and_sequence():
-    """FlashAttention-3 Figs. 5-6 (cuDNN, non-causal): the plateau at head dim 128 and 16k is
-    the kernel's efficiency; head dim 64 at 1k runs at 373 (forward) and 348 (backward) TFLOPS
-    of it; between the bars, log-linear; outside, the nearest bar."""
-    k = FlashKernel()
-    assert k.shape_share(False, 128, 16384) == 1.0 and k.shape_share(True, 128, 16384) == 1.0
-    assert k.shape_share(False, 64, 1024) == pytest.approx(373 / 595)
-    assert k.shape_share(True, 64, 1024) == pytest.approx(348 / 516)
-    assert k.shape_share(False, 128, 2048) == pytest.approx(617 / 595)
+    """FlashAttention-3 Figs. 5-6 (cuDNN, non-causal): the stack's default kernel on an H100 runs
+    at the bars over the 989.4 TFLOPS peak; between the bars, log-linear; outside, the nearest
+    bar (the whole curve, every kernel: tests/test_engine_attention_kernels.py)."""
+    k, chip = FlashKernel(), H100.chip
+    assert k.efficiency(chip, False, False, 128, 16384) == pytest.approx(595 / 989.4)
+    assert k.efficiency(chip, True, False, 128, 16384) == pytest.approx(516 / 989.4)
+    assert k.efficiency(chip, False, False, 64, 1024) == pytest.approx(373 / 989.4)
+    assert k.efficiency(chip, True, False, 64, 1024) == pytest.approx(348 / 989.4)
     x = math.log2(1448) - 10  # between the 1k and 2k bars
-    assert k.shape_share(False, 128, 1448) == pytest.approx((574 + (617 - 574) * x) / 595,
-                                                            rel=1e-9)
-    assert k.shape_share(False, 64, 128) == k.shape_share(False, 64, 512)  # clamped
-    assert k.shape_share(False, 256, 16384) == 1.0  # head dims above 128 take 128's bars
+    assert k.efficiency(chip, False, False, 128, 1448) == pytest.approx(
+        (574 + (617 - 574) * x) / 989.4, rel=1e-9)
+    assert k.efficiency(chip, False, False, 64, 128) == k.efficiency(chip, False, False, 64, 512)
+    assert k.efficiency(chip, False, False, 256, 16384) == pytest.approx(595 / 989.4)
 
 
 def test_flash_backward_aux_passes_move_d_o_o_and_the_fp32_dq():
@@ -125,13 +126,10 @@ def test_flash_kernel_is_memory_bound_when_the_bytes_are():
         flash_attention_parts(H100, replace(op, flash=False), FlashKernel(), slow)
 
 
-def test_flash_efficiencies_are_the_cited_plateaus():
-    k = FlashKernel()  # FA3 paper Figs. 5-6, cuDNN, head dim 128, 16k, over 989.4 TFLOPS
-    assert k.fwd_efficiency == pytest.approx(595 / 989.4)
-    assert k.bwd_efficiency == pytest.approx(516 / 989.4)
-    assert k.causal_efficiency == pytest.approx(539 / 595)
-    with pytest.raises(InputError, match="fwd_efficiency"):
-        FlashKernel(fwd_efficiency=1.5)
+def test_flash_kernel_is_a_closed_vocabulary():
+    assert FlashKernel().impl == "cudnn" and FlashKernel("fa2").impl == "fa2"
+    with pytest.raises(InputError, match="FlashKernel.impl"):
+        FlashKernel("fa9")
 
 
 # ---- the fits -----------------------------------------------------------------------------------
@@ -159,7 +157,8 @@ def test_megatron_is_the_default_and_its_numbers_do_not_move():
     for name in ("dgx-a100", "dgx-h100", "dgx-h800", "h100-sxm"):
         assert build_system(REPO_ROOT / "arch_configs" / f"{name}.toml").network_efficiency \
             == 0.52
-    cli = _plan.params(argparse.Namespace(stack="megatron", memory_reserve=None))
+    cli = _plan.params(argparse.Namespace(stack="megatron", memory_reserve=None,
+                                          attention_kernel=None))
     assert cli == LlmParams()
     recorded = pd.read_csv(REPO_ROOT / "reports" / "llm_validation.csv")
 
@@ -185,7 +184,7 @@ def test_memory_reserve_still_overrides_the_stack():
     assert LlmParams(stack=PYTORCH).memory_reserve_GiB == 0.4
     assert LlmParams(stack=PYTORCH, memory_reserve_GiB=0.0).memory_reserve_GiB == 0.0
     assert LlmParams(stack=PYTORCH).memory_efficiency == STREAM_EFFICIENCY
-    ns = argparse.Namespace(stack=None, memory_reserve=None)
+    ns = argparse.Namespace(stack=None, memory_reserve=None, attention_kernel=None)
     assert _plan.params(ns, reserve_default=0.0) == LlmParams(memory_reserve_GiB=0.0)
     with pytest.raises(InputError, match="unknown stack 'tensorflow'"):
         get_stack("tensorflow")

@@ -445,3 +445,30 @@ def memory_fit(system, need_GiB: float) -> dict:
 def not_fit_line(need_GiB: float, cap_GiB: float, per: str, hint: str) -> str:
     """The first line of a text report whose plan does not fit one chip's memory."""
     return f"DOES NOT FIT: {need_GiB:.1f} GiB per {per} > {cap_GiB:.4g} GiB ({hint})"
+
+
+def add_attention_variant_arguments(parser) -> None:
+    """``--alibi`` and ``--window``: a decoder's attention variants (llm, infer), applied to the
+    model by :func:`attention_variant`."""
+    parser.add_argument("--alibi", action="store_true",
+                        help="ALiBi positions (MPT, BLOOM): no position table; the bias is "
+                             "added inside the attention kernel at no cost (FlashAttention-3 "
+                             "has none)")
+    parser.add_argument("--window", type=dimension, default=None, metavar="W",
+                        help="sliding-window attention: each token attends at most W keys, "
+                             "itself included (Mistral); a flash kernel computes only the band")
+
+
+def attention_variant(config, args: argparse.Namespace):
+    """``config`` (a TransformerConfig) with ``--alibi`` / ``--window`` applied; itself when
+    neither is given."""
+    from dataclasses import replace
+
+    from accelsim.workload.transformer import PositionKind
+
+    over: dict = {}
+    if args.alibi:
+        over["positions"] = PositionKind.ALIBI
+    if args.window is not None:
+        over["sliding_window"] = args.window
+    return replace(config, **over) if over else config

@@ -14,6 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                   stack_help: str) -> None:
     from accelsim.arch.schemes import OPTIMIZERS
     from accelsim.engine.plan import RECOMPUTE
+    from accelsim.engine.attention_kernels import FlashImpl
     from accelsim.engine.stack import STACKS
 
     p = parser.add_argument_group("plan")
@@ -72,19 +73,27 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         "weights, fused AdamW, SDPA flash attention, one kernel per element-wise "
                         "op with a per-call floor, 0.4 GiB CUDA context; one GPU or DDP). "
                         + stack_help)
+    p.add_argument("--attention-kernel", choices=tuple(FlashImpl), default=None,
+                   help="the fused attention kernel the stack runs (published bars: "
+                        "accelsim/data/attention_kernels.csv): fa2, fa3, cudnn, triton; "
+                        "default the stack's, cudnn (what SDPA and Transformer Engine prefer on "
+                        "Hopper; FA2 on an A100)")
 
 
 def params(args: argparse.Namespace, *, reserve_default: float | None = None,
            fsdp_stack: str | None = None):
-    """The :class:`accelsim.engine.LlmParams` of ``--stack`` and ``--memory-reserve``.
+    """The :class:`accelsim.engine.LlmParams` of ``--stack``, ``--attention-kernel`` and
+    ``--memory-reserve``.
 
     Without ``fsdp_stack`` (no FSDP plan): the stack megatron when not given, the reserve
     ``reserve_default`` when neither flag is given (None: the stack's). With it (an FSDP
     plan): that stack when ``--stack`` is not given, and the pytorch stack's reserve unless
     ``--memory-reserve`` is -- FSDP runs in PyTorch, whatever kernels time its layers, so
     it never gets Megatron-LM's fitted reserve."""
+    from dataclasses import replace
+
     from accelsim.engine.plan import LlmParams
-    from accelsim.engine.stack import PYTORCH, get_stack
+    from accelsim.engine.stack import PYTORCH, FlashKernel, get_stack
     from accelsim.errors import UserError
 
     reserve = args.memory_reserve
@@ -92,9 +101,11 @@ def params(args: argparse.Namespace, *, reserve_default: float | None = None,
         reserve = reserve_default
     if reserve is None and fsdp_stack is not None:
         reserve = PYTORCH.memory_reserve_GiB
+    stack = get_stack(args.stack or fsdp_stack or "megatron")
+    if args.attention_kernel is not None:
+        stack = replace(stack, flash=FlashKernel(args.attention_kernel))
     try:
-        return LlmParams(stack=get_stack(args.stack or fsdp_stack or "megatron"),
-                         memory_reserve_GiB=reserve)
+        return LlmParams(stack=stack, memory_reserve_GiB=reserve)
     except ValueError as exc:
         raise UserError(f"--memory-reserve {args.memory_reserve:g}: {exc}") from None
 

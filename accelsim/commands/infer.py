@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "...); embeddings and norms stay 16-bit")
     parser.add_argument("--kv-cache", choices=tuple(KV_BYTES), default="bf16",
                         help="KV-cache element type (default bf16)")
+    from accelsim.commands._common import add_attention_variant_arguments
+
+    add_attention_variant_arguments(parser)
     r = parser.add_argument_group("request")
     r.add_argument("--batch", type=dimension, default=None, metavar="B",
                    help="sequences served together (required for one prediction; --serve "
@@ -104,10 +107,11 @@ def _context_note(model, tokens: int) -> None:
 def _setup(args: argparse.Namespace):
     from accelsim.arch import build_system
     from accelsim.arch.schemes import get_scheme
-    from accelsim.commands._common import (datapath_note, power_system, require_precisions,
-                                           system_path)
+    from accelsim.commands._common import (attention_variant, datapath_note, power_system,
+                                           require_precisions, system_path)
     from accelsim.errors import UserError
     from accelsim.llm.inference import inference_model, inference_plan
+    from accelsim.workload.hf_config import resolve_model
 
     from accelsim.commands._hardware import hardware_system
 
@@ -117,7 +121,7 @@ def _setup(args: argparse.Namespace):
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     datapath_note(system, scheme)
     system, _ = power_system(system, path, args, scheme.compute_precision)
-    model = inference_model(args.model)
+    model = inference_model(attention_variant(resolve_model(args.model), args))
     try:
         plan = inference_plan(system, model, tp=args.tp, pp=args.pp, ep=args.ep,
                               kv_cache=args.kv_cache)

@@ -8,8 +8,9 @@ import json
 import sys
 
 from accelsim.commands import _plan, _report
-from accelsim.commands._common import (add_flash_argument, chip_count, dimension,
-                                       model_layers, positive_int)
+from accelsim.commands._common import (add_attention_variant_arguments, add_flash_argument,
+                                       attention_variant, chip_count, dimension, model_layers,
+                                       positive_int)
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data (x expert) parallel run of a "
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
     add_flash_argument(m)
+    add_attention_variant_arguments(m)
     parser.add_argument("--scheme", choices=SCHEME_NAMES, required=True,
                         help="training scheme (one registry with predict's); with "
                              "--optimizer it fixes every state format")
@@ -174,8 +176,15 @@ def run(args: argparse.Namespace) -> int:
           f"{plan.gpus} GPUs (tp {plan.tp} x pp {plan.pp} x dp {plan.dp}"
           + (f", ep {plan.ep}" if plan.ep > 1 else "") + f"), {args.scheme}, {system.name}")
     params = _params(args, model)
+    from accelsim.engine.attention_kernels import gpu_class, resolved
+    from accelsim.engine.decoder import Decoder
+
+    kernel = resolved(params.stack.flash.impl, gpu_class(system.chip))
+    dm = Decoder.of(model)
+    variant = "".join([", ALiBi" if dm.alibi else "", f", window {dm.window}" if dm.window else ""])
     print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}, flash attention "
-          f"{'on' if model.flash_attention else 'off'}, micro-batch {plan.micro_batch}, global "
+          f"{f'on ({kernel})' if model.flash_attention else 'off'}{variant}, micro-batch "
+          f"{plan.micro_batch}, global "
           f"batch {plan.global_batch}, recompute {plan.recompute}, "
           + (f"fsdp (shard group {plan.shard_group}, reshard after forward "
              f"{'on' if plan.reshard_after_forward else 'off'}, reduce "
@@ -208,13 +217,20 @@ def _model(args: argparse.Namespace):
         if missing:
             raise UserError(f"{', '.join(missing)} required (or --model NAME_OR_CONFIG)")
         try:
-            return GptConfig(**dims, ffn=args.ffn or 0, tied_embeddings=not args.untied_embeddings,
-                             flash_attention=args.flash_attention), None
+            gpt = GptConfig(**dims, ffn=args.ffn or 0, tied_embeddings=not args.untied_embeddings,
+                            flash_attention=args.flash_attention)
         except ValueError as exc:
             raise UserError(str(exc)) from None
+        if not (args.alibi or args.window is not None):
+            return gpt, None
+        from accelsim.engine.decoder import Decoder
+        from accelsim.workload.transformer import TransformerConfig
+
+        tc = attention_variant(TransformerConfig.from_gpt(gpt), args)
+        return Decoder(tc, gpt.seq, flash_attention=args.flash_attention), None
     from accelsim.workload.hf_config import resolve_model
 
-    tc = resolve_model(args.model)
+    tc = attention_variant(resolve_model(args.model), args)
     seq, note = (args.seq, None) if args.seq is not None else default_seq(tc.name, tc.seq)
     over = {k: v for k, v in dims.items() if v is not None and k != "seq"}
     if args.ffn is not None:
@@ -307,6 +323,11 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
                         f"drop {', '.join(fixed)} (or time that one plan without --search)")
     from accelsim.engine.decoder import Decoder
 
+    variants = [f for f, on in (("--alibi", args.alibi), ("--window", args.window is not None))
+                if on]
+    if variants:  # the search's workers rebuild the model from --model: they would drop them
+        raise UserError(f"--search takes the model as --model gives it: drop "
+                        f"{', '.join(variants)} (or time that one plan without --search)")
     source = None
     if isinstance(model, Decoder):
         over = [f"--{k}" for k in ("layers", "hidden", "heads", "vocab", "ffn")

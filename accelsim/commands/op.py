@@ -36,6 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a.add_argument("--no-causal", action="store_true", help="bidirectional attention")
     a.add_argument("--flash-attention", action="store_true",
                    help="a kernel that keeps no score matrix (causal half skipped)")
+    a.add_argument("--attention-kernel", choices=("fa2", "fa3", "cudnn", "triton"),
+                   default="cudnn",
+                   help="the fused kernel --flash-attention runs, at its published bars "
+                        "(accelsim/data/attention_kernels.csv; default cudnn, FA2 on an A100)")
+    from accelsim.commands._common import add_attention_variant_arguments
+
+    add_attention_variant_arguments(a)
     a.add_argument("--scheme", choices=scheme_choices(), default="bf16",
                    help="training scheme: attention runs at its precision when 16 or 32 bits, "
                         "bf16 under 8-bit schemes (default bf16)")
@@ -50,7 +57,8 @@ _ATTENTION_HELP = ("Forward and backward time of scaled dot-product attention: u
                    "score and P.V matmuls on the GEMM model and the softmax pass over the "
                    "scores at the megatron stack's element-wise bandwidth; --flash-attention, "
                    "one fused kernel (no score matrix, causal half skipped, backward recompute) "
-                   "at the flash kernel's share of tensor-core peak (accelsim/engine/stack.py)")
+                   "at the --attention-kernel's share of tensor-core peak by its published "
+                   "bars (accelsim/engine/attention_kernels.py)")
 
 
 #: one attention op larger than this is a typo, not a model (GPT-3 175B's whole training run
@@ -86,7 +94,7 @@ def _attention(args: argparse.Namespace) -> int:
         op = AttentionOp(batch=args.batch, heads=args.heads, seq=args.seq,
                          head_dim=args.head_dim, kv_heads=args.kv_heads or 0,
                          causal=not args.no_causal, flash=args.flash_attention,
-                         precision=precision)
+                         precision=precision, window=args.window or 0, alibi=args.alibi)
     except ValueError as exc:
         raise UserError(f"--heads {args.heads} --kv-heads {args.kv_heads}: {exc}") from None
     if op.flops > MAX_ATTENTION_FLOPS:
@@ -96,13 +104,16 @@ def _attention(args: argparse.Namespace) -> int:
                         "3e23)")
     if op.flash:  # one fused kernel, streaming at the fitted achievable bandwidth
         fwd, bwd, bound = flash_attention_parts(
-            system, op, FlashKernel(), system.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
+            system, op, FlashKernel(args.attention_kernel),
+            system.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
     else:
         hbm = system.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
         fwd, bwd, bound = attention_parts(system, op, hbm)
     d = {"system": system.name, "scheme": args.scheme, "precision": precision,
          "batch": args.batch, "heads": args.heads, "kv_heads": args.kv_heads or args.heads,
          "seq": args.seq, "head_dim": args.head_dim, "causal": op.causal, "flash": op.flash,
+         "attention_kernel": args.attention_kernel if op.flash else None,
+         "window": op.window, "alibi": op.alibi,
          "fwd_s": fwd, "bwd_s": bwd, "fwd_bwd_s": fwd + bwd, "flops": op.flops,
          "bytes": op.bytes, "bound": bound, "tflops": op.flops / fwd / 1e12}
     if args.json:

@@ -134,11 +134,22 @@ class Decoder:
 
     @property
     def attention_fraction(self) -> float:
-        """Share of the s x s score work the kernel does (a causal flash kernel: the lower
-        triangle with its diagonal)."""
-        if self.causal and self.flash_attention:
-            return (self.seq + 1) / (2 * self.seq)
+        """Share of the s x s score work the kernel does: a flash kernel its attended pairs
+        (causal: the lower triangle with its diagonal; a sliding window: its band), an unfused
+        one every score."""
+        if self.flash_attention:
+            return self.attended_keys / self.seq ** 2
         return 1.0
+
+    @property
+    def window(self) -> int:
+        """Keys each query attends at most (the config's sliding window; 0: none)."""
+        return self.config.sliding_window or 0
+
+    @property
+    def alibi(self) -> bool:
+        """Whether the attention scores carry ALiBi's bias (the model's positions)."""
+        return self.config.positions is PositionKind.ALIBI
 
     @property
     def attended_keys(self) -> int:
@@ -357,7 +368,8 @@ def layer_ops(model: Decoder, moe: bool, tokens: int, batch: int, tp: int, ep: i
     attn = AttentionOp(batch=batch, heads=model.heads // tp, seq=model.seq,
                        head_dim=model.head_dim, kv_heads=max(1, kv // tp),
                        causal=model.causal, flash=model.flash_attention,
-                       precision=attention_precision(gp))
+                       precision=attention_precision(gp), window=model.window,
+                       alibi=model.alibi)
     ew = ElementwiseOp("elementwise",
                        elementwise_bytes(model, moe, tokens, tp, sequence_parallel, gemms, gp))
     return gemms, attn, ew

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from accelsim.arch import System
+from accelsim.engine.attention_kernels import FlashImpl
 from accelsim.engine.stack import EagerKernel, FlashKernel
 from accelsim.perf.gemm import OPERAND_BYTES, gemm_kernel_time
 from accelsim.ring import bus_factor
 from accelsim.errors import check_int, choose
 from accelsim.errors import InputError
+from accelsim.workload.transformer import attended_pairs
 
 
 class Phase(StrEnum):
@@ -82,7 +84,14 @@ class AttentionOp:
     ``kv_heads`` key/value heads (GQA; equal: multi-head), ``seq`` queries and keys of
     ``head_dim``. ``causal`` masks the future; a ``flash`` kernel keeps no score matrix (its
     softmax fused, the masked half skipped), an unfused one writes the ``s x s`` scores and runs
-    softmax, mask and dropout over them in memory."""
+    softmax, mask and dropout over them in memory. ``window`` (0: none): each query attends at
+    most that many keys, itself included (sliding-window attention, Mistral): a flash kernel
+    computes only the band (:attr:`fraction`), an unfused one still every score. ``alibi``:
+    ALiBi's per-head linear bias added to the scores inside the kernel, which costs no time
+    here (FlashAttention-2 >= 2.4: "almost no loss by adding alibi", Dao-AILab/flash-attention
+    #540, A100, 16k tokens; cuDNN's SDPA takes it as an ``alibi_mask``; llm-foundry's Triton
+    kernel adds it in-kernel, mosaicml/llm-foundry#820); FlashAttention-3 has none
+    (:func:`flash_attention_parts` refuses the pair)."""
 
     batch: int
     heads: int
@@ -92,19 +101,40 @@ class AttentionOp:
     causal: bool = True
     flash: bool = False
     precision: str = "bf16"
+    window: int = 0
+    alibi: bool = False
 
     def __post_init__(self) -> None:
         for f in ("batch", "heads", "seq", "head_dim"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InputError(f"attention {f} must be an integer >= 1, got {v!r}")
+        w = self.window
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            raise InputError(f"attention window must be an integer >= 1 (0: none), got {w!r}")
+        if not isinstance(self.alibi, bool):
+            raise InputError(f"attention alibi must be true or false, got {self.alibi!r}")
         kv = self.kv_heads or self.heads
         if kv < 1 or self.heads % kv:
             raise InputError(f"attention heads {self.heads} must be a multiple of kv_heads {kv}")
 
     @property
+    def banded(self) -> bool:
+        """Whether a flash kernel computes a band narrower than the sequence."""
+        return self.flash and 0 < self.window < self.seq
+
+    @property
+    def span(self) -> int:
+        """Keys a query row of the kernel runs over (its efficiency's sequence length)."""
+        return self.window if self.banded else self.seq
+
+    @property
     def fraction(self) -> float:
-        """Share of the s x s score work a kernel does (a causal flash kernel skips half)."""
+        """Share of the s x s score work a kernel does: a causal flash kernel skips half; over
+        a band, the exact count of attended query-key pairs
+        (:func:`accelsim.workload.transformer.attended_pairs`)."""
+        if self.banded:
+            return attended_pairs(self.seq, self.window, self.causal) / self.seq ** 2
         return 0.5 if (self.causal and self.flash) else 1.0
 
     @property
@@ -181,32 +211,35 @@ def attention_precision(compute_precision: str, core=None) -> str:
 def flash_attention_parts(system: System, op: AttentionOp, kernel: FlashKernel,
                           hbm_Bps: float, floor_s: float = 0.0) -> tuple[float, float, str]:
     """(forward s, backward s, bound) of a fused (flash) attention kernel on one chip: its
-    FLOPs (the causal half skipped; the backward pass 2.5x, recompute included) at the chip's
-    dense tensor-core peak for the op's precision times the kernel's sustained fraction
-    (:class:`accelsim.engine.stack.FlashKernel`), or its HBM traffic (Q, K, V, O forward; Q, K,
-    V, O, dO read and dQ, dK, dV written backward -- never the s x s scores) at ``hbm_Bps``,
-    whichever is longer, plus the chip's kernel time; at least ``floor_s`` per pass (a
-    stack's per-call floor). The backward pass adds its two auxiliary kernels
-    (:attr:`AttentionOp.flash_backward_aux_bytes`) at ``hbm_Bps``, each with its kernel time.
-    ``bound`` names what bounds the forward pass."""
+    FLOPs (the causal half or the band outside a sliding window skipped; the backward pass
+    2.5x, recompute included) at the chip's dense tensor-core peak for the op's precision times
+    the kernel's sustained fraction on that pass (:meth:`FlashKernel.efficiency`: the kernel's
+    published bars at the op's head dim and :attr:`AttentionOp.span`), or its HBM traffic (Q,
+    K, V, O forward; Q, K, V, O, dO read and dQ, dK, dV written backward -- never the s x s
+    scores) at ``hbm_Bps``, whichever is longer, plus the chip's kernel time; at least
+    ``floor_s`` per pass (a stack's per-call floor). The backward pass adds its two auxiliary
+    kernels (:attr:`AttentionOp.flash_backward_aux_bytes`) at ``hbm_Bps``, each with its kernel
+    time. ``bound`` names what bounds the forward pass."""
     if not op.flash:
         raise InputError("flash_attention_parts times a flash kernel: the op has flash=False "
                          "(an unfused kernel is attention_parts')")
+    if op.alibi and kernel.impl is FlashImpl.FA3:
+        raise InputError("ALiBi needs another attention kernel: FlashAttention-3 has no ALiBi "
+                         "(Dao-AILab/flash-attention#1666); fa2, cudnn and triton add it "
+                         "in-kernel")
     peak = system.peak_flops(op.precision) / system.chips
-    causal = kernel.causal_efficiency if op.causal else 1.0
     launch = system.chip.kernel_launch_s
 
-    def one(flops: float, nbytes: float, eff: float) -> tuple[float, str]:
-        compute, memory = flops / (peak * eff * causal), nbytes / hbm_Bps
+    def one(flops: float, nbytes: float, backward: bool) -> tuple[float, str]:
+        eff = kernel.efficiency(system.chip, backward, op.causal, op.head_dim, op.span)
+        compute, memory = flops / (peak * eff), nbytes / hbm_Bps
         t = max(compute, memory) + launch
         if floor_s > t:
             return floor_s, "latency"
         return t, "compute" if compute >= memory else "memory"
 
-    f, bound = one(op.flops, op.bytes,
-                   kernel.fwd_efficiency * kernel.shape_share(False, op.head_dim, op.seq))
-    b, _ = one(op.backward_flops, op.backward_bytes,
-               kernel.bwd_efficiency * kernel.shape_share(True, op.head_dim, op.seq))
+    f, bound = one(op.flops, op.bytes, False)
+    b, _ = one(op.backward_flops, op.backward_bytes, True)
     b += op.flash_backward_aux_bytes / hbm_Bps + 2 * launch
     return f, b, bound
 

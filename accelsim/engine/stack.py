@@ -13,13 +13,13 @@ source where it is defined.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from accelsim.bounds import MEMORY_RESERVE_GiB, check_number
-from accelsim.errors import InputError
+from accelsim.engine.attention_kernels import FlashImpl, gpu_class, kernel_efficiency
+from accelsim.errors import InputError, choose
 from accelsim.perf.gemm import STREAM_EFFICIENCY  # the stream a plain copy reaches (its owner)
 
 if TYPE_CHECKING:
@@ -35,6 +35,10 @@ class AttentionKernel(StrEnum):
     #: one fused kernel (:class:`FlashKernel`): no score matrix in HBM, the causal half skipped,
     #: the backward pass recomputing the scores
     FLASH = "flash"
+    #: as the model says: its ``flash_attention`` runs the stack's fused kernel
+    #: (:class:`FlashKernel`), without it the unfused GEMM pair and its score pass (Megatron-LM:
+    #: ``--use-flash-attn``, or its fused scale-mask-softmax over stored scores)
+    AS_MODEL = "as-model"
 
 
 class KernelKind(StrEnum):
@@ -48,53 +52,30 @@ class KernelKind(StrEnum):
 
 @dataclass(frozen=True)
 class FlashKernel:
-    """A fused attention kernel's sustained fraction of the chip's dense tensor-core peak.
+    """The fused attention kernel a stack runs (``impl``), at the efficiency its published bars
+    give for the chip, pass, mask, head dim and sequence
+    (:func:`accelsim.engine.attention_kernels.kernel_efficiency`, the one owner; the numbers
+    and their sources: accelsim/data/attention_kernels.csv).
 
-    One global set (not per shape), the long-sequence plateau of the kernel PyTorch's SDPA
-    runs on H100: cuDNN attention, SDPA's first choice on sm90 once the bundled cuDNN is newer
-    than 9.15 (PyTorch 2.11: ``check_prefer_cudnn_attention`` in ``sdp_utils.cpp``, as
-    discussed in huggingface/transformers#48163). Plateau values of Shah et al. 2024,
-    FlashAttention-3 (arXiv:2407.08608), Figs. 5-6, H100 80GB SXM5, head dim 128, bf16/fp16,
-    sequence 16k, cuDNN bars: forward 595 TFLOPS non-causal and 539 causal, backward 516
-    (non-causal; the backward counts 2.5x the forward FLOPs), against the 989.4 TFLOPS dense
-    peak: ``fwd_efficiency`` 595 / 989.4, ``bwd_efficiency`` 516 / 989.4 and
-    ``causal_efficiency`` 539 / 595 (a causal kernel's loss to its diagonal blocks and load
-    imbalance, applied to both passes). Shorter sequences and head dim 64 run below the
-    plateau (tile and wave quantization, less work per loaded tile): :meth:`shape_share` scales
-    the plateau by the same figures' cuDNN bars at the op's head dim and sequence length.
+    The default, cuDNN, is what PyTorch's SDPA runs on H100: cuDNN attention, SDPA's first
+    choice on sm90 once the bundled cuDNN is newer than 9.15 (PyTorch 2.11:
+    ``check_prefer_cudnn_attention`` in ``sdp_utils.cpp``, as discussed in
+    huggingface/transformers#48163); on an A100 SDPA runs its FlashAttention-2 backend, which
+    the fallback gives (:data:`accelsim.engine.attention_kernels.FALLBACK`). On the H100 its
+    curve is the one our device measurements checked (reports/device_validation.md).
     """
 
-    fwd_efficiency: float = 595 / 989.4
-    bwd_efficiency: float = 516 / 989.4
-    causal_efficiency: float = 539 / 595
-
-    def shape_share(self, backward: bool, head_dim: int, seq: int) -> float:
-        """The kernel's throughput at ``head_dim`` and ``seq`` over its plateau (head dim 128,
-        16k), from the cuDNN bars of FlashAttention-3 Figs. 5-6 (non-causal, H100 SXM5, batch
-        x sequence = 16k tokens, heads x head dim = 2048), interpolated in log2 of the sequence
-        (clamped to 512-16k) and of the head dim (clamped to 64-128)."""
-        table = _FA3_CUDNN_BWD if backward else _FA3_CUDNN_FWD
-        x = min(max(math.log2(seq), 9.0), 14.0)
-        i = min(int(x) - 9, 4)
-
-        def at(row):  # linear in log2(seq) between the bars
-            return row[i] + (row[i + 1] - row[i]) * (x - 9 - i)
-
-        d = min(max(math.log2(head_dim), 6.0), 7.0) - 6.0
-        v = at(table[64]) + (at(table[128]) - at(table[64])) * d
-        return v / table[128][-1]
+    impl: FlashImpl = FlashImpl.CUDNN
 
     def __post_init__(self) -> None:
-        for f in ("fwd_efficiency", "bwd_efficiency", "causal_efficiency"):
-            v = getattr(self, f)
-            if not isinstance(v, (int, float)) or not 0 < v <= 1:
-                raise InputError(f"FlashKernel.{f} must be in (0, 1], got {v!r}")
+        object.__setattr__(self, "impl", choose(FlashImpl, self.impl, "FlashKernel.impl"))
 
+    def efficiency(self, chip: Chip, backward: bool, causal: bool, head_dim: int,
+                   seq: int) -> float:
+        """The fraction of ``chip``'s dense 16-bit peak the kernel sustains on one pass over
+        ``seq`` keys per query at ``head_dim``."""
+        return kernel_efficiency(self.impl, gpu_class(chip), backward, causal, head_dim, seq)
 
-#: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608) Figs. 5 and 6, cuDNN bars, H100 80GB
-#: SXM5, bf16/fp16, non-causal, TFLOPS at sequence 512, 1k, 2k, 4k, 8k, 16k, by head dim
-_FA3_CUDNN_FWD = {64: (335, 373, 395, 408, 412, 413), 128: (497, 574, 617, 609, 600, 595)}
-_FA3_CUDNN_BWD = {64: (266, 348, 395, 417, 432, 433), 128: (305, 408, 465, 499, 518, 516)}
 
 #: eager PyTorch's per-call floor (us): the time one op takes when it is issued back to back
 #: from Python and its kernel is smaller than the issue cost -- fitted by
@@ -284,8 +265,10 @@ MEGATRON = Stack(
     # allocator reserve of a 2023 Megatron-LM / MS-AMP run on DGX H100; docs/llm.md)
     memory_reserve_GiB=11.3,
     fused=True,  # Megatron-LM's fused bias-GeLU, bias-dropout-add, softmax, LayerNorm kernels
-    # as fitted: a flash kernel timed as its two GEMMs on the GEMM model (causal half skipped)
-    attention=AttentionKernel.GEMM_PAIR,
+    # the model's flash attention runs Transformer Engine's fused attention, which prefers
+    # cuDNN's kernel on Hopper and FlashAttention-2 on Ampere (NVIDIA/NeMo#9188's docs; the
+    # default FlashKernel and its fallback); without it, the unfused kernel it was fitted with
+    attention=AttentionKernel.AS_MODEL,
     # Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-divisible-by (default
     # 128) x the tensor-parallel size (megatron/training/tokenizer, _vocab_size_with_padding)
     vocab_multiple=128,

@@ -82,7 +82,9 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
         bound = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count).bound
         rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, bound))
         rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, bound))
-    if stack.attention is AttentionKernel.FLASH:  # one fused kernel (SDPA)
+    fused = stack.attention is AttentionKernel.FLASH or (
+        stack.attention is AttentionKernel.AS_MODEL and attn.flash)
+    if fused:  # one fused kernel (SDPA, flash-attn)
         attn = replace(attn, flash=True)
         af, ab, abound = flash_attention_parts(system, attn, stack.flash, bw,
                                                stack.floor_s(KernelKind.ATTENTION))

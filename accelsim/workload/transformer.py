@@ -28,7 +28,23 @@ from accelsim.workload.transformer_parts import (_ACT_OP, _NORM_OP, Mla, MlpKind
                                                  Op, OpKind, PositionKind, _check_int, _enum)
 
 __all__ = ["PRESETS", "Mla", "MlpKind", "Moe", "NormKind", "Op", "OpKind", "PositionKind",
-           "TransformerConfig"]
+           "TransformerConfig", "attended_pairs"]
+
+
+def attended_pairs(seq: int, window: int = 0, causal: bool = True) -> int:
+    """Query-key pairs of one sequence of ``seq`` tokens (one head) where each query attends at
+    most ``window`` keys (0: no window), itself included: causal, ``sum_t min(t, window)`` for
+    ``t = 1..seq`` (the lower triangle with its diagonal, a band of ``window`` under a
+    window); not causal, ``seq x min(seq, window)``. The one owner of the count
+    (:meth:`TransformerConfig.attended_keys`, the engine's attention op)."""
+    _check_int("seq", seq, 1)
+    _check_int("window", window, 0)
+    w = window or seq
+    if not causal:
+        return seq * min(seq, w)
+    if w >= seq:
+        return seq * (seq + 1) // 2
+    return w * (w + 1) // 2 + (seq - w) * w
 
 
 @dataclass(frozen=True)
@@ -296,13 +312,7 @@ class TransformerConfig:
         """Query-key pairs one sequence of ``seq`` tokens computes: ``seq^2`` for a kernel that
         computes the full score matrix, ``sum_t min(t, window)`` for one that skips the masked
         part (causal: t keys for token t; ``sliding_window`` caps it)."""
-        _check_int("seq", seq, 1)
-        w = self.sliding_window
-        if not causal:
-            return seq * (seq if w is None else min(seq, w))
-        if w is None or w >= seq:
-            return seq * (seq + 1) // 2
-        return w * (w + 1) // 2 + (seq - w) * w
+        return attended_pairs(seq, self.sliding_window or 0, causal)
 
     def flops_per_token(self, keys: int = 0) -> int:
         """Forward FLOPs of one token that attends ``keys`` keys in every layer (decode with a

@@ -36,10 +36,12 @@ class NormKind(StrEnum):
 
 class PositionKind(StrEnum):
     """``learned``: a ``seq x hidden`` position table (GPT-2/3); ``rotary``: RoPE, no parameters;
-    ``none``: no position encoding."""
+    ``alibi``: ALiBi's per-head linear bias on the attention scores (Press et al. 2022; MPT,
+    BLOOM), no parameters, added inside the attention kernel; ``none``: no position encoding."""
 
     LEARNED = "learned"
     ROTARY = "rotary"
+    ALIBI = "alibi"
     NONE = "none"
 
 
