@@ -3,12 +3,13 @@ on the A100 rows of accelsim/data/mpt/mpt_training_throughput.csv: prints the fi
 
     python scripts/fit_fsdp.py
 
-One global number, the one that minimizes the mean absolute error of the A100 rows' tokens per
-second per GPU (scripts/mpt_validate.py asks each row) over a grid of 0 to 1 in steps of 0.05.
-Only the A100 rows: the H100 rows run at the preset's fixed 1830 MHz, a clock the chip does
-not hold under its power limit (issue 34, item 1), which a contention factor must not absorb;
-they are reported, not fitted (so are the two FP8 rows, H100 too). Rerun after the clock model
-changes. The fitted number is ``COMM_CONTENTION`` in accelsim/engine/stack.py.
+One global number, the one that minimizes the mean absolute error of the rows' tokens per
+second per GPU (scripts/mpt_validate.py asks each row, at the clock it passes: the
+power-limited one) over a grid of 0 to 1 in steps of 0.05. The rows: every bf16 row on the
+pytorch stack, A100 and H100 (``--rows a100`` for the A100 rows alone, the first fit's: the H100
+rows then ran at the preset's fixed 1830 MHz, a clock the chip does not hold under its power
+limit); the two FP8 rows (Transformer Engine, megatron's kernels) are reported, not fitted.
+The fitted number is ``COMM_CONTENTION`` in accelsim/engine/stack.py.
 """
 
 from __future__ import annotations
@@ -32,10 +33,16 @@ def errors(rows, k: float) -> np.ndarray:
 def main() -> int:
     from accelsim.engine.stack import COMM_CONTENTION
 
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", choices=("all", "a100"), default="all",
+                    help="the bf16 pytorch-stack rows fitted (default all)")
+    args = ap.parse_args()
     df = v.load()
-    fit = [r for r in df.itertuples(index=False) if r.system == "dgx-a100"
-           and v.stack_of(r).name == "pytorch"]
-    print(f"fit rows: {len(fit)} (A100, pytorch stack)")
+    fit = [r for r in df.itertuples(index=False) if v.stack_of(r).name == "pytorch"
+           and (args.rows == "all" or r.system == "dgx-a100")]
+    print(f"fit rows: {len(fit)} ({args.rows}, pytorch stack, clock {v.CLOCK})")
     best = None
     for k in GRID:
         e = errors(fit, float(k))

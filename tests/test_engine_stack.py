@@ -32,6 +32,7 @@ from accelsim.workload.gpt import GptConfig
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import fit_stream  # noqa: E402
 import llm_fit  # noqa: E402
+import llm_validate  # noqa: E402
 
 H100 = build_system(REPO_ROOT / "arch_configs" / "h100-sxm.toml")
 DGX_H100 = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
@@ -169,13 +170,13 @@ def test_megatron_is_the_default_and_its_numbers_do_not_move():
 
     # FP8-LM Table 5, GPT-7B on 32 H100, TE FP8 (flash attention, unfused accumulation)
     r = predict(llm_fit.fp8lm_model("gpt-7b"), llm_fit.fp8lm_plan("gpt-7b", 1, 1, 32, 2),
-                "te-fp8", DGX_H100, cli)
+                "te-fp8", DGX_H100.with_clock(llm_validate.CLOCK), cli)
     case = "gpt-7b 32xH100 t1 p1 d32 mb2 te-fp8"
     assert round(r.memory.total_GiB, 4) == value(case, "memory_per_gpu")
     assert round(r.samples_per_s, 4) == value(case, "samples_per_s")
     # Narayanan SC'21 Table 1, the first case (GPT 1.7B on 32 A100)
     name, model, plan, _ = next(iter(llm_fit.megatron_cases()))
-    r = predict(model, plan, "bf16", DGX_A100, cli)
+    r = predict(model, plan, "bf16", DGX_A100.with_clock(llm_validate.CLOCK), cli)
     assert round(r.tflops_per_gpu, 4) == value(
         f"{name} {plan.gpus}xA100 t{plan.tp} p{plan.pp} v{plan.interleave}", "tflops_per_gpu")
 
