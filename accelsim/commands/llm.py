@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from accelsim.commands import _plan, _report
+from accelsim.commands import _chakra, _plan, _report
 from accelsim.commands._common import (add_flash_argument, chip_count, dimension,
                                        model_layers, positive_int)
 
@@ -70,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "memory_GiB_per_gpu; --stack pytorch: 0.4",
         stack_default="megatron", stack_help="Default megatron (as llm has always timed).")
     _report.add_arguments(parser)
+    _chakra.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
                              "_GiB 2^30 bytes, _GB 1e9 bytes; docs/llm.md has the table)")
@@ -136,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     _report.check(args)
+    _chakra.check(args)
     if seq_note:  # after every check, so that an error stays one line
         print(seq_note, file=sys.stderr)
     r = simulate(system, model, plan, args.scheme,
@@ -143,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
+    _chakra.export(args, r)
     from accelsim.commands._common import not_fit_line
 
     d = r.as_dict()

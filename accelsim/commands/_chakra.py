@@ -1,0 +1,76 @@
+"""``--chakra DIR`` (predict, llm, infer: write the prediction's per-rank op graphs as Chakra
+execution traces) and ``predict --workload chakra:DIR`` (time a Chakra trace directory on
+``--system``): the command-line side of :mod:`accelsim.chakra` (docs/chakra.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+PREFIX = "chakra:"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chakra", default=None, metavar="DIR",
+                        help="write the iteration's op graph as MLCommons Chakra execution "
+                             "traces: one .et file per distinct rank and manifest.json mapping "
+                             "every rank to its file (a new or empty directory; docs/chakra.md)")
+
+
+def check(args: argparse.Namespace) -> None:
+    """Refuse an unusable --chakra directory before anything is computed."""
+    from accelsim.errors import UserError
+
+    if args.chakra is None:
+        return
+    out = Path(args.chakra)
+    if not args.chakra.strip():
+        raise UserError("--chakra: empty path")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"--chakra {out}: exists and is not an empty directory")
+
+
+def export(args: argparse.Namespace, prediction) -> None:
+    """Write ``prediction`` under --chakra when given."""
+    if args.chakra is None:
+        return
+    from accelsim.chakra.export import write_chakra
+
+    man = write_chakra(args.chakra, prediction)
+    m = json.loads(man.read_text())
+    files = len({v["file"] for v in m["ranks"].values()})
+    print(f"wrote {args.chakra}: {files} Chakra trace file(s) for {m['world_size']} ranks "
+          f"({man.name} maps each rank to its file)", file=sys.stderr)
+
+
+def is_trace(workload: str) -> bool:
+    return workload.startswith(PREFIX)
+
+
+def predict(args: argparse.Namespace) -> int:
+    """``predict --workload chakra:DIR``: the trace timed on --system, the one-line summary or
+    --json, and --breakdown / --trace read from its schedule."""
+    from accelsim.arch.config import load_system
+    from accelsim.chakra.export import predict_chakra
+    from accelsim.commands import _report
+    from accelsim.errors import UserError
+    from accelsim.paths import resolve_input
+
+    if args.chakra is not None:
+        raise UserError("--chakra with --workload chakra:DIR: the trace is already one")
+    spath = resolve_input(args.system, "system")
+    system = load_system(spath)
+    _report.check(args)
+    r = predict_chakra(args.workload, system, args.batch)
+    _report.write(args, r.rows(), r.timeline,
+                  f"accelsim predict: {args.workload} on {system.name}")
+    d = r.as_dict()
+    if args.json:
+        print(json.dumps(d))
+        return 0
+    print(f"{d['system']} x {d['workload']} ({d['ranks']} ranks, {d['simulated_ranks']} "
+          f"simulated, {d['nodes']} nodes): step {d['step_time_s'] * 1e3:.3f} ms, "
+          f"{d['samples_per_s']:.0f} samples/s at --batch {args.batch} per rank")
+    return 0
