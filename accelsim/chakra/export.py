@@ -10,6 +10,7 @@ from accelsim.arch import System
 from accelsim.chakra.codec import NodeType
 from accelsim.chakra.trace import EtOp, Export, Group, RankGraph, write_dir
 from accelsim.engine.graph import CommOp, Stream
+from accelsim.engine.inference import InferenceResult
 from accelsim.engine.plan import LlmParams
 from accelsim.engine.prediction import Prediction
 from accelsim.engine.run import WorkloadPrediction
@@ -41,7 +42,7 @@ def workload_export(r: WorkloadPrediction) -> Export:
 
 def write_chakra(out_dir: Path | str, prediction) -> Path:
     """Write ``prediction`` (an llm/transformer :class:`Prediction`, a layer workload's
-    :class:`WorkloadPrediction` or an export already built) as Chakra traces in ``out_dir``;
+    :class:`WorkloadPrediction`, an :class:`InferenceResult` or an export already built) as Chakra traces in ``out_dir``;
     returns the manifest's path."""
     if isinstance(prediction, Export):
         ex = prediction
@@ -51,6 +52,10 @@ def write_chakra(out_dir: Path | str, prediction) -> Path:
         ex = llm_export(prediction)
     elif isinstance(prediction, WorkloadPrediction):
         ex = workload_export(prediction)
+    elif isinstance(prediction, InferenceResult):
+        from accelsim.chakra.infer_graph import infer_export
+
+        ex = infer_export(prediction)
     else:
         raise InputError(f"--chakra: no Chakra export for a {type(prediction).__name__}")
     return write_dir(out_dir, ex)

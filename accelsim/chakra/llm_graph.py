@@ -132,6 +132,42 @@ def _tag(phase: Phase, chunk: int, micro: int, chunks: int) -> int:
     return 2 * (micro * chunks + chunk) + (phase == Phase.BWD)
 
 
+def _chunk_pass(pred: Prediction, s: int, c: int, ph: Phase, layers: list[list[int]]
+                ) -> list[tuple[EtOp, bool]]:
+    """The ops of one pass of model chunk ``c`` on stage ``s`` (the same for every
+    micro-batch): its layers, the head and loss on the last chunk of the last stage, the
+    gradient accumulation of the chunk's weights after a backward pass."""
+    p, v = pred.plan.pp, pred.plan.interleave
+    fwd = ph == Phase.FWD
+
+    def head(names) -> list[tuple[EtOp, bool]]:
+        return [(EtOp(o.op, COMP, o.time_s, "compute", ph, flops=o.flops, bytes=o.bytes,
+                      layer="head"), False) for n in names for o in pred.head_ops
+                if o.phase == ph and o.op == n]
+
+    last = s == p - 1 and c == v - 1
+    pieces = head(("loss", "lm_head")) if last and not fwd else []
+    for i in (layers[c] if fwd else layers[c][::-1]):
+        pieces += _layer_pieces(pred, i, ph)
+    if last and fwd:
+        pieces += head(("lm_head", "loss"))
+    if not fwd and pred.grad_accumulation_s > 0:  # each chunk's weights, its share
+        pieces.append((EtOp("grad_accumulation", COMP, pred.grad_accumulation_s / v,
+                            "compute", ph, layer="grads"), False))
+    return pieces
+
+
+def _peers(s: int, c: int, ph: Phase, p: int, v: int):
+    """(stage, chunk) this pass receives from and sends to (None: none)."""
+    if ph == Phase.FWD:
+        src = (s - 1, c) if s > 0 else (p - 1, c - 1) if c > 0 else None
+        dst = (s + 1, c) if s < p - 1 else (0, c + 1) if c < v - 1 else None
+    else:
+        src = (s + 1, c) if s < p - 1 else (0, c + 1) if c < v - 1 else None
+        dst = (s - 1, c) if s > 0 else (p - 1, c - 1) if c > 0 else None
+    return (src, dst) if p > 1 else (None, None)
+
+
 def _stage(pred: Prediction, s: int, rep: list[int], layers: list[list[int]],
            balance: bool) -> list[EtOp]:
     plan = pred.plan
@@ -142,48 +178,29 @@ def _stage(pred: Prediction, s: int, rep: list[int], layers: list[list[int]],
     fwd_end: dict[tuple[int, int], int] = {}
     deps_of_last_bwd: tuple[int, ...] = ()
     prev: tuple[int, ...] = ()
-    order = one_f_one_b(p, s, m, v)
-    for ph, c, k in order:
+    passes = {(ph, c): _chunk_pass(pred, s, c, ph, layers)
+              for ph in (Phase.FWD, Phase.BWD) for c in range(v)}
+    gap = {}  # the balance of each chunk's pass: the stage's shortfall, spread over its chunks
+    for ph, target in ((Phase.FWD, pred.forward_s), (Phase.BWD, pred.backward_s)):
+        own = sum(o.time_s for c in range(v) for o, beside in passes[(ph, c)] if not beside)
+        own += sum(cm.pp_p2p_s for c in range(v) if _peers(s, c, ph, p, v)[1] is not None)
+        gap[ph] = max(0.0, target - own) / v if balance else 0.0
+    for ph, c, k in one_f_one_b(p, s, m, v):
         fwd = ph == Phase.FWD
         deps = list(prev)
-        src = (s - 1, c) if fwd and s > 0 else (p - 1, c - 1) if fwd and c > 0 else \
-            (s + 1, c) if not fwd and s < p - 1 else (0, c + 1) if not fwd and c < v - 1 \
-            else None
-        if src is not None and p > 1:
+        src, dst = _peers(s, c, ph, p, v)
+        if src is not None:
             deps.append(b.add(EtOp(f"recv {ph} chunk {c} micro-batch {k}",
                                    NodeType.COMM_RECV_NODE, 0.0, "recv", ph, (),
                                    size_bytes=msg, peer=rep[src[0]], tag=_tag(ph, c, k, v),
                                    layer="pipeline")))
         if not fwd:
             deps.append(fwd_end[(c, k)])
-        idx = layers[c] if fwd else layers[c][::-1]
-        pieces: list[tuple[EtOp, bool]] = []
-        head = s == p - 1 and c == v - 1
-        if head and not fwd:
-            pieces += [(EtOp(o.op, COMP, o.time_s, "compute", ph, flops=o.flops, bytes=o.bytes,
-                             layer="head"), False) for o in pred.head_ops[::-1]
-                       if o.phase == ph and o.op == "loss"]
-            pieces += [(EtOp(o.op, COMP, o.time_s, "compute", ph, flops=o.flops, bytes=o.bytes,
-                             layer="head"), False) for o in pred.head_ops
-                       if o.phase == ph and o.op != "loss"]
-        for i in idx:
-            pieces += _layer_pieces(pred, i, ph)
-        if head and fwd:
-            pieces += [(EtOp(o.op, COMP, o.time_s, "compute", ph, flops=o.flops, bytes=o.bytes,
-                             layer="head"), False) for o in pred.head_ops if o.phase == ph]
-        if not fwd and pred.grad_accumulation_s > 0:  # each chunk's weights, its share
-            pieces.append((EtOp("grad_accumulation", COMP, pred.grad_accumulation_s / v,
-                                "compute", ph, layer="grads"), False))
-        dst = (s + 1, c) if fwd and s < p - 1 else (0, c + 1) if fwd and c < v - 1 else \
-            (s - 1, c) if not fwd and s > 0 else (p - 1, c - 1) if not fwd and c > 0 else None
-        sends = dst is not None and p > 1
-        if balance:  # the pass at the critical stage's pace, its send included (see llm_export)
-            ran = sum(o.time_s for o, beside in pieces if not beside)
-            gap = (pred.forward_s if fwd else pred.backward_s) / v - ran \
-                - (cm.pp_p2p_s if sends else 0.0)
-            if gap > 0:
-                pieces.append((EtOp("stage balance", COMP, gap, "compute", ph,
-                                    layer="pipeline"), False))
+        pieces = list(passes[(ph, c)])
+        sends = dst is not None
+        if gap[ph] > 0:  # the pass at the critical stage's pace (see llm_export)
+            pieces.append((EtOp("stage balance", COMP, gap[ph], "compute", ph,
+                                layer="pipeline"), False))
         if not pieces:
             pieces = [(EtOp(f"chunk {c} {ph}", COMP, 0.0, "compute", ph, layer="pipeline"),
                        False)]
@@ -226,8 +243,10 @@ def llm_export(pred: Prediction, balance: bool = True) -> Export:
     ``balance``: the prediction times every stage at its critical stage's pace, its pass
     (``forward_s``, ``backward_s``) including one send per model chunk (the closed form
     ``(m + p - 1)`` slots of :func:`accelsim.engine.schedule.pipeline_s`); a stage whose own ops
-    take less ends each pass with a ``stage balance`` node for the difference and waits for its
-    send (Megatron-LM's blocking send), so that the written graph takes the prediction's time.
+    take less ends each chunk's pass with a ``stage balance`` node (the shortfall over its
+    chunks) and waits for its send (Megatron-LM's blocking send), so that the written graph
+    takes the prediction's time. With interleaving the closed form spreads the last stage's
+    head evenly over its chunks, the graph keeps it on the last chunk: there the two differ.
     Without it the graph holds the stage's own ops only and sends beside the next pass (as
     :func:`accelsim.engine.pipeline.pipeline_schedule`); its schedule is then at most the
     prediction's."""

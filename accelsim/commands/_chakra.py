@@ -32,6 +32,14 @@ def check(args: argparse.Namespace) -> None:
         raise UserError(f"--chakra {out}: exists and is not an empty directory")
 
 
+def refuse_with(args: argparse.Namespace, flag: str) -> None:
+    """--chakra is for one prediction: refuse it with ``flag`` (--search, --serve)."""
+    from accelsim.errors import UserError
+
+    if args.chakra is not None:
+        raise UserError(f"--chakra is for one prediction, not {flag}")
+
+
 def export(args: argparse.Namespace, prediction) -> None:
     """Write ``prediction`` under --chakra when given."""
     if args.chakra is None:

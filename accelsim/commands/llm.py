@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
     system, _ = power_system(system, path, args, scheme.compute_precision)
     if args.search:
+        _chakra.refuse_with(args, "--search")
         if args.stack != "megatron":
             raise UserError(f"--search --stack {args.stack}: the plan search ranks Megatron-LM "
                             "3-D parallel plans (--stack megatron)")
