@@ -143,3 +143,68 @@ def test_layer_workload_round_trip(tmp_path, capsys):
     assert got["compute_s"] == pytest.approx(want["compute_s"] + want["weight_update_s"],
                                              rel=1e-12)
     assert got["step_time_s"] == pytest.approx(want["step_time_s"], rel=1e-4)
+
+
+def test_round_trip_keeps_the_energy(tmp_path, pred, system):
+    """The imported schedule's rows priced by the same power model: the same joules (every
+    stage's file counted once per rank that runs it)."""
+    write_chakra(tmp_path / "et", pred)
+    run = predict_chakra(f"chakra:{tmp_path / 'et'}", system)
+    e = run.energy("bf16")
+    assert pred.energy is not None and e is not None
+    assert e.energy_J == pytest.approx(pred.energy.energy_J, rel=1e-9)
+
+
+PLANS = {  # llm flags beyond gpt2-small, bf16, on dgx-h100
+    "sequence parallel": "--tp 2 --pp 2 --dp 2 --sequence-parallel",
+    "full recompute": "--tp 2 --pp 2 --dp 2 --recompute full",
+    "zero 1, overlapped reduction": "--tp 2 --pp 2 --dp 2 --recompute selective --zero 1 "
+                                    "--overlap-grad-reduce",
+    "three stages, unfused accumulation": "--tp 2 --pp 3 --dp 1 --global-batch 6 "
+                                          "--no-grad-accumulation-fusion",
+}
+
+
+@pytest.mark.parametrize("plan", sorted(PLANS))
+def test_llm_plans_round_trip(tmp_path, capsys, plan):
+    d = tmp_path / "et"
+    flags = PLANS[plan].split()
+    batch = [] if "--global-batch" in flags else ["--global-batch", "16"]
+    assert main(["llm", "--system", "dgx-h100", "--model", "gpt2-small", "--scheme", "bf16",
+                 "--json", "--chakra", str(d), *batch, *flags]) == 0
+    want = json.loads(capsys.readouterr().out)["iteration_time_s"]
+    assert main(["predict", "--system", "dgx-h100", "--workload", f"chakra:{d}", "--batch", "1",
+                 "--json", "--trace", str(tmp_path / "t.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(want, rel=0.01)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert any("rank 0 compute" in json.dumps(e) for e in events)
+
+
+def test_infer_round_trip(tmp_path, capsys):
+    """A prefill and a decode step over two pipeline stages, read back: the two passes in
+    series, as infer's timeline runs them."""
+    d = tmp_path / "et"
+    assert main(["infer", "--system", "dgx-h100", "--model", "llama3-8b", "--scheme", "bf16",
+                 "--batch", "4", "--prompt", "512", "--context", "1024", "--tp", "2", "--pp",
+                 "2", "--json", "--chakra", str(d)]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert main(["predict", "--system", "dgx-h100", "--workload", f"chakra:{d}", "--batch", "4",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["ranks"] == 4 and got["simulated_ranks"] == 2
+    assert got["step_time_s"] == pytest.approx(want["prefill_s"] + want["decode_step_s"],
+                                               rel=0.01)
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["llm", "--system", "dgx-h100", "--model", "gpt2-small", "--scheme", "bf16", "--search",
+      "--gpus", "8", "--global-batch", "16"], "--chakra is for one prediction, not --search"),
+    (["infer", "--system", "dgx-h100", "--model", "llama3-8b", "--scheme", "bf16", "--serve"],
+     "--chakra is for one prediction, not --serve"),
+    (["infer", "--system", "dgx-h100", "--model", "llama3-8b", "--scheme", "bf16", "--batch",
+      "1", "--prompt", "16", "--output-tokens", "4"], "a request's decode steps"),
+])
+def test_export_refusals_are_one_line(tmp_path, capsys, argv, fragment):
+    assert main(argv + ["--chakra", str(tmp_path / "et")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and "\n" not in err

@@ -166,7 +166,10 @@ def _ordered(path: Path, nodes: list[Node]) -> tuple[Node, ...]:
 def load_job(spec: str | Path) -> Job:
     """Read and check ``chakra:DIR`` (or DIR)."""
     text = str(spec)
-    d = Path(text[len("chakra:"):] if text.startswith("chakra:") else text)
+    text = text[len("chakra:"):] if text.startswith("chakra:") else text
+    if not text.strip():
+        raise InputError("chakra:DIR: no directory given")
+    d = Path(text)
     if not d.is_dir():
         raise InputError(f"chakra:{d}: not a directory of Chakra traces")
     man = d / MANIFEST

@@ -47,7 +47,22 @@ class ChakraRun:
     def timeline(self) -> Timeline:
         return self.sched.timeline()
 
-    def as_dict(self) -> dict:
+    def energy(self, precision: str):
+        """The step's energy on the chip's power model (:func:`accelsim.engine.energy.
+        step_energy`: every rank's FLOPs at ``precision`` and bytes, a file's rows counted once
+        per rank that runs it, static power over the world); None without a power model."""
+        from dataclasses import replace
+
+        from accelsim.engine.energy import step_energy
+
+        runs = {rt.rank: sum(1 for f in self.job.files.values() if f == self.job.files[rt.rank])
+                for rt in self.job.ranks}
+        rows = [replace(r, flops=r.flops * runs[t.stage], bytes=r.bytes * runs[t.stage])
+                for r, t in zip(self.rows(), self.sched.tasks) if r.bound != "comm"]
+        return step_energy(self.system, rows, precision, self.step_time_s, self.job.world, 1)
+
+    def as_dict(self, precision: str | None = None) -> dict:
+        """The summary ``predict --json`` prints; with ``precision`` the energy keys too."""
         tasks = self.sched.tasks
         comm = [t for t in tasks if t.bound == "comm"]
         step = self.step_time_s
@@ -59,7 +74,14 @@ class ChakraRun:
                 "compute_s": sum(t.time_s for t in tasks if t.bound != "comm"),
                 "comm_s": sum(t.time_s for t in comm),
                 "comm_bytes": sum(t.bytes for t in comm),
-                "flops": sum(t.flops for t in tasks)}
+                "flops": sum(t.flops for t in tasks)} | self._energy_keys(precision)
+
+    def _energy_keys(self, precision: str | None) -> dict:
+        if precision is None:
+            return {}
+        e = self.energy(precision)
+        return {"energy_J": None if e is None else e.energy_J,
+                "power_W_per_gpu": None if e is None else e.power_W}
 
 
 def _num(n: Node, name: str, rt: RankTrace, required: bool = True) -> float:

@@ -74,11 +74,15 @@ def predict(args: argparse.Namespace) -> int:
     r = predict_chakra(args.workload, system, args.batch)
     _report.write(args, r.rows(), r.timeline,
                   f"accelsim predict: {args.workload} on {system.name}")
-    d = r.as_dict()
+    from accelsim.arch.schemes import get_scheme
+
+    d = r.as_dict(get_scheme(args.scheme).compute_precision)
     if args.json:
         print(json.dumps(d))
         return 0
     print(f"{d['system']} x {d['workload']} ({d['ranks']} ranks, {d['simulated_ranks']} "
           f"simulated, {d['nodes']} nodes): step {d['step_time_s'] * 1e3:.3f} ms, "
-          f"{d['samples_per_s']:.0f} samples/s at --batch {args.batch} per rank")
+          f"{d['samples_per_s']:.0f} samples/s at --batch {args.batch} per rank"
+          + (f", {d['power_W_per_gpu']:.0f} W per GPU ({args.scheme})"
+             if d["power_W_per_gpu"] is not None else ""))
     return 0
