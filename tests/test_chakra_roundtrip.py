@@ -208,3 +208,26 @@ def test_export_refusals_are_one_line(tmp_path, capsys, argv, fragment):
     assert main(argv + ["--chakra", str(tmp_path / "et")]) == 2
     err = capsys.readouterr().err.strip()
     assert fragment in err and "\n" not in err
+
+
+def test_every_rank_export_is_what_astra_sim_reads(tmp_path, pred, system):
+    """One file per rank, its transfers from and to its own rank, every collective naming its
+    own group instance (comm_group.json); simulated rank by rank, the same iteration."""
+    d = tmp_path / "et"
+    write_chakra(d, pred, every_rank=True)
+    man, files = _files(d)
+    groups = json.loads((d / "comm_group.json").read_text())
+    assert len(files) == 8 and all(len(g) == 2 for g in groups.values())
+    for r in range(8):
+        meta, nodes = files[f"accelsim.{r}.et"]
+        assert _attr_meta(meta, "rank") == r
+        for n in nodes:
+            if n.type == NodeType.COMM_SEND_NODE:
+                assert _attr(n, "comm_src") == r
+            elif n.type == NodeType.COMM_RECV_NODE:
+                assert _attr(n, "comm_dst") == r
+            elif n.type == NodeType.COMM_COLL_NODE:
+                assert r in groups[_attr(n, "pg_name")]
+    run = predict_chakra(f"chakra:{d}", system)
+    assert len(run.job.ranks) == 8
+    assert run.step_time_s == pytest.approx(pred.iteration_time_s, rel=0.01)

@@ -40,10 +40,11 @@ def workload_export(r: WorkloadPrediction) -> Export:
                   f"accelsim predict: {r.workload.name} on {r.system.name}, {r.scheme.name}")
 
 
-def write_chakra(out_dir: Path | str, prediction) -> Path:
+def write_chakra(out_dir: Path | str, prediction, every_rank: bool = False) -> Path:
     """Write ``prediction`` (an llm/transformer :class:`Prediction`, a layer workload's
     :class:`WorkloadPrediction`, an :class:`InferenceResult` or an export already built) as Chakra traces in ``out_dir``;
-    returns the manifest's path."""
+    returns the manifest's path. ``every_rank``: one file per rank, each group instance its own
+    ``pg_name`` (:func:`accelsim.chakra.trace.every_rank`: what ASTRA-sim reads)."""
     if isinstance(prediction, Export):
         ex = prediction
     elif isinstance(prediction, Prediction):
@@ -58,6 +59,10 @@ def write_chakra(out_dir: Path | str, prediction) -> Path:
         ex = infer_export(prediction)
     else:
         raise InputError(f"--chakra: no Chakra export for a {type(prediction).__name__}")
+    if every_rank:
+        from accelsim.chakra.trace import every_rank as expand
+
+        ex = expand(ex)
     return write_dir(out_dir, ex)
 
 

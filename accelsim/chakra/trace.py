@@ -11,13 +11,13 @@ these from an engine prediction (:mod:`accelsim.chakra.export`), import from a d
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from accelsim.chakra.codec import (SCHEMA_COMMIT, SCHEMA_VERSION, Attr, CollectiveCommType,
                                    GlobalMetadata, Node, NodeType, write_trace)
 from accelsim.engine.graph import CommKind, Phase
-from accelsim.errors import InputError, UserError
+from accelsim.errors import UserError
 
 MANIFEST = "manifest.json"
 
@@ -82,6 +82,8 @@ class Export:
     world: int
     groups: tuple[tuple[str, Group], ...]
     source: str
+    #: group instances by id (:func:`every_rank`): id -> its ranks
+    instances: tuple[tuple[str, list[int]], ...] = ()
 
 
 def _i64(name: str, v: float) -> Attr:
@@ -126,9 +128,31 @@ def file_name(rank: int) -> str:
     return f"accelsim.{rank}.et"
 
 
+def every_rank(ex: Export) -> Export:
+    """``ex`` with one graph per rank (ASTRA-sim reads one file per rank): each rank's peers
+    shifted by its offset, and each collective's ``pg_name`` the id of its own group instance
+    (``process_groups`` then maps each id to its one group: ASTRA-sim's comm-group file)."""
+    ids: dict[tuple[str, int], str] = {}
+    members: dict[str, list[int]] = {}
+    for name, grp in ex.groups:
+        for g in grp.groups(ex.world):
+            key = str(len(members) + 1)
+            members[key] = g
+            for r in g:
+                ids[(name, r)] = key
+    graphs = []
+    for g in ex.graphs:
+        for r, off in g.ranks:
+            ops = tuple(replace(op, peer=op.peer + off if op.peer >= 0 else op.peer,
+                                pg=ids[(op.pg, r)] if op.pg else op.pg) for op in g.ops)
+            graphs.append(RankGraph(r, ops, ((r, 0),)))
+    return Export(tuple(graphs), ex.world, (), ex.source, tuple(members.items()))
+
+
 def write_dir(out_dir: Path | str, ex: Export) -> Path:
     """Write one trace file per distinct rank and ``manifest.json`` (every rank -> its file and
-    peer offset, the process groups); returns the manifest's path."""
+    peer offset, the process groups; with group instances, ``comm_group.json`` too, ASTRA-sim's
+    ``--comm-group-configuration``); returns the manifest's path."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"--chakra {out}: exists and is not a directory")
@@ -149,15 +173,16 @@ def write_dir(out_dir: Path | str, ex: Export) -> Path:
             ranks[str(r)] = {"file": file_name(g.rank), "offset": off}
     if sorted(int(r) for r in ranks) != list(range(ex.world)):
         raise ValueError(f"export maps ranks {sorted(ranks)} but the world is {ex.world}")
+    groups = {name: grp.groups(ex.world) for name, grp in ex.groups}
+    groups.update({key: [list(g)] for key, g in ex.instances})
     manifest = {"format": "chakra-et", "schema_commit": SCHEMA_COMMIT,
                 "schema_version": SCHEMA_VERSION, "source": ex.source, "world_size": ex.world,
                 "ranks": dict(sorted(ranks.items(), key=lambda kv: int(kv[0]))),
-                "process_groups": {name: grp.groups(ex.world) for name, grp in ex.groups}}
+                "process_groups": groups}
+    if ex.instances:
+        (out / "comm_group.json").write_text(json.dumps(
+            {key: list(g) for key, g in ex.instances}) + "\n")
     path = out / MANIFEST
     path.write_text(json.dumps(manifest, indent=1) + "\n")
     return path
 
-
-def check_world(world: int) -> None:
-    if world < 1:
-        raise InputError(f"a Chakra export needs at least one rank, got {world}")

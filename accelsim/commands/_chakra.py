@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the iteration's op graph as MLCommons Chakra execution "
                              "traces: one .et file per distinct rank and manifest.json mapping "
                              "every rank to its file (a new or empty directory; docs/chakra.md)")
+    parser.add_argument("--chakra-every-rank", action="store_true",
+                        help="with --chakra: one file per rank and each process group "
+                             "instance named (comm_group.json), as ASTRA-sim reads them")
 
 
 def check(args: argparse.Namespace) -> None:
@@ -24,6 +27,8 @@ def check(args: argparse.Namespace) -> None:
     from accelsim.errors import UserError
 
     if args.chakra is None:
+        if args.chakra_every_rank:
+            raise UserError("--chakra-every-rank needs --chakra DIR")
         return
     out = Path(args.chakra)
     if not args.chakra.strip():
@@ -46,7 +51,7 @@ def export(args: argparse.Namespace, prediction) -> None:
         return
     from accelsim.chakra.export import write_chakra
 
-    man = write_chakra(args.chakra, prediction)
+    man = write_chakra(args.chakra, prediction, args.chakra_every_rank)
     m = json.loads(man.read_text())
     files = len({v["file"] for v in m["ranks"].values()})
     print(f"wrote {args.chakra}: {files} Chakra trace file(s) for {m['world_size']} ranks "
