@@ -162,6 +162,8 @@ PLANS = {  # llm flags beyond gpt2-small, bf16, on dgx-h100
                                     "--overlap-grad-reduce",
     "three stages, unfused accumulation": "--tp 2 --pp 3 --dp 1 --global-batch 6 "
                                           "--no-grad-accumulation-fusion",
+    "MoE over two nodes": "--model mixtral-8x7b --seq 1024 --layers 4 --global-batch 8 --tp 2 "
+                          "--pp 2 --dp 4 --ep 2",
 }
 
 
@@ -170,7 +172,8 @@ def test_llm_plans_round_trip(tmp_path, capsys, plan):
     d = tmp_path / "et"
     flags = PLANS[plan].split()
     batch = [] if "--global-batch" in flags else ["--global-batch", "16"]
-    assert main(["llm", "--system", "dgx-h100", "--model", "gpt2-small", "--scheme", "bf16",
+    model = [] if "--model" in flags else ["--model", "gpt2-small"]
+    assert main(["llm", "--system", "dgx-h100", *model, "--scheme", "bf16",
                  "--json", "--chakra", str(d), *batch, *flags]) == 0
     want = json.loads(capsys.readouterr().out)["iteration_time_s"]
     assert main(["predict", "--system", "dgx-h100", "--workload", f"chakra:{d}", "--batch", "1",
