@@ -124,3 +124,36 @@ def test_cli_refuses_in_one_line(tmp_path, capsys):
     assert main(["predict", "--system", "dgx-h100", "--workload",
                  f"chakra:{tmp_path / 'none'}", "--batch", "1"]) == 2
     assert "not a directory of Chakra traces" in capsys.readouterr().err
+
+
+def test_cpu_ops_run_beside_the_gpu_stream(tmp_path, system):
+    """A converted PyTorch trace: a CPU op (is_cpu_op) on the host's queue runs beside GPU
+    kernels on their CUDA stream; two kernels on one stream run one after the other."""
+    d = tmp_path / "et"
+    cpu = Node(1, "aten::launch", COMP, duration_micros=30,
+               attrs=(Attr("is_cpu_op", "bool", True),))
+    k1, k2 = (Node(i, f"k{i}", COMP, duration_micros=20,
+                   attrs=(Attr("is_cpu_op", "bool", False), Attr("stream", "int64", 7)))
+              for i in (2, 3))
+    _write(d, 0, [cpu, k1, k2])
+    assert predict_chakra(f"chakra:{d}", system).step_time_s == pytest.approx(40e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize("manifest,want", [
+    ("{", "not a readable JSON manifest"),
+    ('{"ranks": {"0": {"file": "t.0.et"}}, "extra": 1}', "unknown key 'extra'"),
+    ('{"ranks": {"0": {"file": "../t.0.et", "offset": 0}}}', "must name a file in the directory"),
+    ('{"ranks": {"0": {"file": "t.0.et", "offset": 0}}, "world_size": 2}', "must be 0..world_size-1"),
+    ('{"ranks": {"0": {"file": "t.0.et", "offset": 0}}, "process_groups": {"tp": [[0, 5]]}}',
+     "process_groups must map a name to lists of ranks 0..0"),
+    ('{"ranks": {"0": {"file": "t.0.et", "offset": 0}, "1": {"file": "t.0.et", "offset": 0}}}',
+     "exactly one rank must map to it with offset 0"),
+])
+def test_bad_manifest_is_one_line(tmp_path, system, manifest, want):
+    d = tmp_path / "et"
+    _write(d, 0, [_comp(1)])
+    (d / "manifest.json").write_text(manifest)
+    with pytest.raises(InputError) as e:
+        predict_chakra(f"chakra:{d}", system)
+    msg = str(e.value)
+    assert want in msg and str(d) in msg and "\n" not in msg

@@ -122,11 +122,24 @@ def _group(n: Node, rt: RankTrace, job: Job) -> tuple[int, int]:
     return len(g), (steps.pop() if steps else 1)
 
 
+def _stream(n: Node, t: NodeType, rt: RankTrace) -> str:
+    """A node's queue when the trace names none: a CPU op (``is_cpu_op``) on the host's, a GPU
+    op on its CUDA stream (``stream``, as Chakra's PyTorch converter writes it), else one queue
+    per node kind."""
+    if t == NodeType.COMP_NODE:
+        if attr_value(n, "is_cpu_op", rt.file) is True:
+            return "cpu"
+        s = attr_value(n, "stream", rt.file)
+        if isinstance(s, int) and not isinstance(s, bool):
+            return f"stream {s}"
+    return _DEFAULT_STREAM[t]
+
+
 def _task(n: Node, rt: RankTrace, job: Job, fabric) -> tuple[Task, tuple | None]:
     """The task of one node (its deps filled in later) and, for a transfer, its key
     (src, dst, tag)."""
     t = NodeType(n.type)
-    stream = attr_value(n, "accelsim.stream", rt.file) or _DEFAULT_STREAM[t]
+    stream = attr_value(n, "accelsim.stream", rt.file) or _stream(n, t, rt)
     ph = attr_value(n, "accelsim.phase", rt.file)
     try:
         phase = Phase(ph) if ph else (Phase.FWD if t in (NodeType.COMP_NODE,) else Phase.STEP)
