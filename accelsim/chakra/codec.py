@@ -230,6 +230,10 @@ class _Reader:
         return self.pos >= len(self.buf)
 
     def varint(self) -> int:
+        pos = self.pos
+        if pos < len(self.buf) and self.buf[pos] < 0x80:  # one byte: most keys and small ints
+            self.pos = pos + 1
+            return self.buf[pos]
         v = shift = 0
         while True:
             if self.pos >= len(self.buf) or shift > 63:

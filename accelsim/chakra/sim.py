@@ -122,6 +122,17 @@ def _group(n: Node, rt: RankTrace, job: Job) -> tuple[int, int]:
     return len(g), (steps.pop() if steps else 1)
 
 
+def _op_s(fabric, op: CommOp, cache: dict) -> float:
+    """:func:`accelsim.engine.comm.op_s`, once per distinct collective of a job (a trace
+    repeats each layer's thousands of times)."""
+    from accelsim.engine.comm import op_s
+
+    key = (op.kind, op.size_bytes, op.group, op.stride)
+    if key not in cache:
+        cache[key] = op_s(fabric, op)
+    return cache[key]
+
+
 def _stream(n: Node, t: NodeType, rt: RankTrace) -> str:
     """A node's queue when the trace names none: a CPU op (``is_cpu_op``) on the host's, a GPU
     op on its CUDA stream (``stream``, as Chakra's PyTorch converter writes it), else one queue
@@ -135,7 +146,8 @@ def _stream(n: Node, t: NodeType, rt: RankTrace) -> str:
     return _DEFAULT_STREAM[t]
 
 
-def _task(n: Node, rt: RankTrace, job: Job, fabric) -> tuple[Task, tuple | None]:
+def _task(n: Node, rt: RankTrace, job: Job, fabric, cache: dict
+          ) -> tuple[Task, tuple | None]:
     """The task of one node (its deps filled in later) and, for a transfer, its key
     (src, dst, tag)."""
     t = NodeType(n.type)
@@ -166,9 +178,7 @@ def _task(n: Node, rt: RankTrace, job: Job, fabric) -> tuple[Task, tuple | None]
                              "REDUCE_SCATTER 7)")
         ranks, stride = _group(n, rt, job)
         op = CommOp(name, COMM_KIND[ct], size, ranks, stride, Stream.DP, phase)
-        from accelsim.engine.comm import op_s
-
-        return Task(layer, name, phase, op_s(fabric, op) if ranks > 1 else 0.0, where,
+        return Task(layer, name, phase, _op_s(fabric, op, cache) if ranks > 1 else 0.0, where,
                     bytes=op.bytes if ranks > 1 else 0.0, bound="comm", stage=rt.rank), None
     src, dst = _peer(n, "comm_src", rt, job), _peer(n, "comm_dst", rt, job)
     me = src if t == NodeType.COMM_SEND_NODE else dst
@@ -190,10 +200,11 @@ def simulate_job(job: Job, system: System, fabric, batch: int = 0) -> ChakraRun:
     simulated = {rt.rank for rt in job.ranks}
     per: list[list[tuple[Node, Task, tuple | None]]] = []
     sends: dict[tuple, tuple[int, Node]] = {}
+    cache: dict = {}
     for i, rt in enumerate(job.ranks):
         rows = []
         for n in rt.nodes:
-            task, key = _task(n, rt, job, fabric)
+            task, key = _task(n, rt, job, fabric, cache)
             if key is not None:
                 peer = key[1] if n.type == NodeType.COMM_SEND_NODE else key[0]
                 if peer not in simulated:
