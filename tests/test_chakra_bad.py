@@ -59,6 +59,11 @@ CASES = {
     "broadcast": ([[Node(1, "bc", COLL, attrs=(Attr("comm_type", "int64", 5),
                                                Attr("comm_size", "int64", 8)))]],
                   "node 1 ('bc'): comm_type 5 is not a collective netsim times"),
+    "infinite duration": ([[Node(1, "op", COMP, attrs=(Attr("accelsim.duration_s", "double",
+                                                            float("inf")),))]],
+                          "node 1 ('op'): attribute 'accelsim.duration_s' must be a finite"),
+    "bad phase": ([[Node(1, "op", COMP, attrs=(Attr("accelsim.phase", "int64", 3),))]],
+                  "node 1 ('op'): accelsim.phase '3' is not one of"),
     "no comm_size": ([[Node(1, "ar", COLL, attrs=(Attr("comm_type", "int64", 0),))]],
                      "node 1 ('ar'): no 'comm_size' attribute"),
 }

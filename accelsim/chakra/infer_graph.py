@@ -12,6 +12,8 @@ stage runs the same graph, the stage's first is written.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from accelsim.chakra.codec import NodeType
 from accelsim.chakra.trace import EtOp, Export, Group, RankGraph
 from accelsim.engine.graph import CommKind, Phase
@@ -59,8 +61,7 @@ def _stage(r: InferenceResult, passes: list[PassTime], s: int, rep: list[int]) -
     prev: tuple[int, ...] = ()
 
     def add(op: EtOp, deps: tuple[int, ...]) -> int:
-        ops.append(EtOp(op.name, op.type, op.time_s, op.stream, op.phase, deps, op.flops,
-                        op.bytes, op.comm, op.size_bytes, op.pg, op.peer, op.tag, op.layer))
+        ops.append(replace(op, deps=deps))
         return len(ops) - 1
 
     for j, ps in enumerate(passes):

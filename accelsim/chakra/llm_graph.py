@@ -13,6 +13,8 @@ same graph; the stage's first rank is written, the others map to it with their r
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from accelsim.chakra.codec import NodeType
 from accelsim.chakra.trace import EtOp, Export, Group, RankGraph
 from accelsim.engine.graph import CommOp, Phase
@@ -21,11 +23,11 @@ from accelsim.engine.prediction import OpTime, Prediction
 from accelsim.errors import InputError
 
 COMP, COLL = NodeType.COMP_NODE, NodeType.COMM_COLL_NODE
-MLP_OPS = ("fc1", "fc2", "router", "shared_fc1", "shared_fc2")
 
 
 def _is_mlp(name: str) -> bool:
-    return name in MLP_OPS or "fc1" in name or "fc2" in name or "expert" in name
+    """An op of the MLP block (FC1/FC2 with their shared_ and expert prefixes, the router)."""
+    return name == "router" or "fc1" in name or "fc2" in name or "expert" in name
 
 
 class _Builder:
@@ -96,9 +98,7 @@ def _layer_pieces(pred: Prediction, i: int, phase: Phase) -> list[tuple[EtOp, bo
         return blocks(Phase.FWD, ("attn", "mlp"))
     out: list[tuple[EtOp, bool]] = []
     if pred.plan.recompute == "full":  # the forward again, collectives included
-        out += [(EtOp(op.name.replace(layer, f"{layer} recompute", 1), op.type, op.time_s,
-                      op.stream, phase, flops=op.flops, bytes=op.bytes, comm=op.comm,
-                      size_bytes=op.size_bytes, pg=op.pg, layer=layer), b)
+        out += [(replace(op, name=op.name.replace(layer, f"{layer} recompute", 1)), b)
                 for op, b in blocks(Phase.FWD, ("attn", "mlp"))]
     elif pred.plan.recompute == "selective":
         out += [comp(o, "recompute attention") for o in ops
@@ -123,8 +123,7 @@ def _pass(b: _Builder, pieces: list[tuple[EtOp, bool]], deps: tuple[int, ...]) -
 
 
 def _with_deps(op: EtOp, deps: tuple[int, ...]) -> EtOp:
-    return EtOp(op.name, op.type, op.time_s, op.stream, op.phase, tuple(deps), op.flops,
-                op.bytes, op.comm, op.size_bytes, op.pg, op.peer, op.tag, op.layer)
+    return replace(op, deps=tuple(deps))
 
 
 def _tag(phase: Phase, chunk: int, micro: int, chunks: int) -> int:

@@ -11,6 +11,7 @@ manifest's process groups (``pg_name``), else it spans the world.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from accelsim.arch import System
@@ -88,9 +89,9 @@ def _num(n: Node, name: str, rt: RankTrace, required: bool = True) -> float:
     v = attr_value(n, name, rt.file, required)
     if v is None:
         return 0.0
-    if isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0:
-        raise InputError(f"{node_label(rt.file, n)}: attribute {name!r} must be a number >= 0, "
-                         f"got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
+        raise InputError(f"{node_label(rt.file, n)}: attribute {name!r} must be a finite "
+                         f"number >= 0, got {v!r}")
     return float(v)
 
 
@@ -151,14 +152,14 @@ def _task(n: Node, rt: RankTrace, job: Job, fabric, cache: dict
     """The task of one node (its deps filled in later) and, for a transfer, its key
     (src, dst, tag)."""
     t = NodeType(n.type)
-    stream = attr_value(n, "accelsim.stream", rt.file) or _stream(n, t, rt)
+    stream = str(attr_value(n, "accelsim.stream", rt.file) or _stream(n, t, rt))
     ph = attr_value(n, "accelsim.phase", rt.file)
     try:
-        phase = Phase(ph) if ph else (Phase.FWD if t in (NodeType.COMP_NODE,) else Phase.STEP)
+        phase = Phase(str(ph)) if ph else (Phase.FWD if t in (NodeType.COMP_NODE,) else Phase.STEP)
     except ValueError:
-        raise InputError(f"{node_label(rt.file, n)}: accelsim.phase {ph!r} is not one of "
+        raise InputError(f"{node_label(rt.file, n)}: accelsim.phase {str(ph)!r} is not one of "
                          f"{', '.join(p.value for p in Phase)}") from None
-    layer = attr_value(n, "accelsim.layer", rt.file) or f"rank {rt.rank}"
+    layer = str(attr_value(n, "accelsim.layer", rt.file) or f"rank {rt.rank}")
     name = n.name or f"node {n.id}"
     if name.startswith(layer + " "):  # the breakdown shows the layer beside the op
         name = name[len(layer) + 1:]
