@@ -60,6 +60,12 @@ def test_written_trace_is_a_graph_of_the_ops(tmp_path, pred):
             assert set(n.data_deps) | set(n.ctrl_deps) <= seen
             seen.add(n.id)
         assert {n.type for n in nodes} <= {int(t) for t in NodeType}
+        last = {}  # a stream's order is in the data dependencies (what Chakra's feeder reads)
+        for n in nodes:
+            stream = _attr(n, "accelsim.stream")
+            assert last.get(stream, n.data_deps[0] if n.data_deps else None) in \
+                (*n.data_deps, None)
+            last[stream] = n.id
 
 
 def _attr_meta(meta, name):

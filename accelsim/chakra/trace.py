@@ -91,15 +91,16 @@ def _i64(name: str, v: float) -> Attr:
 
 
 def to_nodes(g: RankGraph) -> list[Node]:
-    """The Chakra nodes of one rank's graph: ids 1.. in order, each op's dependencies as data
-    dependencies and the op before it on its stream as a control dependency (Chakra has no
-    streams; ``accelsim.stream`` names it for a reader that does)."""
+    """The Chakra nodes of one rank's graph: ids 1.. in order, each op's dependencies and the op
+    before it on its stream as data dependencies -- Chakra has no streams, and its feeder
+    issues a node once its data dependencies are done (it ignores ``ctrl_deps``; Chakra's
+    PyTorch converter encodes a thread's order the same way); ``accelsim.stream`` names the
+    stream for a reader that has them."""
     nodes: list[Node] = []
     last_on: dict[str, int] = {}
     for i, op in enumerate(g.ops):
-        data = tuple(sorted({d + 1 for d in op.deps}))
         prev = last_on.get(op.stream)
-        ctrl = (prev,) if prev is not None and prev not in data else ()
+        data = tuple(sorted({d + 1 for d in op.deps} | ({prev} if prev is not None else set())))
         last_on[op.stream] = i + 1
         attrs = [Attr("accelsim.duration_s", "double", float(op.time_s)),
                  Attr("accelsim.stream", "string", op.stream),
@@ -118,7 +119,7 @@ def to_nodes(g: RankGraph) -> list[Node]:
                                                                                  g.rank)
             attrs += [Attr("comm_src", "int32", src), Attr("comm_dst", "int32", dst),
                       _i64("comm_size", op.size_bytes), Attr("comm_tag", "int32", op.tag)]
-        nodes.append(Node(i + 1, op.name, int(op.type), ctrl, data, 0,
+        nodes.append(Node(i + 1, op.name, int(op.type), (), data, 0,
                           int(round(op.time_s * 1e6)), attrs=tuple(attrs)))
     return nodes
 
