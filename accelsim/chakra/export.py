@@ -67,12 +67,14 @@ def write_chakra(out_dir: Path | str, prediction, every_rank: bool = False) -> P
 
 
 def predict_chakra(spec: str | Path, system: System, batch: int = 0,
-                   params: LlmParams = LlmParams(), engine: str = "analytic"):
+                   params: LlmParams = LlmParams(), engine: str = "analytic",
+                   retime: str | None = None):
     """Read, check, time and schedule the trace directory ``spec`` (``chakra:DIR``) on
-    ``system`` (:class:`accelsim.chakra.sim.ChakraRun`)."""
+    ``system`` (:class:`accelsim.chakra.sim.ChakraRun`); ``retime``: GEMM nodes timed by perf's
+    formula on ``system``, at this precision unless a node names its own."""
     from accelsim.chakra.load import load_job
     from accelsim.chakra.sim import simulate_job
     from accelsim.engine.comm import fabric_of
 
     job = load_job(spec)
-    return simulate_job(job, system, fabric_of(system, params, engine), batch)
+    return simulate_job(job, system, fabric_of(system, params, engine), batch, retime)

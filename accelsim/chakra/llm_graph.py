@@ -13,6 +13,7 @@ same graph; the stage's first rank is written, the others map to it with their r
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from accelsim.chakra.codec import NodeType
@@ -57,12 +58,41 @@ def _chunk_layers(pred: Prediction) -> list[list[list[int]]]:
     return out
 
 
+Shapes = dict[tuple[bool, str, Phase], tuple[tuple[int, int, int, int], ...]]
+
+
+def gemm_shapes(pred: Prediction) -> tuple[Shapes, str]:
+    """Each linear op's GEMMs ((moe layer?, op, phase) -> (m, n, k, count) each: the forward
+    GEMM, or backward its data- and weight-gradient GEMMs) and their precision, from the
+    lowering (:func:`accelsim.engine.transformer.layer_ops`); an op whose FLOPs differ from
+    the prediction's gets none (it keeps its duration under ``--retime``)."""
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.engine.transformer import layer_ops
+
+    try:
+        formats = get_scheme(pred.scheme).formats(pred.plan.optimizer)
+    except ValueError:
+        return {}, ""
+    out: Shapes = {}
+    for moe, times in ((False, pred.layer_ops), (True, pred.moe_layer_ops)):
+        if not times:
+            continue
+        flops = {(o.op, o.phase): o.flops for o in times}
+        for g in layer_ops(pred.model, pred.plan, formats, moe)[0]:
+            for ph, ops in ((Phase.FWD, (g,)), (Phase.BWD, g.backward)):
+                if math.isclose(sum(x.flops for x in ops), flops.get((g.name, ph), -1.0),
+                                rel_tol=1e-9):
+                    out[(moe, g.name, ph)] = tuple((x.m, x.n, x.k, x.count) for x in ops)
+    return out, formats.gemm_precision
+
+
 def _comm(op: CommOp, sec: float, layer: str, pg: str, phase: Phase, stream: str) -> EtOp:
     return EtOp(f"{layer} {op.name}", COLL, sec, stream, phase, comm=op.kind,
                 size_bytes=op.size_bytes, pg=pg, layer=layer)
 
 
-def _layer_pieces(pred: Prediction, i: int, phase: Phase) -> list[tuple[EtOp, bool]]:
+def _layer_pieces(pred: Prediction, i: int, phase: Phase, shapes: tuple[Shapes, str]
+                  ) -> list[tuple[EtOp, bool]]:
     """One layer's ops in one pass, in order; ``True`` marks a collective that runs beside the
     op after it (the sequence-parallel input re-gather the engine hides behind the
     data-gradient GEMM)."""
@@ -73,8 +103,10 @@ def _layer_pieces(pred: Prediction, i: int, phase: Phase) -> list[tuple[EtOp, bo
     fwd = phase == Phase.FWD
 
     def comp(o: OpTime, name: str | None = None) -> tuple[EtOp, bool]:
+        gemms = shapes[0].get((moe, o.op, o.phase), ())
         return (EtOp(f"{layer} {name or o.op}", COMP, o.time_s, "compute", phase,
-                     flops=o.flops, bytes=o.bytes, layer=layer), False)
+                     flops=o.flops, bytes=o.bytes, layer=layer, gemms=gemms,
+                     precision=shapes[1] if gemms else ""), False)
 
     def comms(block: str, ph: Phase) -> list[tuple[EtOp, bool]]:
         out = [(_comm(o, s, layer, "tp", phase, "tp_comm"), s == 0 and o.size_bytes > 0)
@@ -131,8 +163,8 @@ def _tag(phase: Phase, chunk: int, micro: int, chunks: int) -> int:
     return 2 * (micro * chunks + chunk) + (phase == Phase.BWD)
 
 
-def _chunk_pass(pred: Prediction, s: int, c: int, ph: Phase, layers: list[list[int]]
-                ) -> list[tuple[EtOp, bool]]:
+def _chunk_pass(pred: Prediction, s: int, c: int, ph: Phase, layers: list[list[int]],
+                shapes: tuple[Shapes, str]) -> list[tuple[EtOp, bool]]:
     """The ops of one pass of model chunk ``c`` on stage ``s`` (the same for every
     micro-batch): its layers, the head and loss on the last chunk of the last stage, the
     gradient accumulation of the chunk's weights after a backward pass."""
@@ -147,7 +179,7 @@ def _chunk_pass(pred: Prediction, s: int, c: int, ph: Phase, layers: list[list[i
     last = s == p - 1 and c == v - 1
     pieces = head(("loss", "lm_head")) if last and not fwd else []
     for i in (layers[c] if fwd else layers[c][::-1]):
-        pieces += _layer_pieces(pred, i, ph)
+        pieces += _layer_pieces(pred, i, ph, shapes)
     if last and fwd:
         pieces += head(("lm_head", "loss"))
     if not fwd and pred.grad_accumulation_s > 0:  # each chunk's weights, its share
@@ -177,7 +209,8 @@ def _stage(pred: Prediction, s: int, rep: list[int], layers: list[list[int]],
     fwd_end: dict[tuple[int, int], int] = {}
     deps_of_last_bwd: tuple[int, ...] = ()
     prev: tuple[int, ...] = ()
-    passes = {(ph, c): _chunk_pass(pred, s, c, ph, layers)
+    shapes = gemm_shapes(pred)
+    passes = {(ph, c): _chunk_pass(pred, s, c, ph, layers, shapes)
               for ph in (Phase.FWD, Phase.BWD) for c in range(v)}
     gap = {}  # the balance of each chunk's pass: the stage's shortfall, spread over its chunks
     for ph, target in ((Phase.FWD, pred.forward_s), (Phase.BWD, pred.backward_s)):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from accelsim.arch import System
 from accelsim.chakra.codec import Node, NodeType
 from accelsim.chakra.load import Job, RankTrace, attr_value, node_label
+from accelsim.chakra.retime import gemms, retime_s
 from accelsim.chakra.trace import COMM_KIND
 from accelsim.engine.graph import CommOp, Phase, Stream
 from accelsim.engine.scheduler import Schedule, Task, schedule
@@ -147,10 +148,11 @@ def _stream(n: Node, t: NodeType, rt: RankTrace) -> str:
     return _DEFAULT_STREAM[t]
 
 
-def _task(n: Node, rt: RankTrace, job: Job, fabric, cache: dict
-          ) -> tuple[Task, tuple | None]:
+def _task(n: Node, rt: RankTrace, job: Job, fabric, cache: dict, retime: str | None = None,
+          job_system: System | None = None) -> tuple[Task, tuple | None]:
     """The task of one node (its deps filled in later) and, for a transfer, its key
-    (src, dst, tag)."""
+    (src, dst, tag); ``retime``: a GEMM node's time by perf's formula on ``job_system``, its
+    precision this one unless the node names its own."""
     t = NodeType(n.type)
     stream = str(attr_value(n, "accelsim.stream", rt.file) or _stream(n, t, rt))
     ph = attr_value(n, "accelsim.phase", rt.file)
@@ -167,6 +169,10 @@ def _task(n: Node, rt: RankTrace, job: Job, fabric, cache: dict
     if t in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
         dur = attr_value(n, "accelsim.duration_s", rt.file)
         sec = _num(n, "accelsim.duration_s", rt) if dur is not None else n.duration_micros * 1e-6
+        if retime is not None and t == NodeType.COMP_NODE:
+            ops = gemms(n, rt.file, retime)
+            if ops:
+                sec = retime_s(job_system, ops, rt.file, n)
         return Task(layer, name, phase, sec, where, flops=_num(n, "num_ops", rt, False),
                     bytes=_num(n, "tensor_size", rt, False), bound="compute",
                     stage=rt.rank), None
@@ -195,9 +201,12 @@ def _task(n: Node, rt: RankTrace, job: Job, fabric, cache: dict
     return Task(layer, name, phase, sec, where, bytes=size, bound="comm", stage=rt.rank), key
 
 
-def simulate_job(job: Job, system: System, fabric, batch: int = 0) -> ChakraRun:
+def simulate_job(job: Job, system: System, fabric, batch: int = 0,
+                 retime: str | None = None) -> ChakraRun:
     """Time every simulated rank's nodes and schedule them together (see the module
-    docstring); a receive without its send, or ranks waiting on each other, is an error."""
+    docstring); a receive without its send, or ranks waiting on each other, is an error.
+    ``retime``: GEMM nodes timed by perf's formula (:mod:`accelsim.chakra.retime`) at this
+    precision unless a node names its own."""
     simulated = {rt.rank for rt in job.ranks}
     per: list[list[tuple[Node, Task, tuple | None]]] = []
     sends: dict[tuple, tuple[int, Node]] = {}
@@ -205,7 +214,7 @@ def simulate_job(job: Job, system: System, fabric, batch: int = 0) -> ChakraRun:
     for i, rt in enumerate(job.ranks):
         rows = []
         for n in rt.nodes:
-            task, key = _task(n, rt, job, fabric, cache)
+            task, key = _task(n, rt, job, fabric, cache, retime, system)
             if key is not None:
                 peer = key[1] if n.type == NodeType.COMM_SEND_NODE else key[0]
                 if peer not in simulated:

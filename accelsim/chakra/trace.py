@@ -49,6 +49,9 @@ class EtOp:
     peer: int = -1
     tag: int = 0
     layer: str = ""
+    #: the GEMMs a compute op runs, (m, n, k, count) each, at ``precision`` (``--retime``)
+    gemms: tuple[tuple[int, int, int, int], ...] = ()
+    precision: str = ""
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,9 @@ def to_nodes(g: RankGraph) -> list[Node]:
         if op.type == NodeType.COMP_NODE:
             attrs += [Attr("is_cpu_op", "bool", False), _i64("num_ops", op.flops),
                       Attr("tensor_size", "uint64", int(round(op.bytes)))]
+            if op.gemms:
+                attrs += [Attr("accelsim.gemms", "int64", tuple(x for g in op.gemms for x in g),
+                               is_list=True), Attr("accelsim.precision", "string", op.precision)]
         elif op.type == NodeType.COMM_COLL_NODE:
             if op.comm not in COMM_TYPE:
                 raise ValueError(f"op {op.name}: no Chakra collective type for {op.comm}")

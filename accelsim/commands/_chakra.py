@@ -12,7 +12,8 @@ from pathlib import Path
 PREFIX = "chakra:"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, reads: bool = False) -> None:
+    """--chakra (and, on the command that reads traces, --retime)."""
     parser.add_argument("--chakra", default=None, metavar="DIR",
                         help="write the iteration's op graph as MLCommons Chakra execution "
                              "traces: one .et file per distinct rank and manifest.json mapping "
@@ -20,12 +21,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chakra-every-rank", action="store_true",
                         help="with --chakra: one file per rank and each process group "
                              "instance named (comm_group.json), as ASTRA-sim reads them")
+    if reads:
+        parser.add_argument("--retime", action="store_true",
+                            help="with --workload chakra:DIR: time the trace's GEMM nodes by "
+                                 "the chip model on --system (at --scheme's precision unless a "
+                                 "node names its own) instead of at their recorded durations")
 
 
 def check(args: argparse.Namespace) -> None:
     """Refuse an unusable --chakra directory before anything is computed."""
     from accelsim.errors import UserError
 
+    if "retime" in vars(args) and args.retime:
+        raise UserError("--retime is for --workload chakra:DIR (a trace's GEMM nodes)")
     if args.chakra is None:
         if args.chakra_every_rank:
             raise UserError("--chakra-every-rank needs --chakra DIR")
@@ -66,6 +74,7 @@ def predict(args: argparse.Namespace) -> int:
     """``predict --workload chakra:DIR``: the trace timed on --system, the one-line summary or
     --json, and --breakdown / --trace read from its schedule."""
     from accelsim.arch.config import load_system
+    from accelsim.arch.schemes import get_scheme
     from accelsim.chakra.export import predict_chakra
     from accelsim.commands import _report
     from accelsim.errors import UserError
@@ -76,12 +85,11 @@ def predict(args: argparse.Namespace) -> int:
     spath = resolve_input(args.system, "system")
     system = load_system(spath)
     _report.check(args)
-    r = predict_chakra(args.workload, system, args.batch)
+    prec = get_scheme(args.scheme).compute_precision
+    r = predict_chakra(args.workload, system, args.batch, retime=prec if args.retime else None)
     _report.write(args, r.rows(), r.timeline,
                   f"accelsim predict: {args.workload} on {system.name}")
-    from accelsim.arch.schemes import get_scheme
-
-    d = r.as_dict(get_scheme(args.scheme).compute_precision)
+    d = r.as_dict(prec)
     if args.json:
         print(json.dumps(d))
         return 0

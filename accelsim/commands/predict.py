@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_power_arguments(parser)
     _report.add_arguments(parser)
-    _chakra.add_arguments(parser)
+    _chakra.add_arguments(parser, reads=True)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
