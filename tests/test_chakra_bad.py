@@ -162,3 +162,22 @@ def test_bad_manifest_is_one_line(tmp_path, system, manifest, want):
         predict_chakra(f"chakra:{d}", system)
     msg = str(e.value)
     assert want in msg and str(d) in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("flag", [["--tp", "2"], ["--fusion", "on"], ["--power-model"],
+                                  ["--chakra", "out"], ["--stack", "megatron"]])
+def test_flags_a_trace_does_not_use_are_refused(tmp_path, capsys, flag):
+    d = tmp_path / "et"
+    _write(d, 0, [_comp(1)])
+    assert main(["predict", "--system", "dgx-h100", "--workload", f"chakra:{d}", "--batch", "1",
+                 *flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{flag[0]}: not used by --workload chakra:DIR" in err and "\n" not in err
+
+
+def test_export_under_a_file_is_refused_before_computing(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert main(["predict", "--system", "dgx-h100", "--workload", "tiny-cnn", "--batch", "1",
+                 "--chakra", str(f / "et")]) == 2
+    assert f"{f} is not a directory" in capsys.readouterr().err

@@ -41,6 +41,9 @@ def check(args: argparse.Namespace) -> None:
     out = Path(args.chakra)
     if not args.chakra.strip():
         raise UserError("--chakra: empty path")
+    for up in out.parents:
+        if up.exists() and not up.is_dir():
+            raise UserError(f"--chakra {out}: {up} is not a directory")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"--chakra {out}: exists and is not an empty directory")
 
@@ -80,8 +83,21 @@ def predict(args: argparse.Namespace) -> int:
     from accelsim.errors import UserError
     from accelsim.paths import resolve_input
 
-    if args.chakra is not None:
-        raise UserError("--chakra with --workload chakra:DIR: the trace is already one")
+    from accelsim.commands import _plan
+
+    given = _plan.transformer_only_flags(args) + [
+        f for f, v in (("--chakra", args.chakra), ("--fusion", args.fusion),
+                       ("--layout", args.layout), ("--winograd", args.winograd),
+                       ("--first-last-high", args.first_last_high), ("--policy", args.policy),
+                       ("--precision-override", args.precision_override or None),
+                       ("--micro-batch", args.micro_batch), ("--dp", args.dp),
+                       ("--global-batch", args.global_batch), ("--stack", args.stack),
+                       ("--power-model", args.power_model or None),
+                       ("--power-limit-W", args.power_limit_W)) if v is not None]
+    if given:
+        raise UserError(f"{', '.join(given)}: not used by --workload chakra:DIR (the trace "
+                        "fixes the plan and the kernels; --system, --batch, --scheme, "
+                        "--retime, --breakdown, --trace and --json apply)")
     spath = resolve_input(args.system, "system")
     system = load_system(spath)
     _report.check(args)
