@@ -239,3 +239,12 @@ def test_every_rank_export_is_what_astra_sim_reads(tmp_path, pred, system):
     run = predict_chakra(f"chakra:{d}", system)
     assert len(run.job.ranks) == 8
     assert run.step_time_s == pytest.approx(pred.iteration_time_s, rel=0.01)
+
+
+def test_astra_sim_layout_without_manifest(tmp_path, pred, system):
+    """An every-rank export read as ASTRA-sim would: only its .et files and comm_group.json."""
+    d = tmp_path / "et"
+    write_chakra(d, pred, every_rank=True)
+    (d / "manifest.json").unlink()
+    run = predict_chakra(f"chakra:{d}", system)
+    assert run.step_time_s == pytest.approx(pred.iteration_time_s, rel=0.01)

@@ -1,7 +1,8 @@
 """Read a directory of Chakra execution traces (``--workload chakra:DIR``) and check it.
 
-A directory holds one trace per rank named ``<prefix>.<rank>.et`` (ASTRA-sim's naming), or the
-``manifest.json`` that ``--chakra`` writes (every rank -> its file and peer offset, the process
+A directory holds one trace per rank named ``<prefix>.<rank>.et`` (ASTRA-sim's naming, with
+its ``comm_group.json`` where collectives name groups), or the ``manifest.json`` that
+``--chakra`` writes (every rank -> its file and peer offset, the process
 groups). Each file is checked before anything is timed: the node types accelsim models (compute,
 memory, collective, send, receive), unique ids, dependencies that exist, no cycle, sends and
 receives of the rank the file is for; a bad trace is one :class:`~accelsim.errors.InputError`
@@ -90,14 +91,16 @@ def _manifest(path: Path) -> tuple[int, dict[int, tuple[str, int]], dict]:
             range(world)):
         raise InputError(f"{path}: ranks {sorted(ranks)[:8]}... must be 0..world_size-1 "
                          f"(world_size {world!r})")
-    groups = m.get("process_groups", {})
+    return world, ranks, m.get("process_groups", {})
+
+
+def _check_groups(path: Path, groups, world: int) -> None:
     if not isinstance(groups, dict) or not all(
             isinstance(gs, list) and all(isinstance(g, list) and g and all(
                 isinstance(r, int) and not isinstance(r, bool) and 0 <= r < world for r in g)
                 for g in gs) for gs in groups.values()):
         raise InputError(f"{path}: process_groups must map a name to lists of ranks "
                          f"0..{world - 1}")
-    return world, ranks, groups
 
 
 def _scan(d: Path) -> tuple[int, dict[int, tuple[str, int]], dict]:
@@ -116,7 +119,19 @@ def _scan(d: Path) -> tuple[int, dict[int, tuple[str, int]], dict]:
     if sorted(ranks) != list(range(len(ranks))):
         missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
         raise InputError(f"{d}: rank {missing[0]} has no trace file (ranks must be 0..N-1)")
-    return len(ranks), ranks, {}
+    groups: dict = {}
+    cg = d / "comm_group.json"  # ASTRA-sim's comm-group file: pg_name -> its ranks
+    if cg.is_file():
+        try:
+            raw = json.loads(cg.read_text())
+        except RecursionError:
+            raise InputError(f"{cg}: {TOO_DEEP}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{cg}: not a readable JSON comm-group file ({exc})") from None
+        if not isinstance(raw, dict):
+            raise InputError(f"{cg}: expected an object mapping a group id to its ranks")
+        groups = {str(k): [v] for k, v in raw.items()}
+    return len(ranks), ranks, groups
 
 
 def _ordered(path: Path, nodes: list[Node]) -> tuple[Node, ...]:
@@ -174,6 +189,7 @@ def load_job(spec: str | Path) -> Job:
         raise InputError(f"chakra:{d}: not a directory of Chakra traces")
     man = d / MANIFEST
     world, ranks, groups = _manifest(man) if man.is_file() else _scan(d)
+    _check_groups(man if man.is_file() else d / "comm_group.json", groups, world)
     by_file: dict[str, list[tuple[int, int]]] = {}
     for r, (f, off) in sorted(ranks.items()):
         by_file.setdefault(f, []).append((r, off))
