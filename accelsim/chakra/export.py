@@ -42,7 +42,8 @@ def workload_export(r: WorkloadPrediction) -> Export:
 
 def write_chakra(out_dir: Path | str, prediction, every_rank: bool = False) -> Path:
     """Write ``prediction`` (an llm/transformer :class:`Prediction`, a layer workload's
-    :class:`WorkloadPrediction`, an :class:`InferenceResult` or an export already built) as Chakra traces in ``out_dir``;
+    :class:`WorkloadPrediction`, an :class:`InferenceResult` or an export already built) as
+    Chakra traces in ``out_dir``;
     returns the manifest's path. ``every_rank``: one file per rank, each group instance its own
     ``pg_name`` (:func:`accelsim.chakra.trace.every_rank`: what ASTRA-sim reads)."""
     if isinstance(prediction, Export):
