@@ -23,6 +23,7 @@ FORBIDDEN = {
     "engine": {"dse", "llm", "report", "cli", "commands"},
     "dse": {"llm", "report", "cli", "commands"},
     "llm": {"report", "cli", "commands"},
+    "chakra": {"dse", "llm", "report", "cli", "commands"},
     "report": {"cli", "commands"},
     "train": {"arch", "workload", "perf", "netsim", "engine", "dse", "llm", "report", "cli",
               "commands"},

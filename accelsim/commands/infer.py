@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from accelsim.commands import _report
+from accelsim.commands import _chakra, _report
 from accelsim.commands._common import MAX_DIM, chip_count, dimension, memory_reserve_GiB
 
 NAME = "infer"
@@ -93,6 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--plot", default=None, metavar="OUT.png",
                    help="--serve: draw throughput vs per-user tokens/s, one line per context")
     _report.add_arguments(parser)
+    _chakra.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (units in the key names; docs/llm.md)")
 
@@ -139,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.errors import UserError
 
     if args.serve:
+        _chakra.refuse_with(args, "--serve")
         return _serve(args)
     for flag in ("out", "plot"):
         if getattr(args, flag) is not None:
@@ -153,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, flag) != default:
             raise UserError(f"--{flag} is for --serve (one prediction takes --batch / --context)")
     _report.check(args)
+    _chakra.check(args)
     system, model, plan = _setup(args)
     _context_note(model, max(args.context or 0, (args.prompt or 0) + (args.output_tokens or 0)))
     r = infer(system, model, args.scheme, args.batch, prompt=args.prompt, context=args.context,
@@ -160,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
               kv_cache=plan.kv_dtype, memory_reserve_GiB=args.memory_reserve)
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
                   f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
+    _chakra.export(args, r)
     from accelsim.commands._common import clock_text, not_fit_line
     from accelsim.commands._hardware import hardware_overrides
 

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from accelsim.commands import _plan, _report
+from accelsim.commands import _chakra, _plan, _report
 from accelsim.commands._common import (add_attention_variant_arguments, add_flash_argument,
                                        attention_variant, chip_count, dimension, model_layers,
                                        positive_int)
@@ -76,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         stack_default=None,
         stack_help="Default megatron (as llm has always timed); pytorch with --fsdp/--hsdp.")
     _report.add_arguments(parser)
+    _chakra.add_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object; every key names its unit (_s seconds, "
                              "_GiB 2^30 bytes, _GB 1e9 bytes; docs/llm.md has the table)")
@@ -120,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
     system, _ = power_system(system, path, args, scheme.compute_precision)
     if args.search:
+        _chakra.refuse_with(args, "--search")
         if args.stack not in (None, "megatron"):
             raise UserError(f"--search --stack {args.stack}: the plan search ranks Megatron-LM "
                             "3-D parallel plans (--stack megatron)")
@@ -144,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     _report.check(args)
+    _chakra.check(args)
     if seq_note:  # after every check, so that an error stays one line
         print(seq_note, file=sys.stderr)
     r = simulate(system, model, plan, args.scheme,
@@ -151,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     _report.write(args, r.rows(), r.timeline, f"accelsim llm: {model.n_params / 1e9:.3g} B "
                   f"parameters, tp {plan.tp} x pp {plan.pp} x dp {plan.dp} (ep {plan.ep}), "
                   f"{args.scheme}")
+    _chakra.export(args, r)
     from accelsim.commands._common import clock_text, not_fit_line
 
     d = r.as_dict()

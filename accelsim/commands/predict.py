@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from accelsim.commands import _plan, _report
+from accelsim.commands import _chakra, _plan, _report
 from accelsim.commands._common import positive_int, scheme_choices
 
 NAME = "predict"
@@ -21,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="arch_configs/*.toml file or shipped name (e.g. a100-sxm)")
     parser.add_argument("--workload", required=True, metavar="NAME_OR_FILE",
                         help="workload TOML file or shipped name (e.g. resnet50), a SCALE-Sim "
-                             "topology .csv, or an ONNX graph .onnx (its batch dimension set "
-                             "to --batch; needs the onnx extra)")
+                             "topology .csv, an ONNX graph .onnx (its batch dimension set "
+                             "to --batch; needs the onnx extra), or chakra:DIR, a directory of "
+                             "Chakra execution traces (docs/chakra.md)")
     parser.add_argument("--batch", type=positive_int, required=True, metavar="B",
                         help="samples per chip per iteration (a transformer plan: the "
                              "micro-batch, with --global-batch B x dp unless given)")
@@ -64,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_hardware_arguments(parser)
     _report.add_arguments(parser)
+    _chakra.add_arguments(parser, reads=True)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -77,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
                                            load_workload_arg)
     from accelsim.engine import LlmParams, Options, Plan, simulate
 
+    if _chakra.is_trace(args.workload):
+        return _chakra.predict(args)
     from accelsim.commands._hardware import hardware_overrides, hardware_system
 
     spath = resolve_input(args.system, "system")
@@ -120,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     check_scheme_optimizer([scheme.name], args.optimizer)
     _report.check(args, inputs=[("--system", spath), ("--workload", wpath),
                                 ("--policy", args.policy)])
+    _chakra.check(args)
     reserve = _plan.params(args, reserve_default=0.0).memory_reserve_GiB * 2**30
     from accelsim.commands._common import clock_text, power_system
 
@@ -151,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         timeline = r.timeline
     _report.write(args, r.rows(), timeline,
                   f"accelsim predict: {workload.name} on {system.name}, {scheme.name}")
+    _chakra.export(args, r)
     from accelsim.engine.uncertainty import training_band
 
     band = (training_band(system, gpus=out["chips"], precision=scheme.compute_precision,
