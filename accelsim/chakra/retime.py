@@ -5,7 +5,8 @@ A node carries its GEMMs either as accelsim writes them (``accelsim.gemms``: ``[
 count]`` per GEMM, flattened, and ``accelsim.precision``) or as Chakra's PyTorch converter
 does: an ``aten::mm`` / ``addmm`` / ``bmm`` / ``matmul`` / ``linear`` node with its input shapes
 (``inputs.shapes``, JSON) and element types (``inputs.types``). Other compute nodes keep their
-durations.
+durations. The formula runs at the system's preset clock (the ``--clock boost`` what-if): a
+trace's nodes are timed one by one, with no step for the power limiter to average.
 """
 
 from __future__ import annotations
