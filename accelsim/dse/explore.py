@@ -64,7 +64,9 @@ from accelsim.dse.energy import (
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.memory import layer_memory_bytes
 from accelsim.engine.lower import lower_workload
+from accelsim.engine.plan import LlmParams
 from accelsim.engine.run import comm_phases, training_params
+from accelsim.engine.stack_ops import stack_columns, stack_memory
 from accelsim.engine.schedule import (
     CommPhases,
     ComputeProfile,
@@ -217,7 +219,8 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
             comm=None, compression: float = 1.0,
             engine: str = "analytic", executor="serial", max_workers: int | None = None,
             progress: bool = False, optimizer: str = "sgd-momentum",
-            energy: EnergyParams = DEFAULT_ENERGY, rank_by: str = "step_s") -> ExploreResult:
+            energy: EnergyParams = DEFAULT_ENERGY, rank_by: str = "step_s",
+            stack: LlmParams | None = None) -> ExploreResult:
     """Explore mappings of ``workload`` (global minibatch ``batch``) on ``system`` under
     ``scheme`` and return the best plan with the full points and plans tables.
 
@@ -232,7 +235,8 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     ``energy``: per-unit costs of the plans' ``energy_J``, ``power_W``, ``samples_per_J`` and
     ``samples_per_s_per_mm2`` columns (:mod:`accelsim.dse.energy`). ``rank_by``: the metric the
     best plan maximizes or minimizes (:data:`accelsim.dse.energy.RANK_METRICS`; default the
-    step time).
+    step time). ``stack``: the stack whose kernels and update efficiency run the kinds it
+    rules, as in ``predict`` (:mod:`accelsim.engine.stack_ops`); None: perf's per-layer model.
     """
     import pandas as pd
 
@@ -258,7 +262,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     if comm is None:
         comm = comm_phases(system, workload, scheme,
                            training_params(batch, compression=compression, engine=engine,
-                                           optimizer=optimizer))
+                                           optimizer=optimizer, system=system, stack=stack))
     # a mapping of the three phase times (and the compression pass), or a dataclass holding
     # them (the engine's CommPhases)
     comm_d = dict(comm) if isinstance(comm, abc.Mapping) else dataclasses.asdict(comm)
@@ -276,11 +280,17 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     # element-wise layers only care how many ranks share them: chip splits, all cores
     ew_maps = [Mapping(cd, cm, system.chip.cores, 1, dataflows[0])
                for cd, cm in _factor_pairs(system.chips) if chip_mp_ok or cm == 1]
-    tasks = []
-    for i, op in enumerate(lower_workload(workload, batch, scheme)):  # one typed op per layer
-        tasks.append((system, op.layer, batch, op.precision,
-                      maps if op.layer.is_gemm else ew_maps, i))
-    results = _run_tasks(tasks, executor, max_workers, progress)
+    tasks, ruled = [], []
+    ops = lower_workload(workload, batch, scheme, stack and stack.stack)  # one op per layer
+    for i, op in enumerate(ops):
+        cols = stack_columns(system, op, stack, ew_maps, i)  # None: perf's model times it
+        if cols is not None:
+            ruled.append(cols)
+        else:
+            tasks.append((system, op.layer, batch, op.precision,
+                          maps if op.layer.is_gemm else ew_maps, i))
+    results = sorted(_run_tasks(tasks, executor, max_workers, progress) + ruled,
+                     key=lambda r: int(r["index"][0]))
     points = pd.DataFrame({k: np.concatenate([r[k] for r in results]) for k in results[0]})
 
     # ---- per layer x mapping: phase times side by side, gradient-communication share
@@ -310,7 +320,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
                                np.inf)
 
     # ---- plans
-    info = _LayerInfo.of(workload, batch, scheme)
+    info = _LayerInfo.of(workload, batch, scheme, ops, stack, optimizer, system.chip.fusion)
     plan_rows, chosen_by_plan = [], {}
     elementwise = ~np.array([workload.layers[i].is_gemm for i in wide["index"]])
     for strategy in strategies:
@@ -398,9 +408,11 @@ class _LayerInfo:
     elementwise: np.ndarray  # bool: channel-split (mp) element-wise layers split their stash
     weight_bytes: np.ndarray  # compute-weight bytes per parameter (storage precision)
     gemm_flops: float  # all GEMM FLOPs of one step (whole minibatch)
+    stack_memory: object = None  # under a stack: the engine's account, (dp, mp) -> bytes
 
     @classmethod
-    def of(cls, workload, batch, scheme) -> _LayerInfo:
+    def of(cls, workload, batch, scheme, ops=(), stack=None, optimizer="sgd-momentum",
+           fused: bool = False) -> _LayerInfo:
         params, act, wb, flops = [], [], [], 0.0
         prec = layer_precisions(workload, scheme)  # storage precision: 8-bit under fp8
         for layer in workload.layers:
@@ -410,9 +422,11 @@ class _LayerInfo:
             params.append(layer.n_params)
             act.append(layer.saved_elements * ob)
             wb.append(ob if layer.is_gemm else NORM_PARAM_BYTES)
+        mem = None if stack is None else stack_memory(workload, ops, batch, scheme, optimizer,
+                                                      stack.stack, fused=fused)
         return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
                    np.array([not la.is_gemm for la in workload.layers]),
-                   np.array(wb, dtype=np.float64), flops)
+                   np.array(wb, dtype=np.float64), flops, mem)
 
 
 def _reduce_scatter_bytes(workload, pick, scheme, optimizer: str, chips: int,
@@ -467,10 +481,10 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool,
                                   peak_flops=system.peak_flops(scheme.compute_precision)),
                    CommPhases(rs, ag, wu, compression_s), hidden_s=hidden)
     idx = pick["index"].to_numpy()
-    mem = layer_memory_bytes(info.params[idx], info.weight_bytes[idx],
-                             info.act_bytes_per_sample[idx], info.elementwise[idx],
-                             batch, scheme, dp=pick["chip_dp"].to_numpy(dtype=np.float64),
-                             mp=pick["chip_mp"].to_numpy(dtype=np.float64), optimizer=optimizer)
+    dp, mp = pick["chip_dp"].to_numpy(dtype=np.float64), pick["chip_mp"].to_numpy(dtype=float)
+    mem = info.stack_memory(dp, mp) if info.stack_memory else layer_memory_bytes(
+        info.params[idx], info.weight_bytes[idx], info.act_bytes_per_sample[idx],
+        info.elementwise[idx], batch, scheme, dp=dp, mp=mp, optimizer=optimizer)
     row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=st.compute_s,
                reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu,
                compression_s=compression_s,
