@@ -66,7 +66,7 @@ from accelsim.engine.memory import layer_memory_bytes
 from accelsim.engine.lower import lower_workload
 from accelsim.engine.plan import LlmParams
 from accelsim.engine.run import comm_phases, training_params
-from accelsim.engine.stack_ops import stack_columns, stack_memory
+from accelsim.engine.stack_ops import Rules, stack_columns, stack_memory, step_scheme
 from accelsim.engine.schedule import (
     CommPhases,
     ComputeProfile,
@@ -260,7 +260,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
         raise ValueError("dataflows, strategies and overlap must each name at least one option")
 
     if comm is None:
-        comm = comm_phases(system, workload, scheme,
+        comm = comm_phases(system, workload, step_scheme(scheme, optimizer, stack and stack.stack),
                            training_params(batch, compression=compression, engine=engine,
                                            optimizer=optimizer, system=system, stack=stack))
     # a mapping of the three phase times (and the compression pass), or a dataclass holding
@@ -282,11 +282,12 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
                for cd, cm in _factor_pairs(system.chips) if chip_mp_ok or cm == 1]
     tasks, ruled = [], []
     ops = lower_workload(workload, batch, scheme, stack and stack.stack)  # one op per layer
-    for i, op in enumerate(ops):
-        cols = stack_columns(system, op, stack, ew_maps, i)  # None: perf's model times it
+    rules = stack and Rules.of(system, workload, stack)
+    for i, op in enumerate(ops):  # the stack's kernels (a GEMM's: beside perf's GEMMs)
+        cols = stack_columns(system, op, rules, maps if op.layer.is_gemm else ew_maps, i)
         if cols is not None:
             ruled.append(cols)
-        else:
+        if cols is None or op.layer.is_gemm:
             tasks.append((system, op.layer, batch, op.precision,
                           maps if op.layer.is_gemm else ew_maps, i))
     results = sorted(_run_tasks(tasks, executor, max_workers, progress) + ruled,
@@ -320,7 +321,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
                                np.inf)
 
     # ---- plans
-    info = _LayerInfo.of(workload, batch, scheme, ops, stack, optimizer, system.chip.fusion)
+    info = _LayerInfo.of(workload, batch, scheme, ops, rules, optimizer)
     plan_rows, chosen_by_plan = [], {}
     elementwise = ~np.array([workload.layers[i].is_gemm for i in wide["index"]])
     for strategy in strategies:
@@ -411,8 +412,8 @@ class _LayerInfo:
     stack_memory: object = None  # under a stack: the engine's account, (dp, mp) -> bytes
 
     @classmethod
-    def of(cls, workload, batch, scheme, ops=(), stack=None, optimizer="sgd-momentum",
-           fused: bool = False) -> _LayerInfo:
+    def of(cls, workload, batch, scheme, ops=(), rules=None, optimizer="sgd-momentum"
+           ) -> _LayerInfo:
         params, act, wb, flops = [], [], [], 0.0
         prec = layer_precisions(workload, scheme)  # storage precision: 8-bit under fp8
         for layer in workload.layers:
@@ -422,8 +423,7 @@ class _LayerInfo:
             params.append(layer.n_params)
             act.append(layer.saved_elements * ob)
             wb.append(ob if layer.is_gemm else NORM_PARAM_BYTES)
-        mem = None if stack is None else stack_memory(workload, ops, batch, scheme, optimizer,
-                                                      stack.stack, fused=fused)
+        mem = None if rules is None else stack_memory(ops, batch, scheme, optimizer, rules)
         return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
                    np.array([not la.is_gemm for la in workload.layers]),
                    np.array(wb, dtype=np.float64), flops, mem)

@@ -72,7 +72,9 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
     stashed as the stack runs them, the rest by perf's per-layer model; without one an
     attention layer is refused (no stack, no attention kernel)."""
     from accelsim.arch.schemes import get_scheme
-    from accelsim.engine.stack_ops import refuse_without_stack, stack_memory, stack_phases
+    from accelsim.engine.stack import KernelKind
+    from accelsim.engine.stack_ops import (Rules, extra_phases, refuse_without_stack,
+                                           stack_memory, stack_phases)
 
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise InputError(f"batch must be a positive integer, got {batch!r}")
@@ -88,23 +90,24 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
     mem_Bps = system.chip.memory_bandwidth_Bps * (efficiency.memory_efficiency
                                                   if system.chip.has_hierarchy else 1.0)
     ops = lower_workload(workload, total, sc, None if stack is None else stack.stack)
+    rules = None if stack is None else Rules.of(system, workload, stack)
+    gemm_floor = 0.0 if stack is None else stack.stack.floor_s(KernelKind.GEMM)
     for op in ops:
-        ruled = None
-        if stack is not None:  # one chip's share: its batch, the stack's kernels
-            ruled = stack_phases(system, replace(op, batch=batch), stack.stack,
-                                 system.chip.memory_bandwidth_Bps * stack.memory_efficiency,
-                                 fused=system.chip.fusion)
+        ruled, extra = None, ()
+        if rules is not None:  # one chip's share: its batch, the stack's kernels
+            ruled = stack_phases(system, replace(op, batch=batch), rules)
+            extra = extra_phases(replace(op, batch=batch), rules)
         else:
             refuse_without_stack(op)
+        for phase, t, fl, by, bd in (ruled or ()) + extra:
+            idx = {"fwd": 0, "bwd": 1}[phase]
+            sums[:, idx] += t
+            if op.kind != "attention":
+                sums[:, 3] += t
+            flops += fl * system.chips
+            per_layer.append((op, phase, np.full(n, t), fl * system.chips,
+                              np.full(n, by), np.full(n, bd, dtype=object)))
         if ruled is not None:
-            for phase, t, fl, by, bd in ruled:
-                idx = {"fwd": 0, "bwd": 1}[phase]
-                sums[:, idx] += t
-                if op.kind != "attention":
-                    sums[:, 3] += t
-                flops += fl * system.chips
-                per_layer.append((op, phase, np.full(n, t), fl * system.chips,
-                                  np.full(n, by), np.full(n, bd, dtype=object)))
             continue
         cols = time_layer_op(system, op, maps, efficiency=efficiency)
         bad = ~cols["feasible"]
@@ -112,6 +115,8 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
             raise InputError(f"layer {op.name!r}: {cols['reason'][bad][0]}")
         for j, phase in enumerate(cols["phase"][::n]):
             t = cols["time_s"][j * n:(j + 1) * n]
+            if op.layer.is_gemm:  # the stack's per-call floor (eager PyTorch's)
+                t = np.maximum(t, gemm_floor)
             idx = {"fwd": 0, "bwd_data": 1, "bwd": 1, "wgrad": 2}[phase]
             sums[:, idx] += t
             sums[:, 4] += cols["latency_s"][j * n:(j + 1) * n]
@@ -129,8 +134,7 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
         mem = workload_memory_bytes(workload, batch, sc.for_optimizer(optimizer), prec,
                                     dp=system.chips, optimizer=optimizer)
     else:  # the transformer path's account: its state formats, the stack's stash
-        mem = stack_memory(workload, ops, total, sc, optimizer, stack.stack,
-                           fused=system.chip.fusion)(system.chips)
+        mem = stack_memory(ops, total, sc, optimizer, rules)(system.chips)
     return PhaseSums(fwd_s=fwd, bwd_data_s=bwd, wgrad_s=wg, elementwise_s=ew, launch_s=launch,
                      flops=flops, dataflow=DATAFLOWS[best], memory_bytes=mem,
                      layer_phases=rows, ops=ops)

@@ -22,6 +22,7 @@ from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
 from accelsim.engine.plan import LlmParams, Plan
+from accelsim.engine.stack_ops import step_scheme
 from accelsim.engine.scheduler import (LayerPhases, Schedule, Task, data_parallel_graph,
                                        schedule)
 from accelsim.engine.schedule import (
@@ -226,8 +227,9 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
                              elementwise_s=ps.elementwise_s)
     params = training_params(minibatch, optimizer=optimizer, engine=collective_engine,
                              efficiency=eff, system=system, stack=stack)
-    st = data_parallel_step(system, workload, scheme, params, profile)
-    program = data_parallel_program(ps.ops, workload, scheme, optimizer, system.chips,
+    step = step_scheme(scheme, optimizer, None if stack is None else stack.stack)
+    st = data_parallel_step(system, workload, step, params, profile)
+    program = data_parallel_program(ps.ops, workload, step, optimizer, system.chips,
                                     compression=params.compression)
     return WorkloadPrediction(system=system, workload=workload, scheme=scheme,
                               optimizer=optimizer, batch=batch, fusion=fusion, phases=ps,
