@@ -54,8 +54,8 @@ StackPhase = tuple[str, float, float, float, str]
 
 @dataclass(frozen=True)
 class Rules:
-    """A stack applied to one layer list on one chip: the stack, whether the front-end fuses
-    element-wise layers (a fused stack's kernels apply only then), the stream bandwidth of its
+    """A stack applied to one layer list on one chip: the stack, whether its fused element-wise
+    kernels apply (:meth:`of`), the stream bandwidth of its
     element-wise kernels, the chip's SM rate (:func:`accelsim.engine.stack.sm_scale`), the
     workload's vocabulary and whether its LM head is the embedding table (tied)."""
 
@@ -68,8 +68,14 @@ class Rules:
 
     @classmethod
     def of(cls, system: System, workload: Workload, params: LlmParams) -> Rules:
+        """The rules for ``workload`` on ``system``'s chip. A fused stack's element-wise
+        kernels are a transformer's (Megatron-LM fuses LayerNorm, bias-GeLU and
+        bias-dropout-add around its attention and MLP blocks): they apply to a layer list
+        with an attention layer, on a chip that fuses; a convolutional network's element-wise
+        layers stay on perf's fusion rule (cuDNN's epilogues)."""
         vocab = vocabulary(workload)
-        return cls(params.stack, system.chip.fusion and params.stack.fused,
+        transformer = any(la.kind == "attention" for la in workload.layers)
+        return cls(params.stack, system.chip.fusion and params.stack.fused and transformer,
                    system.chip.memory_bandwidth_Bps * params.memory_efficiency,
                    sm_scale(system.chip), vocab,
                    any(la.kind == "matmul" and is_vocab_head(la, vocab, params.stack)
