@@ -54,12 +54,14 @@ StackPhase = tuple[str, float, float, float, str]
 
 @dataclass(frozen=True)
 class Rules:
-    """A stack applied to one layer list on one chip: the stack, whether its fused element-wise
-    kernels apply (:meth:`of`), the stream bandwidth of its
-    element-wise kernels, the chip's SM rate (:func:`accelsim.engine.stack.sm_scale`), the
-    workload's vocabulary and whether its LM head is the embedding table (tied)."""
+    """A stack applied to one layer list on one chip: the stack, whether the list is a
+    transformer's (it has an attention layer: the stack's element-wise kernels are a
+    transformer's) and whether its fused kernels apply (:meth:`of`), the stream bandwidth of
+    its element-wise kernels, the chip's SM rate (:func:`accelsim.engine.stack.sm_scale`),
+    the workload's vocabulary and whether its LM head is the embedding table (tied)."""
 
     stack: Stack
+    transformer: bool
     fused: bool
     stream_Bps: float
     sm: float
@@ -68,14 +70,16 @@ class Rules:
 
     @classmethod
     def of(cls, system: System, workload: Workload, params: LlmParams) -> Rules:
-        """The rules for ``workload`` on ``system``'s chip. A fused stack's element-wise
-        kernels are a transformer's (Megatron-LM fuses LayerNorm, bias-GeLU and
-        bias-dropout-add around its attention and MLP blocks): they apply to a layer list
-        with an attention layer, on a chip that fuses; a convolutional network's element-wise
-        layers stay on perf's fusion rule (cuDNN's epilogues)."""
+        """The rules for ``workload`` on ``system``'s chip. A stack's element-wise kernels are
+        a transformer's (Megatron-LM fuses LayerNorm, bias-GeLU and bias-dropout-add around
+        its attention and MLP blocks; eager PyTorch's inventory is the GPT block's): they
+        apply to a layer list with an attention layer (the fused ones on a chip that fuses);
+        a convolutional network's element-wise layers stay on perf's fusion rule (cuDNN's
+        epilogues)."""
         vocab = vocabulary(workload)
         transformer = any(la.kind == "attention" for la in workload.layers)
-        return cls(params.stack, system.chip.fusion and params.stack.fused and transformer,
+        return cls(params.stack, transformer,
+                   system.chip.fusion and params.stack.fused and transformer,
                    system.chip.memory_bandwidth_Bps * params.memory_efficiency,
                    sm_scale(system.chip), vocab,
                    any(la.kind == "matmul" and is_vocab_head(la, vocab, params.stack)
@@ -207,7 +211,7 @@ def stack_phases(system: System, op: LayerOp, rules: Rules) -> tuple[StackPhase,
     no rule for the op's kind (perf's per-layer model times it; a GEMM's extra kernels are
     :func:`extra_phases`)."""
     stack = rules.stack
-    kernels = None if stack.fused else eager_kernels(op, rules)
+    kernels = eager_kernels(op, rules) if rules.transformer and not stack.fused else None
     if isinstance(op, AttentionLayerOp):
         rows = attention_times(system, attention_op(op), stack, rules.stream_Bps)[1]
         if kernels is None:
@@ -234,7 +238,7 @@ def stack_phases(system: System, op: LayerOp, rules: Rules) -> tuple[StackPhase,
 def extra_phases(op: LayerOp, rules: Rules) -> tuple[StackPhase, ...]:
     """An eager stack's kernels beside a GEMM layer's GEMMs (a linear layer's bias gradient
     and weight casts), as phases of the layer; none on a fused stack."""
-    if rules.stack.fused or not op.layer.is_gemm:
+    if rules.stack.fused or not rules.transformer or not op.layer.is_gemm:
         return ()
     kernels = eager_kernels(op, rules)
     if kernels is None:
@@ -261,7 +265,7 @@ def saved_bytes_per_sample(op: LayerOp, rules: Rules) -> float | None:
         return la.input_elements * OPERAND_BYTES[a.precision] + scores * la.heads * la.tokens**2
     if isinstance(op, MatmulOp) and is_vocab_head(la, rules.vocab, stack):
         return la.m * la.k * la.count * OPERAND_BYTES[op.precision]
-    if not stack.fused:
+    if not stack.fused and rules.transformer:
         if isinstance(op, LossOp):
             return math.prod(la.shape) * (_autocast(op, stack)[0] + 3 * eager.F32)
         if op.kind == "layernorm":
