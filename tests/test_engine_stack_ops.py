@@ -49,6 +49,8 @@ def test_gpt2_small_step_is_one_answer_three_ways(stack):
     mem = t.memory.total_bytes
     assert lay.memory_bytes == pytest.approx(mem, rel=0.02)
     assert ex.best["memory_per_chip_bytes"] == pytest.approx(lay.memory_bytes, rel=1e-9)
+    # one model-FLOPs count (the causal flash kernel's triangle on both)
+    assert lay.model_flops == t.model_flops
     # the same update efficiency whichever front-end asks (one number per stack)
     assert lay.step.weight_update_s == pytest.approx(t.optimizer_s, rel=1e-9)
     assert ex.best["weight_update_s"] == pytest.approx(t.optimizer_s, rel=1e-9)

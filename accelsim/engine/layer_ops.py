@@ -143,7 +143,7 @@ class AttentionLayerOp(LayerOp):
 
     @property
     def flops(self) -> float:
-        """Forward FLOPs of the scores and P V matmuls, every score (as explicit matmuls)."""
+        """Forward FLOPs of the scores and P V matmuls (the layer's model-FLOPs count)."""
         return float(self.layer.gemms(self.batch)["fwd"].flops)
 
 

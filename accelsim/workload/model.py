@@ -265,10 +265,13 @@ class Layer:
             m, n, kk = self.m, self.n, self.k
             out = {"fwd": Gemm(m, n, kk, c), "bwd_data": Gemm(m, kk, n, c),
                    "wgrad": Gemm(kk, n, m, c)}
-        elif k == "attention":  # Q K^T and P V (s^2 d MACs each) per head, every score: the
-            # model-FLOPs count of an explicit scores/pv pair; the kernel is the stack's
+        elif k == "attention":  # Q K^T and P V per head, s^2 d MACs each (the kernel is the
+            # stack's); a causal flash kernel the lower triangle with its diagonal, s (s+1)/2
+            # scores as GptConfig.model_flops counts them, here as the equal rectangle
             s, d = self.tokens, self.head_dim
-            g = Gemm(s, s, d, 2 * batch * self.heads)
+            m, n = (s, s) if not (self.causal and self.flash_attention) else (
+                (s + 1, s // 2) if s % 2 == 0 else (s, (s + 1) // 2))
+            g = Gemm(m, n, d, 2 * batch * self.heads)
             out = {"fwd": g, "bwd_data": g, "wgrad": g}
         else:
             return {}
