@@ -14,6 +14,7 @@ import pytest
 from accelsim.arch import build_system
 from accelsim.arch.schemes import get_scheme
 from accelsim.engine.graph import (
+    AttentionLayerOp,
     CommKind,
     CommOp,
     ConvOp,
@@ -118,22 +119,23 @@ def test_conv_flops_by_hand():
 
 
 def test_generated_gpt_lowers_to_embedding_norm_matmul_and_loss():
-    """The layer list `accelsim workload gpt` writes (unfused attention: its softmax is a layer)."""
+    """The layer list `accelsim workload gpt` writes (attention as one SDPA op)."""
     gpt = GptConfig(layers=2, hidden=64, heads=4, seq=32, vocab=100).workload()
     ops = _check_one_op_per_layer(gpt, 2, "bf16")
     by_name = {op.name: op for op in ops}
     assert isinstance(by_name["wte"], EmbeddingOp) and isinstance(by_name["wpe"], EmbeddingOp)
     assert isinstance(by_name["ln_f"], NormOp) and isinstance(by_name["h.0.ln_1"], NormOp)
     assert isinstance(by_name["h.0.attn.qkv"], LinearOp)
-    assert isinstance(by_name["h.0.attn.scores"], MatmulOp)
-    assert isinstance(by_name["h.1.attn.softmax"], PointwiseOp)  # inside: not the loss
+    assert isinstance(by_name["h.0.attn.sdpa"], AttentionLayerOp)
+    assert isinstance(by_name["lm_head"], MatmulOp)  # the tied head: the embedding table
     assert isinstance(by_name["h.0.mlp.gelu"], PointwiseOp)
     assert isinstance(ops[-1], LossOp) and ops[-1].name == "loss.softmax"
     assert sum(isinstance(op, LossOp) for op in ops) == 1
     # QKV by hand: 2 x (batch x seq) x hidden x 3 hidden
     assert by_name["h.0.attn.qkv"].flops == 2 * (2 * 32) * 64 * (3 * 64)
-    # scores by hand: batch x heads products of (seq x head_dim) @ (head_dim x seq)
-    assert by_name["h.0.attn.scores"].flops == 2 * 2 * 4 * 32 * 32 * 16
+    # scores and P V by hand: batch x heads products of (seq x head_dim) @ (head_dim x seq)
+    # and (seq x seq) @ (seq x head_dim)
+    assert by_name["h.0.attn.sdpa"].flops == 2 * (2 * 2 * 4 * 32 * 32 * 16)
     # an embedding lookup gathers batch x tokens rows of dim: read and written, 2 bytes each
     assert by_name["wte"].bytes == 2 * (2 * 32 * 64) * 2
     assert not any(isinstance(op, PoolOp) for op in ops)

@@ -17,7 +17,7 @@ import pytest
 
 from accelsim.arch import build_system
 from accelsim.cli import main
-from accelsim.engine import Plan, predict
+from accelsim.engine import LlmParams, Plan, predict
 from accelsim.engine.run import predict_workload
 from accelsim.engine.trace import breakdown_frame
 from accelsim.paths import REPO_ROOT
@@ -291,7 +291,9 @@ def test_simulate_is_the_one_call_for_every_workload():
     resnet = load_workload(REPO_ROOT / "workloads" / "resnet50.toml")
     plan = Plan(tp=1, pp=1, dp=1, micro_batch=32, global_batch=32, optimizer="sgd-momentum")
     r = simulate(a100, resnet, plan, "fp16", Options(fusion=False))
-    assert r.as_dict() == predict_workload(a100, resnet, 32, "fp16", fusion=False).as_dict()
+    # simulate's default stack (megatron, no reserve) is the layer path's too
+    assert r.as_dict() == predict_workload(a100, resnet, 32, "fp16", fusion=False,
+                                           stack=LlmParams(memory_reserve_GiB=0.0)).as_dict()
     t = simulate(NODE, GPT, Plan(tp=2, pp=1, dp=1, micro_batch=1, global_batch=1), "bf16")
     assert t.iteration_time_s == predict(GPT, Plan(tp=2, pp=1, dp=1, micro_batch=1,
                                                    global_batch=1), "bf16", NODE).iteration_time_s

@@ -62,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=optimizer_choices(),
                         default="sgd-momentum",
                         help="optimizer and its state formats (default sgd-momentum)")
+    parser.add_argument("--stack", choices=("megatron", "pytorch"), default=None,
+                        help="software stack preset (accelsim/engine/stack.py), as predict's: "
+                        "its attention kernel, vocabulary padding, element-wise kernels and "
+                        "update efficiency (default: predict's, megatron with no memory "
+                        "reserve; --fusion's default becomes the stack's)")
     parser.add_argument("--clock", choices=("power", "boost"), default="power",
                         help="power (default): the best plan's power-limited clock on a chip "
                              "with a [chip.power] table; boost: the preset's fixed clock")
@@ -105,12 +110,15 @@ def run(args: argparse.Namespace) -> int:
     system = build_system(spath, chip_GBps=args.chip_GBps,
                           link_GBps=args.link_GBps, inter_board_GBps=args.inter_board_GBps)
     from accelsim.commands._hardware import hardware_note, hardware_system
+    from accelsim.engine import LlmParams
+    from accelsim.engine.stack import get_stack
 
     system = hardware_system(system, args)
     if hardware_note(system, args):
         print(hardware_note(system, args), file=sys.stderr)
-    system = system.with_fusion(system.chip.default_fusion if args.fusion is None
-                                else args.fusion == "on").with_clock(
+    stack = LlmParams(stack=get_stack(args.stack or "megatron"), memory_reserve_GiB=0.0)
+    system = system.with_fusion(args.fusion == "on" if args.fusion else (
+        stack.stack.fused if args.stack else system.chip.default_fusion)).with_clock(
         "boost" if args.frequency_GHz is not None else args.clock)  # a pinned clock is fixed
     sc = get_scheme(args.scheme)
     require_precisions(system, spath, [sc.compute_precision, sc.high_precision],
@@ -119,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     res = explore(system, wl, args.batch, args.scheme, dataflows=args.dataflows,
                   strategies=args.strategies, compression=args.compression,
                   executor=args.executor, optimizer=args.optimizer,
-                  max_workers=args.workers, progress=True, rank_by=args.rank_by)
+                  max_workers=args.workers, progress=True, rank_by=args.rank_by,
+                  stack=stack)
     b = res.best
     if not b.get("feasible", False):
         print(res.plans[["strategy", "dataflow", "overlap", "reason"]].to_string(index=False))

@@ -54,10 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "buffers, allocator slack; default 0: a bare tensor count, predict's stated stack; "
         "with --stack, the stack's: megatron 11.3, pytorch 0.4)",
         stack_default=None,
-        stack_help="Default: none given, predict's own stack -- today's fusion rule (--fusion) "
-        "and no reserve, a transformer workload on megatron's kernels. A transformer "
-        "workload's fusion is its stack's (megatron fused, pytorch eager); a layer workload's "
-        "--fusion default becomes the stack's")
+        stack_help="Default: none given, predict's stated stack -- megatron's kernels and "
+        "no reserve, for a transformer workload and a layer list alike (a layer list's "
+        "attention, LM head, fused element-wise layers and update run on the stack; its "
+        "--fusion default stays the chip's). A transformer workload's fusion is its stack's "
+        "(megatron fused, pytorch eager); a layer workload's --fusion default becomes the "
+        "stack's")
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.paths import resolve_input
     from accelsim.commands._common import (check_scheme_optimizer, datapath_note,
                                            load_workload_arg)
-    from accelsim.engine import LlmParams, Options, Plan, simulate
+    from accelsim.engine import Options, Plan, simulate
 
     if _chakra.is_trace(args.workload):
         return _chakra.predict(args)
@@ -125,7 +127,6 @@ def run(args: argparse.Namespace) -> int:
     _report.check(args, inputs=[("--system", spath), ("--workload", wpath),
                                 ("--policy", args.policy)])
     _chakra.check(args)
-    reserve = _plan.params(args, reserve_default=0.0).memory_reserve_GiB * 2**30
     from accelsim.commands._common import clock_text, power_system
 
     system, _ = power_system(system, spath, args, scheme.compute_precision)
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
                      Plan(tp=1, pp=1, dp=system.chips, micro_batch=args.batch,
                           global_batch=args.batch * system.chips, optimizer=args.optimizer),
                      scheme, Options(fusion=fusion, layout=args.layout, winograd=winograd,
-                                     stack=LlmParams(memory_reserve_GiB=reserve / 2**30)))
+                                     stack=_plan.params(args, reserve_default=0.0)))
         out = {**r.as_dict(), **_layer_energy(r, args.optimizer)}
         out["model_flops_per_iteration"] = r.model_flops
         timeline = r.timeline
@@ -184,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
               + (f", at {out['clock_MHz']:.0f} MHz ({out['power_W']:.0f} W)"
                  if out.get("clock_MHz") else ""))
         if "tp" not in out:  # a layer list: its settings, defaults included
-            print(f"  settings: optimizer {out['optimizer']}, fusion {out['fusion']}, layout "
+            print(f"  settings: optimizer {out['optimizer']}, stack {args.stack or 'megatron'}, "
+                  f"fusion {out['fusion']}, layout "
                   f"{out['layout']}, winograd {out['winograd']}, memory reserve "
                   f"{out['memory_reserve_GiB']:g} GiB, network efficiency "
                   f"{system.network_efficiency:g}, power {out['power_W']:.0f} W "

@@ -221,3 +221,18 @@ def rank(table, metric: str):
                          f"{', '.join(RANK_METRICS)}")
     return table.sort_values(metric, ascending=not RANK_METRICS[metric], na_position="last",
                              kind="stable")
+
+
+def add_energy_columns(plans, system, workload, scheme, batch, compression,
+                        params: EnergyParams) -> None:
+    """Each feasible plan's step energy and area efficiency (``explore``'s plans table), in
+    place; NaN where a plan is infeasible."""
+    for c in ENERGY_COLUMNS:
+        plans[c] = math.nan
+    if not plans["feasible"].any():
+        return
+    work = step_work(system, workload, scheme, batch, compression, params)
+    for i in plans.index[plans["feasible"]]:
+        row = step_energy(system, work, float(plans.at[i, "step_s"]), batch, params).as_row()
+        for c in ENERGY_COLUMNS:
+            plans.at[i, c] = row[c]

@@ -54,17 +54,17 @@ import numpy as np
 from accelsim.arch.schemes import get_scheme
 from accelsim.dse.energy import (
     DEFAULT_ENERGY,
-    ENERGY_COLUMNS,
     RANK_METRICS,
     EnergyParams,
+    add_energy_columns,
     rank,
-    step_energy,
-    step_work,
 )
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.memory import layer_memory_bytes
 from accelsim.engine.lower import lower_workload
+from accelsim.engine.plan import LlmParams
 from accelsim.engine.run import comm_phases, training_params
+from accelsim.engine.stack_ops import Rules, stack_columns, stack_memory, step_scheme
 from accelsim.engine.schedule import (
     CommPhases,
     ComputeProfile,
@@ -218,7 +218,8 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
             comm=None, compression: float = 1.0,
             engine: str = "analytic", executor="serial", max_workers: int | None = None,
             progress: bool = False, optimizer: str = "sgd-momentum",
-            energy: EnergyParams = DEFAULT_ENERGY, rank_by: str = "step_s") -> ExploreResult:
+            energy: EnergyParams = DEFAULT_ENERGY, rank_by: str = "step_s",
+            stack: LlmParams | None = None) -> ExploreResult:
     """Explore mappings of ``workload`` (global minibatch ``batch``) on ``system`` under
     ``scheme`` and return the best plan with the full points and plans tables.
 
@@ -233,8 +234,10 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     ``energy``: per-unit costs of the plans' ``energy_J``, ``power_W``, ``samples_per_J`` and
     ``samples_per_s_per_mm2`` columns (:mod:`accelsim.dse.energy`). ``rank_by``: the metric the
     best plan maximizes or minimizes (:data:`accelsim.dse.energy.RANK_METRICS`; default the
-    step time). A chip with a ``[chip.power]`` table runs at the best plan's power-limited
-    clock (:mod:`accelsim.dse.explore_power`; ``system.with_boost_clock()`` for the preset's).
+    step time). ``stack``: the stack whose kernels and update efficiency run the kinds it
+    rules, as in ``predict`` (:mod:`accelsim.engine.stack_ops`); None: perf's per-layer model.
+    A chip with a ``[chip.power]`` table runs at the best plan's power-limited clock
+    (:mod:`accelsim.dse.explore_power`; ``system.with_boost_clock()`` for the preset's).
     """
     import pandas as pd
 
@@ -245,7 +248,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
             explore, system, workload, batch, scheme, dataflows=dataflows,
             strategies=strategies, overlap=overlap, comm=comm, compression=compression,
             engine=engine, executor=executor, max_workers=max_workers, progress=progress,
-            optimizer=optimizer, energy=energy, rank_by=rank_by)
+            optimizer=optimizer, energy=energy, rank_by=rank_by, stack=stack)
 
     scheme = get_scheme(scheme)
     if getattr(workload, "transformer", None) is not None:
@@ -267,9 +270,9 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
         raise ValueError("dataflows, strategies and overlap must each name at least one option")
 
     if comm is None:
-        comm = comm_phases(system, workload, scheme,
+        comm = comm_phases(system, workload, step_scheme(scheme, optimizer, stack and stack.stack),
                            training_params(batch, compression=compression, engine=engine,
-                                           optimizer=optimizer))
+                                           optimizer=optimizer, system=system, stack=stack))
     # a mapping of the three phase times (and the compression pass), or a dataclass holding
     # them (the engine's CommPhases)
     comm_d = dict(comm) if isinstance(comm, abc.Mapping) else dataclasses.asdict(comm)
@@ -287,11 +290,18 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
     # element-wise layers only care how many ranks share them: chip splits, all cores
     ew_maps = [Mapping(cd, cm, system.chip.cores, 1, dataflows[0])
                for cd, cm in _factor_pairs(system.chips) if chip_mp_ok or cm == 1]
-    tasks = []
-    for i, op in enumerate(lower_workload(workload, batch, scheme)):  # one typed op per layer
-        tasks.append((system, op.layer, batch, op.precision,
-                      maps if op.layer.is_gemm else ew_maps, i))
-    results = _run_tasks(tasks, executor, max_workers, progress)
+    tasks, ruled = [], []
+    ops = lower_workload(workload, batch, scheme, stack and stack.stack)  # one op per layer
+    rules = stack and Rules.of(system, workload, stack)
+    for i, op in enumerate(ops):  # the stack's kernels (a GEMM's: beside perf's GEMMs)
+        cols = stack_columns(system, op, rules, maps if op.layer.is_gemm else ew_maps, i)
+        if cols is not None:
+            ruled.append(cols)
+        if cols is None or op.layer.is_gemm:
+            tasks.append((system, op.layer, batch, op.precision,
+                          maps if op.layer.is_gemm else ew_maps, i))
+    results = sorted(_run_tasks(tasks, executor, max_workers, progress) + ruled,
+                     key=lambda r: int(r["index"][0]))
     points = pd.DataFrame({k: np.concatenate([r[k] for r in results]) for k in results[0]})
 
     # ---- per layer x mapping: phase times side by side, gradient-communication share
@@ -321,7 +331,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
                                np.inf)
 
     # ---- plans
-    info = _LayerInfo.of(workload, batch, scheme)
+    info = _LayerInfo.of(workload, batch, scheme, ops, rules, optimizer)
     plan_rows, chosen_by_plan = [], {}
     elementwise = ~np.array([workload.layers[i].is_gemm for i in wide["index"]])
     for strategy in strategies:
@@ -354,7 +364,7 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
             plans[c] = np.nan
     plans["feasible"] = plans["feasible"].astype(bool)
     plans["reason"] = plans["reason"].fillna("")
-    _add_energy_columns(plans, system, workload, scheme, batch, compression, energy)
+    add_energy_columns(plans, system, workload, scheme, batch, compression, energy)
     ok = plans[plans["feasible"]]
     if ok.empty:
         raise_reason = plans["reason"].iloc[0]
@@ -385,21 +395,6 @@ def explore(system, workload, batch: int, scheme, *, dataflows: Sequence[str] = 
                          points=points, comm=comm_d)
 
 
-def _add_energy_columns(plans, system, workload, scheme, batch, compression,
-                        params: EnergyParams) -> None:
-    """Each feasible plan's step energy and area efficiency (:mod:`accelsim.dse.energy`), in
-    place; NaN where a plan is infeasible."""
-    for c in ENERGY_COLUMNS:
-        plans[c] = np.nan
-    if not plans["feasible"].any():
-        return
-    work = step_work(system, workload, scheme, batch, compression, params)
-    for i in plans.index[plans["feasible"]]:
-        row = step_energy(system, work, float(plans.at[i, "step_s"]), batch, params).as_row()
-        for c in ENERGY_COLUMNS:
-            plans.at[i, c] = row[c]
-
-
 @dataclass(frozen=True)
 class _LayerInfo:
     """Per-layer constants a plan needs (arrays indexed by layer index)."""
@@ -409,9 +404,11 @@ class _LayerInfo:
     elementwise: np.ndarray  # bool: channel-split (mp) element-wise layers split their stash
     weight_bytes: np.ndarray  # compute-weight bytes per parameter (storage precision)
     gemm_flops: float  # all GEMM FLOPs of one step (whole minibatch)
+    stack_memory: object = None  # under a stack: the engine's account, (dp, mp) -> bytes
 
     @classmethod
-    def of(cls, workload, batch, scheme) -> _LayerInfo:
+    def of(cls, workload, batch, scheme, ops=(), rules=None, optimizer="sgd-momentum"
+           ) -> _LayerInfo:
         params, act, wb, flops = [], [], [], 0.0
         prec = layer_precisions(workload, scheme)  # storage precision: 8-bit under fp8
         for layer in workload.layers:
@@ -421,9 +418,10 @@ class _LayerInfo:
             params.append(layer.n_params)
             act.append(layer.saved_elements * ob)
             wb.append(ob if layer.is_gemm else NORM_PARAM_BYTES)
+        mem = None if rules is None else stack_memory(ops, batch, scheme, optimizer, rules)
         return cls(np.array(params, dtype=np.float64), np.array(act, dtype=np.float64),
                    np.array([not la.is_gemm for la in workload.layers]),
-                   np.array(wb, dtype=np.float64), flops)
+                   np.array(wb, dtype=np.float64), flops, mem)
 
 
 def _reduce_scatter_bytes(workload, pick, scheme, optimizer: str, chips: int,
@@ -478,10 +476,10 @@ def _plan_times(system, batch, scheme, info: _LayerInfo, pick, overlap: bool,
                                   peak_flops=system.peak_flops(scheme.compute_precision)),
                    CommPhases(rs, ag, wu, compression_s), hidden_s=hidden)
     idx = pick["index"].to_numpy()
-    mem = layer_memory_bytes(info.params[idx], info.weight_bytes[idx],
-                             info.act_bytes_per_sample[idx], info.elementwise[idx],
-                             batch, scheme, dp=pick["chip_dp"].to_numpy(dtype=np.float64),
-                             mp=pick["chip_mp"].to_numpy(dtype=np.float64), optimizer=optimizer)
+    dp, mp = pick["chip_dp"].to_numpy(dtype=np.float64), pick["chip_mp"].to_numpy(dtype=float)
+    mem = info.stack_memory(dp, mp) if info.stack_memory else layer_memory_bytes(
+        info.params[idx], info.weight_bytes[idx], info.act_bytes_per_sample[idx],
+        info.elementwise[idx], batch, scheme, dp=dp, mp=mp, optimizer=optimizer)
     row = dict(fwd_s=fwd, bwd_data_s=bwd_data, wgrad_s=wgrad, compute_s=st.compute_s,
                reduce_scatter_s=rs, all_gather_s=ag, weight_update_s=wu,
                compression_s=compression_s,

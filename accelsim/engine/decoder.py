@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.engine.graph import AttentionOp, ElementwiseOp, GemmOp, attention_precision
+from accelsim.engine.stack import FUSED_ELEMENTWISE_BYTES
 from accelsim.errors import InputError
 from accelsim.workload.gpt import GptConfig
 from accelsim.workload.transformer import MlpKind, OpKind, PositionKind, TransformerConfig
@@ -341,13 +342,16 @@ def elementwise_bytes(model: Decoder, moe: bool, tokens: int, tp: int, sequence_
     write 1 per element of every GEMM input). The score softmax is the attention op's."""
     c, h, t = model.config, model.hidden, tp
     sbh = tokens * h
-    act = 24 if c.mlp is not MlpKind.GELU else 16
+    fused = FUSED_ELEMENTWISE_BYTES  # per element of each kernel (one owner: the stack's)
+    norms_residuals = 2 * fused["layernorm"] + 2 * fused["add"]  # 22
+    act = 4 * fused["gelu"] * (1.5 if c.mlp is not MlpKind.GELU else 1)  # per 4 FFN elements
     if not moe:
         ffn_elems = c.ffn_size
     else:
         e = c.moe
         ffn_elems = e.top_k * e.expert_ffn_size + e.n_shared_experts * e.expert_ffn_size
-    nbytes = 22 * sbh / (t if sequence_parallel else 1) + act * sbh * (ffn_elems / (4 * h)) / t
+    nbytes = norms_residuals * sbh / (t if sequence_parallel else 1) \
+        + act * sbh * (ffn_elems / (4 * h)) / t
     if c.positions is PositionKind.ROTARY:
         rot = next(op for op in c.layer_ops(0) if op.kind is OpKind.ROTARY)
         nbytes += 4 * tokens * rot.width / t

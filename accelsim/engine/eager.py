@@ -67,94 +67,133 @@ def gpt_block(model: GptConfig | Decoder) -> tuple[bool, bool]:
     return c.mlp_bias, c.positions is PositionKind.LEARNED
 
 
+Kernels = tuple[list[ElementwiseOp], list[ElementwiseOp]]  # (forward, backward)
+
+
+def norm_kernels(name: str, T: int, h: int, e: int, c: int) -> Kernels:
+    """An fp32 LayerNorm over ``T`` vectors of ``h`` (input and weight gradients backward),
+    its output cast to 16 bits under autocast (``c``) and its gradient back."""
+    fwd = [ElementwiseOp(name, T * h * 2 * F32, kind=K.LAYERNORM)]
+    bwd = [ElementwiseOp(f"{name}_bwd", T * h * 3 * F32, kind=K.LAYERNORM_BWD),
+           ElementwiseOp(f"{name}_bwd_weights", T * h * 2 * F32, kind=K.LAYERNORM_BWD)]
+    if c:
+        fwd.append(ElementwiseOp(f"{name}_cast", T * h * (F32 + e), kind=K.CAST_DOWN))
+        bwd.append(ElementwiseOp(f"{name}_cast_bwd", T * h * (F32 + e), kind=K.CAST_UP))
+    return fwd, bwd
+
+
+def residual_kernels(name: str, branch: str, T: int, h: int, e: int, c: int) -> Kernels:
+    """The fp32 residual stream plus a ``branch`` output (16-bit under autocast: a mixed add,
+    and the branch's gradient cast back to 16 bits)."""
+    fwd = [ElementwiseOp(name, T * h * (2 * F32 + e), kind=K.ADD_MIXED if c else K.ADD)]
+    bwd = [ElementwiseOp(name.replace("add", "grad_add"), T * h * 3 * F32, kind=K.ADD)]
+    if c:
+        bwd.append(ElementwiseOp(f"{branch}_cast_bwd", T * h * (F32 + e), kind=K.CAST_UP))
+    return fwd, bwd
+
+
+def gelu_kernels(name: str, T: int, f: int, e: int) -> Kernels:
+    """GELU over ``T x f`` 16-bit elements (read, write; backward also reads the input)."""
+    return ([ElementwiseOp(name, T * f * 2 * e, kind=K.GELU)],
+            [ElementwiseOp(f"{name}_bwd", T * f * 3 * e, kind=K.GELU_BWD)])
+
+
+def linear_kernels(name: str, T: int, n_weight: int, n_bias: int, e: int, c: int) -> Kernels:
+    """What a linear layer launches beside its GEMMs: its bias gradient (a reduction over the
+    tokens; the forward bias runs in the cuBLASLt epilogue) and, under autocast, the casts of
+    its fp32 weight and bias every forward and of their gradients back."""
+    fwd: list[ElementwiseOp] = []
+    bwd = [ElementwiseOp(f"{name}_bias_grad", T * n_bias * e, kind=K.REDUCE)] if n_bias else []
+    if c:  # (a layer without a bias: no bias gradient or casts)
+        fwd.append(ElementwiseOp(f"{name}_weight_cast", n_weight * (F32 + e), kind=K.CAST_DOWN))
+        bwd.append(ElementwiseOp(f"{name}_weight_grad_cast", n_weight * (e + F32),
+                                 kind=K.CAST_UP))
+        if n_bias:
+            fwd.append(ElementwiseOp(f"{name}_bias_cast", n_bias * (F32 + e), kind=K.CAST_DOWN))
+            bwd.append(ElementwiseOp(f"{name}_bias_grad_cast", n_bias * (e + F32),
+                                     kind=K.CAST_UP))
+    return fwd, bwd
+
+
+def sdpa_kernels(T: int, h: int, e: int) -> Kernels:
+    """The strided copies around cuDNN's SDPA kernels on ``T`` tokens of ``h`` = heads x head
+    dim: Q, K, V made dense from the permuted QKV view and the output back to (b, s, h)
+    forward; the backward takes Q, K, V, O and dO dense (the profile of GPT-2 small,
+    accelsim/data/h100_device/breakdown.json: 123 strided T x h copies per step, 10 per layer
+    + 3), and stacks and permutes dQ, dK, dV back."""
+    fwd = [*(ElementwiseOp(f"{x}_contiguous", T * h * 2 * e, kind=K.PERMUTE) for x in "qkv"),
+           ElementwiseOp("attn_out_copy", T * h * 2 * e, kind=K.PERMUTE)]
+    bwd = [ElementwiseOp("attn_out_copy_bwd", T * h * 2 * e, kind=K.PERMUTE),
+           *(ElementwiseOp(f"{x}_contiguous_bwd", T * h * 2 * e, kind=K.PERMUTE)
+             for x in ("q", "k", "v", "o", "do")),
+           ElementwiseOp("qkv_grad_stack", T * 3 * h * 2 * e, kind=K.CAT),
+           ElementwiseOp("qkv_grad_permute", T * 3 * h * 2 * e, kind=K.PERMUTE)]
+    return fwd, bwd
+
+
 def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
                   ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) element-wise kernels of one layer and micro-batch, one op each
     (a block without biases: no bias gradients or casts)."""
     T, h, f, e, r, c = _sizes(model, micro_batch, precision)
-    biased = gpt_block(model)[0]
-    w = (("qkv", 3 * h * h, 3 * h), ("proj", h * h, h), ("fc1", h * f, f), ("fc2", f * h, h))
-    add = K.ADD_MIXED if c else K.ADD  # fp32 residual + a 16-bit branch under autocast
-    fwd: list[ElementwiseOp] = [
-        ElementwiseOp("ln1", T * h * 2 * r, kind=K.LAYERNORM),
-        # SDPA's cuDNN kernel takes Q, K, V dense: each is copied out of the permuted QKV view
-        *(ElementwiseOp(f"{x}_contiguous", T * h * 2 * e, kind=K.PERMUTE) for x in "qkv"),
-        ElementwiseOp("attn_out_copy", T * h * 2 * e, kind=K.PERMUTE),  # (b,a,s,d)->(b,s,h)
-        ElementwiseOp("residual_add1", T * h * (2 * r + e), kind=add),
-        ElementwiseOp("ln2", T * h * 2 * r, kind=K.LAYERNORM),
-        ElementwiseOp("gelu", T * f * 2 * e, kind=K.GELU),
-        ElementwiseOp("residual_add2", T * h * (2 * r + e), kind=add),
-    ]
-    bwd: list[ElementwiseOp] = [
-        ElementwiseOp("gelu_bwd", T * f * 3 * e, kind=K.GELU_BWD),
-        ElementwiseOp("ln2_bwd", T * h * 3 * r, kind=K.LAYERNORM_BWD),
-        ElementwiseOp("ln2_bwd_weights", T * h * 2 * r, kind=K.LAYERNORM_BWD),
-        ElementwiseOp("residual_grad_add1", T * h * 3 * r, kind=K.ADD),
-        ElementwiseOp("attn_out_copy_bwd", T * h * 2 * e, kind=K.PERMUTE),
-        # the cuDNN backward takes Q, K, V, O and dO dense: five more strided copies (the
-        # profile of GPT-2 small, accelsim/data/h100_device/breakdown.json: 123 strided
-        # T x h copies per step, 10 per layer + 3)
-        *(ElementwiseOp(f"{x}_contiguous_bwd", T * h * 2 * e, kind=K.PERMUTE)
-          for x in ("q", "k", "v", "o", "do")),
-        ElementwiseOp("qkv_grad_stack", T * 3 * h * 2 * e, kind=K.CAT),  # dQ, dK, dV
-        ElementwiseOp("qkv_grad_permute", T * 3 * h * 2 * e, kind=K.PERMUTE),  # back to (b,s,3h)
-        ElementwiseOp("ln1_bwd", T * h * 3 * r, kind=K.LAYERNORM_BWD),
-        ElementwiseOp("ln1_bwd_weights", T * h * 2 * r, kind=K.LAYERNORM_BWD),
-        ElementwiseOp("residual_grad_add2", T * h * 3 * r, kind=K.ADD),
-    ]
-    if biased:
-        bwd += [ElementwiseOp(f"{name}_bias_grad", T * n * e, kind=K.REDUCE)
-                for name, _, n in w]
+    b = 1 if gpt_block(model)[0] else 0
+    parts = [norm_kernels("ln1", T, h, e, c), sdpa_kernels(T, h, e),
+             residual_kernels("residual_add1", "proj_out", T, h, e, c),
+             norm_kernels("ln2", T, h, e, c), gelu_kernels("gelu", T, f, e),
+             residual_kernels("residual_add2", "fc2_out", T, h, e, c)]
+    parts += [linear_kernels(name, T, nw, nb, e, c) for name, nw, nb in (
+        ("qkv", 3 * h * h, 3 * h * b), ("proj", h * h, h * b), ("fc1", h * f, f * b),
+        ("fc2", f * h, h * b))]
+    return (tuple(k for fwd, _ in parts for k in fwd),
+            tuple(k for _, bwd in parts for k in bwd))
+
+
+def loss_kernels(T: int, N: int, e: int, c: int) -> Kernels:
+    """``cross_entropy(logits.float(), targets)`` over ``N`` logits of ``T`` tokens: the
+    16-bit logits cast to fp32 (autocast), log-softmax, NLL; backward the NLL gradient
+    (zero-filled, then scattered), the log-softmax gradient, the cast back."""
+    fwd = [ElementwiseOp("log_softmax", N * 2 * F32, kind=K.SOFTMAX),
+           ElementwiseOp("nll", T * F32)]
+    bwd = [ElementwiseOp("nll_bwd_fill", N * F32, kind=K.FILL),
+           ElementwiseOp("nll_bwd_scatter", T * F32),
+           ElementwiseOp("log_softmax_bwd", N * 3 * F32, kind=K.SOFTMAX_BWD)]
     if c:
-        fwd += [ElementwiseOp("ln1_cast", T * h * (r + e), kind=K.CAST_DOWN),
-                ElementwiseOp("ln2_cast", T * h * (r + e), kind=K.CAST_DOWN)]
-        bwd += [ElementwiseOp(f"{x}_cast_bwd", T * h * (r + e), kind=K.CAST_UP)
-                for x in ("ln1", "ln2", "fc2_out", "proj_out")]
-        for name, nw, nb in w:  # each forward casts the fp32 parameters; each backward back
-            fwd.append(ElementwiseOp(f"{name}_weight_cast", nw * (F32 + e), kind=K.CAST_DOWN))
-            bwd.append(ElementwiseOp(f"{name}_weight_grad_cast", nw * (e + F32),
+        fwd.append(ElementwiseOp("logits_float", N * (e + F32), kind=K.CAST_UP))
+        bwd.append(ElementwiseOp("logits_float_bwd", N * (F32 + e), kind=K.CAST_DOWN))
+    return fwd, bwd
+
+
+def table_kernels(T: int, h: int, n_table: int, e: int, c: int, tied: bool) -> Kernels:
+    """The vocabulary table's backward (its gradient zero-filled, then the rows index-added)
+    and, ``tied`` to the LM head, the head's weight cast every forward, its gradient cast back
+    (autocast) and added to the table's."""
+    fwd: list[ElementwiseOp] = []
+    bwd = [ElementwiseOp("embedding_bwd", T * h * F32 + n_table * F32)]
+    if tied:
+        bwd.append(ElementwiseOp("tied_grad_add", n_table * 3 * F32, kind=K.ADD))
+        if c:
+            fwd.append(ElementwiseOp("lm_head_weight_cast", n_table * (F32 + e),
+                                     kind=K.CAST_DOWN))
+            bwd.append(ElementwiseOp("lm_head_weight_grad_cast", n_table * (e + F32),
                                      kind=K.CAST_UP))
-            if biased:
-                fwd.append(ElementwiseOp(f"{name}_bias_cast", nb * (F32 + e),
-                                         kind=K.CAST_DOWN))
-                bwd.append(ElementwiseOp(f"{name}_bias_grad_cast", nb * (e + F32),
-                                         kind=K.CAST_UP))
-    return tuple(fwd), tuple(bwd)
+    return fwd, bwd
 
 
 def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
                  ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) element-wise kernels outside the layers, per micro-batch: the
     embeddings, the final LayerNorm, the tied LM-head weight's cast, and the loss as
-    nanoGPT-style code writes it, ``cross_entropy(logits.float(), targets)``: the 16-bit logits
-    cast to fp32, log-softmax, NLL; backward the NLL gradient (zero-filled, then scattered),
-    the log-softmax gradient, the cast back; the embedding gradient accumulated with the
-    head's (tied)."""
+    nanoGPT-style code writes it (:func:`loss_kernels`); the embedding gradient accumulated
+    with the head's (tied)."""
     T, h, f, e, r, c = _sizes(model, micro_batch, precision)
-    N, Vh = T * model.vocab, model.vocab * h
-    if gpt_block(model)[1]:  # the token and the position gathers, added
-        fwd = [ElementwiseOp("embedding", T * h * (2 * r + 2 * r)),
-               ElementwiseOp("embedding_add", T * h * 3 * r, kind=K.ADD)]
-    else:
-        fwd = [ElementwiseOp("embedding", T * h * 2 * r)]
-    fwd += [ElementwiseOp("ln_f", T * h * 2 * r, kind=K.LAYERNORM),
-            ElementwiseOp("log_softmax", N * 2 * F32, kind=K.SOFTMAX),
-            ElementwiseOp("nll", T * F32)]
-    bwd = [ElementwiseOp("nll_bwd_fill", N * F32, kind=K.FILL),
-           ElementwiseOp("nll_bwd_scatter", T * F32),
-           ElementwiseOp("log_softmax_bwd", N * 3 * F32, kind=K.SOFTMAX_BWD),
-           ElementwiseOp("ln_f_bwd", T * h * 3 * r, kind=K.LAYERNORM_BWD),
-           ElementwiseOp("ln_f_bwd_weights", T * h * 2 * r, kind=K.LAYERNORM_BWD),
-           ElementwiseOp("embedding_bwd", T * h * r + Vh * F32),  # zero-fill + index add
-           ElementwiseOp("tied_grad_add", Vh * 3 * F32, kind=K.ADD)]
-    if c:
-        fwd += [ElementwiseOp("ln_f_cast", T * h * (r + e), kind=K.CAST_DOWN),
-                ElementwiseOp("lm_head_weight_cast", Vh * (F32 + e), kind=K.CAST_DOWN),
-                ElementwiseOp("logits_float", N * (e + F32), kind=K.CAST_UP)]
-        bwd += [ElementwiseOp("logits_float_bwd", N * (F32 + e), kind=K.CAST_DOWN),
-                ElementwiseOp("ln_f_cast_bwd", T * h * (e + r), kind=K.CAST_UP),
-                ElementwiseOp("lm_head_weight_grad_cast", Vh * (e + F32), kind=K.CAST_UP)]
-    return tuple(fwd), tuple(bwd)
+    embed = ([ElementwiseOp("embedding", T * h * (2 * r + 2 * r)),  # two gathers, added
+              ElementwiseOp("embedding_add", T * h * 3 * r, kind=K.ADD)]
+             if gpt_block(model)[1] else [ElementwiseOp("embedding", T * h * 2 * r)])
+    parts = [(embed, []),
+             norm_kernels("ln_f", T, h, e, c), loss_kernels(T, T * model.vocab, e, c),
+             table_kernels(T, h, model.vocab * h, e, c, tied=True)]
+    return (tuple(k for fwd, _ in parts for k in fwd),
+            tuple(k for _, bwd in parts for k in bwd))
 
 
 def activation_bytes_per_layer(model: GptConfig | Decoder, micro_batch: int, precision: str

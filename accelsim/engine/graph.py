@@ -388,6 +388,7 @@ class UpdateOp:
 # the layer workloads' op kinds live in their own module; importable from here as before
 from accelsim.engine.layer_ops import (  # noqa: E402
     LAYER_OPS,
+    AttentionLayerOp,
     ConvOp,
     EmbeddingOp,
     LayerOp,
@@ -399,7 +400,7 @@ from accelsim.engine.layer_ops import (  # noqa: E402
     PoolOp,
 )
 
-__all__ = ["LAYER_OPS", "AttentionOp", "CommKind", "CommOp", "ConvOp", "ElementwiseOp",
+__all__ = ["LAYER_OPS", "AttentionLayerOp", "AttentionOp", "CommKind", "CommOp", "ConvOp", "ElementwiseOp",
            "EmbeddingOp", "GemmOp", "LayerOp", "LinearOp", "LossOp", "MatmulOp", "NormOp",
            "Phase", "PointwiseOp", "PoolOp", "Stream", "UpdateOp", "attention_parts",
            "attention_precision", "attention_s", "elementwise_s", "flash_attention_parts",

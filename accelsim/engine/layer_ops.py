@@ -136,6 +136,18 @@ class MatmulOp(LayerOp):
 
 
 @dataclass(frozen=True)
+class AttentionLayerOp(LayerOp):
+    """Scaled dot-product attention as one op (an ``attention`` layer, an SDPA node): the
+    software stack's attention kernel times it as the transformer path's
+    :class:`~accelsim.engine.graph.AttentionOp` (:func:`accelsim.engine.stack_ops.attention_op`)."""
+
+    @property
+    def flops(self) -> float:
+        """Forward FLOPs of the scores and P V matmuls (the layer's model-FLOPs count)."""
+        return float(self.layer.gemms(self.batch)["fwd"].flops)
+
+
+@dataclass(frozen=True)
 class _ElementwiseLayerOp(LayerOp):
     """A memory-bound layer: its elementary operations and the bytes it streams (unfused; perf
     applies the chip's fusion rule when it times it)."""
@@ -181,7 +193,7 @@ class LossOp(_ElementwiseLayerOp):
 
 #: the op kind each workload layer kind lowers to (a final softmax is the loss)
 LAYER_OPS: dict[str, type[LayerOp]] = {
-    "conv": ConvOp, "linear": LinearOp, "matmul": MatmulOp,
+    "conv": ConvOp, "linear": LinearOp, "matmul": MatmulOp, "attention": AttentionLayerOp,
     "batchnorm": NormOp, "layernorm": NormOp,
     "relu": PointwiseOp, "gelu": PointwiseOp, "tanh": PointwiseOp, "add": PointwiseOp,
     "softmax": PointwiseOp, "maxpool": PoolOp, "avgpool": PoolOp, "embedding": EmbeddingOp,

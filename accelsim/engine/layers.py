@@ -13,13 +13,14 @@ model state plus the activations stashed for the backward pass. Pure numpy (no p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from accelsim.engine.graph import LayerOp
 from accelsim.engine.lower import lower_workload, time_layer_op
 from accelsim.engine.memory import workload_memory_bytes
+from accelsim.engine.plan import LlmParams
 from accelsim.perf.gemm import FITTED, Efficiency
 from accelsim.perf.layer_model import Mapping
 from accelsim.perf.precision import layer_precisions
@@ -63,10 +64,17 @@ class PhaseSums:
 
 
 def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency = FITTED,
-               optimizer: str = "sgd-momentum") -> PhaseSums:
+               optimizer: str = "sgd-momentum", stack: LlmParams | None = None) -> PhaseSums:
     """Compute time per phase of one iteration at ``batch`` samples per chip (best dataflow),
-    and the memory a chip holds under ``optimizer``'s state formats."""
+    and the memory a chip holds under ``optimizer``'s state formats. Under a software
+    ``stack`` the op kinds it has kernels for (attention, the LM head's vocabulary, a fused
+    stack's element-wise layers and loss: :mod:`accelsim.engine.stack_ops`) are timed and
+    stashed as the stack runs them, the rest by perf's per-layer model; without one an
+    attention layer is refused (no stack, no attention kernel)."""
     from accelsim.arch.schemes import get_scheme
+    from accelsim.engine.stack import KernelKind
+    from accelsim.engine.stack_ops import (Rules, extra_phases, refuse_without_stack,
+                                           stack_memory, stack_phases)
 
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise InputError(f"batch must be a positive integer, got {batch!r}")
@@ -74,21 +82,41 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
     prec = layer_precisions(workload, sc)
     total = batch * system.chips
     maps = [Mapping(system.chips, 1, system.chip.cores, 1, d) for d in DATAFLOWS]
-    sums = np.zeros((len(maps), 5))  # fwd, bwd_data, wgrad, elementwise, launch
+    n = len(maps)
+    sums = np.zeros((n, 5))  # fwd, bwd_data, wgrad, elementwise, launch
     flops = 0.0
     per_layer = []
     # chip-memory bytes from the memory stream's time (perf times it at this bandwidth)
     mem_Bps = system.chip.memory_bandwidth_Bps * (efficiency.memory_efficiency
                                                   if system.chip.has_hierarchy else 1.0)
-    ops = lower_workload(workload, total, sc)
+    ops = lower_workload(workload, total, sc, None if stack is None else stack.stack)
+    rules = None if stack is None else Rules.of(system, workload, stack)
+    gemm_floor = 0.0 if stack is None else stack.stack.floor_s(KernelKind.GEMM)
     for op in ops:
+        ruled, extra = None, ()
+        if rules is not None:  # one chip's share: its batch, the stack's kernels
+            ruled = stack_phases(system, replace(op, batch=batch), rules)
+            extra = extra_phases(replace(op, batch=batch), rules)
+        else:
+            refuse_without_stack(op)
+        for phase, t, fl, by, bd in (ruled or ()) + extra:
+            idx = {"fwd": 0, "bwd": 1}[phase]
+            sums[:, idx] += t
+            if op.kind != "attention":
+                sums[:, 3] += t
+            flops += fl * system.chips
+            per_layer.append((op, phase, np.full(n, t), fl * system.chips,
+                              np.full(n, by), np.full(n, bd, dtype=object)))
+        if ruled is not None:
+            continue
         cols = time_layer_op(system, op, maps, efficiency=efficiency)
         bad = ~cols["feasible"]
         if bad.any():
             raise InputError(f"layer {op.name!r}: {cols['reason'][bad][0]}")
-        n = len(maps)
         for j, phase in enumerate(cols["phase"][::n]):
             t = cols["time_s"][j * n:(j + 1) * n]
+            if op.layer.is_gemm:  # the stack's per-call floor (eager PyTorch's)
+                t = np.maximum(t, gemm_floor)
             idx = {"fwd": 0, "bwd_data": 1, "bwd": 1, "wgrad": 2}[phase]
             sums[:, idx] += t
             sums[:, 4] += cols["latency_s"][j * n:(j + 1) * n]
@@ -102,9 +130,11 @@ def phase_sums(system, workload, batch: int, scheme, *, efficiency: Efficiency =
     fwd, bwd, wg, ew, launch = (float(x) for x in sums[best])
     rows = tuple(OpPhase(op, ph, float(t[best]), fl, float(by[best]), str(bd[best]))
                  for op, ph, t, fl, by, bd in per_layer)
+    if stack is None:
+        mem = workload_memory_bytes(workload, batch, sc.for_optimizer(optimizer), prec,
+                                    dp=system.chips, optimizer=optimizer)
+    else:  # the transformer path's account: its state formats, the stack's stash
+        mem = stack_memory(ops, total, sc, optimizer, rules)(system.chips)
     return PhaseSums(fwd_s=fwd, bwd_data_s=bwd, wgrad_s=wg, elementwise_s=ew, launch_s=launch,
-                     flops=flops, dataflow=DATAFLOWS[best],
-                     memory_bytes=workload_memory_bytes(workload, batch, sc.for_optimizer(optimizer),
-                                                        prec, dp=system.chips,
-                                                        optimizer=optimizer),
+                     flops=flops, dataflow=DATAFLOWS[best], memory_bytes=mem,
                      layer_phases=rows, ops=ops)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
+from accelsim.engine.stack import Stack
 from accelsim.engine.graph import (
     LAYER_OPS,
     CommKind,
@@ -35,15 +36,23 @@ from accelsim.perf.precision import layer_precisions
 from accelsim.workload import Workload
 
 
-def lower_workload(workload: Workload, batch: int, scheme: Scheme | str) -> tuple[LayerOp, ...]:
+def lower_workload(workload: Workload, batch: int, scheme: Scheme | str,
+                   stack: Stack | None = None) -> tuple[LayerOp, ...]:
     """One typed op per layer of ``workload``, in forward order, each on ``batch`` samples (the
     minibatch a mapping then splits over chips and cores) at its precision under ``scheme``. A
-    softmax that ends the network is its loss (:class:`~accelsim.engine.graph.LossOp`)."""
+    softmax that ends the network is its loss (:class:`~accelsim.engine.graph.LossOp`). Under
+    a software ``stack`` the LM head's vocabulary is padded as the stack pads it
+    (:func:`accelsim.engine.stack_ops.pad_head`)."""
+    from accelsim.engine.stack_ops import pad_head, vocabulary
+
     prec = layer_precisions(workload, get_scheme(scheme))
     last = len(workload.layers) - 1
+    vocab = vocabulary(workload)
     ops = []
     for i, layer in enumerate(workload.layers):
         cls = LossOp if (i == last and layer.kind == "softmax") else LAYER_OPS[layer.kind]
+        if stack is not None:
+            layer = pad_head(layer, vocab, stack)
         ops.append(cls(layer, batch, prec[layer.name]))
     return tuple(ops)
 

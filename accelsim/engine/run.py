@@ -23,6 +23,7 @@ from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
 from accelsim.engine.plan import LlmParams, Plan
+from accelsim.engine.stack_ops import step_scheme
 from accelsim.engine.scheduler import (LayerPhases, Schedule, Task, data_parallel_graph,
                                        schedule)
 from accelsim.engine.schedule import (
@@ -61,14 +62,25 @@ def comm_phases(system: System, workload: Workload, scheme: str,
                       compression_s=p.compression_s)
 
 
+def update_efficiency(system: System, stack: LlmParams) -> float:
+    """The fraction of HBM the stack's optimizer step streams at on ``system``'s chip: the
+    transformer path's update bandwidth (:meth:`accelsim.engine.stack.Stack.update_Bps`), one
+    number per stack whichever front-end asks."""
+    hbm = system.chip.memory_bandwidth_Bps
+    return stack.stack.update_Bps(system.chip, hbm * stack.memory_efficiency) / hbm
+
+
 def training_params(minibatch: int, *, optimizer: str = "sgd-momentum",
                     engine: str = "analytic", compression: float = 1.0,
-                    efficiency: Efficiency = FITTED) -> TrainingParams:
+                    efficiency: Efficiency = FITTED, system: System | None = None,
+                    stack: LlmParams | None = None) -> TrainingParams:
     """The step parameters ``predict`` and ``explore`` time a layer workload's data-parallel
-    step with (one owner): no overlap, no per-tensor overhead, the update streaming at
-    ``efficiency``'s fitted memory efficiency (the HFP8 study passes its calibrated setup
-    instead)."""
-    return TrainingParams(minibatch=minibatch, memory_efficiency=efficiency.memory_efficiency,
+    step with (one owner): no overlap, no per-tensor overhead, the update streaming at the
+    ``stack``'s update efficiency on ``system`` (:func:`update_efficiency`) or, without a
+    stack, ``efficiency``'s fitted memory efficiency (the HFP8 study passes its calibrated
+    setup instead)."""
+    eff = efficiency.memory_efficiency if stack is None else update_efficiency(system, stack)
+    return TrainingParams(minibatch=minibatch, memory_efficiency=eff,
                           optimizer=optimizer, engine=engine, compression=compression)
 
 
@@ -189,12 +201,18 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
                      fusion: bool, layout: str | None = None,
                      efficiency: Efficiency | None = None, winograd: bool | None = None,
                      optimizer: str = "sgd-momentum", memory_reserve_bytes: float = 0.0,
-                     collective_engine: str = "analytic") -> WorkloadPrediction:
+                     collective_engine: str = "analytic",
+                     stack: LlmParams | None = None) -> WorkloadPrediction:
     """One training iteration of ``workload`` at ``batch`` per chip on ``system`` (kernel fusion
     on/off; activation ``layout`` and ``winograd`` None = the config's; ``winograd=True`` needs
     a chip with a memory hierarchy, else ValueError) under ``optimizer``'s state formats: the
     compute model (:func:`accelsim.engine.layers.phase_sums`) plus the gradient reduction and
-    weight update (:func:`data_parallel_step`); ``memory_reserve_bytes`` outside the tensors."""
+    weight update (:func:`data_parallel_step`); ``memory_reserve_bytes`` outside the tensors.
+    ``stack``: the software stack whose kernels run the op kinds it has rules for (attention,
+    the LM head's vocabulary, a fused stack's element-wise layers and loss) and whose update
+    efficiency streams the optimizer step (:mod:`accelsim.engine.stack_ops`); None: perf's
+    calibrated per-layer model for every layer and the update at ``efficiency``'s (the
+    validated layer-workload numbers)."""
     eff = FITTED if efficiency is None else efficiency
     if system.chip.power_limited:
         return _layers_at_power_limit(system, workload, batch, scheme, fusion=fusion,
@@ -210,16 +228,18 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
     if winograd is not None:
         system = system.with_winograd(winograd)
     scheme = get_scheme(scheme)
-    ps = phase_sums(system, workload, batch, scheme, efficiency=eff, optimizer=optimizer)
+    ps = phase_sums(system, workload, batch, scheme, efficiency=eff, optimizer=optimizer,
+                    stack=stack)
     minibatch = batch * system.chips
     profile = ComputeProfile(scheme=scheme.name, minibatch=minibatch, fwd_s=ps.fwd_s,
                              bwd_data_s=ps.bwd_data_s, wgrad_s=ps.wgrad_s, flops=ps.flops,
                              peak_flops=system.peak_flops(scheme.compute_precision),
                              elementwise_s=ps.elementwise_s)
     params = training_params(minibatch, optimizer=optimizer, engine=collective_engine,
-                             efficiency=eff)
-    st = data_parallel_step(system, workload, scheme, params, profile)
-    program = data_parallel_program(ps.ops, workload, scheme, optimizer, system.chips,
+                             efficiency=eff, system=system, stack=stack)
+    step = step_scheme(scheme, optimizer, None if stack is None else stack.stack)
+    st = data_parallel_step(system, workload, step, params, profile)
+    program = data_parallel_program(ps.ops, workload, step, optimizer, system.chips,
                                     compression=params.compression)
     return WorkloadPrediction(system=system, workload=workload, scheme=scheme,
                               optimizer=optimizer, batch=batch, fusion=fusion, phases=ps,
@@ -327,4 +347,4 @@ def simulate(system: System, workload: Workload | GptConfig | Decoder, plan: Pla
                             layout=options.layout, winograd=options.winograd,
                             optimizer=plan.optimizer,
                             memory_reserve_bytes=options.stack.memory_reserve_GiB * 2**30,
-                            collective_engine=options.collective_engine)
+                            collective_engine=options.collective_engine, stack=options.stack)

@@ -185,6 +185,18 @@ def kernel_Bps(kind: EagerKernel | str, stream_Bps: float, sm: float = 1.0) -> f
     return 1.0 / (1.0 / stream_Bps + x / sm)
 
 
+#: HBM bytes per element of a fused stack's element-wise kernels (Megatron-LM's fused LayerNorm,
+#: bias-GeLU and bias-dropout-add; Korthikanti et al. 2022's 16-bit accounting, forward; the
+#: backward pass twice that): a LayerNorm reads and writes its hidden vector (2 x 2), the
+#: residual's dropout + add 7 (read both operands, write the sum and the 1-byte mask), the GeLU
+#: with its bias 4 per FFN element (read and write). A layer's sum, 2 x 4 + 2 x 7 = 22 per
+#: hidden element plus 16 per 4 FFN elements, is :func:`accelsim.engine.decoder.elementwise_bytes`.
+FUSED_ELEMENTWISE_BYTES = {"layernorm": 4, "add": 7, "gelu": 4}
+#: the fused loss pass over the logits, bytes per logit: forward (softmax, cross-entropy: read
+#: the 16-bit logits, write their fp32 softmax) and backward (read it, write the gradient)
+FUSED_LOSS_BYTES = (3 * 2, 2 * 2)
+
+
 @dataclass(frozen=True)
 class Stack:
     """One software stack's global parameters.
@@ -246,6 +258,15 @@ class Stack:
     def floor_s(self, kind: KernelKind) -> float:
         """The per-call floor of a kernel of ``kind`` (seconds)."""
         return dict(self.launch_floor_us).get(kind, 0.0) * 1e-6
+
+    def update_Bps(self, chip: Chip, stream_Bps: float) -> float:
+        """The bandwidth the stack's optimizer step streams at on ``chip``, its element-wise
+        kernels reaching ``stream_Bps``: a fused stack's update is one of them; eager
+        PyTorch's fused AdamW kernel runs at its measured bandwidth, carried to this chip
+        (:func:`kernel_Bps`). The one update efficiency of a stack, whichever front-end asks."""
+        if self.fused:
+            return stream_Bps
+        return kernel_Bps(EagerKernel.OPTIMIZER, stream_Bps, sm_scale(chip))
 
 
 #: fitted: scripts/fit_fsdp.py on the A100 rows of llm-foundry's MPT FSDP benchmark table

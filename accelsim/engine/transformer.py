@@ -33,15 +33,12 @@ from accelsim.engine.graph import (
     ElementwiseOp,
     GemmOp,
     Phase,
-    attention_parts,
-    attention_precision,
     elementwise_s,
-    flash_attention_parts,
     gemm_fwd_bwd_s,
     gemm_timed,
 )
-from accelsim.engine.stack import (AttentionKernel, EagerKernel, KernelKind, kernel_Bps,
-                                   sm_scale)
+from accelsim.engine.stack import FUSED_LOSS_BYTES, AttentionKernel, KernelKind, sm_scale
+from accelsim.engine.stack_ops import attention_times, stack_formats
 from accelsim.engine.schedule import pipeline_s
 from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
 from accelsim.engine.prediction import OpTime, Prediction
@@ -72,8 +69,6 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
     model = Decoder.of(model)
     stack = params.stack
     linear, attn, ew, head = layer_ops(model, plan, formats, moe, stack.vocab_multiple)
-    if not system.chip.core.supports(attn.precision):  # bf16 attention on a chip without it
-        attn = replace(attn, precision=attention_precision(attn.precision, system.chip.core))
     bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     gfloor = stack.floor_s(KernelKind.GEMM)
     rows: list[OpTime] = []
@@ -82,24 +77,14 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
         bound = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count).bound
         rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, bound))
         rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, bound))
-    fused = stack.attention is AttentionKernel.FLASH or (
-        stack.attention is AttentionKernel.AS_MODEL and attn.flash)
-    if fused:  # one fused kernel (SDPA, flash-attn)
-        attn = replace(attn, flash=True)
-        af, ab, abound = flash_attention_parts(system, attn, stack.flash, bw,
-                                               stack.floor_s(KernelKind.ATTENTION))
-        bflops, bbytes = attn.backward_flops, attn.backward_bytes
-    else:
-        af, ab, abound = attention_parts(system, attn, bw)
-        bflops, bbytes = 2 * attn.flops, 2 * attn.bytes
-    rows.append(OpTime("attention", Phase.FWD, af, attn.flops, attn.bytes, abound))
-    rows.append(OpTime("attention", Phase.BWD, ab, bflops, bbytes, abound))
+    attn, passes = attention_times(system, attn, stack, bw)  # the stack's kernel (one owner)
+    rows += [OpTime("attention", Phase(ph), t, fl, by, bd) for ph, t, fl, by, bd in passes]
     T, V = model.seq * plan.micro_batch, model.vocab / plan.tp
     if stack.fused:
         rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
         rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
                            "memory"))
-        loss_f, loss_b = 3 * T * V * 2, T * V * 2 * 2
+        loss_f, loss_b = (n * T * V for n in FUSED_LOSS_BYTES)
         loss = ((loss_f / bw, loss_f), (loss_b / bw, loss_b))
     else:  # eager: every element-wise op its own kernel (accelsim.engine.eager)
         efloor, sm = stack.floor_s(KernelKind.ELEMENTWISE), sm_scale(system.chip)
@@ -203,8 +188,7 @@ def _resolve(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
     plan.check_placement(system.chips)
     if not params.stack.fused:  # eager PyTorch (accelsim.engine.eager): one GPU or DDP
         eager.check_plan(model, plan, sc)
-        if params.stack.autocast:
-            sc = eager.autocast_formats(sc, plan.optimizer)
+    sc = stack_formats(get_scheme(scheme), plan.optimizer, params.stack)
     if params.stack.attention is AttentionKernel.FLASH:
         model = replace(model, flash_attention=True)
     if not system.chip.core.supports(sc.gemm_precision):
@@ -310,8 +294,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
     # one fused optimizer call: its bytes at the stack's stream bandwidth (eager: the fused
     # AdamW kernel's measured bandwidth, carried to this chip), at least one call
-    opt_Bps = hbm if params.stack.fused else kernel_Bps(EagerKernel.OPTIMIZER, hbm,
-                                                        sm_scale(system.chip))
+    opt_Bps = params.stack.update_Bps(system.chip, hbm)
     opt_s = max(optimizer_step_bytes(mem, plan, sc) / opt_Bps,
                 params.stack.floor_s(KernelKind.OPTIMIZER))
     if plan.fsdp:  # per-unit gathers and reductions beside the layers, every micro-batch

@@ -56,7 +56,7 @@ from accelsim.perf.core_gemm import ACCUMULATOR_BYTES, ceil_div, core_gemm_time,
 from accelsim.perf.gemm import FITTED, OPERAND_BYTES, Efficiency
 from accelsim.perf.kernel import kernel_time
 from accelsim.perf.precision import as_scheme, layer_precisions
-from accelsim.errors import check_int, choose
+from accelsim.errors import InputError, check_int, choose
 from accelsim.perf.systolic import DATAFLOWS, Dataflow
 from accelsim.perf.winograd import applies as winograd_applies
 from accelsim.perf.winograd import winograd_time
@@ -166,9 +166,14 @@ def evaluate_layer(system, layer, batch: int, precision: str, mappings, *,
     memory levels; :data:`accelsim.perf.gemm.FITTED` by default).
 
     One row per mapping x phase. Infeasible rows (a split finer than the work, no tile fits
-    the scratchpad) have ``feasible=False``, ``time_s=inf`` and a ``reason``.
+    the scratchpad) have ``feasible=False``, ``time_s=inf`` and a ``reason``. An
+    ``attention`` layer is an InputError: a software stack's attention kernel times it
+    (:mod:`accelsim.engine.stack_ops`), not this per-layer model.
     """
     batch = check_int("batch", batch)
+    if layer.kind == "attention":
+        raise InputError(f"layer {layer.name!r}: an attention layer is timed by a software "
+                         "stack's attention kernel (accelsim.engine), not perf's layer model")
     core, chip = system.chip.core, system.chip
     maps = list(mappings)
     n = len(maps)

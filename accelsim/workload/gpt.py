@@ -120,20 +120,17 @@ class GptConfig:
             Layer(name="wpe", kind="embedding", vocab=self.n_positions, dim=h, tokens=s),
             Layer(name="embed.add", kind="add", shape=(s, h)),
         ]
-        # a flash kernel keeps no score matrix: its softmax is fused into the two matmuls
-        score_rows = s
         for i in range(self.layers):
             p = f"h.{i}"
             L += [
                 Layer(name=f"{p}.ln_1", kind="layernorm", shape=(s, h)),
                 Layer(name=f"{p}.attn.qkv", kind="linear", in_features=h, out_features=3 * h,
                       tokens=s, bias=True),
-                Layer(name=f"{p}.attn.scores", kind="matmul", m=score_rows, n=s, k=d, count=a),
-            ]
-            if not self.flash_attention:
-                L.append(Layer(name=f"{p}.attn.softmax", kind="softmax", shape=(a, s, s)))
-            L += [
-                Layer(name=f"{p}.attn.pv", kind="matmul", m=score_rows, n=d, k=s, count=a),
+                # scaled dot-product attention as one op (what an ONNX import of SDPA gives):
+                # the stack's attention kernel times it, causal mask and flash choice included
+                Layer(name=f"{p}.attn.sdpa", kind="attention", heads=a, kv_heads=a,
+                      head_dim=d, tokens=s, causal=self.causal,
+                      flash_attention=self.flash_attention),
                 Layer(name=f"{p}.attn.proj", kind="linear", in_features=h, out_features=h,
                       tokens=s, bias=True),
                 Layer(name=f"{p}.add_1", kind="add", shape=(s, h)),
@@ -224,6 +221,10 @@ def _layer_keys(layer: Layer) -> dict:
         return dict(m=layer.m, n=layer.n, k=layer.k, count=layer.count)
     if k == "embedding":
         return dict(vocab=layer.vocab, dim=layer.dim, tokens=layer.tokens)
+    if k == "attention":
+        return dict(heads=layer.heads, kv_heads=layer.kv_heads, head_dim=layer.head_dim,
+                    tokens=layer.tokens, causal=layer.causal,
+                    flash_attention=layer.flash_attention)
     return dict(shape=list(layer.shape))
 
 

@@ -20,6 +20,8 @@ Kind-specific keys (optional ones with their default):
   matmul:    m, n, k, count = 1
   maxpool / avgpool: shape = [C, H, W], kernel, stride, padding = [0, 0], shape_mode = "torch"
   embedding: vocab, dim, tokens
+  attention: heads, head_dim, tokens (the sequence), kv_heads = heads, causal = false,
+             flash_attention = false (scaled dot-product attention as one op: an SDPA node)
   batchnorm / layernorm / relu / gelu / tanh / add / softmax: shape = [d0, d1, ...]
 Unknown, missing or mistyped keys raise :class:`accelsim.arch.ConfigError` naming the file,
 ``layer[i](name).key`` and the value. The first layer gets ``input_grad = False``.
@@ -45,6 +47,7 @@ _KEYS = {
     "maxpool": {"shape", "kernel", "stride", "padding", "shape_mode"},
     "avgpool": {"shape", "kernel", "stride", "padding", "shape_mode"},
     "embedding": {"vocab", "dim", "tokens"},
+    "attention": {"heads", "kv_heads", "head_dim", "tokens", "causal", "flash_attention"},
 }
 
 
@@ -124,6 +127,15 @@ def _layer(file: str, index: int, data: Any) -> Layer:
         f["count"] = t.int_opt("count", 1)
     elif kind == "embedding":
         f["vocab"], f["dim"], f["tokens"] = t.integer("vocab"), t.integer("dim"), t.integer("tokens")
+    elif kind == "attention":
+        f["heads"], f["head_dim"] = t.integer("heads"), t.integer("head_dim")
+        f["tokens"] = t.integer("tokens")
+        f["kv_heads"] = t.int_opt("kv_heads", f["heads"])
+        if f["heads"] % f["kv_heads"]:
+            raise ConfigError(file, t._key("kv_heads"), f["kv_heads"],
+                              f"must divide heads = {f['heads']}")
+        f["causal"] = t.boolean("causal", default=False)
+        f["flash_attention"] = t.boolean("flash_attention", default=False)
     else:
         f["shape"] = t.ints("shape")
     t.finish()

@@ -40,7 +40,10 @@ from accelsim.errors import check_int, choose
 GEMM_KINDS = ("conv", "linear", "matmul")
 ELEMENTWISE_KINDS = ("batchnorm", "layernorm", "relu", "gelu", "tanh", "add", "maxpool",
                      "avgpool", "softmax", "embedding")
-KINDS = GEMM_KINDS + ELEMENTWISE_KINDS
+#: scaled dot-product attention as one op (an SDPA node): a software stack's attention kernel
+#: times it (accelsim.engine.stack_ops), not perf's per-layer GEMM model
+ATTENTION_KINDS = ("attention",)
+KINDS = GEMM_KINDS + ELEMENTWISE_KINDS + ATTENTION_KINDS
 
 
 class Phase(StrEnum):
@@ -107,6 +110,8 @@ class Layer:
     matmul:   m, n, k, count (per sample)
     maxpool/avgpool: shape = (C, H, W) input, kernel_*, stride_*, pad_*, shape_mode
     embedding: vocab, dim, tokens
+    attention: heads, kv_heads (0: heads), head_dim, tokens (the sequence: queries = keys),
+       causal, flash_attention (the kernel keeps no score matrix; as GptConfig's)
     batchnorm/layernorm/relu/gelu/tanh/add/softmax: shape = the per-sample tensor shape
        (batchnorm: (C, H, W); layernorm/softmax normalize over the last dimension).
     """
@@ -137,6 +142,11 @@ class Layer:
     dim: int = 0
     shape: tuple[int, ...] = field(default_factory=tuple)
     input_grad: bool = True
+    heads: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0
+    causal: bool = False
+    flash_attention: bool = False
 
     # ---- shapes -------------------------------------------------------------------------
     @property
@@ -159,6 +169,8 @@ class Layer:
             return self.tokens * self.in_features
         if k == "matmul":
             return self.count * (self.m * self.k + self.k * self.n)
+        if k == "attention":  # Q, and K and V per key/value head
+            return self.tokens * self.head_dim * (self.heads + 2 * (self.kv_heads or self.heads))
         if k == "embedding":
             return self.tokens
         e = math.prod(self.shape)
@@ -188,6 +200,8 @@ class Layer:
             return self.tokens * self.out_features
         if k == "matmul":
             return self.count * self.m * self.n
+        if k == "attention":
+            return self.tokens * self.heads * self.head_dim
         if k == "embedding":
             return self.tokens * self.dim
         if k in ("maxpool", "avgpool"):
@@ -251,6 +265,14 @@ class Layer:
             m, n, kk = self.m, self.n, self.k
             out = {"fwd": Gemm(m, n, kk, c), "bwd_data": Gemm(m, kk, n, c),
                    "wgrad": Gemm(kk, n, m, c)}
+        elif k == "attention":  # Q K^T and P V per head, s^2 d MACs each (the kernel is the
+            # stack's); a causal flash kernel the lower triangle with its diagonal, s (s+1)/2
+            # scores as GptConfig.model_flops counts them, here as the equal rectangle
+            s, d = self.tokens, self.head_dim
+            m, n = (s, s) if not (self.causal and self.flash_attention) else (
+                (s + 1, s // 2) if s % 2 == 0 else (s, (s + 1) // 2))
+            g = Gemm(m, n, d, 2 * batch * self.heads)
+            out = {"fwd": g, "bwd_data": g, "wgrad": g}
         else:
             return {}
         if not self.input_grad:
@@ -274,7 +296,7 @@ class Layer:
         """
         batch = check_int("batch", batch)  # a Python int: exact products at any size
         k = self.kind
-        if k in GEMM_KINDS:
+        if k in GEMM_KINDS or k in ATTENTION_KINDS:
             return {}
         b = batch
         if k in ("maxpool", "avgpool"):
