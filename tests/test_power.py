@@ -212,8 +212,13 @@ def test_predict_layer_workload_reports_the_energy_its_clock_was_limited_by(caps
     assert main(["predict", "--system", "h100-sxm", "--workload", "resnet50", "--scheme",
                  "fp16", "--batch", "32", "--fusion", "off", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
+    from accelsim.engine import LlmParams
+    from accelsim.engine.stack import get_stack
+
     system = build_system("h100-sxm")
-    r = predict_workload(system, load_workload("resnet50"), 32, "fp16", fusion=False)
+    stack = LlmParams(stack=get_stack("megatron"), memory_reserve_GiB=0.0)  # predict's default
+    r = predict_workload(system, load_workload("resnet50"), 32, "fp16", fusion=False,
+                         stack=stack)
     assert out["step_time_s"] == pytest.approx(r.step.step_s, rel=1e-12)
     assert out["energy_J"] == pytest.approx(r.energy.energy_J, rel=1e-12)
     assert out["clock_MHz"] == pytest.approx(r.clock_MHz, rel=1e-12)
@@ -226,7 +231,7 @@ def test_predict_layer_workload_reports_the_energy_its_clock_was_limited_by(caps
                  "fp16", "--batch", "32", "--fusion", "off", "--clock", "boost", "--json"]) == 0
     boost = json.loads(capsys.readouterr().out)
     rb = predict_workload(system.with_boost_clock(), load_workload("resnet50"), 32, "fp16",
-                          fusion=False)
+                          fusion=False, stack=stack)
     assert boost["energy_J"] == pytest.approx(layer_step_energy(rb).energy_J, rel=1e-12)
 
 

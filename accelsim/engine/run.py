@@ -219,7 +219,7 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
                                       layout=layout, efficiency=eff, winograd=winograd,
                                       optimizer=optimizer,
                                       memory_reserve_bytes=memory_reserve_bytes,
-                                      collective_engine=collective_engine)
+                                      collective_engine=collective_engine, stack=stack)
     lo, hi = MEMORY_RESERVE_GiB
     check_number("memory_reserve_bytes", memory_reserve_bytes, lo * 2**30, hi * 2**30)
     system = system.with_fusion(fusion)
