@@ -1,0 +1,1 @@
+"""Request-level serving simulation (issue 35)."""
