@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from accelsim.arch import System
 from accelsim.engine import decoder
@@ -108,10 +109,17 @@ class IterationCost:
 
     def decode_attention_s(self, sequences: int, keys: int, queries: int = 1) -> float:
         """One flash-decoding kernel per layer for ``sequences`` sequences attending ``keys``
-        cached keys in all, ``queries`` new tokens each (a speculative verify: K + 1)."""
+        cached keys in all, ``queries`` new tokens each (a speculative verify: K + 1): the
+        kernel's fixed time plus its time per key (FLOPs and bytes both proportional to the
+        keys, as :func:`~accelsim.engine.inference.decode_steps` sums them)."""
         if sequences < 1:
             return 0.0
+        launch = self.system.chip.kernel_launch_s
+        return self.model.layers * (launch + keys * self._per_key_s(queries))
+
+    @lru_cache(maxsize=None)  # noqa: B019 - frozen, hashable, lives as long as its users
+    def _per_key_s(self, queries: int) -> float:
         one = cached_attention(self.model, self.plan, 1, 1)  # per attended key
         ap = attention_precision(self.gp, self.system.chip.core)
-        s = _kernel_s(self.system, one.flops * keys * queries, one.bytes * keys, ap)[0]
-        return self.model.layers * s
+        return _kernel_s(self.system, one.flops * queries, one.bytes, ap)[0] \
+            - self.system.chip.kernel_launch_s

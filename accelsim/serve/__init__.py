@@ -1,1 +1,14 @@
-"""Request-level serving simulation (issue 35)."""
+"""Request-level serving simulation (``accelsim serve``): a request stream through replicas
+that batch continuously, over a paged KV cache, each iteration timed by the engine; TTFT,
+TPOT, latency percentiles, throughput and goodput read from the event log (docs/serve.md).
+
+Rooms: :mod:`~accelsim.serve.arrivals` (the stream), :mod:`~accelsim.serve.policy` (KV
+capacity and the closed-form batch rules), :mod:`~accelsim.serve.scheduler` (one replica's
+iteration picks), :mod:`~accelsim.serve.costs` (an iteration's time), :mod:`~accelsim.serve.sim`
+(the simpy clock), :mod:`~accelsim.serve.metrics` (the tables), :mod:`~accelsim.serve.run`
+(the front door).
+"""
+
+from accelsim.serve.run import Deployment, ServeResult, deployment, run, serve, sweep
+
+__all__ = ["Deployment", "ServeResult", "deployment", "run", "serve", "sweep"]
