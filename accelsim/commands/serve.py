@@ -118,7 +118,7 @@ def _deployment(args: argparse.Namespace):
     from accelsim.arch.schemes import get_scheme
     from accelsim.commands._common import require_precisions, system_path
     from accelsim.errors import UserError
-    from accelsim.serve import deployment
+    from accelsim.serve.run import deployment
 
     path = system_path(args.system)
     system = build_system(path)
@@ -173,9 +173,8 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelsim.serve import run as run_serve
-    from accelsim.serve import sweep
-    from accelsim.serve.run import request_lengths, request_stream
+    from accelsim.serve.run import request_lengths, request_stream, sweep
+    from accelsim.serve.run import run as run_serve
 
     _check(args)
     dep = _deployment(args)

@@ -9,6 +9,14 @@ iteration picks), :mod:`~accelsim.serve.costs` (an iteration's time), :mod:`~acc
 (the front door).
 """
 
-from accelsim.serve.run import Deployment, ServeResult, deployment, run, serve, sweep
+import importlib
 
 __all__ = ["Deployment", "ServeResult", "deployment", "run", "serve", "sweep"]
+
+
+def __getattr__(name: str) -> object:
+    """The front door's names, imported on first use (PEP 562): the CLI's flag table reads
+    the rooms' limits without pulling in pandas and simpy."""
+    if name not in __all__:
+        raise AttributeError(f"module 'accelsim.serve' has no attribute {name!r}")
+    return getattr(importlib.import_module("accelsim.serve.run"), name)

@@ -28,6 +28,7 @@ from accelsim.serve.metrics import request_table, summary
 from accelsim.serve.policy import kv_capacity_tokens
 from accelsim.serve.scheduler import BatchLimits
 from accelsim.serve.sim import EventLog, simulate
+from accelsim.workload.transformer import TransformerConfig
 
 #: largest per-iteration or per-request host overhead (seconds)
 MAX_OVERHEAD_S = 10.0
@@ -174,8 +175,8 @@ def sweep(dep: Deployment, rates: tuple[float, ...], requests: int, lengths: arr
     return pd.DataFrame(rows)
 
 
-def serve(system: System, model, scheme: str, *, rate: float | None = None,
-          requests: int = 1000, input_tokens: int | None = None,
+def serve(system: System, model: str | Path | TransformerConfig | Decoder, scheme: str, *,
+          rate: float | None = None, requests: int = 1000, input_tokens: int | None = None,
           output_tokens: int | None = None, lengths: str | Path | None = None,
           arrivals: str | Path | None = None, burstiness: float = 1.0, seed: int = 0,
           tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1, kv_cache: str = "bf16",
@@ -236,7 +237,8 @@ def request_stream(*, rate: float | None, requests: int, input_tokens: int | Non
                   burstiness)
 
 
-def deployment(system: System, model, scheme: str, *, tp: int = 1, pp: int = 1, ep: int = 1,
+def deployment(system: System, model: str | Path | TransformerConfig | Decoder, scheme: str,
+               *, tp: int = 1, pp: int = 1, ep: int = 1,
                replicas: int = 1, kv_cache: str = "bf16", max_batch: int = 256,
                max_batched_tokens: int = 8192, chunked_prefill: bool = False,
                host_overhead_s: float = 0.0, request_overhead_s: float = 0.0,
