@@ -83,8 +83,10 @@ class Scheduler:
     """One replica's queue, running batch and KV blocks; :meth:`next` picks an iteration,
     :meth:`finish` applies it."""
 
-    def __init__(self, limits: BatchLimits, kv_tokens: int, verify_tokens: int = 1) -> None:
+    def __init__(self, limits: BatchLimits, kv_tokens: int, verify_tokens: int = 1,
+                 window: int | None = None) -> None:
         self.limits = limits
+        self.window = window  # a sliding window: the most keys a token attends
         self.total_blocks = kv_tokens // BLOCK_TOKENS
         self.free_blocks = self.total_blocks
         self.q = verify_tokens  # new tokens a decoding sequence brings (1 + K speculative)
@@ -253,7 +255,8 @@ class Scheduler:
     def _close(self, it: Iteration) -> Iteration:
         it.finishing = sum(1 for k, t, past in it.chunks if past + t >= self.tgt[k])
         if len(it.decodes):
-            it.keys = int(self.comp[it.decodes].sum()) + len(it.decodes) * self.q
+            ctx = self.comp[it.decodes] + self.q
+            it.keys = int((ctx if self.window is None else np.minimum(ctx, self.window)).sum())
         return it
 
     # -- applying ---------------------------------------------------------------------------

@@ -40,7 +40,8 @@ def simulate(requests: tuple[Request, ...], timer: StepTimer, limits: BatchLimit
              request_overhead_s: float = 0.0) -> EventLog:
     """Run ``requests`` through ``replicas`` replicas until every request has finished."""
     env = simpy.Environment()
-    scheds = [Scheduler(limits, kv_tokens, timer.q) for _ in range(replicas)]
+    window = timer.cost.model.config.sliding_window
+    scheds = [Scheduler(limits, kv_tokens, timer.q, window) for _ in range(replicas)]
     for r in requests:
         scheds[0].check(r)
     wake = [env.event() for _ in range(replicas)]

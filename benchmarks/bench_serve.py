@@ -1,0 +1,55 @@
+"""Speed of the serving simulation (issue 35 item 9): 10,000 requests on one replica.
+
+    python benchmarks/bench_serve.py [--repeat 3] [--requests 10000]
+
+Llama-3-8B (bf16) on one H100, ShareGPT-like lengths (``--lengths conversation``), Poisson
+arrivals at 20 requests/s (about 60 % of the replica's capacity: batches of ~30 sequences),
+vLLM's default limits. Each run is cold (a fresh deployment: every iteration bucket timed by
+the engine again) and is printed as min / median / max wall seconds over ``--repeat`` runs,
+with the simulated requests per wall second; target < 10 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+from _machine import cpu_model, spread, timed  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="runs")
+    ap.add_argument("--requests", type=int, default=10_000)
+    ap.add_argument("--rate", type=float, default=20.0)
+    args = ap.parse_args()
+    sys.path.insert(0, str(REPO))
+    from accelsim.arch import build_system
+    from accelsim.serve import serve
+
+    h100 = build_system("h100-sxm")
+    last = {}
+
+    def once():
+        r = serve(h100, "llama3-8b", "bf16", rate=args.rate, requests=args.requests,
+                  lengths="conversation", seed=0)
+        last.update(r.as_dict())
+
+    t = timed(once, args.repeat)
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
+          f"Python {platform.python_version()}")
+    print(f"{args.requests:,} requests at {args.rate:g}/s on one replica: "
+          f"{spread(t, '{:.2f}')} s (min / median / max of {len(t)}), "
+          f"{args.requests / sorted(t)[len(t) // 2]:,.0f} requests/s simulated; "
+          f"{last['iterations']:,} iterations, TTFT p99 {last['time_to_first_token_s_p99']:.3f} s, "
+          f"TPOT p50 {last['time_per_output_token_s_p50'] * 1e3:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
