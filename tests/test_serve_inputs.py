@@ -130,3 +130,26 @@ def test_a_rates_sweep_writes_one_row_per_rate_and_a_trace_opens(tmp_path, capsy
     ev = json.loads(trace.read_text())["traceEvents"]
     assert sum(e["ph"] == "b" for e in ev) == 10 == sum(e["ph"] == "e" for e in ev)
     assert all(e["dur"] > 0 for e in ev if e["ph"] == "X")
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (BASE + "--rate 1 --input-tokens 8 --output-tokens 8 --disagg 2", "expected PxD"),
+    (BASE + "--rate 1 --input-tokens 8 --output-tokens 8 --disagg 0x2", "replicas in"),
+    (BASE + "--rate 1 --input-tokens 8 --output-tokens 8 --prefill-tp 2", "for --disagg"),
+    (BASE + "--rate 1 --input-tokens 8 --output-tokens 8 --disagg 1x1 --replicas 2",
+     "drop --replicas"),
+])
+def test_bad_disaggregation_flags_are_one_line_errors(argv, msg, capsys):
+    assert main(argv.split()) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1, err
+
+
+def test_disagg_runs_from_the_command_line(capsys):
+    import json
+
+    argv = ("serve --system dgx-h100 --model llama3-8b --scheme bf16 --rate 2 --requests 20 "
+            "--input-tokens 256 --output-tokens 16 --disagg 1x2 --prefill-tp 2 --json")
+    assert main(argv.split()) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["disagg"] == "1x2" and d["gpus"] == 4 and d["kv_transfer_s_p50"] > 0

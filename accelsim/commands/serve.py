@@ -30,6 +30,17 @@ def _rates(text: str) -> tuple[float, ...]:
     return vals
 
 
+def _disagg(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    try:
+        p, d = (int(v) for v in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PxD (e.g. 2x6), got {text!r}") from None
+    if not (1 <= p <= 4096 and 1 <= d <= 4096):
+        raise argparse.ArgumentTypeError(f"replicas in [1, 4,096] each, got {text!r}")
+    return p, d
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.arch.schemes import SCHEME_NAMES
     from accelsim.engine.inference import KV_BYTES
@@ -54,6 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="MoE: 1 or tp (whole experts per GPU)")
     p.add_argument("--replicas", type=int_type(1, 4096), default=1, metavar="R",
                    help="model copies; requests go to the least loaded (default 1)")
+    p.add_argument("--disagg", type=_disagg, default=None, metavar="PxD",
+                   help="disaggregated: P prefill and D decode replicas (e.g. 2x6), the KV "
+                        "cache moved over the fabric")
+    p.add_argument("--prefill-tp", type=chip_count, default=None, metavar="T",
+                   help="--disagg: tensor-parallel GPUs per prefill replica (default --tp)")
+    p.add_argument("--decode-tp", type=chip_count, default=None, metavar="T",
+                   help="--disagg: tensor-parallel GPUs per decode replica (default --tp)")
     p.add_argument("--memory-reserve", type=memory_reserve_GiB, default=0.0, metavar="GIB",
                    help="GPU memory per GPU outside weights and KV cache (default 0)")
     s = parser.add_argument_group("request stream")
@@ -124,17 +142,27 @@ def _deployment(args: argparse.Namespace):
     system = build_system(path)
     require_precisions(system, path, [get_scheme(args.scheme).compute_precision],
                        f"--scheme {args.scheme}")
+    if args.disagg is None:
+        for flag in ("prefill_tp", "decode_tp"):
+            if getattr(args, flag) is not None:
+                raise UserError(f"--{flag.replace('_', '-')} is for --disagg PxD")
+    elif args.replicas != 1:
+        raise UserError("--disagg PxD sets the replicas; drop --replicas")
+    elif args.decode_tp is not None and args.tp != 1:
+        raise UserError("--decode-tp or --tp, not both")
+    tp = args.tp if args.decode_tp is None else args.decode_tp
     try:
         return deployment(
-            system, args.model, args.scheme, tp=args.tp, pp=args.pp, ep=args.ep,
+            system, args.model, args.scheme, tp=tp, pp=args.pp, ep=args.ep,
             replicas=args.replicas, kv_cache=args.kv_cache, max_batch=args.max_batch,
             max_batched_tokens=args.max_batched_tokens, chunked_prefill=args.chunked_prefill,
             host_overhead_s=args.host_overhead_ms / 1e3,
             request_overhead_s=args.request_overhead_ms / 1e3, spec_decode=args.spec_decode,
             accept_rate=args.accept_rate, draft=args.draft_model,
-            expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve)
+            expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve,
+            disagg=args.disagg, prefill_tp=args.prefill_tp)
     except ValueError as exc:
-        raise UserError(f"--model {args.model} --tp {args.tp} --pp {args.pp} --ep {args.ep}: "
+        raise UserError(f"--model {args.model} --tp {tp} --pp {args.pp} --ep {args.ep}: "
                         f"{exc}") from None
 
 
@@ -217,9 +245,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(d))
         return 0
-    print(f"{d['model']} on {dep.system.name}: {d['replicas']} replica(s) x tp {d['tp']} x pp "
-          f"{d['pp']} ({d['gpus']} GPUs), {d['scheme']}, KV cache {d['kv_dtype']} "
-          f"({d['kv_cache_tokens_per_replica']:,} tokens per replica)")
+    shape = (f"{d['replicas']} replica(s) x tp {d['tp']} x pp {d['pp']}" if d["disagg"] is None
+             else f"{d['disagg']} prefill x decode replicas (tp {d['prefill_tp']} / {d['tp']})")
+    print(f"{d['model']} on {dep.system.name}: {shape} ({d['gpus']} GPUs), {d['scheme']}, "
+          f"KV cache {d['kv_dtype']} ({d['kv_cache_tokens_per_replica']:,} tokens per "
+          "replica)")
     print(f"  {d['requests']} requests, {d['measured_requests']} measured "
           f"(offered {d['offered_requests_per_s']:.4g}/s)")
     for k in ("requests_per_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
@@ -227,8 +257,9 @@ def run(args: argparse.Namespace) -> int:
               "time_to_first_token_s_p90", "time_to_first_token_s_p99",
               "time_per_output_token_s_p50", "time_per_output_token_s_p90",
               "time_per_output_token_s_p99", "request_latency_s_p50", "request_latency_s_p90",
-              "request_latency_s_p99", "mean_running_requests", "kv_cache_utilization",
-              "preemptions", "host_overhead_s"):
+              "request_latency_s_p99", "kv_transfer_s_p50", "kv_transfer_s_p99",
+              "mean_running_requests", "kv_cache_utilization", "preemptions",
+              "host_overhead_s"):
         if d.get(k) is not None:
             print(f"  {k:<30} {d[k]:.4g}")
     return 0

@@ -19,17 +19,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from accelsim.arch import System
 from accelsim.engine import decoder
 from accelsim.engine.comm import fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.graph import AttentionOp, attention_precision, flash_attention_parts, gemm_s
-from accelsim.engine.inference import InferencePlan, _kernel_s, _layer, cached_attention
+from accelsim.engine.inference import (InferencePlan, _kernel_s, _layer, cached_attention,
+                                       kv_cache_bytes_per_gpu)
 from accelsim.engine.plan import LlmParams
 from accelsim.engine.stack import FlashKernel
 from accelsim.errors import InputError
 from accelsim.perf.gemm import FITTED
+
+if TYPE_CHECKING:
+    from accelsim.netsim.fabric import Fabric
 
 
 @dataclass(frozen=True)
@@ -123,3 +128,14 @@ class IterationCost:
         ap = attention_precision(self.gp, self.system.chip.core)
         return _kernel_s(self.system, one.flops * queries, one.bytes, ap)[0] \
             - self.system.chip.kernel_launch_s
+
+
+def kv_transfer_s(model: Decoder, fabric: Fabric, sender: InferencePlan, receiver: InferencePlan,
+                  tokens: int, across_nodes: bool) -> float:
+    """Seconds to move one sequence's KV cache of ``tokens`` tokens from the GPUs of a prefill
+    replica (``sender``) to those of a decode replica (``receiver``): every GPU sends its
+    shard and receives its own at once, so the larger per-GPU share over one point-to-point
+    link sets the time (the fabric's :meth:`p2p_s`, within a node or across nodes)."""
+    share = max(kv_cache_bytes_per_gpu(model, sender, 1, tokens),
+                kv_cache_bytes_per_gpu(model, receiver, 1, tokens))
+    return fabric.p2p_s(share, across_nodes)

@@ -42,7 +42,8 @@ def request_table(log: EventLog) -> pd.DataFrame:
         "input_tokens": [r.input_tokens for r in req], "output_tokens": out,
         "replica": log.replica, "time_to_first_token_s": ttft,
         "time_per_output_token_s": tpot, "request_latency_s": lat,
-        "max_inter_token_latency_s": log.max_gap_s, "preemptions": log.preempted,
+        "max_inter_token_latency_s": log.max_gap_s, "kv_transfer_s": log.kv_transfer_s,
+        "preemptions": log.preempted,
         "finish_s": log.finish_s, "measured": np.arange(len(req)) >= first})
 
 
@@ -55,8 +56,7 @@ def _in_system_mean(arrival: np.ndarray, finish: np.ndarray, t0: float, t1: floa
     return float(np.sum(hi - lo) / (t1 - t0))
 
 
-def summary(log: EventLog, table: pd.DataFrame, gpus: int, replicas: int,
-            slo_ttft_s: float | None = None, slo_tpot_s: float | None = None) -> dict:
+def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None) -> dict:
     """The run's metrics (the ``--json`` keys)."""
     m = table[table["measured"]]
     t0, t_last = float(m["arrival_s"].min()), float(table["arrival_s"].max())
@@ -68,12 +68,15 @@ def summary(log: EventLog, table: pd.DataFrame, gpus: int, replicas: int,
         for p in PERCENTILES:
             d[f"{key}_p{p}"] = float(np.percentile(vals, p)) if len(vals) else None
         d[f"{key}_mean"] = float(vals.mean()) if len(vals) else None
+    if log.kv_transfer_s.any():  # disaggregated: the KV cache's move, prefill to decode
+        for p in PERCENTILES:
+            d[f"kv_transfer_s_p{p}"] = float(np.percentile(m["kv_transfer_s"], p))
     d["max_inter_token_latency_s_p99"] = float(np.percentile(m["max_inter_token_latency_s"],
                                                              99))
     rps = len(m) / span if span > 0 else None
     tok = float(m["output_tokens"].sum()) / span if span > 0 else None
     d.update(requests_per_s=rps, output_tokens_per_s=tok,
-             output_tokens_per_s_per_gpu=None if tok is None else tok / (gpus * replicas))
+             output_tokens_per_s_per_gpu=None if tok is None else tok / gpus)
     if slo_ttft_s is not None or slo_tpot_s is not None:
         ok = np.ones(len(m), dtype=bool)
         if slo_ttft_s is not None:
@@ -88,16 +91,16 @@ def summary(log: EventLog, table: pd.DataFrame, gpus: int, replicas: int,
     d["mean_running_requests"] = _in_system_mean(table["arrival_s"].to_numpy(),
                                                  table["finish_s"].to_numpy(), t0, t_last)
     d["preemptions"] = int(log.preemptions)
-    d["kv_cache_utilization"] = _kv_utilization(log, t0, t_last, replicas)
+    d["kv_cache_utilization"] = _kv_utilization(log, t0, t_last)
     d["iterations"] = len(log.iterations)
     return d
 
 
-def _kv_utilization(log: EventLog, t0: float, t1: float, replicas: int) -> float | None:
-    """Time-weighted mean of the KV blocks in use over the window, over every replica's
-    blocks (iterations only: an idle replica holds none)."""
+def _kv_utilization(log: EventLog, t0: float, t1: float) -> float | None:
+    """Time-weighted mean of the KV blocks in use over the window, over every lane's blocks
+    (iterations only: an idle lane holds none)."""
     it = log.iterations
     if not len(it) or log.kv_blocks == 0 or t1 <= t0:
         return None
     start, end = np.clip(it[:, 1], t0, t1), np.clip(it[:, 2], t0, t1)
-    return float(np.sum((end - start) * it[:, 5]) / ((t1 - t0) * log.kv_blocks * replicas))
+    return float(np.sum((end - start) * it[:, 5]) / ((t1 - t0) * log.kv_blocks))

@@ -19,15 +19,16 @@ from accelsim.arch.schemes import get_scheme
 from accelsim.bounds import MAX_SEED
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.inference import InferencePlan
-from accelsim.engine.iteration import IterationCost
+from accelsim.engine.comm import fabric_of
+from accelsim.engine.iteration import IterationCost, kv_transfer_s
 from accelsim.engine.plan import LlmParams
 from accelsim.errors import InputError, check_int
 from accelsim.serve import arrivals as arr
 from accelsim.serve.costs import SpecDecode, StepTimer
 from accelsim.serve.metrics import request_table, summary
-from accelsim.serve.policy import kv_capacity_tokens
+from accelsim.serve.policy import BLOCK_TOKENS, kv_capacity_tokens
 from accelsim.serve.scheduler import BatchLimits
-from accelsim.serve.sim import EventLog, simulate
+from accelsim.serve.sim import EventLog, Pool, simulate
 from accelsim.workload.transformer import TransformerConfig
 
 #: largest per-iteration or per-request host overhead (seconds)
@@ -60,8 +61,21 @@ def draft_model(model: Decoder, draft: str | Path) -> Decoder:
 
 
 @dataclass(frozen=True)
+class PrefillPool:
+    """Disaggregated serving's prefill side: ``replicas`` replicas on ``plan`` GPUs each that
+    only prefill, then move each request's KV cache to the decode replicas."""
+
+    plan: InferencePlan
+    replicas: int
+
+    def __post_init__(self) -> None:
+        check_int("prefill replicas", self.replicas, 1, MAX_REPLICAS)
+
+
+@dataclass(frozen=True)
 class Deployment:
-    """One serving deployment: ``replicas`` copies of ``model`` on ``plan`` GPUs each."""
+    """One serving deployment: ``replicas`` copies of ``model`` on ``plan`` GPUs each (with
+    ``prefill``: the decode replicas, the prompts prefilled on the prefill pool's)."""
 
     system: System
     model: Decoder
@@ -75,6 +89,7 @@ class Deployment:
     draft: Decoder | None = None
     expert_skew: float = 1.0
     memory_reserve_GiB: float = 0.0
+    prefill: PrefillPool | None = None
 
     def __post_init__(self) -> None:
         check_int("replicas", self.replicas, 1, MAX_REPLICAS)
@@ -86,17 +101,60 @@ class Deployment:
         return get_scheme(self.scheme).compute_precision
 
     @property
-    def kv_tokens(self) -> int:
-        return kv_capacity_tokens(self.model, self.system, self.plan, self.gp,
+    def gpus(self) -> int:
+        return self.plan.gpus * self.replicas + (
+            0 if self.prefill is None else self.prefill.plan.gpus * self.prefill.replicas)
+
+    def kv_tokens(self, plan: InferencePlan | None = None) -> int:
+        """KV-cache tokens of one replica on ``plan`` (default: the decode plan)."""
+        return kv_capacity_tokens(self.model, self.system, plan or self.plan, self.gp,
                                   self.memory_reserve_GiB)
 
-    def timer(self) -> StepTimer:
-        params = LlmParams(memory_reserve_GiB=self.memory_reserve_GiB)
-        cost = IterationCost(self.model, self.system, self.plan, self.gp, params,
+    @property
+    def params(self) -> LlmParams:
+        return LlmParams(memory_reserve_GiB=self.memory_reserve_GiB)
+
+    def timer(self, plan: InferencePlan | None = None, decode: bool = True) -> StepTimer:
+        """Iteration times on ``plan`` (default the decode plan); the draft only where
+        sequences decode."""
+        plan = plan or self.plan
+        cost = IterationCost(self.model, self.system, plan, self.gp, self.params,
                              skew=self.expert_skew)
-        draft = None if self.draft is None else IterationCost(self.draft, self.system,
-                                                              self.plan, self.gp, params)
-        return StepTimer(cost, self.host_overhead_s, self.spec, draft)
+        spec = self.spec if decode else None
+        draft = None if self.draft is None or not decode else IterationCost(
+            self.draft, self.system, plan, self.gp, self.params)
+        return StepTimer(cost, self.host_overhead_s, spec, draft)
+
+    def pools(self, timers: tuple[StepTimer, ...] | None = None) -> tuple[Pool, ...]:
+        """The lanes the simulation runs: one pool, or the prefill pool and the decode pool
+        (a replica of ``pp`` stages: ``pp`` lanes, each a ``1/pp`` share of its KV cache)."""
+        sides = [(self.plan, self.replicas, False)]
+        if self.prefill is not None:
+            sides.insert(0, (self.prefill.plan, self.prefill.replicas, True))
+        timers = timers or tuple(self.timer(p, decode=not only) for p, _, only in sides)
+        out = []
+        for (plan, n, only), timer in zip(sides, timers):
+            lane_kv = self.kv_tokens(plan) // plan.pp // BLOCK_TOKENS * BLOCK_TOKENS
+            out.append(Pool(timer, self.limits, lane_kv, n, plan.pp, only))
+        return tuple(out)
+
+    def transfer(self):
+        """Seconds to move a sequence's KV cache of n tokens, prefill to decode (None:
+        aggregated serving)."""
+        if self.prefill is None:
+            return None
+        fabric = fabric_of(self.system, self.params)
+        across = self.gpus > fabric.gpus_per_node
+        sender, receiver = self.prefill.plan, self.plan
+        cache: dict[int, float] = {}
+
+        def seconds(tokens: int) -> float:
+            if tokens not in cache:
+                cache[tokens] = kv_transfer_s(self.model, fabric, sender, receiver, tokens,
+                                              across)
+            return cache[tokens]
+
+        return seconds
 
 
 @dataclass(frozen=True)
@@ -111,9 +169,12 @@ class ServeResult:
 
     def as_dict(self) -> dict:
         d = self.deployment
+        pre = d.prefill
         return {"model": d.model.name, "scheme": d.scheme, "tp": d.plan.tp, "pp": d.plan.pp,
-                "ep": d.plan.ep, "replicas": d.replicas, "gpus": d.plan.gpus * d.replicas,
-                "kv_dtype": d.plan.kv_dtype, "kv_cache_tokens_per_replica": d.kv_tokens,
+                "ep": d.plan.ep, "replicas": d.replicas, "gpus": d.gpus,
+                "disagg": None if pre is None else f"{pre.replicas}x{d.replicas}",
+                "prefill_tp": None if pre is None else pre.plan.tp,
+                "kv_dtype": d.plan.kv_dtype, "kv_cache_tokens_per_replica": d.kv_tokens(),
                 "max_batch": d.limits.max_batch,
                 "max_batched_tokens": d.limits.max_batched_tokens,
                 "chunked_prefill": d.limits.chunked_prefill,
@@ -128,19 +189,21 @@ class ServeResult:
 
 def run(dep: Deployment, requests: tuple[arr.Request, ...], seed: int = 0,
         slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
-        timer: StepTimer | None = None) -> ServeResult:
-    """Simulate ``requests`` on ``dep`` (``timer``: a memo to reuse, from ``dep.timer()``)."""
+        pools: tuple[Pool, ...] | None = None) -> ServeResult:
+    """Simulate ``requests`` on ``dep`` (``pools``: ``dep.pools()`` to reuse, with their
+    memoized iteration times)."""
     check_int("seed", seed, 0, MAX_SEED)
     slo_ttft_s = _positive("slo_ttft_s", slo_ttft_s)
     slo_tpot_s = _positive("slo_tpot_s", slo_tpot_s)
-    if dep.kv_tokens <= 0:
-        raise InputError(f"{dep.model.name} on {dep.system.name} (tp {dep.plan.tp}, pp "
-                         f"{dep.plan.pp}): the weights leave no GPU memory for a KV cache")
+    for plan in (dep.plan,) if dep.prefill is None else (dep.prefill.plan, dep.plan):
+        if dep.kv_tokens(plan) // plan.pp < BLOCK_TOKENS:
+            raise InputError(f"{dep.model.name} on {dep.system.name} (tp {plan.tp}, pp "
+                             f"{plan.pp}): the weights leave no GPU memory for a KV cache")
     rng = np.random.default_rng([seed, 1])  # the acceptance draws; the stream has its own
-    log = simulate(requests, timer or dep.timer(), dep.limits, dep.kv_tokens, dep.replicas,
-                   rng, dep.request_overhead_s)
+    log = simulate(requests, pools or dep.pools(), rng, dep.request_overhead_s,
+                   dep.transfer())
     table = request_table(log)
-    m = summary(log, table, dep.plan.gpus, dep.replicas, slo_ttft_s, slo_tpot_s)
+    m = summary(log, table, dep.gpus, slo_ttft_s, slo_tpot_s)
     return ServeResult(dep, m, table, log)
 
 
@@ -166,11 +229,11 @@ def sweep(dep: Deployment, rates: tuple[float, ...], requests: int, lengths: arr
     """One row of metrics per request rate (the same seed at each), one deployment."""
     from tqdm import tqdm
 
-    timer = dep.timer()
+    pools = dep.pools()
     rows = []
     for rate in tqdm(rates, desc="serve rates", unit="rate", disable=not progress):
         r = run(dep, stream(rate, requests, lengths, seed, burstiness), seed, slo_ttft_s,
-                slo_tpot_s, timer)
+                slo_tpot_s, pools)
         rows.append({"rate_requests_per_s": rate, **r.as_dict()})
     return pd.DataFrame(rows)
 
@@ -184,7 +247,9 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
           host_overhead_s: float = 0.0, request_overhead_s: float = 0.0,
           spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
           expert_skew: float = 1.0, slo_ttft_s: float | None = None,
-          slo_tpot_s: float | None = None, memory_reserve_GiB: float = 0.0) -> ServeResult:
+          slo_tpot_s: float | None = None, memory_reserve_GiB: float = 0.0,
+          disagg: tuple[int, int] | None = None, prefill_tp: int | None = None
+          ) -> ServeResult:
     """Request-level serving simulation, as ``accelsim serve`` runs it (docs/serve.md): a
     stream of ``requests`` at ``rate`` requests/s (gamma inter-arrivals of shape
     ``burstiness``; 1: Poisson) of fixed ``input_tokens`` / ``output_tokens`` or lengths drawn
@@ -194,13 +259,16 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
     (``chunked_prefill``: mixed batches), a paged KV cache from the memory account with
     preemption, ``host_overhead_s`` per iteration and ``request_overhead_s`` per request;
     ``spec_decode`` K draft tokens accepted with probability ``accept_rate`` each (``draft``:
-    ``mtp`` or a model); ``expert_skew`` the MoE routing imbalance."""
+    ``mtp`` or a model); ``expert_skew`` the MoE routing imbalance; ``disagg`` ``(P, D)``:
+    P prefill replicas on ``prefill_tp`` GPUs (default ``tp``) and D decode replicas on
+    ``tp``, the KV cache moved between them over the system's fabric."""
     dep = deployment(system, model, scheme, tp=tp, pp=pp, ep=ep, replicas=replicas,
                      kv_cache=kv_cache, max_batch=max_batch,
                      max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
                      host_overhead_s=host_overhead_s, request_overhead_s=request_overhead_s,
                      spec_decode=spec_decode, accept_rate=accept_rate, draft=draft,
-                     expert_skew=expert_skew, memory_reserve_GiB=memory_reserve_GiB)
+                     expert_skew=expert_skew, memory_reserve_GiB=memory_reserve_GiB,
+                     disagg=disagg, prefill_tp=prefill_tp)
     reqs = request_stream(rate=rate, requests=requests, input_tokens=input_tokens,
                           output_tokens=output_tokens, lengths=lengths, arrivals=arrivals,
                           burstiness=burstiness, seed=seed)
@@ -243,7 +311,9 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
                max_batched_tokens: int = 8192, chunked_prefill: bool = False,
                host_overhead_s: float = 0.0, request_overhead_s: float = 0.0,
                spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
-               expert_skew: float = 1.0, memory_reserve_GiB: float = 0.0) -> Deployment:
+               expert_skew: float = 1.0, memory_reserve_GiB: float = 0.0,
+               disagg: tuple[int, int] | None = None, prefill_tp: int | None = None
+               ) -> Deployment:
     """The deployment, every setting checked once (see :func:`serve`)."""
     from accelsim.llm.inference import inference_model, inference_plan
 
@@ -276,5 +346,20 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
         raise InputError("accept_rate is for speculative decoding (spec_decode K >= 1)")
     if dec.config.moe is None and expert_skew != 1.0:
         raise InputError(f"expert_skew is for MoE models; {dec.name} is dense")
+    prefill = None
+    if disagg is not None:
+        if not (isinstance(disagg, tuple) and len(disagg) == 2):
+            raise InputError(f"disagg must be (prefill replicas, decode replicas), got "
+                             f"{disagg!r}")
+        if replicas != 1:
+            raise InputError("disaggregated serving sets its replicas: (P, D), not replicas")
+        p_plan = inference_plan(system, dec, tp=tp if prefill_tp is None else prefill_tp,
+                                pp=pp, ep=ep if ep == 1 else (prefill_tp or tp),
+                                kv_cache=kv_cache)
+        prefill = PrefillPool(p_plan, disagg[0])
+        check_int("decode replicas", disagg[1], 1, MAX_REPLICAS)
+        replicas = disagg[1]
+    elif prefill_tp is not None:
+        raise InputError("prefill_tp is for disaggregated serving (disagg=(P, D))")
     return Deployment(system, dec, plan, sc.name, limits, replicas, host_overhead_s,
-                      request_overhead_s, spec, dft, expert_skew, memory_reserve_GiB)
+                      request_overhead_s, spec, dft, expert_skew, memory_reserve_GiB, prefill)

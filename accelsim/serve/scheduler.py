@@ -84,9 +84,12 @@ class Scheduler:
     :meth:`finish` applies it."""
 
     def __init__(self, limits: BatchLimits, kv_tokens: int, verify_tokens: int = 1,
-                 window: int | None = None) -> None:
+                 window: int | None = None, prefill_only: bool = False) -> None:
         self.limits = limits
         self.window = window  # a sliding window: the most keys a token attends
+        # a disaggregated prefill lane: a sequence leaves when its prompt is done (handed)
+        self.prefill_only = prefill_only
+        self.handed: list[Seq] = []
         self.total_blocks = kv_tokens // BLOCK_TOKENS
         self.free_blocks = self.total_blocks
         self.q = verify_tokens  # new tokens a decoding sequence brings (1 + K speculative)
@@ -239,6 +242,12 @@ class Scheduler:
         while self.waiting and budget > 0 and self.running < lim.max_batch:
             s = self.waiting[0]
             left = s.target - s.computed
+            if left == 0:  # its KV cache came from a prefill lane: it decodes next
+                if -(-s.computed // BLOCK_TOKENS) > self.free_blocks:
+                    break
+                self.waiting.popleft()
+                self._grow(self._slot(s), s.computed)
+                continue
             t = left if whole else min(left, budget)
             if t > budget and it.chunks:
                 break
@@ -290,4 +299,8 @@ class Scheduler:
             s = self._release(k)
             s.done_s = now
             done.append(s)
+        if self.prefill_only:
+            for k, _, _ in it.chunks:
+                if self.order[k] >= 0 and self.comp[k] >= self.tgt[k]:
+                    self.handed.append(self._release(k))
         return done

@@ -1,15 +1,22 @@
 """The serving simulation's clock: a simpy environment with one process feeding the request
-stream and one process per replica running iterations back to back (each its scheduler's pick,
+stream and one process per lane running iterations back to back (each its scheduler's pick,
 timed by :class:`~accelsim.serve.costs.StepTimer`), idle until a request arrives.
 
-Requests go to the replica with the fewest requests in it (join-shortest-queue); a request
-enters its replica's queue ``request_overhead_s`` after it arrives (the server's per-request
-work: parsing, tokenization). The event log is what the metrics read: one row per request
-(arrival, first token, finish) and one per iteration (start, end, batch, KV blocks used).
+A lane is one scheduler with its share of the KV cache: a replica of ``pp`` pipeline stages has
+``pp`` lanes whose micro-batches fill the pipeline (vLLM's virtual engines: one scheduler per
+stage's worth of in-flight batch; each lane's iteration takes the whole pass, ``pp`` of them in
+flight). Requests go to the lane with the fewest requests in it (join-shortest-queue); a
+request enters its lane's queue ``request_overhead_s`` after it arrives (the server's
+per-request work: parsing, tokenization). Disaggregated serving has two pools: a prefill pool
+whose lanes only prefill, and a decode pool the KV cache moves to (``transfer_s`` of the prompt
+length) before the request decodes. The event log is what the metrics read: one row per
+request (arrival, first token, finish, KV transfer) and one per iteration (start, end, batch,
+KV blocks used).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +28,24 @@ from accelsim.serve.scheduler import BatchLimits, Scheduler, Seq
 
 
 @dataclass(frozen=True)
+class Pool:
+    """``replicas`` replicas of ``lanes_per_replica`` lanes, each lane ``kv_tokens`` of KV
+    cache, iterations timed by ``timer``; ``prefill_only``: the prefill pool of a
+    disaggregated deployment."""
+
+    timer: StepTimer
+    limits: BatchLimits
+    kv_tokens: int
+    replicas: int
+    lanes_per_replica: int = 1
+    prefill_only: bool = False
+
+    @property
+    def lanes(self) -> int:
+        return self.replicas * self.lanes_per_replica
+
+
+@dataclass(frozen=True)
 class EventLog:
     """What happened: per request (arrays in request order) and per iteration."""
 
@@ -29,47 +54,69 @@ class EventLog:
     finish_s: np.ndarray
     max_gap_s: np.ndarray
     preempted: np.ndarray
-    replica: np.ndarray
-    iterations: np.ndarray  # rows: replica, start_s, end_s, prefill_tokens, decodes, kv_used
-    kv_blocks: int  # one replica's
+    replica: np.ndarray  # the (decode) replica that finished it
+    kv_transfer_s: np.ndarray  # disaggregated: the KV cache's move (0: none)
+    iterations: np.ndarray  # rows: lane, start_s, end_s, prefill_tokens, decodes, kv_used
+    kv_blocks: int  # every lane's together
     preemptions: int
 
 
-def simulate(requests: tuple[Request, ...], timer: StepTimer, limits: BatchLimits,
-             kv_tokens: int, replicas: int, rng: np.random.Generator,
-             request_overhead_s: float = 0.0) -> EventLog:
-    """Run ``requests`` through ``replicas`` replicas until every request has finished."""
+def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
+             rng: np.random.Generator, request_overhead_s: float = 0.0,
+             transfer_s: Callable[[int], float] | None = None) -> EventLog:
+    """Run ``requests`` through ``pools`` (one, or a prefill pool and a decode pool) until
+    every request has finished."""
     env = simpy.Environment()
-    window = timer.cost.model.config.sliding_window
-    scheds = [Scheduler(limits, kv_tokens, timer.q, window) for _ in range(replicas)]
+    lanes: list[tuple[Pool, Scheduler, int]] = []  # pool, scheduler, replica number
+    first_replica = 0
+    for pool in pools:
+        window = pool.timer.cost.model.config.sliding_window
+        for k in range(pool.lanes):
+            lanes.append((pool, Scheduler(pool.limits, pool.kv_tokens, pool.timer.q, window,
+                                          pool.prefill_only),
+                          first_replica + k // pool.lanes_per_replica))
+        first_replica += pool.replicas
     for r in requests:
-        scheds[0].check(r)
-    wake = [env.event() for _ in range(replicas)]
-    load = [0] * replicas
+        for pool, sched, _ in lanes:
+            sched.check(r)
+    entry = [i for i, (p, _, _) in enumerate(lanes) if p is pools[0]]
+    second = [i for i, (p, _, _) in enumerate(lanes) if p is pools[-1]]
+    wake = [env.event() for _ in lanes]
+    load = [0] * len(lanes)
     seqs = [Seq(r) for r in requests]
+    index = {id(s): i for i, s in enumerate(seqs)}
     where = np.zeros(len(requests), dtype=np.int64)
+    moved = np.zeros(len(requests))
     its: list[tuple] = []
-    spec = timer.spec
 
-    def enqueue(k: int, s: Seq):
-        if request_overhead_s:
-            yield env.timeout(request_overhead_s)
-        scheds[k].add(s)
+    def put(k: int, s: Seq) -> None:
+        load[k] += 1
+        where[index[id(s)]] = lanes[k][2]
+        lanes[k][1].add(s)
         if not wake[k].triggered:
             wake[k].succeed()
 
+    def enqueue(s: Seq):
+        if request_overhead_s:
+            yield env.timeout(request_overhead_s)
+        put(min(entry, key=load.__getitem__), s)
+
+    def hand_over(s: Seq):
+        dt = transfer_s(s.computed)
+        moved[index[id(s)]] = dt
+        yield env.timeout(dt)
+        put(min(second, key=load.__getitem__), s)
+
     def feed():
-        for i, s in enumerate(seqs):
+        for s in seqs:
             delay = s.req.arrival_s - env.now
             if delay > 0:
                 yield env.timeout(delay)
-            k = min(range(replicas), key=load.__getitem__)
-            load[k] += 1
-            where[i] = k
-            env.process(enqueue(k, s))
+            env.process(enqueue(s))
 
-    def replica(k: int):
-        sched = scheds[k]
+    def lane(k: int):
+        pool, sched, _ = lanes[k]
+        timer, spec = pool.timer, pool.timer.spec
         while True:
             it = sched.next()
             if it is None:
@@ -84,20 +131,23 @@ def simulate(requests: tuple[Request, ...], timer: StepTimer, limits: BatchLimit
             yield env.timeout(dt)
             counts = None if spec is None or not n else spec.draw_array(n, rng)
             done = sched.finish(it, env.now, counts)
-            load[k] -= len(done)
-            its.append((k, start, env.now, sum(chunks_t for chunks_t, _ in chunks), n, used))
+            load[k] -= len(done) + len(sched.handed)
+            for s in sched.handed:
+                env.process(hand_over(s))
+            sched.handed.clear()
+            its.append((k, start, env.now, sum(t for t, _ in chunks), n, used))
 
     env.process(feed())
-    for k in range(replicas):
-        env.process(replica(k))
-    env.run()  # ends when nothing is scheduled: every replica idle, the stream fed
+    for k in range(len(lanes)):
+        env.process(lane(k))
+    env.run()  # ends when nothing is scheduled: every lane idle, the stream fed
     return EventLog(
         requests=requests,
         first_token_s=np.array([s.first_s for s in seqs]),
         finish_s=np.array([s.done_s for s in seqs]),
         max_gap_s=np.array([s.max_gap_s for s in seqs]),
         preempted=np.array([s.preempted for s in seqs], dtype=np.int64),
-        replica=where,
+        replica=where, kv_transfer_s=moved,
         iterations=np.array(its, dtype=float).reshape(-1, 6),
-        kv_blocks=scheds[0].total_blocks,
-        preemptions=sum(sc.preemptions for sc in scheds))
+        kv_blocks=sum(sched.total_blocks for _, sched, _ in lanes),
+        preemptions=sum(sched.preemptions for _, sched, _ in lanes))
