@@ -17,7 +17,7 @@ import platform
 import sys
 from pathlib import Path
 
-from _machine import cpu_model, spread, timed  # noqa: E402 (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_model, spread, timed  # noqa: E402 (benchmarks/ on sys.path as a script)
 
 REPO = Path(__file__).resolve().parents[1]
 

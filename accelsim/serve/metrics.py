@@ -56,7 +56,8 @@ def _in_system_mean(arrival: np.ndarray, finish: np.ndarray, t0: float, t1: floa
     return float(np.sum(hi - lo) / (t1 - t0))
 
 
-def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None) -> dict:
+def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | None = None,
+            slo_tpot_s: float | None = None) -> dict:
     """The run's metrics (the ``--json`` keys)."""
     m = table[table["measured"]]
     t0, t_last = float(m["arrival_s"].min()), float(table["arrival_s"].max())
