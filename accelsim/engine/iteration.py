@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from accelsim.arch import System
@@ -50,6 +49,7 @@ class IterationCost:
     params: LlmParams = LlmParams(memory_reserve_GiB=0.0)
     skew: float = 1.0
     _fabric: object = field(default=None, compare=False, repr=False)
+    _per_key: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.skew, int | float) and math.isfinite(self.skew)
@@ -122,12 +122,15 @@ class IterationCost:
         launch = self.system.chip.kernel_launch_s
         return self.model.layers * (launch + keys * self._per_key_s(queries))
 
-    @lru_cache(maxsize=None)  # noqa: B019 - frozen, hashable, lives as long as its users
     def _per_key_s(self, queries: int) -> float:
-        one = cached_attention(self.model, self.plan, 1, 1)  # per attended key
-        ap = attention_precision(self.gp, self.system.chip.core)
-        return _kernel_s(self.system, one.flops * queries, one.bytes, ap)[0] \
-            - self.system.chip.kernel_launch_s
+        """Seconds per attended key and layer (memoized per ``queries``)."""
+        memo = self._per_key
+        if queries not in memo:
+            one = cached_attention(self.model, self.plan, 1, 1)  # per attended key
+            ap = attention_precision(self.gp, self.system.chip.core)
+            memo[queries] = _kernel_s(self.system, one.flops * queries, one.bytes, ap)[0] \
+                - self.system.chip.kernel_launch_s
+        return memo[queries]
 
 
 def kv_transfer_s(model: Decoder, fabric: Fabric, sender: InferencePlan, receiver: InferencePlan,
