@@ -224,10 +224,13 @@ class Scheduler:
         """The decoding slots, each with blocks for its new tokens (preempting the last
         admitted while the cache is short)."""
         while True:
-            idx = np.flatnonzero((self.order >= 0) & (self.comp >= self.tgt))
+            idx = ((self.order >= 0) & (self.comp >= self.tgt)).nonzero()[0]
             if not len(idx):
                 return idx
-            need = -(-(self.comp[idx] + self.q) // BLOCK_TOKENS) - self.blk[idx]
+            ends = self.comp[idx] + self.q
+            if (ends <= self.blk[idx] * BLOCK_TOKENS).all():  # the common case: room left
+                return idx
+            need = -(-ends // BLOCK_TOKENS) - self.blk[idx]
             np.maximum(need, 0, out=need)
             total = int(need.sum())
             if total <= self.free_blocks:
@@ -290,9 +293,11 @@ class Scheduler:
             self.gen[d] += n
             self.gap[d] = np.maximum(self.gap[d], now - self.last[d])
             self.last[d] = now
-        live = np.flatnonzero((self.order >= 0) & (self.gen >= self.outl))
+        # only this iteration's sequences can have finished
+        live = d[self.gen[d] >= self.outl[d]].tolist() if len(d) else []
+        live += [k for k, _, _ in it.chunks if self.gen[k] >= self.outl[k]]
         done = []
-        for k in live.tolist():
+        for k in live:
             if self.comp[k] < self.tgt[k]:
                 continue
             self.gen[k] = self.outl[k]
