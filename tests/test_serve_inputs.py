@@ -153,3 +153,9 @@ def test_disagg_runs_from_the_command_line(capsys):
     assert main(argv.split()) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["disagg"] == "1x2" and d["gpus"] == 4 and d["kv_transfer_s_p50"] > 0
+
+
+def test_a_power_limited_system_is_refused_not_timed_at_the_wrong_clock():
+    with pytest.raises(InputError, match="power-limited clock"):
+        serve(H100.with_power_model(), "llama3-8b", "bf16", rate=1.0, requests=2,
+              input_tokens=8, output_tokens=2)

@@ -327,6 +327,11 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
     if not system.chip.core.supports(sc.compute_precision):
         raise InputError(f"{system.name}: core.macs_per_pe_per_cycle has no "
                          f"{sc.compute_precision} rate (needed by scheme {sc.name})")
+    power = system.chip.power
+    if power is not None and power.enforced:
+        raise InputError(f"{system.name}: serve times iterations at the preset's clock; a "
+                         "power-limited clock per iteration is not modeled yet (use the "
+                         "system without its power model)")
     LlmParams(memory_reserve_GiB=memory_reserve_GiB)  # the reserve's one bound
     dec = inference_model(model)
     plan = inference_plan(system, dec, tp=tp, pp=pp, ep=ep, kv_cache=kv_cache)
