@@ -159,3 +159,14 @@ def test_a_power_limited_system_is_refused_not_timed_at_the_wrong_clock():
     with pytest.raises(InputError, match="power-limited clock"):
         serve(H100.with_power_model(), "llama3-8b", "bf16", rate=1.0, requests=2,
               input_tokens=8, output_tokens=2)
+
+
+def test_plot_draws_the_latency_cdf_of_requests_out(tmp_path, capsys):
+    req = tmp_path / "r.csv"
+    assert main((BASE + f"--rate 4 --requests 30 --input-tokens 64 --output-tokens 8 "
+                 f"--requests-out {req}").split()) == 0
+    png = tmp_path / "cdf.png"
+    assert main(["plot", str(req), "--cdf", "time_to_first_token_s", "--out", str(png)]) == 0
+    assert png.stat().st_size > 1000
+    assert main(["plot", str(req), "--cdf", "nosuch", "--out", str(png)]) == 2
+    assert "--cdf nosuch: not a column" in capsys.readouterr().err
