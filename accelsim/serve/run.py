@@ -8,7 +8,7 @@ memoized iteration times).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -48,8 +48,6 @@ def _seconds(name: str, v: float | None, *, optional: bool = False) -> float | N
 def draft_model(model: Decoder, draft: str | Path) -> Decoder:
     """The draft of speculative decoding: ``mtp`` (one more decoder layer of the target and its
     LM head, DeepSeek-V3's multi-token-prediction module) or a model as ``infer`` takes it."""
-    from dataclasses import replace
-
     from accelsim.llm.inference import inference_model
 
     if str(draft) == "mtp":
@@ -121,8 +119,9 @@ class Deployment:
         cost = IterationCost(self.model, self.system, plan, self.gp, self.params,
                              skew=self.expert_skew)
         spec = self.spec if decode else None
+        # the draft runs on one stage (an MTP module sits on the last)
         draft = None if self.draft is None or not decode else IterationCost(
-            self.draft, self.system, plan, self.gp, self.params)
+            self.draft, self.system, replace(plan, pp=1), self.gp, self.params)
         return StepTimer(cost, self.host_overhead_s, spec, draft)
 
     def pools(self, timers: tuple[StepTimer, ...] | None = None) -> tuple[Pool, ...]:
@@ -346,7 +345,7 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
                              "probability)")
         spec = SpecDecode(spec_decode, accept_rate)
         dft = draft_model(dec, draft)
-        inference_plan(system, dft, tp=tp, pp=pp, ep=ep, kv_cache=kv_cache)
+        inference_plan(system, dft, tp=tp, pp=1, ep=ep, kv_cache=kv_cache)
     elif accept_rate is not None:
         raise InputError("accept_rate is for speculative decoding (spec_decode K >= 1)")
     if dec.config.moe is None and expert_skew != 1.0:
