@@ -33,10 +33,11 @@ def test_gamma_gaps_have_the_rate_and_the_burstiness_cv(shape):
 
 def test_an_arrivals_file_is_read_sorted_by_time(tmp_path):
     f = tmp_path / "a.csv"
-    f.write_text("arrival_s,input_tokens,output_tokens,prefix\n0.5,100,10,sys\n0.0,20,5,\n")
+    f.write_text("arrival_s,input_tokens,output_tokens,prefix,prefix_tokens\n"
+                 "0.5,100,10,sys,64\n0.0,20,5,,\n")
     reqs = read_arrivals(f)
-    assert [(r.arrival_s, r.input_tokens, r.output_tokens, r.prefix) for r in reqs] == \
-        [(0.0, 20, 5, ""), (0.5, 100, 10, "sys")]
+    assert [(r.arrival_s, r.input_tokens, r.output_tokens, r.prefix, r.prefix_tokens)
+            for r in reqs] == [(0.0, 20, 5, "", 0), (0.5, 100, 10, "sys", 64)]
     j = tmp_path / "a.jsonl"
     j.write_text('{"arrival_s": 0.1, "input_tokens": 64, "output_tokens": 8}\n')
     r = serve(H100, "llama3-8b", "bf16", arrivals=j)
@@ -50,6 +51,10 @@ def test_an_arrivals_file_is_read_sorted_by_time(tmp_path):
     ("arrival_s,input_tokens,output_tokens\n0,2.5,5\n", "input_tokens must be an integer"),
     ("arrival_s,input_tokens,output_tokens\n0,0,5\n", "input_tokens must be an integer in"),
     ("arrival_s,input_tokens,output_tokens\n", "no requests"),
+    ("arrival_s,input_tokens,output_tokens,prefix\n0,5,5,sys\n", "missing prefix_tokens"),
+    ("arrival_s,input_tokens,output_tokens,prefix,prefix_tokens\n0,5,5,sys,9\n",
+     "longer than the prompt"),
+    ("arrival_s,input_tokens,output_tokens,prefix_tokens\n0,5,5,3\n", "without a prefix id"),
 ])
 def test_bad_arrivals_files_name_the_row_and_the_key(tmp_path, text, msg):
     f = tmp_path / "bad.csv"
@@ -79,6 +84,8 @@ def test_bad_arrivals_files_name_the_row_and_the_key(tmp_path, text, msg):
     (dict(rate=1.0, input_tokens=200_000, output_tokens=10, chunked_prefill=True,
           memory_reserve_GiB=40.0), "more than the"),
     (dict(rate=1.0, chunked_prefill=1), "chunked_prefill must be"),
+    (dict(rate=1.0, prefix_hit_rate=0.5), "prefix_hit_rate is for the prefix cache"),
+    (dict(rate=1.0, prefix_cache=True, prefix_hit_rate=1.5), "prefix hit rate must be"),
 ])
 def test_bad_library_arguments_are_refused_by_name(kw, msg):
     args = dict(requests=5, input_tokens=64, output_tokens=8)

@@ -192,3 +192,30 @@ def test_pipeline_stages_keep_micro_batches_in_flight():
     one = serve(dgx, "llama3-70b", "bf16", pp=1, **kw).as_dict()
     two = serve(dgx, "llama3-70b", "bf16", pp=2, **kw).as_dict()
     assert two["requests_per_s"] > 1.6 * one["requests_per_s"]
+
+
+def test_a_prefix_cache_hit_prefills_only_the_rest_attending_the_cached_part():
+    """Half of a 1024-token prompt cached: the prefill is the engine's chunk of 512 tokens
+    after 512 cached ones (linear work, head and the chunk's attention), exactly."""
+    kw = dict(rate=0.2, requests=20, input_tokens=1024, output_tokens=4, seed=3)
+    cold = serve(H100, "llama3-8b", "bf16", **kw).as_dict()
+    warm = serve(H100, "llama3-8b", "bf16", prefix_cache=True, prefix_hit_rate=0.5,
+                 **kw).as_dict()
+    m = inference_model("llama3-8b")
+    cost = IterationCost(m, H100, inference_plan(H100, m), "bf16")
+    chunk = cost.linear_s(512) + cost.head_s(1) + cost.prefill_attention_s(512, 512)
+    assert warm["prefix_cache_hit_rate"] == pytest.approx(0.5)
+    assert warm["time_to_first_token_s_p50"] == pytest.approx(chunk, rel=1e-9)
+    assert warm["time_to_first_token_s_p50"] < 0.75 * cold["time_to_first_token_s_p50"]
+    assert "prefix_cache_hit_rate" not in cold
+
+
+def test_prefix_ids_hit_once_their_prefix_has_been_prefilled(tmp_path):
+    f = tmp_path / "a.csv"
+    f.write_text("arrival_s,input_tokens,output_tokens,prefix,prefix_tokens\n"
+                 "0,600,2,sys,500\n1,600,2,sys,500\n2,600,2,other,500\n")
+    r = serve(H100, "llama3-8b", "bf16", arrivals=f, prefix_cache=True)
+    hits = r.requests["prefix_cache_hit_tokens"].tolist()
+    assert hits == [0, 496, 0]  # whole 16-token blocks of the shared prefix
+    ttft = r.requests["time_to_first_token_s"].tolist()
+    assert ttft[1] < 0.5 * ttft[0] and ttft[2] == pytest.approx(ttft[0])

@@ -108,6 +108,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--request-overhead-ms", type=float_type(0.0, MAX_OVERHEAD_MS),
                    default=0.0, metavar="MS",
                    help="host time per request before it is queued (default 0)")
+    e.add_argument("--prefix-cache", action="store_true",
+                   help="prompts start from their cached prefix (--arrivals prefix ids, or "
+                        "--prefix-hit-rate)")
+    e.add_argument("--prefix-hit-rate", type=float_type(0.0, 1.0), default=None, metavar="F",
+                   help="with --prefix-cache: the share of every prompt found cached")
     e.add_argument("--spec-decode", type=int_type(0, 16), default=0, metavar="K",
                    help="speculative decoding: K draft tokens per step (default 0: off)")
     e.add_argument("--accept-rate", type=float_type(0.0, 1.0), default=None, metavar="P",
@@ -160,7 +165,8 @@ def _deployment(args: argparse.Namespace):
             request_overhead_s=args.request_overhead_ms / 1e3, spec_decode=args.spec_decode,
             accept_rate=args.accept_rate, draft=args.draft_model,
             expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve,
-            disagg=args.disagg, prefill_tp=args.prefill_tp)
+            disagg=args.disagg, prefill_tp=args.prefill_tp, prefix_cache=args.prefix_cache,
+            prefix_hit_rate=args.prefix_hit_rate)
     except ValueError as exc:
         raise UserError(f"--model {args.model} --tp {tp} --pp {args.pp} --ep {args.ep}: "
                         f"{exc}") from None

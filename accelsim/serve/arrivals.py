@@ -30,13 +30,14 @@ SHIPPED_LENGTHS = ("conversation",)
 class Request:
     """One request: it arrives at ``arrival_s`` with a prompt of ``input_tokens`` and wants
     ``output_tokens`` tokens (the first from its prefill); ``prefix`` names a shared prompt
-    prefix ("" none)."""
+    prefix ("" none) of its first ``prefix_tokens`` tokens."""
 
     id: int
     arrival_s: float
     input_tokens: int
     output_tokens: int
     prefix: str = ""
+    prefix_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ def read_lengths(name_or_path: str | Path) -> Lengths:
 
 def read_arrivals(path: str | Path) -> tuple[Request, ...]:
     """A recorded stream: CSV/JSONL with ``arrival_s``, ``input_tokens``, ``output_tokens`` and
-    an optional ``prefix`` id per request, in any order (sorted by arrival here)."""
+    optionally a ``prefix`` id with its length ``prefix_tokens`` (the prompt's first tokens,
+    shared by every request naming that id), in any order (sorted by arrival here)."""
     path = Path(path)
     rows = _rows(path)
     if not rows:
@@ -132,10 +134,19 @@ def read_arrivals(path: str | Path) -> tuple[Request, ...]:
                              f"{r.get('arrival_s')!r}") from None
         if not (math.isfinite(t) and t >= 0):
             raise InputError(f"{path}: row {n}: arrival_s must be finite and >= 0, got {t!r}")
-        out.append((t, n, _int(path, n, r, "input_tokens"), _int(path, n, r, "output_tokens"),
-                    str(r.get("prefix") or "")))
+        inp = _int(path, n, r, "input_tokens")
+        prefix = str(r.get("prefix") or "")
+        pt = 0
+        if prefix:
+            pt = _int(path, n, r, "prefix_tokens")
+            if pt > inp:
+                raise InputError(f"{path}: row {n}: prefix_tokens {pt} is longer than the "
+                                 f"prompt's {inp} input_tokens")
+        elif r.get("prefix_tokens") not in (None, "", 0, "0"):
+            raise InputError(f"{path}: row {n}: prefix_tokens without a prefix id")
+        out.append((t, n, inp, _int(path, n, r, "output_tokens"), prefix, pt))
     out.sort()
-    return tuple(Request(i, t, a, b, p) for i, (t, _, a, b, p) in enumerate(out))
+    return tuple(Request(i, t, a, b, p, pt) for i, (t, _, a, b, p, pt) in enumerate(out))
 
 
 def generate(rate: float, requests: int, lengths: Lengths, rng: np.random.Generator,

@@ -43,6 +43,7 @@ def request_table(log: EventLog) -> pd.DataFrame:
         "replica": log.replica, "time_to_first_token_s": ttft,
         "time_per_output_token_s": tpot, "request_latency_s": lat,
         "max_inter_token_latency_s": log.max_gap_s, "kv_transfer_s": log.kv_transfer_s,
+        "prefix_cache_hit_tokens": log.prefix_hit_tokens,
         "preemptions": log.preempted,
         "finish_s": log.finish_s, "measured": np.arange(len(req)) >= first})
 
@@ -72,6 +73,9 @@ def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | N
     if log.kv_transfer_s.any():  # disaggregated: the KV cache's move, prefill to decode
         for p in PERCENTILES:
             d[f"kv_transfer_s_p{p}"] = float(np.percentile(m["kv_transfer_s"], p))
+    if log.prefix_hit_tokens.any():  # prompt tokens served from a prefix cache
+        d["prefix_cache_hit_rate"] = float(m["prefix_cache_hit_tokens"].sum()
+                                           / m["input_tokens"].sum())
     d["max_inter_token_latency_s_p99"] = float(np.percentile(m["max_inter_token_latency_s"],
                                                              99))
     rps = len(m) / span if span > 0 else None

@@ -27,7 +27,7 @@ from accelsim.serve import arrivals as arr
 from accelsim.serve.costs import SpecDecode, StepTimer
 from accelsim.serve.metrics import request_table, summary
 from accelsim.serve.policy import BLOCK_TOKENS, kv_capacity_tokens
-from accelsim.serve.scheduler import BatchLimits
+from accelsim.serve.scheduler import BatchLimits, PrefixCache
 from accelsim.serve.sim import EventLog, Pool, simulate
 from accelsim.workload.transformer import TransformerConfig
 
@@ -88,6 +88,7 @@ class Deployment:
     expert_skew: float = 1.0
     memory_reserve_GiB: float = 0.0
     prefill: PrefillPool | None = None
+    prefix_cache: PrefixCache | None = None
 
     def __post_init__(self) -> None:
         check_int("replicas", self.replicas, 1, MAX_REPLICAS)
@@ -134,7 +135,7 @@ class Deployment:
         out = []
         for (plan, n, only), timer in zip(sides, timers):
             lane_kv = self.kv_tokens(plan) // plan.pp // BLOCK_TOKENS * BLOCK_TOKENS
-            out.append(Pool(timer, self.limits, lane_kv, n, plan.pp, only))
+            out.append(Pool(timer, self.limits, lane_kv, n, plan.pp, only, self.prefix_cache))
         return tuple(out)
 
     def transfer(self):
@@ -182,7 +183,10 @@ class ServeResult:
                 "host_overhead_s_per_request": d.request_overhead_s,
                 "spec_decode_tokens": 0 if d.spec is None else d.spec.k,
                 "accept_rate": None if d.spec is None else d.spec.accept_rate,
-                "expert_skew": d.expert_skew, **self.metrics,
+                "expert_skew": d.expert_skew,
+                "prefix_cache": d.prefix_cache is not None,
+                "prefix_hit_rate": None if d.prefix_cache is None else d.prefix_cache.hit_rate,
+                **self.metrics,
                 "energy_J_per_output_token": None}
 
 
@@ -247,8 +251,8 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
           spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
           expert_skew: float = 1.0, slo_ttft_s: float | None = None,
           slo_tpot_s: float | None = None, memory_reserve_GiB: float = 0.0,
-          disagg: tuple[int, int] | None = None, prefill_tp: int | None = None
-          ) -> ServeResult:
+          disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
+          prefix_cache: bool = False, prefix_hit_rate: float | None = None) -> ServeResult:
     """Request-level serving simulation, as ``accelsim serve`` runs it (docs/serve.md): a
     stream of ``requests`` at ``rate`` requests/s (gamma inter-arrivals of shape
     ``burstiness``; 1: Poisson) of fixed ``input_tokens`` / ``output_tokens`` or lengths drawn
@@ -260,14 +264,17 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
     ``spec_decode`` K draft tokens accepted with probability ``accept_rate`` each (``draft``:
     ``mtp`` or a model); ``expert_skew`` the MoE routing imbalance; ``disagg`` ``(P, D)``:
     P prefill replicas on ``prefill_tp`` GPUs (default ``tp``) and D decode replicas on
-    ``tp``, the KV cache moved between them over the system's fabric."""
+    ``tp``, the KV cache moved between them over the system's fabric; ``prefix_cache``: prompts
+    start from their cached prefix (the arrivals' ``prefix`` ids, or ``prefix_hit_rate`` of
+    every prompt)."""
     dep = deployment(system, model, scheme, tp=tp, pp=pp, ep=ep, replicas=replicas,
                      kv_cache=kv_cache, max_batch=max_batch,
                      max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
                      host_overhead_s=host_overhead_s, request_overhead_s=request_overhead_s,
                      spec_decode=spec_decode, accept_rate=accept_rate, draft=draft,
                      expert_skew=expert_skew, memory_reserve_GiB=memory_reserve_GiB,
-                     disagg=disagg, prefill_tp=prefill_tp)
+                     disagg=disagg, prefill_tp=prefill_tp, prefix_cache=prefix_cache,
+                     prefix_hit_rate=prefix_hit_rate)
     reqs = request_stream(rate=rate, requests=requests, input_tokens=input_tokens,
                           output_tokens=output_tokens, lengths=lengths, arrivals=arrivals,
                           burstiness=burstiness, seed=seed)
@@ -311,7 +318,8 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
                host_overhead_s: float = 0.0, request_overhead_s: float = 0.0,
                spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
                expert_skew: float = 1.0, memory_reserve_GiB: float = 0.0,
-               disagg: tuple[int, int] | None = None, prefill_tp: int | None = None
+               disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
+               prefix_cache: bool = False, prefix_hit_rate: float | None = None
                ) -> Deployment:
     """The deployment, every setting checked once (see :func:`serve`)."""
     from accelsim.llm.inference import inference_model, inference_plan
@@ -365,5 +373,11 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
         replicas = disagg[1]
     elif prefill_tp is not None:
         raise InputError("prefill_tp is for disaggregated serving (disagg=(P, D))")
+    if not isinstance(prefix_cache, bool):
+        raise InputError(f"prefix_cache must be True or False, got {prefix_cache!r}")
+    if prefix_hit_rate is not None and not prefix_cache:
+        raise InputError("prefix_hit_rate is for the prefix cache (prefix_cache=True)")
+    pc = PrefixCache(prefix_hit_rate) if prefix_cache else None
     return Deployment(system, dec, plan, sc.name, limits, replicas, host_overhead_s,
-                      request_overhead_s, spec, dft, expert_skew, memory_reserve_GiB, prefill)
+                      request_overhead_s, spec, dft, expert_skew, memory_reserve_GiB, prefill,
+                      pc)

@@ -10,6 +10,11 @@ paged KV cache is full.
   token budget (``max_batched_tokens``) and the free KV blocks allow; the decodes wait one
   iteration. With chunked prefill, the decodes go first and prompts fill the rest of the token
   budget, the last one cut to fit (mixed batches).
+* With a prefix cache (vLLM's automatic prefix caching), a prompt starts from the whole
+  blocks of its prefix already cached on the lane (a ``prefix`` id prefilled there before, or
+  the ``hit_rate`` share of every prompt): only the rest is computed, attending the cached
+  part. The cached blocks are counted for each sequence that uses them (not shared: the
+  capacity is a lower bound) and never evicted.
 * KV blocks are allocated as tokens are computed; when a decode finds no free block, the
   sequence admitted last is preempted (recompute: its blocks freed, it goes back to the head of
   the queue and prefills its prompt and the tokens it had generated again).
@@ -37,6 +42,20 @@ MAX_BATCH = 65536
 
 
 @dataclass(frozen=True)
+class PrefixCache:
+    """A prefix cache: by the requests' ``prefix`` ids, or (``hit_rate``) that share of every
+    prompt's tokens found cached."""
+
+    hit_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        h = self.hit_rate
+        if h is not None and not (isinstance(h, int | float) and not isinstance(h, bool)
+                                  and 0 <= h <= 1):
+            raise InputError(f"prefix hit rate must be in [0, 1], got {h!r}")
+
+
+@dataclass(frozen=True)
 class BatchLimits:
     """The engine's batch limits: sequences per iteration, new tokens per iteration, chunked
     prefill on or off."""
@@ -54,7 +73,7 @@ class Seq:
     """A request's state while it is not in a slot (waiting, preempted or finished)."""
 
     __slots__ = ("req", "computed", "generated", "first_s", "last_s", "max_gap_s", "done_s",
-                 "preempted", "target")
+                 "preempted", "target", "hit")
 
     def __init__(self, req: Request) -> None:
         self.req = req
@@ -66,6 +85,7 @@ class Seq:
         self.done_s = -1.0
         self.preempted = 0
         self.target = req.input_tokens  # tokens its (re)prefill computes
+        self.hit = 0  # prompt tokens found in the prefix cache (every admission's)
 
 
 @dataclass
@@ -84,7 +104,8 @@ class Scheduler:
     :meth:`finish` applies it."""
 
     def __init__(self, limits: BatchLimits, kv_tokens: int, verify_tokens: int = 1,
-                 window: int | None = None, prefill_only: bool = False) -> None:
+                 window: int | None = None, prefill_only: bool = False,
+                 prefix_cache: PrefixCache | None = None) -> None:
         self.limits = limits
         self.window = window  # a sliding window: the most keys a token attends
         # a disaggregated prefill lane: a sequence leaves when its prompt is done (handed)
@@ -102,6 +123,8 @@ class Scheduler:
         self.tgt = np.zeros(n, np.int64)
         self.gen = np.zeros(n, np.int64)
         self.outl = np.zeros(n, np.int64)
+        self.prefix_cache = prefix_cache
+        self.cached: set[str] = set()  # prefix ids prefilled on this lane
         self.blk = np.zeros(n, np.int64)
         self.order = np.full(n, -1, np.int64)  # admission counter; -1: a free slot
         self.last = np.zeros(n)
@@ -251,18 +274,38 @@ class Scheduler:
                 self.waiting.popleft()
                 self._grow(self._slot(s), s.computed)
                 continue
+            hit = self._hit(s) if s.computed == 0 else 0
+            left -= hit
             t = left if whole else min(left, budget)
             if t > budget and it.chunks:
                 break
-            blocks = -(-(s.computed + t) // BLOCK_TOKENS)
+            blocks = -(-(hit + t) // BLOCK_TOKENS)
             if blocks > self.free_blocks:
                 break
             self.waiting.popleft()
+            if hit:
+                s.computed = hit
+                s.hit += hit
             k = self._slot(s)
             self._grow(k, s.computed + t)
             it.chunks.append((k, t, s.computed))
             budget -= t
         return it
+
+    def _hit(self, s: Seq) -> int:
+        """Prompt tokens found in the prefix cache: whole blocks, at least one token left to
+        compute (the last one's logits give the first output token)."""
+        pc = self.prefix_cache
+        if pc is None:
+            return 0
+        r = s.req
+        if pc.hit_rate is not None:
+            tokens = int(pc.hit_rate * r.input_tokens)
+        elif r.prefix and r.prefix in self.cached:
+            tokens = r.prefix_tokens
+        else:
+            return 0
+        return min(tokens, s.target - 1) // BLOCK_TOKENS * BLOCK_TOKENS
 
     def _close(self, it: Iteration) -> Iteration:
         it.finishing = sum(1 for k, t, past in it.chunks if past + t >= self.tgt[k])
@@ -280,6 +323,8 @@ class Scheduler:
             self.comp[k] += t
             if self.comp[k] >= self.tgt[k]:  # the prompt's last chunk emits a token
                 s = self.seq[k]
+                if s.req.prefix and self.prefix_cache is not None:
+                    self.cached.add(s.req.prefix)
                 if s.first_s < 0:
                     s.first_s = now
                 elif self.last[k] >= 0:

@@ -24,7 +24,7 @@ import simpy
 
 from accelsim.serve.arrivals import Request
 from accelsim.serve.costs import StepTimer
-from accelsim.serve.scheduler import BatchLimits, Scheduler, Seq
+from accelsim.serve.scheduler import BatchLimits, PrefixCache, Scheduler, Seq
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class Pool:
     replicas: int
     lanes_per_replica: int = 1
     prefill_only: bool = False
+    prefix_cache: PrefixCache | None = None
 
     @property
     def lanes(self) -> int:
@@ -56,6 +57,7 @@ class EventLog:
     preempted: np.ndarray
     replica: np.ndarray  # the (decode) replica that finished it
     kv_transfer_s: np.ndarray  # disaggregated: the KV cache's move (0: none)
+    prefix_hit_tokens: np.ndarray  # prompt tokens found in a prefix cache
     iterations: np.ndarray  # rows: lane, start_s, end_s, prefill_tokens, decodes, kv_used
     kv_blocks: int  # every lane's together
     preemptions: int
@@ -73,7 +75,7 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
         window = pool.timer.cost.model.config.sliding_window
         for k in range(pool.lanes):
             lanes.append((pool, Scheduler(pool.limits, pool.kv_tokens, pool.timer.q, window,
-                                          pool.prefill_only),
+                                          pool.prefill_only, pool.prefix_cache),
                           first_replica + k // pool.lanes_per_replica))
         first_replica += pool.replicas
     for r in requests:
@@ -148,6 +150,7 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
         max_gap_s=np.array([s.max_gap_s for s in seqs]),
         preempted=np.array([s.preempted for s in seqs], dtype=np.int64),
         replica=where, kv_transfer_s=moved,
+        prefix_hit_tokens=np.array([s.hit for s in seqs], dtype=np.int64),
         iterations=np.array(its, dtype=float).reshape(-1, 6),
         kv_blocks=sum(sched.total_blocks for _, sched, _ in lanes),
         preemptions=sum(sched.preemptions for _, sched, _ in lanes))
