@@ -82,7 +82,7 @@ _EXPORTS = {
     # LLM inference: prefill, decode over a KV cache, requests (what ``accelsim infer`` runs)
     "infer": "accelsim.llm.inference",
     # LLM serving: a request stream, continuous batching, percentiles (``accelsim serve``)
-    "serve": "accelsim.serve.run",
+    "serve": "accelsim.serving.run",
     # collectives on topologies
     "build_topology": "accelsim.netsim.topology",
     "collective_time": "accelsim.netsim",
@@ -114,7 +114,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the names without the lazy imp
     from accelsim.engine.run import predict_workload as predict
     from accelsim.engine.schedule import TrainingParams
     from accelsim.llm.inference import infer
-    from accelsim.serve.run import serve
+    from accelsim.serving.run import serve
     from accelsim.netsim import CollectiveTime, collective_time
     from accelsim.netsim.topology import build_topology
     from accelsim.numerics import (BLOCK_FORMAT_NAMES, FORMAT_NAMES, ROUNDING_MODES,

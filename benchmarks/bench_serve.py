@@ -36,7 +36,7 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from accelsim.arch import build_system
-    from accelsim.serve import serve
+    from accelsim.serving import serve
 
     h100 = build_system("h100-sxm")
     last = {}

@@ -45,7 +45,7 @@ from accelsim.arch.schemes import get_scheme  # noqa: E402
 from accelsim.engine.inference import InferencePlan, infer  # noqa: E402
 from accelsim.engine.transformer import predict  # noqa: E402
 from accelsim.llm.published import CHECKED  # noqa: E402
-from accelsim.serve.policy import (KV_FREE_FRACTION, MAX_BATCH,  # noqa: E402
+from accelsim.serving.policy import (KV_FREE_FRACTION, MAX_BATCH,  # noqa: E402
                                    kv_limited_batch, littles_law_batch)
 from accelsim.workload.transformer import (PRESETS, MlpKind, NormKind,  # noqa: E402
                                            PositionKind, TransformerConfig)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from accelsim.arch import build_system  # noqa: E402
-from accelsim.serve import serve  # noqa: E402
+from accelsim.serving import serve  # noqa: E402
 
 DATA = ROOT / "accelsim" / "data" / "llm_published.toml"
 REQUESTS, SEED = 500, 0

@@ -9,8 +9,8 @@ import pytest
 from accelsim import build_system
 from accelsim.cli import main
 from accelsim.errors import InputError
-from accelsim.serve import serve
-from accelsim.serve.arrivals import Lengths, generate, read_arrivals, read_lengths
+from accelsim.serving import serve
+from accelsim.serving.arrivals import Lengths, generate, read_arrivals, read_lengths
 
 H100 = build_system("h100-sxm")
 

@@ -17,8 +17,8 @@ from accelsim.engine.inference import forward_pass
 from accelsim.engine.iteration import IterationCost
 from accelsim.engine.plan import LlmParams
 from accelsim.llm.inference import inference_model, inference_plan
-from accelsim.serve import serve
-from accelsim.serve.costs import EXACT_UP_TO, SpecDecode, bucket
+from accelsim.serving import serve
+from accelsim.serving.costs import EXACT_UP_TO, SpecDecode, bucket
 
 H100 = build_system("h100-sxm")
 

@@ -44,8 +44,8 @@ def _disagg(text: str) -> tuple[int, int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.arch.schemes import SCHEME_NAMES
     from accelsim.engine.inference import KV_BYTES
-    from accelsim.serve.arrivals import MAX_REQUESTS
-    from accelsim.serve.scheduler import DEFAULT_MAX_BATCH, DEFAULT_MAX_BATCHED_TOKENS
+    from accelsim.serving.arrivals import MAX_REQUESTS
+    from accelsim.serving.scheduler import DEFAULT_MAX_BATCH, DEFAULT_MAX_BATCHED_TOKENS
 
     parser.add_argument("--system", required=True, metavar="FILE",
                         help="node or chip file or shipped name (e.g. h100-sxm, dgx-h100)")
@@ -141,7 +141,7 @@ def _deployment(args: argparse.Namespace):
     from accelsim.arch.schemes import get_scheme
     from accelsim.commands._common import require_precisions, system_path
     from accelsim.errors import UserError
-    from accelsim.serve.run import deployment
+    from accelsim.serving.run import deployment
 
     path = system_path(args.system)
     system = build_system(path)
@@ -207,8 +207,8 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelsim.serve.run import request_lengths, request_stream, sweep
-    from accelsim.serve.run import run as run_serve
+    from accelsim.serving.run import request_lengths, request_stream, sweep
+    from accelsim.serving.run import run as run_serve
 
     _check(args)
     dep = _deployment(args)
@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         r.requests.to_csv(args.requests_out, index=False, float_format="%.9g")
         print(f"wrote {args.requests_out}: {len(r.requests)} requests", file=sys.stderr)
     if args.trace is not None:
-        from accelsim.serve.trace import trace_events
+        from accelsim.serving.trace import trace_events
 
         with open(args.trace, "w") as f:
             json.dump(trace_events(r.log, r.requests), f)

@@ -1,7 +1,7 @@
 """One serving iteration on the one execution model: a continuous-batching engine's forward pass
 over a mix of prefill chunks and decode tokens (Orca's iteration-level batching, Sarathi's
 chunked prefill), split into the parts that depend on different shapes so a request-level
-simulation can memoize each (:mod:`accelsim.serve`).
+simulation can memoize each (:mod:`accelsim.serving`).
 
 A mixed pass of ``T`` new tokens is :func:`accelsim.engine.inference.forward_pass`'s layer at
 ``T`` tokens (the linear GEMMs, element-wise kernels and collectives see only the token count),

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from accelsim.serve.sim import EventLog
+from accelsim.serving.sim import EventLog
 
 #: share of the requests (the first to arrive) left out as warm-up
 WARMUP_FRACTION = 0.1

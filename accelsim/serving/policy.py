@@ -1,7 +1,7 @@
 """The serving policy's memory and batch rules, in one place: how much of a GPU the paged KV
 cache gets, the largest batch it holds, and the batch in flight at a request rate by Little's
 law (the closed forms the published-inference validation asks; the simulation in
-:mod:`accelsim.serve.sim` uses the same capacity).
+:mod:`accelsim.serving.sim` uses the same capacity).
 
 The KV cache gets :data:`KV_FREE_FRACTION` of the memory left after the weights and the reserve
 (trtllm-bench's ``--kv_cache_free_gpu_mem_fraction``, 0.90-0.95 in the published cases' notes;

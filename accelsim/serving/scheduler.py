@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelsim.errors import InputError, check_int
-from accelsim.serve.arrivals import Request
-from accelsim.serve.policy import BLOCK_TOKENS
+from accelsim.serving.arrivals import Request
+from accelsim.serving.policy import BLOCK_TOKENS
 
 #: vLLM's defaults: --max-num-seqs 256, --max-num-batched-tokens 8192 (V1's online default)
 DEFAULT_MAX_BATCH = 256

@@ -23,12 +23,12 @@ from accelsim.engine.comm import fabric_of
 from accelsim.engine.iteration import IterationCost, kv_transfer_s
 from accelsim.engine.plan import LlmParams
 from accelsim.errors import InputError, check_int
-from accelsim.serve import arrivals as arr
-from accelsim.serve.costs import SpecDecode, StepTimer
-from accelsim.serve.metrics import request_table, summary
-from accelsim.serve.policy import BLOCK_TOKENS, kv_capacity_tokens
-from accelsim.serve.scheduler import BatchLimits, PrefixCache
-from accelsim.serve.sim import EventLog, Pool, simulate
+from accelsim.serving import arrivals as arr
+from accelsim.serving.costs import SpecDecode, StepTimer
+from accelsim.serving.metrics import request_table, summary
+from accelsim.serving.policy import BLOCK_TOKENS, kv_capacity_tokens
+from accelsim.serving.scheduler import BatchLimits, PrefixCache
+from accelsim.serving.sim import EventLog, Pool, simulate
 from accelsim.workload.transformer import TransformerConfig
 
 #: largest per-iteration or per-request host overhead (seconds)

@@ -1,6 +1,6 @@
 """The serving simulation's clock: a simpy environment with one process feeding the request
 stream and one process per lane running iterations back to back (each its scheduler's pick,
-timed by :class:`~accelsim.serve.costs.StepTimer`), idle until a request arrives.
+timed by :class:`~accelsim.serving.costs.StepTimer`), idle until a request arrives.
 
 A lane is one scheduler with its share of the KV cache: a replica of ``pp`` pipeline stages has
 ``pp`` lanes whose micro-batches fill the pipeline (vLLM's virtual engines: one scheduler per
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from accelsim.serve.arrivals import Request
-from accelsim.serve.costs import StepTimer
-from accelsim.serve.scheduler import BatchLimits, PrefixCache, Scheduler, Seq
+from accelsim.serving.arrivals import Request
+from accelsim.serving.costs import StepTimer
+from accelsim.serving.scheduler import BatchLimits, PrefixCache, Scheduler, Seq
 
 
 @dataclass(frozen=True)

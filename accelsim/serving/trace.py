@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from accelsim.serve.sim import EventLog
+from accelsim.serving.sim import EventLog
 
 
 def trace_events(log: EventLog, table: pd.DataFrame) -> dict:
