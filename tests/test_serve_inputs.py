@@ -85,6 +85,9 @@ def test_bad_arrivals_files_name_the_row_and_the_key(tmp_path, text, msg):
           memory_reserve_GiB=40.0), "more than the"),
     (dict(rate=1.0, chunked_prefill=1), "chunked_prefill must be"),
     (dict(rate=1.0, prefix_hit_rate=0.5), "prefix_hit_rate is for the prefix cache"),
+    (dict(rate=1.0, preemption="evict"), "unknown preemption 'evict'"),
+    (dict(rate=1.0, preemption="swap"), "swap preemption needs host_link_GBps"),
+    (dict(rate=1.0, host_link_GBps=64.0), "host_link_GBps is for swap"),
     (dict(rate=1.0, prefix_cache=True, prefix_hit_rate=1.5), "prefix hit rate must be"),
 ])
 def test_bad_library_arguments_are_refused_by_name(kw, msg):

@@ -219,3 +219,25 @@ def test_prefix_ids_hit_once_their_prefix_has_been_prefilled(tmp_path):
     assert hits == [0, 496, 0]  # whole 16-token blocks of the shared prefix
     ttft = r.requests["time_to_first_token_s"].tolist()
     assert ttft[1] < 0.5 * ttft[0] and ttft[2] == pytest.approx(ttft[0])
+
+
+def test_swap_preemption_keeps_the_cache_and_pays_its_copies():
+    """Swap keeps every computed token (no re-prefill), and the copies cost the engine's
+    per-token time over the host link: a slower link makes the same run slower."""
+    from accelsim.engine.inference import kv_cache_bytes_per_gpu
+    from accelsim.engine.iteration import kv_swap_s_per_token
+
+    kw = dict(rate=30.0, requests=120, input_tokens=1024, output_tokens=256,
+              memory_reserve_GiB=62.0, seed=3)
+    rec = serve(H100, "llama3-8b", "bf16", **kw)
+    fast = serve(H100, "llama3-8b", "bf16", preemption="swap", host_link_GBps=64.0, **kw)
+    slow = serve(H100, "llama3-8b", "bf16", preemption="swap", host_link_GBps=0.5, **kw)
+    assert fast.as_dict()["preemptions"] > 0 and rec.as_dict()["preemptions"] > 0
+    # recompute re-prefills: more prefill tokens than the prompts; swap prefills each once
+    prompts = 120 * 1024
+    assert rec.log.iterations[:, 3].sum() > prompts
+    assert fast.log.iterations[:, 3].sum() == prompts
+    assert slow.as_dict()["request_latency_s_p50"] > fast.as_dict()["request_latency_s_p50"]
+    m = inference_model("llama3-8b")
+    assert kv_swap_s_per_token(m, inference_plan(H100, m), 64e9) == pytest.approx(
+        kv_cache_bytes_per_gpu(m, inference_plan(H100, m), 1, 1) / 64e9)

@@ -113,6 +113,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "--prefix-hit-rate)")
     e.add_argument("--prefix-hit-rate", type=float_type(0.0, 1.0), default=None, metavar="F",
                    help="with --prefix-cache: the share of every prompt found cached")
+    e.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
+                   help="a full KV cache preempts by recompute (default) or swap to host "
+                        "memory (needs --host-link-GBps)")
+    e.add_argument("--host-link-GBps", type=float_type(0.0, 1e6, lo_open=True), default=None,
+                   metavar="GBPS", help="--preemption swap: GPU-host bandwidth per GPU")
     e.add_argument("--spec-decode", type=int_type(0, 16), default=0, metavar="K",
                    help="speculative decoding: K draft tokens per step (default 0: off)")
     e.add_argument("--accept-rate", type=float_type(0.0, 1.0), default=None, metavar="P",
@@ -166,7 +171,8 @@ def _deployment(args: argparse.Namespace):
             accept_rate=args.accept_rate, draft=args.draft_model,
             expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve,
             disagg=args.disagg, prefill_tp=args.prefill_tp, prefix_cache=args.prefix_cache,
-            prefix_hit_rate=args.prefix_hit_rate)
+            prefix_hit_rate=args.prefix_hit_rate, preemption=args.preemption,
+            host_link_GBps=args.host_link_GBps)
     except ValueError as exc:
         raise UserError(f"--model {args.model} --tp {tp} --pp {args.pp} --ep {args.ep}: "
                         f"{exc}") from None

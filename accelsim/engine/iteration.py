@@ -142,3 +142,9 @@ def kv_transfer_s(model: Decoder, fabric: Fabric, sender: InferencePlan, receive
     share = max(kv_cache_bytes_per_gpu(model, sender, 1, tokens),
                 kv_cache_bytes_per_gpu(model, receiver, 1, tokens))
     return fabric.p2p_s(share, across_nodes)
+
+
+def kv_swap_s_per_token(model: Decoder, plan: InferencePlan, host_Bps: float) -> float:
+    """Seconds per cached token to copy a sequence's KV cache between GPU and host memory,
+    every GPU its own shard over its own host link of ``host_Bps`` bytes/s."""
+    return kv_cache_bytes_per_gpu(model, plan, 1, 1) / host_Bps

@@ -20,14 +20,15 @@ from accelsim.bounds import MAX_SEED
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.inference import InferencePlan
 from accelsim.engine.comm import fabric_of
-from accelsim.engine.iteration import IterationCost, kv_transfer_s
+from accelsim.engine.iteration import IterationCost, kv_swap_s_per_token, kv_transfer_s
 from accelsim.engine.plan import LlmParams
 from accelsim.errors import InputError, check_int
 from accelsim.serving import arrivals as arr
 from accelsim.serving.costs import SpecDecode, StepTimer
 from accelsim.serving.metrics import request_table, summary
 from accelsim.serving.policy import BLOCK_TOKENS, kv_capacity_tokens
-from accelsim.serving.scheduler import BatchLimits, PrefixCache
+from accelsim.errors import choose
+from accelsim.serving.scheduler import BatchLimits, Preemption, PrefixCache
 from accelsim.serving.sim import EventLog, Pool, simulate
 from accelsim.workload.transformer import TransformerConfig
 
@@ -89,6 +90,7 @@ class Deployment:
     memory_reserve_GiB: float = 0.0
     prefill: PrefillPool | None = None
     prefix_cache: PrefixCache | None = None
+    swap_GBps: float | None = None  # host link per GPU: preemption by swap (None: recompute)
 
     def __post_init__(self) -> None:
         check_int("replicas", self.replicas, 1, MAX_REPLICAS)
@@ -135,7 +137,10 @@ class Deployment:
         out = []
         for (plan, n, only), timer in zip(sides, timers):
             lane_kv = self.kv_tokens(plan) // plan.pp // BLOCK_TOKENS * BLOCK_TOKENS
-            out.append(Pool(timer, self.limits, lane_kv, n, plan.pp, only, self.prefix_cache))
+            swap = None if self.swap_GBps is None else kv_swap_s_per_token(
+                self.model, plan, self.swap_GBps * 1e9)
+            out.append(Pool(timer, self.limits, lane_kv, n, plan.pp, only, self.prefix_cache,
+                            swap))
         return tuple(out)
 
     def transfer(self):
@@ -185,6 +190,8 @@ class ServeResult:
                 "accept_rate": None if d.spec is None else d.spec.accept_rate,
                 "expert_skew": d.expert_skew,
                 "prefix_cache": d.prefix_cache is not None,
+                "preemption": "recompute" if d.swap_GBps is None else "swap",
+                "host_link_GBps": d.swap_GBps,
                 "prefix_hit_rate": None if d.prefix_cache is None else d.prefix_cache.hit_rate,
                 **self.metrics,
                 "energy_J_per_output_token": None}
@@ -252,7 +259,8 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
           expert_skew: float = 1.0, slo_ttft_s: float | None = None,
           slo_tpot_s: float | None = None, memory_reserve_GiB: float = 0.0,
           disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
-          prefix_cache: bool = False, prefix_hit_rate: float | None = None) -> ServeResult:
+          prefix_cache: bool = False, prefix_hit_rate: float | None = None,
+          preemption: str = "recompute", host_link_GBps: float | None = None) -> ServeResult:
     """Request-level serving simulation, as ``accelsim serve`` runs it (docs/serve.md): a
     stream of ``requests`` at ``rate`` requests/s (gamma inter-arrivals of shape
     ``burstiness``; 1: Poisson) of fixed ``input_tokens`` / ``output_tokens`` or lengths drawn
@@ -266,7 +274,8 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
     P prefill replicas on ``prefill_tp`` GPUs (default ``tp``) and D decode replicas on
     ``tp``, the KV cache moved between them over the system's fabric; ``prefix_cache``: prompts
     start from their cached prefix (the arrivals' ``prefix`` ids, or ``prefix_hit_rate`` of
-    every prompt)."""
+    every prompt); ``preemption`` ``recompute`` or ``swap`` (the KV cache to host memory over a
+    ``host_link_GBps`` link per GPU)."""
     dep = deployment(system, model, scheme, tp=tp, pp=pp, ep=ep, replicas=replicas,
                      kv_cache=kv_cache, max_batch=max_batch,
                      max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
@@ -274,7 +283,8 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
                      spec_decode=spec_decode, accept_rate=accept_rate, draft=draft,
                      expert_skew=expert_skew, memory_reserve_GiB=memory_reserve_GiB,
                      disagg=disagg, prefill_tp=prefill_tp, prefix_cache=prefix_cache,
-                     prefix_hit_rate=prefix_hit_rate)
+                     prefix_hit_rate=prefix_hit_rate, preemption=preemption,
+                     host_link_GBps=host_link_GBps)
     reqs = request_stream(rate=rate, requests=requests, input_tokens=input_tokens,
                           output_tokens=output_tokens, lengths=lengths, arrivals=arrivals,
                           burstiness=burstiness, seed=seed)
@@ -319,7 +329,8 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
                spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
                expert_skew: float = 1.0, memory_reserve_GiB: float = 0.0,
                disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
-               prefix_cache: bool = False, prefix_hit_rate: float | None = None
+               prefix_cache: bool = False, prefix_hit_rate: float | None = None,
+               preemption: str = "recompute", host_link_GBps: float | None = None
                ) -> Deployment:
     """The deployment, every setting checked once (see :func:`serve`)."""
     from accelsim.llm.inference import inference_model, inference_plan
@@ -378,6 +389,15 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
     if prefix_hit_rate is not None and not prefix_cache:
         raise InputError("prefix_hit_rate is for the prefix cache (prefix_cache=True)")
     pc = PrefixCache(prefix_hit_rate) if prefix_cache else None
+    mode = choose(Preemption, preemption, "preemption")
+    if mode is Preemption.SWAP:
+        if not (isinstance(host_link_GBps, int | float) and not isinstance(host_link_GBps, bool)
+                and math.isfinite(host_link_GBps) and 0 < host_link_GBps <= 1e6):
+            raise InputError(f"swap preemption needs host_link_GBps, the GPU-host link's "
+                             f"bandwidth in GB/s per GPU (e.g. PCIe Gen5 x16: 64), got "
+                             f"{host_link_GBps!r}")
+    elif host_link_GBps is not None:
+        raise InputError("host_link_GBps is for swap preemption (preemption='swap')")
     return Deployment(system, dec, plan, sc.name, limits, replicas, host_overhead_s,
                       request_overhead_s, spec, dft, expert_skew, memory_reserve_GiB, prefill,
-                      pc)
+                      pc, None if mode is Preemption.RECOMPUTE else float(host_link_GBps))

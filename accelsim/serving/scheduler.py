@@ -16,8 +16,10 @@ paged KV cache is full.
   part. The cached blocks are counted for each sequence that uses them (not shared: the
   capacity is a lower bound) and never evicted.
 * KV blocks are allocated as tokens are computed; when a decode finds no free block, the
-  sequence admitted last is preempted (recompute: its blocks freed, it goes back to the head of
-  the queue and prefills its prompt and the tokens it had generated again).
+  sequence admitted last is preempted: its blocks freed, it goes back to the head of the queue,
+  and by recompute (vLLM's default) prefills its prompt and the tokens it had generated again,
+  or by swap its KV cache is copied to host memory and back when it is readmitted (the copy's
+  time, ``swap_s_per_token`` per cached token, added to the iteration that makes it).
 
 The running batch lives in numpy arrays, one slot per sequence, so a decode iteration of a few
 hundred sequences is a handful of array operations (10,000 requests simulate in seconds).
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
@@ -39,6 +42,13 @@ DEFAULT_MAX_BATCH = 256
 DEFAULT_MAX_BATCHED_TOKENS = 8192
 #: most sequences in one batch (the slot arrays' size)
 MAX_BATCH = 65536
+
+
+class Preemption(str, Enum):
+    """What a preempted sequence's KV cache becomes (vLLM's ``preemption_mode``)."""
+
+    RECOMPUTE = "recompute"
+    SWAP = "swap"
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,7 @@ class Seq:
     """A request's state while it is not in a slot (waiting, preempted or finished)."""
 
     __slots__ = ("req", "computed", "generated", "first_s", "last_s", "max_gap_s", "done_s",
-                 "preempted", "target", "hit")
+                 "preempted", "target", "hit", "swapped")
 
     def __init__(self, req: Request) -> None:
         self.req = req
@@ -86,6 +96,7 @@ class Seq:
         self.preempted = 0
         self.target = req.input_tokens  # tokens its (re)prefill computes
         self.hit = 0  # prompt tokens found in the prefix cache (every admission's)
+        self.swapped = False  # its KV cache is in host memory
 
 
 @dataclass
@@ -97,6 +108,7 @@ class Iteration:
     decodes: np.ndarray
     finishing: int = 0
     keys: int = 0
+    swap_s: float = 0.0  # KV copies to and from host memory (swap preemption)
 
 
 class Scheduler:
@@ -105,7 +117,8 @@ class Scheduler:
 
     def __init__(self, limits: BatchLimits, kv_tokens: int, verify_tokens: int = 1,
                  window: int | None = None, prefill_only: bool = False,
-                 prefix_cache: PrefixCache | None = None) -> None:
+                 prefix_cache: PrefixCache | None = None,
+                 swap_s_per_token: float | None = None) -> None:
         self.limits = limits
         self.window = window  # a sliding window: the most keys a token attends
         # a disaggregated prefill lane: a sequence leaves when its prompt is done (handed)
@@ -124,6 +137,8 @@ class Scheduler:
         self.gen = np.zeros(n, np.int64)
         self.outl = np.zeros(n, np.int64)
         self.prefix_cache = prefix_cache
+        self.swap_s_per_token = swap_s_per_token  # None: preemption by recompute
+        self._swap_s = 0.0  # copies made while picking the next iteration
         self.cached: set[str] = set()  # prefix ids prefilled on this lane
         self.blk = np.zeros(n, np.int64)
         self.order = np.full(n, -1, np.int64)  # admission counter; -1: a free slot
@@ -196,9 +211,12 @@ class Scheduler:
 
     def _preempt(self, k: int) -> None:
         s = self._release(k)
-        # recompute: the prompt and every generated token (the re-prefill emits the next)
-        s.computed = 0
-        s.target = s.req.input_tokens + s.generated
+        if self.swap_s_per_token is not None:  # its cache to host memory, kept
+            self._swap_s += s.computed * self.swap_s_per_token
+            s.swapped = True
+        else:  # recompute: the prompt and every generated token (the re-prefill emits the next)
+            s.computed = 0
+            s.target = s.req.input_tokens + s.generated
         s.preempted += 1
         self.preemptions += 1
         self.waiting.appendleft(s)
@@ -219,8 +237,22 @@ class Scheduler:
                 return None
             self._preempt(self._last_admitted())
 
+    def _resume(self) -> None:
+        """Waiting sequences past their prefill (their cache from a prefill lane or host
+        memory) back into the batch, first come first served, while their cache and one
+        step's new tokens fit: they decode in this iteration."""
+        while self.waiting and self.running < self.limits.max_batch:
+            s = self.waiting[0]
+            if s.computed < s.target or \
+                    -(-(s.computed + self.q) // BLOCK_TOKENS) > self.free_blocks:
+                return
+            self.waiting.popleft()
+            self._swap_in(s)
+            self._grow(self._slot(s), s.computed)
+
     def _pick(self) -> Iteration:
         lim = self.limits
+        self._resume()
         if not lim.chunked_prefill and self.waiting:
             it = self._admit(Iteration([], np.empty(0, np.int64)), lim.max_batched_tokens,
                              whole=True)
@@ -268,12 +300,8 @@ class Scheduler:
         while self.waiting and budget > 0 and self.running < lim.max_batch:
             s = self.waiting[0]
             left = s.target - s.computed
-            if left == 0:  # its KV cache came from a prefill lane: it decodes next
-                if -(-s.computed // BLOCK_TOKENS) > self.free_blocks:
-                    break
-                self.waiting.popleft()
-                self._grow(self._slot(s), s.computed)
-                continue
+            if left <= 0:  # a decoding sequence: resumed at the start of an iteration
+                break
             hit = self._hit(s) if s.computed == 0 else 0
             left -= hit
             t = left if whole else min(left, budget)
@@ -283,6 +311,7 @@ class Scheduler:
             if blocks > self.free_blocks:
                 break
             self.waiting.popleft()
+            self._swap_in(s)
             if hit:
                 s.computed = hit
                 s.hit += hit
@@ -291,6 +320,12 @@ class Scheduler:
             it.chunks.append((k, t, s.computed))
             budget -= t
         return it
+
+    def _swap_in(self, s: Seq) -> None:
+        """A swapped-out sequence's cache copied back from host memory."""
+        if s.swapped:
+            self._swap_s += s.computed * self.swap_s_per_token
+            s.swapped = False
 
     def _hit(self, s: Seq) -> int:
         """Prompt tokens found in the prefix cache: whole blocks, at least one token left to
@@ -308,6 +343,7 @@ class Scheduler:
         return min(tokens, s.target - 1) // BLOCK_TOKENS * BLOCK_TOKENS
 
     def _close(self, it: Iteration) -> Iteration:
+        it.swap_s, self._swap_s = self._swap_s, 0.0
         it.finishing = sum(1 for k, t, past in it.chunks if past + t >= self.tgt[k])
         if len(it.decodes):
             ctx = self.comp[it.decodes] + self.q

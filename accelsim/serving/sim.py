@@ -40,6 +40,7 @@ class Pool:
     lanes_per_replica: int = 1
     prefill_only: bool = False
     prefix_cache: PrefixCache | None = None
+    swap_s_per_token: float | None = None  # None: preemption by recompute
 
     @property
     def lanes(self) -> int:
@@ -75,7 +76,8 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
         window = pool.timer.cost.model.config.sliding_window
         for k in range(pool.lanes):
             lanes.append((pool, Scheduler(pool.limits, pool.kv_tokens, pool.timer.q, window,
-                                          pool.prefill_only, pool.prefix_cache),
+                                          pool.prefill_only, pool.prefix_cache,
+                                          pool.swap_s_per_token),
                           first_replica + k // pool.lanes_per_replica))
         first_replica += pool.replicas
     for r in requests:
@@ -127,7 +129,7 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
                 continue
             chunks = [(t, past) for _, t, past in it.chunks]
             n = len(it.decodes)
-            dt = timer.iteration_s(chunks, it.finishing, n, it.keys)
+            dt = timer.iteration_s(chunks, it.finishing, n, it.keys) + it.swap_s
             start = env.now
             used = sched.total_blocks - sched.free_blocks
             yield env.timeout(dt)
