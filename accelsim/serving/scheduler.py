@@ -229,13 +229,16 @@ class Scheduler:
         """The next iteration, or None when nothing is queued or running. Sequences whose
         prompts wait on KV blocks that no decode will free are preempted (last admitted
         first) until something runs."""
-        while True:
+        for _ in range(2 * (self.running + len(self.waiting)) + 2):
             it = self._pick()
             if it.chunks or len(it.decodes):
                 return it
             if not self.running:
                 return None
             self._preempt(self._last_admitted())
+        # every sequence preempted once and still nothing runs: a bug, not an input
+        raise RuntimeError(f"serving scheduler made no progress ({self.running} running, "
+                           f"{len(self.waiting)} waiting, {self.free_blocks} free blocks)")
 
     def _resume(self) -> None:
         """Waiting sequences past their prefill (their cache from a prefill lane or host
