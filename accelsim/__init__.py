@@ -21,6 +21,9 @@ stays fast; the rooms hold the rest, see docs/api.md)::
                            "hfp8", accelsim.TrainingParams(minibatch=384)).samples_per_s
     accelsim.infer(accelsim.build_system("h100-sxm"), "llama3-8b", "bf16", 32, prompt=1024,
                    output_tokens=256).as_dict()["request_latency_s"]   # = accelsim infer --json
+    accelsim.serve(accelsim.build_system("h100-sxm"), "llama3-8b", "bf16", rate=4.0,
+                   requests=500, input_tokens=512, output_tokens=128
+                   ).as_dict()["time_to_first_token_s_p99"]             # = accelsim serve --json
     g = accelsim.build_topology("ring", 8, link_GBps=50)
     accelsim.collective_time(g, "all-reduce", 10**8, bytes_per_elem=2.0).time_s
     accelsim.training_sweep(["scheme=fp16,fp8", "chip_GBps=32,64"], out="s.csv")
@@ -78,6 +81,8 @@ _EXPORTS = {
     "training_sweep": "accelsim.dse.scenario",
     # LLM inference: prefill, decode over a KV cache, requests (what ``accelsim infer`` runs)
     "infer": "accelsim.llm.inference",
+    # LLM serving: a request stream, continuous batching, percentiles (``accelsim serve``)
+    "serve": "accelsim.serving.run",
     # collectives on topologies
     "build_topology": "accelsim.netsim.topology",
     "collective_time": "accelsim.netsim",
@@ -109,6 +114,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the names without the lazy imp
     from accelsim.engine.run import predict_workload as predict
     from accelsim.engine.schedule import TrainingParams
     from accelsim.llm.inference import infer
+    from accelsim.serving.run import serve
     from accelsim.netsim import CollectiveTime, collective_time
     from accelsim.netsim.topology import build_topology
     from accelsim.numerics import (BLOCK_FORMAT_NAMES, FORMAT_NAMES, ROUNDING_MODES,

@@ -13,6 +13,7 @@ that this list names them all)::
     collective / comm                                                (netsim)
     llm          3-D parallel LLM training: one plan or a search     (engine -> llm)
     infer        LLM inference: prefill, decode, KV cache, --serve   (engine)
+    serve        request-level serving: continuous batching, TTFT    (engine -> serve)
     figures / sweep / plot                                           (dse + netsim -> report)
 
 An error the user's input causes (the :class:`~accelsim.errors.AccelsimError` family) ends here

@@ -28,7 +28,6 @@ no preset or stored config are listed as not asked, with the reason.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tomllib
 from dataclasses import replace
@@ -46,19 +45,16 @@ sys.path.insert(0, str(ROOT))
 from accelsim.arch import build_system  # noqa: E402
 from accelsim.engine import Plan  # noqa: E402
 from accelsim.engine.decoder import Decoder  # noqa: E402
-from accelsim.engine.inference import (InferencePlan, infer,  # noqa: E402
-                                       kv_cache_bytes_per_gpu, weight_bytes_per_gpu)
+from accelsim.arch.schemes import get_scheme  # noqa: E402
+from accelsim.engine.inference import InferencePlan, infer  # noqa: E402
 from accelsim.engine.transformer import predict  # noqa: E402
 from accelsim.llm.published import CHECKED  # noqa: E402
+from accelsim.serving.policy import (KV_FREE_FRACTION, MAX_BATCH,  # noqa: E402
+                                   kv_limited_batch, littles_law_batch)
 from accelsim.workload.transformer import (PRESETS, MlpKind, NormKind,  # noqa: E402
                                            PositionKind, TransformerConfig)
 
 DATA = ROOT / "accelsim" / "data" / "llm_published.toml"
-#: trtllm-bench's --kv_cache_free_gpu_mem_fraction (0.90-0.95 in the cases' notes)
-KV_FREE_FRACTION = 0.90
-#: assumption: trtllm-bench's largest batch (its max_batch_size heuristic tops out in the
-#: thousands; the KV cache binds first for every case here but the shortest)
-MAX_BATCH = 2048
 #: held-out tolerance of every row (issue 24: DeepSeek-V3 within 25 %; the same for the rest)
 TOLERANCE = 0.25
 #: the scheme each training precision runs as (FP8 training: Transformer Engine's recipe)
@@ -86,16 +82,6 @@ def _static(model, system, plan, scheme, b, I, O):
     return r
 
 
-def _max_batch(model, system, plan, scheme, I, O) -> int:
-    gp = {"fp16": "fp16"}.get(scheme, scheme)
-    from accelsim.arch.schemes import get_scheme
-
-    gp = get_scheme(scheme).compute_precision
-    free = system.chip.memory_capacity_bytes - weight_bytes_per_gpu(model, plan, gp)
-    per_seq = kv_cache_bytes_per_gpu(model, plan, 1, I + O)
-    return max(0, min(MAX_BATCH, math.floor(KV_FREE_FRACTION * free / per_seq)))
-
-
 def ask_inference(case: dict, model_cfg: TransformerConfig) -> tuple[float | None, str]:
     """(predicted value in the case's unit, how it was asked) or (None, why not)."""
     I, O = case.get("input_tokens"), case.get("output_tokens")
@@ -116,16 +102,10 @@ def ask_inference(case: dict, model_cfg: TransformerConfig) -> tuple[float | Non
         b = case["batch"]
         how = f"static batch {b}, {I} in / {O} out"
     elif case.get("qps"):
-        b = 1
-        for _ in range(8):
-            lat = infer(model, system, plan, scheme, b, prompt=I, output_tokens=O)
-            nb = max(1, math.ceil(case["qps"] * lat.request_latency_s))
-            if nb == b:
-                break
-            b = nb
+        b = littles_law_batch(model, system, plan, scheme, case["qps"], I, O)
         how = f"qps {case['qps']:g}: {b} in flight (Little's law), {I} in / {O} out"
     elif "maximum load" in (case.get("batch_note") or ""):
-        b = _max_batch(model, system, plan, scheme, I, O)
+        b = kv_limited_batch(model, system, plan, get_scheme(scheme).compute_precision, I, O)
         if b < 1:
             return None, "weights alone exceed the GPU memory"
         how = f"maximum load: batch {b} (KV cache in {KV_FREE_FRACTION:g} of free memory)"

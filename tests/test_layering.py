@@ -1,6 +1,7 @@
 """Imports flow one way (the room picture in the README): numerics <- arith; arch/workload <-
 perf/netsim <- engine <- dse <- llm <- cli; report takes tables only; no import cycle, at module
-or function level. simpy only in netsim, matplotlib only in report, networkx only in netsim."""
+or function level. simpy only in netsim and serving, matplotlib only in report, networkx only
+in netsim."""
 
 from __future__ import annotations
 
@@ -24,13 +25,16 @@ FORBIDDEN = {
     "dse": {"llm", "report", "cli", "commands"},
     "llm": {"report", "cli", "commands"},
     "chakra": {"dse", "llm", "report", "cli", "commands"},
+    "serving": {"report", "cli", "commands"},
     "report": {"cli", "commands"},
     "train": {"arch", "workload", "perf", "netsim", "engine", "dse", "llm", "report", "cli",
               "commands"},
 }
 #: top-level single-job modules every room may use (they import no room, only each other)
 SHARED_MODULES = {"ring", "paths", "errors", "bounds"}
-THIRD_PARTY_HOME = {"simpy": {"netsim"}, "matplotlib": {"report"}, "networkx": {"netsim"},
+# simpy: the fabric's flows (netsim) and the request-level serving simulation (serving)
+THIRD_PARTY_HOME = {"simpy": {"netsim", "serving"}, "matplotlib": {"report"},
+                    "networkx": {"netsim"},
                     # numba: the compiled casts (numerics) and the FMA-engine K loop (arith)
                     "numba": {"numerics", "arith"}, "ml_dtypes": {"numerics"}}
 

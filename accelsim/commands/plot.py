@@ -29,6 +29,9 @@ def add_arguments(parser) -> None:
                         help="instead of a table: draw a trace written by predict/llm/infer/explore "
                              "--trace as one track per stream (any Chrome trace of complete "
                              f"events; at most {MAX_TRACKS} tracks and {MAX_EVENTS:,} events)")
+    parser.add_argument("--cdf", default=None, metavar="COLUMN",
+                        help="instead of --x/--y: the empirical CDF of one column (e.g. "
+                             "time_to_first_token_s of serve --requests-out), --hue lines")
     parser.add_argument("--x", default=None, metavar="COLUMN", help="column on the x axis")
     parser.add_argument("--y", default=None, metavar="COLUMN",
                         help="column on the y axis (e.g. samples_per_s, step_s)")
@@ -71,6 +74,8 @@ def run(args) -> int:
         raise UserError("--csv goes with 'accelsim plot pareto'; give a plain table as TABLE")
     if args.table is None:
         raise UserError("a TABLE to plot (or --trace TRACE.json) is required")
+    if args.cdf is not None:
+        return _plot_cdf(args)
     missing = [f for f in ("x", "y") if getattr(args, f) is None]
     if missing:
         raise UserError(f"{' and '.join('--' + f for f in missing)} required to plot a table")
@@ -98,6 +103,26 @@ def run(args) -> int:
     for text in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
         print(f"accelsim plot: warning: {text}", file=sys.stderr)
     print(f"wrote {out} ({args.y} vs {args.x}, {len(table):,} rows of {src})")
+    return 0
+
+
+def _plot_cdf(args) -> int:
+    """The CDF of one column of a table (a latency of ``serve --requests-out``)."""
+    from accelsim.commands._common import check_figure_path
+    from accelsim.errors import InputError, UserError
+    from accelsim.report.serve import plot_cdf
+
+    given = [f"--{f}" for f in ("x", "y", "facet") if getattr(args, f) is not None]
+    if given:
+        raise UserError(f"{', '.join(given)}: not with --cdf (one column, --hue lines)")
+    check_figure_path(args.out, "--out")
+    table = _read_table(args.table)
+    try:
+        out = plot_cdf(table, args.out, args.cdf, hue=args.hue, logx=args.logx,
+                       title=args.title)
+    except InputError as exc:
+        raise UserError(f"{args.table}: {exc}") from None
+    print(f"wrote {out} (CDF of {args.cdf}, {len(table):,} rows of {args.table})")
     return 0
 
 

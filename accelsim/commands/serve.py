@@ -1,0 +1,281 @@
+"""``accelsim serve``: request-level serving simulation -- a request stream through replicas
+that batch continuously over a paged KV cache; TTFT, TPOT and latency percentiles, throughput,
+goodput (docs/serve.md). ``accelsim infer --serve`` stays the static batch x context sweep."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from accelsim.commands._common import (chip_count, dimension, float_type, int_type,
+                                       memory_reserve_GiB, positive_float, seed)
+
+NAME = "serve"
+HELP = ("LLM serving simulation: request stream, continuous batching, paged KV cache; TTFT, "
+        "TPOT, latency percentiles, throughput, goodput")
+
+#: most rates in one --rates sweep
+MAX_RATES = 100
+#: largest request rate (requests/s) and per-iteration / per-request overhead (ms)
+MAX_RATE = 1e6
+MAX_OVERHEAD_MS = 10_000.0
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    parse = float_type(0.0, MAX_RATE, lo_open=True)
+    vals = tuple(parse(v) for v in text.split(","))
+    if len(vals) > MAX_RATES:
+        raise argparse.ArgumentTypeError(f"{len(vals):,} rates, more than {MAX_RATES}")
+    return vals
+
+
+def _disagg(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    try:
+        p, d = (int(v) for v in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PxD (e.g. 2x6), got {text!r}") from None
+    if not (1 <= p <= 4096 and 1 <= d <= 4096):
+        raise argparse.ArgumentTypeError(f"replicas in [1, 4,096] each, got {text!r}")
+    return p, d
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from accelsim.arch.schemes import SCHEME_NAMES
+    from accelsim.engine.inference import KV_BYTES
+    from accelsim.serving.arrivals import MAX_REQUESTS
+    from accelsim.serving.scheduler import DEFAULT_MAX_BATCH, DEFAULT_MAX_BATCHED_TOKENS
+
+    parser.add_argument("--system", required=True, metavar="FILE",
+                        help="node or chip file or shipped name (e.g. h100-sxm, dgx-h100)")
+    parser.add_argument("--model", required=True, metavar="NAME_OR_CONFIG",
+                        help="a shipped preset (llama3-8b, mixtral-8x7b, ...) or a Hugging "
+                             "Face config.json")
+    parser.add_argument("--scheme", choices=SCHEME_NAMES, required=True,
+                        help="the GEMM format of weights and activations")
+    parser.add_argument("--kv-cache", choices=tuple(KV_BYTES), default="bf16",
+                        help="KV-cache element type (default bf16)")
+    p = parser.add_argument_group("deployment")
+    p.add_argument("--tp", type=chip_count, default=1, metavar="T",
+                   help="tensor-parallel GPUs per replica (default 1)")
+    p.add_argument("--pp", type=chip_count, default=1, metavar="P",
+                   help="pipeline stages per replica (default 1; stages run in series)")
+    p.add_argument("--ep", type=chip_count, default=1, metavar="E",
+                   help="MoE: 1 or tp (whole experts per GPU)")
+    p.add_argument("--replicas", type=int_type(1, 4096), default=1, metavar="R",
+                   help="model copies; requests go to the least loaded (default 1)")
+    p.add_argument("--disagg", type=_disagg, default=None, metavar="PxD",
+                   help="disaggregated: P prefill and D decode replicas (e.g. 2x6), the KV "
+                        "cache moved over the fabric")
+    p.add_argument("--prefill-tp", type=chip_count, default=None, metavar="T",
+                   help="--disagg: tensor-parallel GPUs per prefill replica (default --tp)")
+    p.add_argument("--decode-tp", type=chip_count, default=None, metavar="T",
+                   help="--disagg: tensor-parallel GPUs per decode replica (default --tp)")
+    p.add_argument("--memory-reserve", type=memory_reserve_GiB, default=0.0, metavar="GIB",
+                   help="GPU memory per GPU outside weights and KV cache (default 0)")
+    s = parser.add_argument_group("request stream")
+    s.add_argument("--rate", type=float_type(0.0, MAX_RATE, lo_open=True), default=None,
+                   metavar="QPS", help="mean requests per second (Poisson arrivals)")
+    s.add_argument("--rates", type=_rates, default=None, metavar="R1,R2,...",
+                   help=f"a sweep: one row per rate (at most {MAX_RATES}); --out writes it")
+    s.add_argument("--requests", type=int_type(1, MAX_REQUESTS), default=1000, metavar="N",
+                   help="requests to simulate (default 1000)")
+    s.add_argument("--burstiness", type=float_type(0.0, 1e6, lo_open=True), default=1.0,
+                   metavar="B", help="gamma inter-arrival shape: 1 Poisson (default), < 1 "
+                                     "burstier")
+    s.add_argument("--input-tokens", type=dimension, default=None, metavar="T",
+                   help="fixed prompt length")
+    s.add_argument("--output-tokens", type=dimension, default=None, metavar="O",
+                   help="fixed output length")
+    s.add_argument("--lengths", default=None, metavar="FILE",
+                   help="(input, output) lengths drawn from a CSV/JSONL table, or "
+                        "'conversation' (shipped, ShareGPT-like)")
+    s.add_argument("--arrivals", default=None, metavar="FILE",
+                   help="a recorded stream: CSV/JSONL of arrival_s, input_tokens, "
+                        "output_tokens[, prefix]")
+    s.add_argument("--seed", type=seed, default=0, help="random seed (default 0)")
+    e = parser.add_argument_group("engine")
+    e.add_argument("--max-batch", type=int_type(1, 1 << 20), default=DEFAULT_MAX_BATCH,
+                   metavar="B", help=f"sequences per iteration (default {DEFAULT_MAX_BATCH})")
+    e.add_argument("--max-batched-tokens", type=int_type(1, 1 << 24),
+                   default=DEFAULT_MAX_BATCHED_TOKENS, metavar="T",
+                   help=f"new tokens per iteration (default {DEFAULT_MAX_BATCHED_TOKENS})")
+    e.add_argument("--chunked-prefill", action="store_true",
+                   help="mixed batches: decodes first, prompts cut to fill the token budget")
+    e.add_argument("--host-overhead-ms", type=float_type(0.0, MAX_OVERHEAD_MS), default=0.0,
+                   metavar="MS", help="host/scheduler time per iteration (default 0)")
+    e.add_argument("--request-overhead-ms", type=float_type(0.0, MAX_OVERHEAD_MS),
+                   default=0.0, metavar="MS",
+                   help="host time per request before it is queued (default 0)")
+    e.add_argument("--prefix-cache", action="store_true",
+                   help="prompts start from their cached prefix (--arrivals prefix ids, or "
+                        "--prefix-hit-rate)")
+    e.add_argument("--prefix-hit-rate", type=float_type(0.0, 1.0), default=None, metavar="F",
+                   help="with --prefix-cache: the share of every prompt found cached")
+    e.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
+                   help="a full KV cache preempts by recompute (default) or swap to host "
+                        "memory (needs --host-link-GBps)")
+    e.add_argument("--host-link-GBps", type=float_type(0.0, 1e6, lo_open=True), default=None,
+                   metavar="GBPS", help="--preemption swap: GPU-host bandwidth per GPU")
+    e.add_argument("--spec-decode", type=int_type(0, 16), default=0, metavar="K",
+                   help="speculative decoding: K draft tokens per step (default 0: off)")
+    e.add_argument("--accept-rate", type=float_type(0.0, 1.0), default=None, metavar="P",
+                   help="per-token acceptance probability of the draft (with --spec-decode)")
+    e.add_argument("--draft-model", default="mtp", metavar="NAME_OR_CONFIG",
+                   help="the draft: mtp (one more layer of the target, default) or a model")
+    e.add_argument("--expert-skew", type=float_type(1.0, 1e6), default=1.0, metavar="S",
+                   help="MoE: the hottest expert's load over the mean (default 1: balanced)")
+    o = parser.add_argument_group("SLOs and outputs")
+    o.add_argument("--slo-ttft-ms", type=positive_float, default=None, metavar="MS",
+                   help="time-to-first-token SLO: goodput counts requests meeting both")
+    o.add_argument("--slo-tpot-ms", type=positive_float, default=None, metavar="MS",
+                   help="time-per-output-token SLO")
+    o.add_argument("--requests-out", default=None, metavar="OUT.csv",
+                   help="one row per request")
+    o.add_argument("--trace", default=None, metavar="OUT.json",
+                   help="requests and iterations on a timeline (Perfetto / chrome://tracing)")
+    o.add_argument("--out", default=None, metavar="OUT.csv",
+                   help="--rates: the sweep table")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (a list with --rates; docs/serve.md)")
+
+
+def _deployment(args: argparse.Namespace):
+    from accelsim.arch import build_system
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.commands._common import require_precisions, system_path
+    from accelsim.errors import UserError
+    from accelsim.serving.run import deployment
+
+    path = system_path(args.system)
+    system = build_system(path)
+    require_precisions(system, path, [get_scheme(args.scheme).compute_precision],
+                       f"--scheme {args.scheme}")
+    if args.disagg is None:
+        for flag in ("prefill_tp", "decode_tp"):
+            if getattr(args, flag) is not None:
+                raise UserError(f"--{flag.replace('_', '-')} is for --disagg PxD")
+    elif args.replicas != 1:
+        raise UserError("--disagg PxD sets the replicas; drop --replicas")
+    elif args.decode_tp is not None and args.tp != 1:
+        raise UserError("--decode-tp or --tp, not both")
+    tp = args.tp if args.decode_tp is None else args.decode_tp
+    try:
+        return deployment(
+            system, args.model, args.scheme, tp=tp, pp=args.pp, ep=args.ep,
+            replicas=args.replicas, kv_cache=args.kv_cache, max_batch=args.max_batch,
+            max_batched_tokens=args.max_batched_tokens, chunked_prefill=args.chunked_prefill,
+            host_overhead_s=args.host_overhead_ms / 1e3,
+            request_overhead_s=args.request_overhead_ms / 1e3, spec_decode=args.spec_decode,
+            accept_rate=args.accept_rate, draft=args.draft_model,
+            expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve,
+            disagg=args.disagg, prefill_tp=args.prefill_tp, prefix_cache=args.prefix_cache,
+            prefix_hit_rate=args.prefix_hit_rate, preemption=args.preemption,
+            host_link_GBps=args.host_link_GBps)
+    except ValueError as exc:
+        raise UserError(f"--model {args.model} --tp {tp} --pp {args.pp} --ep {args.ep}: "
+                        f"{exc}") from None
+
+
+def _check(args: argparse.Namespace) -> None:
+    from accelsim.commands._common import check_outputs
+    from accelsim.errors import UserError
+
+    if args.rate is not None and args.rates is not None:
+        raise UserError("--rate or --rates, not both")
+    if args.rates is not None:
+        if args.arrivals is not None:
+            raise UserError("--rates sweeps a synthetic stream; drop --arrivals")
+        for flag in ("requests_out", "trace"):
+            if getattr(args, flag) is not None:
+                raise UserError(f"--{flag.replace('_', '-')} is for one run, not --rates")
+    elif args.out is not None:
+        raise UserError("--out is for --rates (one run: --requests-out, --json)")
+    if args.arrivals is None and args.rate is None and args.rates is None:
+        raise UserError("give --rate QPS (or --rates R1,R2,...) or --arrivals FILE")
+    if args.arrivals is not None and (args.input_tokens or args.output_tokens or args.lengths
+                                      or args.rate is not None):
+        raise UserError("--arrivals sets times and lengths: drop --rate, --lengths, "
+                        "--input-tokens and --output-tokens")
+    if args.arrivals is None and args.lengths is None and (args.input_tokens is None
+                                                           or args.output_tokens is None):
+        raise UserError("give --input-tokens and --output-tokens, or --lengths FILE")
+    if args.lengths is not None and (args.input_tokens or args.output_tokens):
+        raise UserError("--lengths draws both lengths: drop --input-tokens / --output-tokens")
+    if (args.accept_rate is None) != (args.spec_decode == 0):
+        raise UserError("--spec-decode K and --accept-rate P go together")
+    inputs = [(f, p) for f, p in (("--arrivals", args.arrivals), ("--lengths", args.lengths))
+              if p is not None]
+    check_outputs([("--requests-out", args.requests_out, (".csv",)),
+                   ("--trace", args.trace, (".json",)), ("--out", args.out, (".csv",))],
+                  inputs)
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelsim.serving.run import request_lengths, request_stream, sweep
+    from accelsim.serving.run import run as run_serve
+
+    _check(args)
+    dep = _deployment(args)
+    slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
+    slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
+    if args.rates is not None:
+        lengths = request_lengths(args.input_tokens, args.output_tokens, args.lengths)
+        df = sweep(dep, args.rates, args.requests, lengths, args.seed, args.burstiness,
+                   slo_ttft, slo_tpot, progress=sys.stderr.isatty())
+        if args.out is not None:
+            df.to_csv(args.out, index=False, float_format="%.6g")
+            print(f"wrote {args.out}: {len(df)} rates", file=sys.stderr)
+        if args.json:
+            print(df.to_json(orient="records"))
+            return 0
+        import pandas as pd
+
+        cols = ["rate_requests_per_s", "requests_per_s", "output_tokens_per_s",
+                "time_to_first_token_s_p50", "time_to_first_token_s_p99",
+                "time_per_output_token_s_p50", "request_latency_s_p50",
+                "goodput_requests_per_s", "preemptions", "kv_cache_utilization"]
+        with pd.option_context("display.width", 220, "display.float_format", "{:.4g}".format):
+            print(df[cols].to_string(index=False))
+        return 0
+    reqs = request_stream(rate=args.rate, requests=args.requests,
+                          input_tokens=args.input_tokens, output_tokens=args.output_tokens,
+                          lengths=args.lengths, arrivals=args.arrivals,
+                          burstiness=args.burstiness, seed=args.seed)
+    r = run_serve(dep, reqs, args.seed, slo_ttft, slo_tpot)
+    if args.requests_out is not None:
+        r.requests.to_csv(args.requests_out, index=False, float_format="%.9g")
+        print(f"wrote {args.requests_out}: {len(r.requests)} requests", file=sys.stderr)
+    if args.trace is not None:
+        from accelsim.serving.trace import trace_events
+
+        with open(args.trace, "w") as f:
+            json.dump(trace_events(r.log, r.requests), f)
+        print(f"wrote {args.trace}", file=sys.stderr)
+    d = r.as_dict()
+    if args.json:
+        print(json.dumps(d))
+        return 0
+    shape = (f"{d['replicas']} replica(s) x tp {d['tp']} x pp {d['pp']}" if d["disagg"] is None
+             else f"{d['disagg']} prefill x decode replicas (tp {d['prefill_tp']} / {d['tp']})")
+    print(f"{d['model']} on {dep.system.name}: {shape} ({d['gpus']} GPUs), {d['scheme']}, "
+          f"KV cache {d['kv_dtype']} ({d['kv_cache_tokens_per_replica']:,} tokens per "
+          "replica)")
+    from accelsim.commands._common import clock_text
+
+    print(f"  {d['requests']} requests, {d['measured_requests']} measured "
+          f"(offered {d['offered_requests_per_s']:.4g}/s); {clock_text(dep.system)} (serve "
+          "times every iteration at the preset's clock: a power-limited clock over a stream "
+          "of mixed iterations is not modelled yet)")
+    for k in ("requests_per_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+              "goodput_requests_per_s", "time_to_first_token_s_p50",
+              "time_to_first_token_s_p90", "time_to_first_token_s_p99",
+              "time_per_output_token_s_p50", "time_per_output_token_s_p90",
+              "time_per_output_token_s_p99", "request_latency_s_p50", "request_latency_s_p90",
+              "request_latency_s_p99", "kv_transfer_s_p50", "kv_transfer_s_p99",
+              "mean_running_requests", "kv_cache_utilization", "preemptions",
+              "host_overhead_s"):
+        if d.get(k) is not None:
+            print(f"  {k:<30} {d[k]:.4g}")
+    return 0

@@ -1,0 +1,402 @@
+"""The front door of request-level serving (``accelsim.serve`` and ``accelsim serve``): the
+deployment (model, system, parallel plan, scheme, engine limits, overheads) is resolved and
+checked once into a :class:`Deployment`, the request stream is made, the simulation runs and the
+metrics are read from its event log. A sweep over request rates reuses one deployment (and its
+memoized iteration times).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from accelsim.arch import System
+from accelsim.arch.schemes import get_scheme
+from accelsim.bounds import MAX_SEED
+from accelsim.engine.decoder import Decoder
+from accelsim.engine.inference import InferencePlan
+from accelsim.engine.comm import fabric_of
+from accelsim.engine.iteration import IterationCost, kv_swap_s_per_token, kv_transfer_s
+from accelsim.engine.plan import LlmParams
+from accelsim.errors import InputError, check_int
+from accelsim.serving import arrivals as arr
+from accelsim.serving.costs import SpecDecode, StepTimer
+from accelsim.serving.metrics import request_table, summary
+from accelsim.serving.policy import BLOCK_TOKENS, kv_capacity_tokens
+from accelsim.errors import choose
+from accelsim.serving.scheduler import BatchLimits, Preemption, PrefixCache
+from accelsim.serving.sim import EventLog, Pool, simulate
+from accelsim.workload.transformer import TransformerConfig
+
+#: largest per-iteration or per-request host overhead (seconds)
+MAX_OVERHEAD_S = 10.0
+MAX_REPLICAS = 4096
+
+
+def _seconds(name: str, v: float | None, *, optional: bool = False) -> float | None:
+    if v is None and optional:
+        return None
+    if not (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            and 0 <= v <= MAX_OVERHEAD_S):
+        raise InputError(f"{name} must be seconds in [0, {MAX_OVERHEAD_S:g}], got {v!r}")
+    return float(v)
+
+
+def draft_model(model: Decoder, draft: str | Path) -> Decoder:
+    """The draft of speculative decoding: ``mtp`` (one more decoder layer of the target and its
+    LM head, DeepSeek-V3's multi-token-prediction module) or a model as ``infer`` takes it."""
+    from accelsim.llm.inference import inference_model
+
+    if str(draft) == "mtp":
+        cfg = model.config
+        moe = None if cfg.moe is None else replace(cfg.moe, first_dense_layers=0)
+        one = replace(cfg, name=f"{cfg.name}-mtp", layers=1, moe=moe)
+        return Decoder(one, cfg.seq, causal=True, flash_attention=True)
+    return inference_model(draft)
+
+
+@dataclass(frozen=True)
+class PrefillPool:
+    """Disaggregated serving's prefill side: ``replicas`` replicas on ``plan`` GPUs each that
+    only prefill, then move each request's KV cache to the decode replicas."""
+
+    plan: InferencePlan
+    replicas: int
+
+    def __post_init__(self) -> None:
+        check_int("prefill replicas", self.replicas, 1, MAX_REPLICAS)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One serving deployment: ``replicas`` copies of ``model`` on ``plan`` GPUs each (with
+    ``prefill``: the decode replicas, the prompts prefilled on the prefill pool's)."""
+
+    system: System
+    model: Decoder
+    plan: InferencePlan
+    scheme: str
+    limits: BatchLimits = BatchLimits()
+    replicas: int = 1
+    host_overhead_s: float = 0.0  # per iteration
+    request_overhead_s: float = 0.0  # per request, before it is queued
+    spec: SpecDecode | None = None
+    draft: Decoder | None = None
+    expert_skew: float = 1.0
+    memory_reserve_GiB: float = 0.0
+    prefill: PrefillPool | None = None
+    prefix_cache: PrefixCache | None = None
+    swap_GBps: float | None = None  # host link per GPU: preemption by swap (None: recompute)
+
+    def __post_init__(self) -> None:
+        check_int("replicas", self.replicas, 1, MAX_REPLICAS)
+        _seconds("host_overhead_s", self.host_overhead_s)
+        _seconds("request_overhead_s", self.request_overhead_s)
+
+    @property
+    def gp(self) -> str:
+        return get_scheme(self.scheme).compute_precision
+
+    @property
+    def gpus(self) -> int:
+        return self.plan.gpus * self.replicas + (
+            0 if self.prefill is None else self.prefill.plan.gpus * self.prefill.replicas)
+
+    def kv_tokens(self, plan: InferencePlan | None = None) -> int:
+        """KV-cache tokens of one replica on ``plan`` (default: the decode plan)."""
+        return kv_capacity_tokens(self.model, self.system, plan or self.plan, self.gp,
+                                  self.memory_reserve_GiB)
+
+    @property
+    def params(self) -> LlmParams:
+        return LlmParams(memory_reserve_GiB=self.memory_reserve_GiB)
+
+    def timer(self, plan: InferencePlan | None = None, decode: bool = True) -> StepTimer:
+        """Iteration times on ``plan`` (default the decode plan); the draft only where
+        sequences decode."""
+        plan = plan or self.plan
+        cost = IterationCost(self.model, self.system, plan, self.gp, self.params,
+                             skew=self.expert_skew)
+        spec = self.spec if decode else None
+        # the draft runs on one stage (an MTP module sits on the last)
+        draft = None if self.draft is None or not decode else IterationCost(
+            self.draft, self.system, replace(plan, pp=1), self.gp, self.params)
+        return StepTimer(cost, self.host_overhead_s, spec, draft)
+
+    def pools(self, timers: tuple[StepTimer, ...] | None = None) -> tuple[Pool, ...]:
+        """The lanes the simulation runs: one pool, or the prefill pool and the decode pool
+        (a replica of ``pp`` stages: ``pp`` lanes, each a ``1/pp`` share of its KV cache)."""
+        sides = [(self.plan, self.replicas, False)]
+        if self.prefill is not None:
+            sides.insert(0, (self.prefill.plan, self.prefill.replicas, True))
+        timers = timers or tuple(self.timer(p, decode=not only) for p, _, only in sides)
+        out = []
+        for (plan, n, only), timer in zip(sides, timers):
+            lane_kv = self.kv_tokens(plan) // plan.pp // BLOCK_TOKENS * BLOCK_TOKENS
+            swap = None if self.swap_GBps is None else kv_swap_s_per_token(
+                self.model, plan, self.swap_GBps * 1e9)
+            out.append(Pool(timer, self.limits, lane_kv, n, plan.pp, only, self.prefix_cache,
+                            swap))
+        return tuple(out)
+
+    def transfer(self):
+        """Seconds to move a sequence's KV cache of n tokens, prefill to decode (None:
+        aggregated serving)."""
+        if self.prefill is None:
+            return None
+        fabric = fabric_of(self.system, self.params)
+        across = self.gpus > fabric.gpus_per_node
+        sender, receiver = self.prefill.plan, self.plan
+        cache: dict[int, float] = {}
+
+        def seconds(tokens: int) -> float:
+            if tokens not in cache:
+                cache[tokens] = kv_transfer_s(self.model, fabric, sender, receiver, tokens,
+                                              across)
+            return cache[tokens]
+
+        return seconds
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """A run: the summary (``as_dict()``: the ``--json`` keys), one row per request and the
+    event log (iterations)."""
+
+    deployment: Deployment
+    metrics: dict
+    requests: pd.DataFrame
+    log: EventLog
+
+    def as_dict(self) -> dict:
+        d = self.deployment
+        pre = d.prefill
+        return {"model": d.model.name, "scheme": d.scheme, "tp": d.plan.tp, "pp": d.plan.pp,
+                "ep": d.plan.ep, "replicas": d.replicas, "gpus": d.gpus,
+                "disagg": None if pre is None else f"{pre.replicas}x{d.replicas}",
+                "prefill_tp": None if pre is None else pre.plan.tp,
+                "kv_dtype": d.plan.kv_dtype, "kv_cache_tokens_per_replica": d.kv_tokens(),
+                "max_batch": d.limits.max_batch,
+                "max_batched_tokens": d.limits.max_batched_tokens,
+                "chunked_prefill": d.limits.chunked_prefill,
+                "host_overhead_s": d.host_overhead_s + d.request_overhead_s,
+                "host_overhead_s_per_iteration": d.host_overhead_s,
+                "host_overhead_s_per_request": d.request_overhead_s,
+                "spec_decode_tokens": 0 if d.spec is None else d.spec.k,
+                "accept_rate": None if d.spec is None else d.spec.accept_rate,
+                "expert_skew": d.expert_skew,
+                "prefix_cache": d.prefix_cache is not None,
+                "preemption": "recompute" if d.swap_GBps is None else "swap",
+                "host_link_GBps": d.swap_GBps,
+                "prefix_hit_rate": None if d.prefix_cache is None else d.prefix_cache.hit_rate,
+                **self.metrics,
+                "energy_J_per_output_token": None}
+
+
+def run(dep: Deployment, requests: tuple[arr.Request, ...], seed: int = 0,
+        slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
+        pools: tuple[Pool, ...] | None = None) -> ServeResult:
+    """Simulate ``requests`` on ``dep`` (``pools``: ``dep.pools()`` to reuse, with their
+    memoized iteration times)."""
+    check_int("seed", seed, 0, MAX_SEED)
+    slo_ttft_s = _positive("slo_ttft_s", slo_ttft_s)
+    slo_tpot_s = _positive("slo_tpot_s", slo_tpot_s)
+    for plan in (dep.plan,) if dep.prefill is None else (dep.prefill.plan, dep.plan):
+        if dep.kv_tokens(plan) // plan.pp < BLOCK_TOKENS:
+            raise InputError(f"{dep.model.name} on {dep.system.name} (tp {plan.tp}, pp "
+                             f"{plan.pp}): the weights leave no GPU memory for a KV cache")
+    rng = np.random.default_rng([seed, 1])  # the acceptance draws; the stream has its own
+    log = simulate(requests, pools or dep.pools(), rng, dep.request_overhead_s,
+                   dep.transfer())
+    table = request_table(log)
+    m = summary(log, table, dep.gpus, slo_ttft_s, slo_tpot_s)
+    return ServeResult(dep, m, table, log)
+
+
+def _positive(name: str, v: float | None) -> float | None:
+    if v is None:
+        return None
+    if not (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            and v > 0):
+        raise InputError(f"{name} must be a positive number of seconds, got {v!r}")
+    return float(v)
+
+
+def stream(rate: float, requests: int, lengths: arr.Lengths, seed: int = 0,
+           burstiness: float = 1.0) -> tuple[arr.Request, ...]:
+    """The synthetic request stream of ``seed``."""
+    check_int("seed", seed, 0, MAX_SEED)
+    return arr.generate(rate, requests, lengths, np.random.default_rng([seed, 0]), burstiness)
+
+
+def sweep(dep: Deployment, rates: tuple[float, ...], requests: int, lengths: arr.Lengths,
+          seed: int = 0, burstiness: float = 1.0, slo_ttft_s: float | None = None,
+          slo_tpot_s: float | None = None, progress: bool = False) -> pd.DataFrame:
+    """One row of metrics per request rate (the same seed at each), one deployment."""
+    from tqdm import tqdm
+
+    pools = dep.pools()
+    rows = []
+    for rate in tqdm(rates, desc="serve rates", unit="rate", disable=not progress):
+        r = run(dep, stream(rate, requests, lengths, seed, burstiness), seed, slo_ttft_s,
+                slo_tpot_s, pools)
+        rows.append({"rate_requests_per_s": rate, **r.as_dict()})
+    return pd.DataFrame(rows)
+
+
+def serve(system: System, model: str | Path | TransformerConfig | Decoder, scheme: str, *,
+          rate: float | None = None, requests: int = 1000, input_tokens: int | None = None,
+          output_tokens: int | None = None, lengths: str | Path | None = None,
+          arrivals: str | Path | None = None, burstiness: float = 1.0, seed: int = 0,
+          tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1, kv_cache: str = "bf16",
+          max_batch: int = 256, max_batched_tokens: int = 8192, chunked_prefill: bool = False,
+          host_overhead_s: float = 0.0, request_overhead_s: float = 0.0,
+          spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
+          expert_skew: float = 1.0, slo_ttft_s: float | None = None,
+          slo_tpot_s: float | None = None, memory_reserve_GiB: float = 0.0,
+          disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
+          prefix_cache: bool = False, prefix_hit_rate: float | None = None,
+          preemption: str = "recompute", host_link_GBps: float | None = None) -> ServeResult:
+    """Request-level serving simulation, as ``accelsim serve`` runs it (docs/serve.md): a
+    stream of ``requests`` at ``rate`` requests/s (gamma inter-arrivals of shape
+    ``burstiness``; 1: Poisson) of fixed ``input_tokens`` / ``output_tokens`` or lengths drawn
+    from ``lengths`` (a CSV/JSONL file or ``conversation``), or a recorded stream
+    (``arrivals``); ``replicas`` copies of ``model`` on ``tp`` x ``pp`` GPUs each, continuous
+    batching within ``max_batch`` sequences and ``max_batched_tokens`` tokens per iteration
+    (``chunked_prefill``: mixed batches), a paged KV cache from the memory account with
+    preemption, ``host_overhead_s`` per iteration and ``request_overhead_s`` per request;
+    ``spec_decode`` K draft tokens accepted with probability ``accept_rate`` each (``draft``:
+    ``mtp`` or a model); ``expert_skew`` the MoE routing imbalance; ``disagg`` ``(P, D)``:
+    P prefill replicas on ``prefill_tp`` GPUs (default ``tp``) and D decode replicas on
+    ``tp``, the KV cache moved between them over the system's fabric; ``prefix_cache``: prompts
+    start from their cached prefix (the arrivals' ``prefix`` ids, or ``prefix_hit_rate`` of
+    every prompt); ``preemption`` ``recompute`` or ``swap`` (the KV cache to host memory over a
+    ``host_link_GBps`` link per GPU)."""
+    dep = deployment(system, model, scheme, tp=tp, pp=pp, ep=ep, replicas=replicas,
+                     kv_cache=kv_cache, max_batch=max_batch,
+                     max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
+                     host_overhead_s=host_overhead_s, request_overhead_s=request_overhead_s,
+                     spec_decode=spec_decode, accept_rate=accept_rate, draft=draft,
+                     expert_skew=expert_skew, memory_reserve_GiB=memory_reserve_GiB,
+                     disagg=disagg, prefill_tp=prefill_tp, prefix_cache=prefix_cache,
+                     prefix_hit_rate=prefix_hit_rate, preemption=preemption,
+                     host_link_GBps=host_link_GBps)
+    reqs = request_stream(rate=rate, requests=requests, input_tokens=input_tokens,
+                          output_tokens=output_tokens, lengths=lengths, arrivals=arrivals,
+                          burstiness=burstiness, seed=seed)
+    return run(dep, reqs, seed, slo_ttft_s, slo_tpot_s)
+
+
+def request_lengths(input_tokens: int | None, output_tokens: int | None,
+                    lengths: str | Path | None) -> arr.Lengths:
+    """Fixed lengths or a length table (one of the two)."""
+    if lengths is not None:
+        if input_tokens is not None or output_tokens is not None:
+            raise InputError("give fixed input/output tokens or a lengths table, not both")
+        return arr.read_lengths(lengths)
+    if input_tokens is None or output_tokens is None:
+        raise InputError("give input_tokens and output_tokens (fixed lengths), a lengths "
+                         "table or an arrivals file")
+    return arr.Lengths.fixed(input_tokens, output_tokens)
+
+
+def request_stream(*, rate: float | None, requests: int, input_tokens: int | None,
+                   output_tokens: int | None, lengths: str | Path | None,
+                   arrivals: str | Path | None, burstiness: float, seed: int
+                   ) -> tuple[arr.Request, ...]:
+    """The requests: a recorded stream, or ``requests`` synthetic ones at ``rate``."""
+    if arrivals is not None:
+        if rate is not None or lengths is not None or input_tokens is not None \
+                or output_tokens is not None:
+            raise InputError("an arrivals file sets times and lengths: no rate, lengths or "
+                             "input/output tokens with it")
+        return arr.read_arrivals(arrivals)
+    if rate is None:
+        raise InputError("give a request rate (requests/s) or an arrivals file")
+    return stream(rate, requests, request_lengths(input_tokens, output_tokens, lengths), seed,
+                  burstiness)
+
+
+def deployment(system: System, model: str | Path | TransformerConfig | Decoder, scheme: str,
+               *, tp: int = 1, pp: int = 1, ep: int = 1,
+               replicas: int = 1, kv_cache: str = "bf16", max_batch: int = 256,
+               max_batched_tokens: int = 8192, chunked_prefill: bool = False,
+               host_overhead_s: float = 0.0, request_overhead_s: float = 0.0,
+               spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
+               expert_skew: float = 1.0, memory_reserve_GiB: float = 0.0,
+               disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
+               prefix_cache: bool = False, prefix_hit_rate: float | None = None,
+               preemption: str = "recompute", host_link_GBps: float | None = None
+               ) -> Deployment:
+    """The deployment, every setting checked once (see :func:`serve`)."""
+    from accelsim.llm.inference import inference_model, inference_plan
+
+    if not isinstance(system, System):
+        raise InputError(f"system must be a System (accelsim.build_system(name_or_file)), got "
+                         f"{type(system).__name__}")
+    try:
+        sc = get_scheme(scheme)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if not system.chip.core.supports(sc.compute_precision):
+        raise InputError(f"{system.name}: core.macs_per_pe_per_cycle has no "
+                         f"{sc.compute_precision} rate (needed by scheme {sc.name})")
+    # iterations run at the preset's fixed clock (the --clock boost what-if): a power-limited
+    # clock over a stream of mixed iterations (the limiter's ~1 s window holds many) is not
+    # modelled yet; serve's settings say so
+    system = system.with_boost_clock()
+    LlmParams(memory_reserve_GiB=memory_reserve_GiB)  # the reserve's one bound
+    dec = inference_model(model)
+    plan = inference_plan(system, dec, tp=tp, pp=pp, ep=ep, kv_cache=kv_cache)
+    if not isinstance(chunked_prefill, bool):
+        raise InputError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")
+    limits = BatchLimits(max_batch, max_batched_tokens, chunked_prefill)
+    check_int("spec_decode", spec_decode, 0, 16)
+    spec = dft = None
+    if spec_decode:
+        if accept_rate is None:
+            raise InputError("speculative decoding needs accept_rate (per-token acceptance "
+                             "probability)")
+        spec = SpecDecode(spec_decode, accept_rate)
+        dft = draft_model(dec, draft)
+        inference_plan(system, dft, tp=tp, pp=1, ep=ep, kv_cache=kv_cache)
+    elif accept_rate is not None:
+        raise InputError("accept_rate is for speculative decoding (spec_decode K >= 1)")
+    if dec.config.moe is None and expert_skew != 1.0:
+        raise InputError(f"expert_skew is for MoE models; {dec.name} is dense")
+    prefill = None
+    if disagg is not None:
+        if not (isinstance(disagg, tuple) and len(disagg) == 2):
+            raise InputError(f"disagg must be (prefill replicas, decode replicas), got "
+                             f"{disagg!r}")
+        if replicas != 1:
+            raise InputError("disaggregated serving sets its replicas: (P, D), not replicas")
+        p_plan = inference_plan(system, dec, tp=tp if prefill_tp is None else prefill_tp,
+                                pp=pp, ep=ep if ep == 1 else (prefill_tp or tp),
+                                kv_cache=kv_cache)
+        prefill = PrefillPool(p_plan, disagg[0])
+        check_int("decode replicas", disagg[1], 1, MAX_REPLICAS)
+        replicas = disagg[1]
+    elif prefill_tp is not None:
+        raise InputError("prefill_tp is for disaggregated serving (disagg=(P, D))")
+    if not isinstance(prefix_cache, bool):
+        raise InputError(f"prefix_cache must be True or False, got {prefix_cache!r}")
+    if prefix_hit_rate is not None and not prefix_cache:
+        raise InputError("prefix_hit_rate is for the prefix cache (prefix_cache=True)")
+    pc = PrefixCache(prefix_hit_rate) if prefix_cache else None
+    mode = choose(Preemption, preemption, "preemption")
+    if mode is Preemption.SWAP:
+        if not (isinstance(host_link_GBps, int | float) and not isinstance(host_link_GBps, bool)
+                and math.isfinite(host_link_GBps) and 0 < host_link_GBps <= 1e6):
+            raise InputError(f"swap preemption needs host_link_GBps, the GPU-host link's "
+                             f"bandwidth in GB/s per GPU (e.g. PCIe Gen5 x16: 64), got "
+                             f"{host_link_GBps!r}")
+    elif host_link_GBps is not None:
+        raise InputError("host_link_GBps is for swap preemption (preemption='swap')")
+    return Deployment(system, dec, plan, sc.name, limits, replicas, host_overhead_s,
+                      request_overhead_s, spec, dft, expert_skew, memory_reserve_GiB, prefill,
+                      pc, None if mode is Preemption.RECOMPUTE else float(host_link_GBps))
