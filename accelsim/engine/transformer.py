@@ -38,7 +38,8 @@ from accelsim.engine.graph import (
     gemm_fwd_bwd_s,
     gemm_timed,
 )
-from accelsim.engine.stack import FUSED_LOSS_BYTES, AttentionKernel, KernelKind, sm_scale
+from accelsim.engine.stack import (FUSED_LOSS_BYTES, AttentionKernel, KernelKind, Stack,
+                                   sm_scale)
 from accelsim.engine.stack_ops import attention_times, stack_formats
 from accelsim.engine.schedule import pipeline_s
 from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
@@ -79,12 +80,8 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
         bound = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count).bound
         rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, bound))
         rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, bound))
-    attn, passes = attention_times(system, attn, stack, bw)  # the stack's kernel (one owner)
-    # context parallelism: this rank's load-balanced 1 / cp of the sequence's causal attention
-    c = plan.cp
-    rows += [OpTime("attention", Phase(ph), *((t, fl, by) if c == 1 else (t / c, fl / c, by / c)),
-                    bd) for ph, t, fl, by, bd in passes]
-    T, V = model.seq // c * plan.micro_batch, model.vocab / plan.tp
+    rows += _attention_rows(system, attn, stack, bw, plan)
+    T, V = model.seq // plan.cp * plan.micro_batch, model.vocab / plan.tp
     if stack.fused:
         rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
         rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
@@ -106,6 +103,29 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
                  OpTime("loss", Phase.FWD, loss[0][0], 0.0, loss[0][1], "memory"),
                  OpTime("loss", Phase.BWD, loss[1][0], 0.0, loss[1][1], "memory")]
     return rows, head_rows
+
+
+def _attention_rows(system: System, attn: AttentionOp, stack: Stack, stream_Bps: float,
+                    plan: Plan) -> list[OpTime]:
+    """The attention's forward and backward rows on one rank, by the stack's kernel (one
+    owner, :func:`accelsim.engine.stack_ops.attention_times`). With context parallelism the
+    rank does 1 / cp of the sequence's causal work: the ring and the all-gather as ``cp``
+    causal blocks of ``seq / cp`` queries and keys (the load-balanced chunks' work, each a
+    kernel call at its own length: ``cp (s / cp)^2 / 2 = s^2 / (2 cp)`` pairs); Ulysses (and a
+    windowed or non-causal attention) as the whole sequence's divided by ``cp`` (its heads /
+    cp over every key)."""
+    c = plan.cp
+    blocks = c > 1 and plan.cp_algo != "ulysses" and attn.causal and not attn.window
+    if blocks:
+        attn = replace(attn, seq=attn.seq // c)
+    passes = attention_times(system, attn, stack, stream_Bps)[1]
+    if c == 1:
+        return [OpTime("attention", Phase(ph), t, fl, by, bd) for ph, t, fl, by, bd in passes]
+    if blocks:
+        return [OpTime("attention", Phase(ph), t * c, fl * c, by * c, bd)
+                for ph, t, fl, by, bd in passes]
+    return [OpTime("attention", Phase(ph), t / c, fl / c, by / c, bd)
+            for ph, t, fl, by, bd in passes]
 
 
 def _phase_s(rows: list[OpTime], phase: Phase, names: tuple[str, ...] | None = None) -> float:
