@@ -170,3 +170,19 @@ def test_cli_cp_flags(capsys):
 def test_plan_replace_keeps_cp():
     p = dataclasses.replace(_plan(cp=2), tp=2)
     assert (p.cp, p.gpus) == (2, 4)
+
+
+def test_predict_takes_cp_for_a_transformer_workload_and_chakra_refuses_it(capsys, tmp_path):
+    import json
+
+    base = ["predict", "--system", str(REPO_ROOT / "arch_configs" / "dgx-h100.toml"),
+            "--workload", str(REPO_ROOT / "workloads" / "gpt2-small.toml"), "--scheme", "bf16",
+            "--batch", "1", "--tp", "2", "--json"]
+    assert main([*base, "--cp", "2"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["cp"], d["dp"], d["cp_algo"]) == (2, 2, "ring") and d["cp_comm_GB"] > 0
+    assert main(["llm", "--system", str(REPO_ROOT / "arch_configs" / "dgx-h100.toml"),
+                 "--model", "llama3-8b", "--seq", "8192", "--scheme", "bf16", "--gpus", "8",
+                 "--tp", "4", "--cp", "2", "--global-batch", "2",
+                 "--chakra", str(tmp_path / "et")]) == 2
+    assert "context-parallel" in capsys.readouterr().err
