@@ -123,7 +123,8 @@ def test_ulysses_refuses_heads_not_divisible_by_cp():
 
 @pytest.mark.parametrize("kw, match", [
     (dict(cp=3), "divisible by 2 x cp"), (dict(cp_algo="zigzag"), "cp_algo"),
-    (dict(cp=2, fsdp=True, tp=1), "fsdp"), (dict(cp=0), "cp")])
+    (dict(cp=2, fsdp=True, tp=1), "fsdp"), (dict(cp=0), "cp"),
+    (dict(cp=1024, tp=8, sequence_parallel=True), "sequence parallelism")])
 def test_bad_plans_are_refused(kw, match):
     with pytest.raises(InputError, match=match):
         predict(_model(4096), _plan(**kw), "bf16", H100)

@@ -206,6 +206,9 @@ class Plan:
         if model.seq % (2 * c):
             raise InputError(f"cp {c}: seq {model.seq} must be divisible by 2 x cp = {2 * c} "
                              "(two load-balanced chunks per rank)")
+        if self.sequence_parallel and model.seq // c % self.tp:
+            raise InputError(f"sequence parallelism needs each cp rank's seq / cp = "
+                             f"{model.seq // c} tokens divisible by tp {self.tp}")
         if self.cp_algo == "ulysses":
             kv = max(1, model.kv_heads // self.tp)
             if (model.heads // self.tp) % c or kv % c:
