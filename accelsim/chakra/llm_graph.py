@@ -286,6 +286,9 @@ def llm_export(pred: Prediction, balance: bool = True) -> Export:
     if plan.overlap_moe_comm and pred.comm.ep_ops:
         raise InputError("--chakra: an MoE plan with overlap_moe_comm has no per-rank op graph "
                          "yet (its overlap is a closed form); export without it")
+    if plan.cp > 1:
+        raise InputError(f"--chakra: a context-parallel plan (cp {plan.cp}) has no per-rank op "
+                         "graph yet; export without it")
     t, p, d = plan.tp, plan.pp, plan.dp
     world = t * p * d
     rep = [s * t * d for s in range(p)]

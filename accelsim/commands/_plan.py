@@ -13,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                   optimizer_default: str, reserve_help: str, stack_default: str | None,
                   stack_help: str) -> None:
     from accelsim.arch.schemes import OPTIMIZERS
-    from accelsim.engine.plan import RECOMPUTE
+    from accelsim.engine.plan import CP_ALGOS, RECOMPUTE
     from accelsim.engine.attention_kernels import FlashImpl
     from accelsim.engine.stack import STACKS
 
@@ -34,6 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                    help="hide each MoE layer's all-to-alls behind another micro-batch's "
                         "computation (DeepSeek-V3's DualPipe; Megatron-Core's "
                         "--overlap-moe-expert-parallel-comm)")
+    p.add_argument("--cp", type=chip_count, default=1, metavar="C",
+                   help="context-parallel GPUs: every sequence split over C ranks (after tp "
+                        "inside a node; gpus = tp x pp x dp x cp; default 1)")
+    p.add_argument("--cp-algo", choices=CP_ALGOS, default="ring",
+                   help="how context-parallel ranks exchange keys and values: ring (KV blocks "
+                        "peer to peer under the attention), allgather (the full KV per layer), "
+                        "ulysses (all-to-alls over heads; heads divisible by tp x cp); default "
+                        "ring")
     p.add_argument("--interleave", type=positive_int, default=1, metavar="v",
                    help="model chunks per pipeline stage (default 1: plain 1F1B)")
     p.add_argument("--recompute", choices=RECOMPUTE, default="none",
@@ -111,7 +119,8 @@ def params(args: argparse.Namespace, *, reserve_default: float | None = None,
 
 
 #: plan flags a data-parallel layer workload cannot use (name -> value that means "not used")
-TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "overlap_moe_comm": False, "interleave": 1, "recompute": "none",
+TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "cp": 1, "cp_algo": "ring",
+                    "overlap_moe_comm": False, "interleave": 1, "recompute": "none",
                     "sequence_parallel": False, "zero": 0, "overlap_grad_reduce": False,
                     "no_grad_accumulation_fusion": False, "fsdp": False, "hsdp": None,
                     "no_reshard_after_forward": False, "fsdp_reduce_dtype": "fp32"}
@@ -140,7 +149,10 @@ def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_bat
                     overlap_moe_comm=args.overlap_moe_comm,
                     fsdp=args.fsdp or args.hsdp is not None, hsdp=args.hsdp or 0,
                     reshard_after_forward=not args.no_reshard_after_forward,
-                    fsdp_reduce_dtype=args.fsdp_reduce_dtype)
+                    fsdp_reduce_dtype=args.fsdp_reduce_dtype, cp=args.cp,
+                    cp_algo=args.cp_algo)
     except ValueError as exc:
-        raise UserError(f"plan (--tp {tp} --pp {pp} --dp {dp} --ep {args.ep} --micro-batch {micro_batch} "
+        cp = f"--cp {args.cp} --cp-algo {args.cp_algo} " if args.cp > 1 else ""
+        raise UserError(f"plan (--tp {tp} --pp {pp} --dp {dp} --ep {args.ep} {cp}"
+                        f"--micro-batch {micro_batch} "
                         f"--global-batch {global_batch}): {exc}") from None

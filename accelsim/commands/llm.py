@@ -129,11 +129,12 @@ def run(args: argparse.Namespace) -> int:
     tp, pp = args.tp or 1, args.pp or 1
     dp = args.dp
     if args.gpus is not None:
-        if args.gpus % (tp * pp):
-            raise UserError(f"--gpus {args.gpus} is not a multiple of --tp {tp} x --pp {pp}")
-        if dp is not None and dp * tp * pp != args.gpus:
-            raise UserError(f"--gpus {args.gpus} != --tp {tp} x --pp {pp} x --dp {dp}")
-        dp = args.gpus // (tp * pp)
+        cp = f" x --cp {args.cp}" if args.cp > 1 else ""
+        if args.gpus % (tp * pp * args.cp):
+            raise UserError(f"--gpus {args.gpus} is not a multiple of --tp {tp} x --pp {pp}{cp}")
+        if dp is not None and dp * tp * pp * args.cp != args.gpus:
+            raise UserError(f"--gpus {args.gpus} != --tp {tp} x --pp {pp} x --dp {dp}{cp}")
+        dp = args.gpus // (tp * pp * args.cp)
     if dp is None:
         raise UserError("--dp D or --gpus N required for one prediction (or use --search)")
     if args.out is not None:
@@ -178,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
         f" ({d['active_params'] / 1e9:.2f} B active)"
     print(f"{d['model']}: {model.n_params / 1e9:.2f} B parameters{active}, seq {d['seq']}, on "
           f"{plan.gpus} GPUs (tp {plan.tp} x pp {plan.pp} x dp {plan.dp}"
-          + (f", ep {plan.ep}" if plan.ep > 1 else "") + f"), {args.scheme}, {system.name}")
+          + (f", ep {plan.ep}" if plan.ep > 1 else "")
+          + (f" x cp {plan.cp} {plan.cp_algo}" if plan.cp > 1 else "")
+          + f"), {args.scheme}, {system.name}")
     params = _params(args, model)
     from accelsim.engine.attention_kernels import gpu_class, resolved
     from accelsim.engine.decoder import Decoder
@@ -313,6 +316,7 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--overlap-grad-reduce", args.overlap_grad_reduce),
         ("--no-grad-accumulation-fusion", args.no_grad_accumulation_fusion),
         ("--overlap-moe-comm", args.overlap_moe_comm), ("--engine des", args.engine != "analytic"),
+        ("--cp", args.cp != 1), ("--cp-algo", args.cp_algo != "ring"),
         ("--fsdp", args.fsdp or args.hsdp is not None),
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),

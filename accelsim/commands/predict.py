@@ -227,10 +227,11 @@ def _transformer(args, system, workload, scheme, fusion: bool):
         raise UserError(f"--micro-batch {args.micro_batch} != --batch {args.batch}: for a "
                         "transformer workload --batch is the micro-batch per replica (give one)")
     tp, pp = args.tp or 1, args.pp or 1
-    if args.dp is None and system.chips % (tp * pp):
-        raise UserError(f"--tp {tp} x --pp {pp} does not divide the system's {system.chips} "
-                        "chips: give --dp")
-    dp = args.dp or max(1, system.chips // (tp * pp))
+    split = tp * pp * args.cp  # the GPUs of one data-parallel replica
+    if args.dp is None and system.chips % split:
+        raise UserError(f"--tp {tp} x --pp {pp}" + (f" x --cp {args.cp}" if args.cp > 1 else "")
+                        + f" does not divide the system's {system.chips} chips: give --dp")
+    dp = args.dp or max(1, system.chips // split)
     micro = args.batch
     plan = _plan.build_plan(args, tp=tp, pp=pp, dp=dp, micro_batch=micro,
                             global_batch=args.global_batch or micro * dp)

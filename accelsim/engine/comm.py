@@ -98,6 +98,11 @@ class Comm:
     #: the data-parallel CommOps (gradient reduction, ZeRO weight gathers; the routed experts'
     #: over their own ranks), each with its seconds
     dp_ops: tuple[tuple[CommOp, float], ...] = ()
+    cp_bytes: float = 0.0  # context-parallel KV exchange (:func:`cp_comm`)
+    #: the CommOps context parallelism inserts into one layer, each with its exposed seconds
+    cp_ops: tuple[tuple[CommOp, float], ...] = ()
+    cp_layer_pass_s: float = 0.0  # one layer, one micro-batch, forward (exposed)
+    cp_layer_bwd_s: float = 0.0  # one layer, one micro-batch, backward (exposed)
 
     @property
     def dp_s(self) -> float:
@@ -106,7 +111,7 @@ class Comm:
 
     @property
     def activation_bytes(self) -> float:
-        return self.tp_bytes + self.pp_bytes + self.ep_bytes
+        return self.tp_bytes + self.pp_bytes + self.ep_bytes + self.cp_bytes
 
     @property
     def weight_bytes(self) -> float:
@@ -125,7 +130,8 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
     matrices, the routed experts)."""
     model = Decoder.of(model)
     t, p, d, v = plan.tp, plan.pp, plan.dp, plan.interleave
-    act = model.seq * plan.micro_batch * model.hidden  # elements of one s x b x h tensor
+    # elements of one s x b x h tensor (this rank's seq / cp tokens)
+    act = model.seq // plan.cp * plan.micro_batch * model.hidden
     dense_layers, moe_layers = max(model.stage_layers(p, v), key=sum)
     layers = dense_layers + moe_layers
     # two of each per layer: input conversion (g) and output reduction (g-bar) of the
@@ -153,9 +159,11 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
     pp_bytes = 2 * p2p_bytes * v * plan.n_micro if p > 1 else 0.0
     # a stage boundary crosses nodes when a stage fills a node or the pipeline spans nodes
     # (stages advance in lock step: the slowest boundary sets the pace)
-    pp_across = t * d >= fabric.gpus_per_node or p * t * d > fabric.gpus_per_node
+    tcd = t * plan.cp * d  # the GPUs of one stage
+    pp_across = tcd >= fabric.gpus_per_node or p * tcd > fabric.gpus_per_node
     pp_p2p_s = fabric.p2p_s(p2p_bytes, pp_across)
-    # data parallel, over ranks tp apart (routed experts: over the dp / ep ranks tp x ep apart)
+    # data parallel (with context parallelism: over dp x cp), over ranks tp apart (routed
+    # experts: over the dp / ep ranks tp x ep apart)
     ep_bytes, ep_fwd, ep_bwd = 0.0, 0.0, 0.0
     if moe_layers and plan.ep > 1:
         # two all-to-alls forward (dispatch, combine) and two backward per MoE layer, over the
@@ -183,7 +191,7 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
                       Stream.TP, Phase.BWD))
         ep_ops = tuple((o, fabric.all_to_all_s(o.size_bytes, o.group, o.stride, f))
                        for o in ops)
-    dp_ops = _dp(fabric, plan, mem.counts, scheme, d, t)
+    dp_ops = _dp(fabric, plan, mem.counts, scheme, plan.dp_cp, t)
     if mem.expert_params and d // plan.ep > 1:
         dp_ops += tuple((replace(o, name=f"expert_{o.name}"), sec) for o, sec in _dp(
             fabric, plan, mem.expert_counts, scheme, d // plan.ep, t * plan.ep))
@@ -195,6 +203,50 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
                 pp_p2p_s=pp_p2p_s, dp_reduce_s=dp_reduce_s, dp_gather_s=dp_gather_s,
                 ep_bytes=ep_bytes, ep_layer_pass_s=ep_fwd, ep_layer_bwd_s=ep_bwd,
                 tp_ops=tp_ops, ep_ops=ep_ops, dp_ops=dp_ops)
+
+
+def cp_comm(model: Decoder, plan: Plan, fabric: Fabric, precision: str, attn_fwd_s: float,
+            attn_bwd_s: float) -> tuple[tuple[tuple[CommOp, float], ...], float, float, float]:
+    """Context parallelism's CommOps in one layer and micro-batch over the ``cp`` ranks ``tp``
+    apart (:mod:`accelsim.engine.context`), each with its exposed seconds; (ops, forward
+    exposed, backward exposed, bytes sent per iteration). Ring: ``cp - 1`` messages of the
+    rank's K and V forward, K, V and their gradients backward, under the attention blocks
+    (``attn_*_s``, this rank's) as scheduled; all-gather: the full K and V gathered forward,
+    their gradients reduce-scattered backward, exposed; Ulysses: four all-to-alls each way.
+    Recomputation (full or selective: it reruns the attention) repeats the forward ones."""
+    from accelsim.engine import context
+
+    c, t = plan.cp, plan.tp
+    if c == 1:
+        return (), 0.0, 0.0, 0.0
+    cp_op = lambda name, kind, size, phase: CommOp(  # noqa: E731
+        f"attn.cp_{name}", kind, size, c, t, Stream.CP, phase)
+    block = context.kv_block_bytes(model, plan, precision)
+    if plan.cp_algo == "ring":
+        msgs = (block, 2 * block)  # forward: K, V; backward: K, V and dK, dV
+        ops = []
+        for phase, msg, attn_s in zip((Phase.FWD, Phase.BWD), msgs, (attn_fwd_s, attn_bwd_s)):
+            step_s = op_s(fabric, cp_op("ring", CommKind.SEND_RECV, msg, phase))
+            exposed = context.ring_exposed_s(c, step_s, attn_s / c, phase)
+            # one row per pass: its cp - 1 messages together
+            ops.append((cp_op("ring_kv", CommKind.SEND_RECV, (c - 1) * msg, phase), exposed))
+    elif plan.cp_algo == "allgather":
+        ops = [(o, op_s(fabric, o)) for o in (
+            cp_op("kv_all_gather", CommKind.ALL_GATHER, c * block, Phase.FWD),
+            cp_op("kv_grad_reduce_scatter", CommKind.REDUCE_SCATTER, c * block, Phase.BWD))]
+    else:  # ulysses: Q, K, V in and the output back; their gradients the other way
+        q, k, v, out = context.ulysses_bytes(model, plan, precision)
+        ops = [(o, op_s(fabric, o)) for o in (
+            *(cp_op(f"a2a_{n}", CommKind.ALL_TO_ALL, b, Phase.FWD)
+              for n, b in (("q", q), ("k", k), ("v", v), ("out", out))),
+            *(cp_op(f"a2a_{n}", CommKind.ALL_TO_ALL, b, Phase.BWD)
+              for n, b in (("out_grad", out), ("q_grad", q), ("k_grad", k), ("v_grad", v))))]
+    fwd = sum(s for o, s in ops if o.phase == Phase.FWD)
+    bwd = sum(s for o, s in ops if o.phase == Phase.BWD)
+    passes = 2 if plan.recompute != "none" else 1  # forward passes that exchange K and V
+    per_layer = sum(o.bytes * (passes if o.phase == Phase.FWD else 1) for o, _ in ops)
+    layers = sum(max(model.stage_layers(plan.pp, plan.interleave), key=sum))
+    return tuple(ops), fwd, bwd, per_layer * layers * plan.n_micro
 
 
 def _tp_layer_ops(plan: Plan, fabric: Fabric, ag_in: float, red: float

@@ -43,6 +43,7 @@ class Stream(StrEnum):
     DP = "dp_comm"
     PP = "pp_send_recv"
     FSDP = "fsdp_gather"  # FSDP's parameter all-gathers (its reduce-scatters: DP)
+    CP = "cp_comm"  # context parallelism's KV exchange (ring, all-gather, all-to-all)
 
 
 @dataclass(frozen=True)

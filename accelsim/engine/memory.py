@@ -38,6 +38,8 @@ from accelsim.engine.plan import Plan
 from accelsim.perf.gemm import OPERAND_BYTES
 from accelsim.perf.layer_model import NORM_PARAM_BYTES
 from accelsim.engine.decoder import Decoder
+from accelsim.engine import context
+from accelsim.engine.graph import attention_precision
 from accelsim.workload.gpt import GptConfig
 from accelsim.workload.transformer import MlpKind
 
@@ -190,7 +192,7 @@ def activation_bytes_per_layer(model: GptConfig | Decoder, plan: Plan, scheme: S
     model = Decoder.of(model)
     c = model.config
     s, b, h, a, t = model.seq, plan.micro_batch, model.hidden, model.heads, plan.tp
-    sbh = s * b * h
+    sbh = s // plan.cp * b * h  # this rank's seq / cp tokens (its scores still span all s keys)
     if plan.recompute == "full":
         return 2 * sbh / (t if plan.sequence_parallel else 1)
     r = scheme.saved_linear_input_bytes / 2
@@ -248,7 +250,7 @@ def memory(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats,
     plan.check_model(model)
     stage, (n, lin, ex) = _largest_stage(model, plan)
     w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin - ex), scheme, plan.zero,
-                                plan.dp)
+                                plan.dp_cp)
     if ex:
         we, ge, oe = model_state_bytes(ParamCounts(linear=ex, rest=0.0), scheme, plan.zero,
                                        plan.dp // plan.ep)
@@ -264,10 +266,13 @@ def memory(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats,
         act += activation_bytes_per_layer(model, replace(plan, recompute="none"), scheme,
                                           moe=moe > 0)
     # embedding dropout mask (1 byte per element) of each in-flight micro-batch
-    act += model.seq * plan.micro_batch * model.hidden * min(plan.pp, plan.n_micro) / (
+    tokens = model.seq // plan.cp * plan.micro_batch  # this rank's
+    act += tokens * model.hidden * min(plan.pp, plan.n_micro) / (
         plan.tp if plan.sequence_parallel else 1)
     if plan.pp == 1:  # the loss on the same stage
-        act += model.seq * plan.micro_batch * model.vocab / plan.tp * LOGIT_BYTES
+        act += tokens * model.vocab / plan.tp * LOGIT_BYTES
+    # context parallelism's KV buffers during one layer's attention
+    act += context.buffer_bytes(model, plan, attention_precision(scheme.gemm_precision))
     return Memory(params=n, linear_params=lin, weights_bytes=w, grads_bytes=g,
                   optimizer_bytes=o, activations_bytes=act, reserve_bytes=reserve_bytes,
                   expert_params=ex)

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 from accelsim.errors import InputError, check_int
 
 RECOMPUTE = ("none", "selective", "full")
+#: context-parallel attention algorithms (Megatron-core / Transformer Engine ``cp_comm_type``:
+#: ``p2p`` ring, ``all_gather``, ``a2a`` Ulysses)
+CP_ALGOS = ("ring", "allgather", "ulysses")
 ZERO_STAGES = (0, 1, 2, 3)
 #: FSDP2's MixedPrecisionPolicy reduce_dtype choices (the gradient reduce-scatter's format)
 FSDP_REDUCE_DTYPES = {"fp32": 4, "bf16": 2}
@@ -57,6 +60,14 @@ class Plan:
     forward pass (FSDP's default; off: keep them for the backward pass, no second gather).
     ``fsdp_reduce_dtype``: the gradient reduction's format (FSDP2's MixedPrecisionPolicy
     ``reduce_dtype``: ``fp32`` or ``bf16``); parameters are gathered in bf16 (``param_dtype``).
+    ``cp``: context-parallel GPUs (Megatron-core's ``context_parallel_size``): every sequence
+    split over ``cp`` ranks placed right after the tensor-parallel ones (rank = t + tp * (c +
+    cp * (d + dp * p))); each runs every GEMM and element-wise op on ``seq / cp`` tokens and
+    1 / cp of the causal attention (two load-balanced chunks per rank); gradients and ZeRO
+    shards span the ``dp x cp`` ranks holding the same parameters. ``cp_algo``: how the keys
+    and values meet the queries (:mod:`accelsim.engine.context`): ``ring`` (KV blocks passed
+    peer to peer under the attention), ``allgather`` (the full KV gathered per layer),
+    ``ulysses`` (all-to-alls over heads).
     """
 
     tp: int
@@ -77,9 +88,11 @@ class Plan:
     hsdp: int = 0
     reshard_after_forward: bool = True
     fsdp_reduce_dtype: str = "fp32"
+    cp: int = 1
+    cp_algo: str = "ring"
 
     def __post_init__(self) -> None:
-        for f in ("tp", "pp", "dp", "ep"):  # GPUs: at most a system's chips
+        for f in ("tp", "pp", "dp", "ep", "cp"):  # GPUs: at most a system's chips
             check_int(f"plan {f}", getattr(self, f), 1, MAX_CHIPS)
         for f in ("micro_batch", "global_batch", "interleave"):
             check_int(f"plan {f}", getattr(self, f), 1, MAX_COUNT)
@@ -87,6 +100,7 @@ class Plan:
                   "overlap_moe_comm", "fsdp", "reshard_after_forward"):
             check_bool(f"plan {f}", getattr(self, f))  # "off" is not False: refused
         self._check_fsdp()
+        self._check_cp()
         if self.recompute not in RECOMPUTE:
             raise InputError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, "
                              f"got {self.recompute!r}")
@@ -130,6 +144,23 @@ class Plan:
         if self.hsdp and self.dp % self.hsdp:
             raise InputError(f"hsdp shard group {self.hsdp} must divide dp {self.dp}")
 
+    def _check_cp(self) -> None:
+        if self.cp_algo not in CP_ALGOS:
+            raise InputError(f"plan cp_algo must be one of {', '.join(CP_ALGOS)}, "
+                             f"got {self.cp_algo!r}")
+        if self.cp == 1:
+            return
+        used = [k for k, on in (("fsdp", self.fsdp), (f"ep {self.ep}", self.ep > 1)) if on]
+        if used:
+            raise InputError(f"cp {self.cp} is modelled for Megatron's tensor / pipeline / data "
+                             f"parallel plans: drop {', '.join(used)}")
+
+    @property
+    def dp_cp(self) -> int:
+        """Ranks holding the same parameters: the data- and context-parallel ones (gradients
+        reduced, ZeRO states sharded over them; Megatron-core's data-parallel-with-cp group)."""
+        return self.dp * self.cp
+
     @property
     def shard_group(self) -> int:
         """Ranks one parameter is sharded over under FSDP (HSDP: the shard group)."""
@@ -137,7 +168,7 @@ class Plan:
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
 
     @property
     def n_micro(self) -> int:
@@ -162,6 +193,28 @@ class Plan:
             raise InputError(f"sequence parallelism needs seq {model.seq} divisible by tp "
                              f"{self.tp}")
         model.check_split(self.tp, self.ep)
+        self._check_cp_model(model)
+
+    def _check_cp_model(self, model: Decoder) -> None:
+        """Context parallelism's split rules: each rank takes two chunks of ``seq / (2 cp)``
+        tokens (Megatron-core: "sequence length must be divisible by 2 x cp" for the causal
+        load balance); Ulysses scatters the heads (and KV heads) of a tensor-parallel rank
+        over the cp ranks."""
+        c = self.cp
+        if c == 1:
+            return
+        if model.seq % (2 * c):
+            raise InputError(f"cp {c}: seq {model.seq} must be divisible by 2 x cp = {2 * c} "
+                             "(two load-balanced chunks per rank)")
+        if self.sequence_parallel and model.seq // c % self.tp:
+            raise InputError(f"sequence parallelism needs each cp rank's seq / cp = "
+                             f"{model.seq // c} tokens divisible by tp {self.tp}")
+        if self.cp_algo == "ulysses":
+            kv = max(1, model.kv_heads // self.tp)
+            if (model.heads // self.tp) % c or kv % c:
+                raise InputError(f"cp-algo ulysses: heads {model.heads} and kv_heads "
+                                 f"{model.kv_heads} per tp rank (tp {self.tp}) must be divisible "
+                                 f"by cp {c} (all-to-all over heads)")
 
     def check_placement(self, gpus_per_node: int) -> None:
         """Raise ValueError when the tensor-parallel group does not fit in one node of

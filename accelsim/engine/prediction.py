@@ -118,7 +118,7 @@ class Prediction:
                       for o in ops]
             # the CommOps the tensor- and expert-parallel transformations inserted (bytes sent
             # per GPU); the all-to-alls' exposed share split over each phase's ops by time
-            comm_ops = list(cm.tp_ops) + (list(cm.ep_ops) if moe else [])
+            comm_ops = list(cm.tp_ops) + list(cm.cp_ops) + (list(cm.ep_ops) if moe else [])
             shown_of = {}
             if moe and cm.ep_ops:
                 ef, eb = self._a2a_exposed()
@@ -189,6 +189,9 @@ class Prediction:
                     if o.phase == phase]
             tp = cm.tp_layer_pass_s if fwd else cm.tp_layer_bwd_s
             out.append((f"layer{i} tp_comm", "tp_comm", tp, Stream.TP))
+            if plan.cp > 1:
+                cp = cm.cp_layer_pass_s if fwd else cm.cp_layer_bwd_s
+                out.append((f"layer{i} cp_comm", "cp_comm", cp, Stream.CP))
             if moe:
                 a2a = self._a2a_exposed()[0 if fwd else 1]
                 out.append((f"layer{i} all_to_all", "all_to_all", a2a, Stream.TP))
@@ -246,6 +249,9 @@ class Prediction:
                    if ph == phase]
             tp = cm.tp_layer_pass_s if phase == Phase.FWD else cm.tp_layer_bwd_s
             out.append((f"tp_comm x{layers}", layers * tp, Stream.TP))
+            if p.cp > 1:
+                cp = cm.cp_layer_pass_s if phase == Phase.FWD else cm.cp_layer_bwd_s
+                out.append((f"cp_comm x{layers}", layers * cp, Stream.CP))
             if moe:
                 ep = self._a2a_exposed()[0 if phase == Phase.FWD else 1]
                 out.append((f"all_to_all (exposed) x{moe}", moe * ep, Stream.TP))
@@ -310,6 +316,7 @@ class Prediction:
             "tp_comm_GB": self.comm.tp_bytes / 1e9,
             "all_to_all_GB": self.comm.ep_bytes / 1e9,  # per iteration, per GPU (MoE, ep > 1)
             "pp_comm_GB": self.comm.pp_bytes / 1e9,
+            "cp_comm_GB": self.comm.cp_bytes / 1e9,  # per iteration, per GPU (cp > 1)
             "pipeline_s": self.pipeline_s,
             "bubble_s": self.bubble_s,
             "dp_comm_s": self.dp_comm_s,
@@ -324,7 +331,8 @@ class Prediction:
             "active_params": self.model.n_active_params,
             "model": self.model.name,
             "seq": self.model.seq,
-            "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep,
+            "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "cp": p.cp,
+            "cp_algo": p.cp_algo,
             "micro_batch": p.micro_batch, "global_batch": p.global_batch,
             "interleave": p.interleave, "recompute": p.recompute,
             "sequence_parallel": p.sequence_parallel, "zero": p.zero,

@@ -22,7 +22,7 @@ from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
 from accelsim.engine import decoder, eager, fsdp
-from accelsim.engine.comm import Comm, comm, fabric_of
+from accelsim.engine.comm import Comm, comm, cp_comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.memory import GIB, Memory, memory
@@ -33,11 +33,13 @@ from accelsim.engine.graph import (
     ElementwiseOp,
     GemmOp,
     Phase,
+    attention_precision,
     elementwise_s,
     gemm_fwd_bwd_s,
     gemm_timed,
 )
-from accelsim.engine.stack import FUSED_LOSS_BYTES, AttentionKernel, KernelKind, sm_scale
+from accelsim.engine.stack import (FUSED_LOSS_BYTES, AttentionKernel, KernelKind, Stack,
+                                   sm_scale)
 from accelsim.engine.stack_ops import attention_times, stack_formats
 from accelsim.engine.schedule import pipeline_s
 from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
@@ -55,7 +57,8 @@ def layer_ops(model: GptConfig | Decoder, plan: Plan, formats: StateFormats, moe
     the GPU's a/t heads), and the LM head (vocabulary-parallel, the vocabulary padded to a
     multiple of ``vocab_multiple x t``)."""
     model = Decoder.of(model)
-    T, gp = model.seq * plan.micro_batch, formats.gemm_precision
+    # this rank's tokens: with context parallelism seq / cp of each sequence
+    T, gp = model.seq // plan.cp * plan.micro_batch, formats.gemm_precision
     gemms, attn, ew = decoder.layer_ops(model, moe, T, plan.micro_batch, plan.tp, plan.ep,
                                         plan.sequence_parallel, gp)
     return gemms, attn, ew, decoder.head_op(model, T, plan.tp, gp, vocab_multiple)
@@ -77,9 +80,8 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
         bound = gemm_timed(system, g.m, g.n, g.k, g.precision, g.count).bound
         rows.append(OpTime(g.name, Phase.FWD, fw, g.flops, g.bytes, bound))
         rows.append(OpTime(g.name, Phase.BWD, bk, 2 * g.flops, 2 * g.bytes, bound))
-    attn, passes = attention_times(system, attn, stack, bw)  # the stack's kernel (one owner)
-    rows += [OpTime("attention", Phase(ph), t, fl, by, bd) for ph, t, fl, by, bd in passes]
-    T, V = model.seq * plan.micro_batch, model.vocab / plan.tp
+    rows += _attention_rows(system, attn, stack, bw, plan)
+    T, V = model.seq // plan.cp * plan.micro_batch, model.vocab / plan.tp
     if stack.fused:
         rows.append(OpTime(ew.name, Phase.FWD, elementwise_s(ew, bw), 0.0, ew.bytes, "memory"))
         rows.append(OpTime(ew.name, Phase.BWD, 2 * elementwise_s(ew, bw), 0.0, 2 * ew.bytes,
@@ -101,6 +103,29 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
                  OpTime("loss", Phase.FWD, loss[0][0], 0.0, loss[0][1], "memory"),
                  OpTime("loss", Phase.BWD, loss[1][0], 0.0, loss[1][1], "memory")]
     return rows, head_rows
+
+
+def _attention_rows(system: System, attn: AttentionOp, stack: Stack, stream_Bps: float,
+                    plan: Plan) -> list[OpTime]:
+    """The attention's forward and backward rows on one rank, by the stack's kernel (one
+    owner, :func:`accelsim.engine.stack_ops.attention_times`). With context parallelism the
+    rank does 1 / cp of the sequence's causal work: the ring and the all-gather as ``cp``
+    causal blocks of ``seq / cp`` queries and keys (the load-balanced chunks' work, each a
+    kernel call at its own length: ``cp (s / cp)^2 / 2 = s^2 / (2 cp)`` pairs); Ulysses (and a
+    windowed or non-causal attention) as the whole sequence's divided by ``cp`` (its heads /
+    cp over every key)."""
+    c = plan.cp
+    blocks = c > 1 and plan.cp_algo != "ulysses" and attn.causal and not attn.window
+    if blocks:
+        attn = replace(attn, seq=attn.seq // c)
+    passes = attention_times(system, attn, stack, stream_Bps)[1]
+    if c == 1:
+        return [OpTime("attention", Phase(ph), t, fl, by, bd) for ph, t, fl, by, bd in passes]
+    if blocks:
+        return [OpTime("attention", Phase(ph), t * c, fl * c, by * c, bd)
+                for ph, t, fl, by, bd in passes]
+    return [OpTime("attention", Phase(ph), t / c, fl / c, by / c, bd)
+            for ph, t, fl, by, bd in passes]
 
 
 def _phase_s(rows: list[OpTime], phase: Phase, names: tuple[str, ...] | None = None) -> float:
@@ -126,7 +151,7 @@ def optimizer_step_bytes(mem: Memory, plan: Plan, scheme: StateFormats) -> float
     :func:`accelsim.netsim.update_bytes_per_elem` (read gradient, master weight and moments;
     write master weight, moments and the working copy), for the plan's optimizer; routed
     experts sharded over the ``dp / ep`` ranks that hold them."""
-    shard = plan.shard_group if plan.fsdp else (plan.dp if plan.zero >= 1 else 1)
+    shard = plan.shard_group if plan.fsdp else (plan.dp_cp if plan.zero >= 1 else 1)
 
     def per_param(f: StateFormats) -> float:
         return sum(update_bytes_per_elem(get_scheme(f.name).for_optimizer(plan.optimizer),
@@ -187,6 +212,9 @@ def _resolve(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
     plan.check_model(model)
     plan.check_placement(system.chips)
     if not params.stack.fused:  # eager PyTorch (accelsim.engine.eager): one GPU or DDP
+        if plan.cp > 1:
+            raise InputError(f"cp {plan.cp}: context parallelism runs Transformer Engine's "
+                             f"attention (stack megatron), not stack {params.stack.name}")
         eager.check_plan(model, plan, sc)
     sc = stack_formats(get_scheme(scheme), plan.optimizer, params.stack)
     if params.stack.attention is AttentionKernel.FLASH:
@@ -221,8 +249,8 @@ def _per_layer(rows: list[OpTime], cm: Comm, plan: Plan, a2a_f: float, a2a_b: fl
     """(forward, backward, recompute) seconds of one layer and micro-batch on the critical
     path: its ops, the tensor-parallel collectives, the all-to-alls (only their part longer
     than another micro-batch's computation with ``overlap_moe_comm``)."""
-    f = _phase_s(rows, Phase.FWD) + cm.tp_layer_pass_s
-    b = _phase_s(rows, Phase.BWD) + cm.tp_layer_bwd_s
+    f = _phase_s(rows, Phase.FWD) + cm.tp_layer_pass_s + cm.cp_layer_pass_s
+    b = _phase_s(rows, Phase.BWD) + cm.tp_layer_bwd_s + cm.cp_layer_bwd_s
     if a2a_f or a2a_b:
         if plan.overlap_moe_comm:  # beside another micro-batch's forward + backward
             hidden = _phase_s(rows, Phase.FWD) + _phase_s(rows, Phase.BWD)
@@ -232,8 +260,21 @@ def _per_layer(rows: list[OpTime], cm: Comm, plan: Plan, a2a_f: float, a2a_b: fl
     if plan.recompute == "full":
         return f, b, f
     if plan.recompute == "selective":
-        return f, b, _phase_s(rows, Phase.FWD, ("attention",))
+        # the attention again, with its context-parallel KV exchange
+        return f, b, _phase_s(rows, Phase.FWD, ("attention",)) + cm.cp_layer_pass_s
     return f, b, 0.0
+
+
+def _with_cp(cm: Comm, model: Decoder, plan: Plan, fabric, sc: StateFormats,
+             rows: list[OpTime]) -> Comm:
+    """``cm`` with context parallelism's KV exchange (:func:`accelsim.engine.comm.cp_comm`),
+    the ring overlapped with this layer's attention (``rows``)."""
+    if plan.cp == 1:
+        return cm
+    ops, f, b, nbytes = cp_comm(model, plan, fabric, attention_precision(sc.gemm_precision),
+                                _phase_s(rows, Phase.FWD, ("attention",)),
+                                _phase_s(rows, Phase.BWD, ("attention",)))
+    return replace(cm, cp_ops=ops, cp_layer_pass_s=f, cp_layer_bwd_s=b, cp_bytes=nbytes)
 
 
 def _recompute_flops(model: Decoder, plan: Plan) -> float:
@@ -267,6 +308,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     mem = _memory(model, plan, sc, params)
     cm = comm(model, plan, sc, fabric, mem)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
+    cm = _with_cp(cm, model, plan, fabric, sc, lrows)
     mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
         else []
     f_d, b_d, rec_d = _per_layer(lrows, cm, plan, 0.0, 0.0)
@@ -326,4 +368,4 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     if system.chip.power is None:
         return pred
     return replace(pred, energy=step_energy(system, pred.work_rows(), sc.gemm_precision, total,
-                                            plan.gpus, plan.tp * plan.dp))
+                                            plan.gpus, plan.tp * plan.dp * plan.cp))
