@@ -43,19 +43,9 @@ def inference_plan(system: System, model: Decoder, *, tp: int = 1, pp: int = 1, 
     return plan
 
 
-def infer(system: System, model: str | Path | TransformerConfig | Decoder,
-          scheme: str | Scheme, batch: int, *, prompt: int | None = None,
-          context: int | None = None, output_tokens: int | None = None, tp: int = 1,
-          pp: int = 1, ep: int = 1, kv_cache: str = "bf16",
-          memory_reserve_GiB: float = 0.0) -> InferenceResult:
-    """LLM inference of ``batch`` sequences, as ``accelsim infer`` computes it: the prefill of
-    ``prompt`` tokens (time to first token), one decode step over a KV cache of ``context``
-    tokens, and with ``prompt`` and ``output_tokens`` the whole request; at least one of
-    ``prompt`` and ``context``. ``model``: see :func:`inference_model`; the plan: see
-    :func:`inference_plan`; ``memory_reserve_GiB`` per GPU outside weights and KV cache. A
-    system with its power model on (``system.with_power_model()``, ``with_power_limit(W)``)
-    times each pass at its power-limited clock, as ``--power-model`` does. The result's
-    ``as_dict()`` holds the numbers ``accelsim infer --json`` prints (docs/llm.md)."""
+def checked_scheme(system: System, scheme):
+    """``scheme`` resolved for ``system`` (the Scheme), or InputError: ``system`` is not a
+    System, the scheme is unknown, or the chip has no rate for its compute precision."""
     if not isinstance(system, System):
         raise InputError(f"system must be a System (accelsim.build_system(name_or_file)), got "
                          f"{type(system).__name__}")
@@ -66,6 +56,23 @@ def infer(system: System, model: str | Path | TransformerConfig | Decoder,
     if not system.chip.core.supports(sc.compute_precision):
         raise InputError(f"{system.name}: core.macs_per_pe_per_cycle has no "
                          f"{sc.compute_precision} rate (needed by scheme {sc.name})")
+    return sc
+
+
+def infer(system: System, model: str | Path | TransformerConfig | Decoder,
+          scheme: str | Scheme, batch: int, *, prompt: int | None = None,
+          context: int | None = None, output_tokens: int | None = None, tp: int = 1,
+          pp: int = 1, ep: int = 1, kv_cache: str = "bf16",
+          memory_reserve_GiB: float = 0.0) -> InferenceResult:
+    """LLM inference of ``batch`` sequences, as ``accelsim infer`` computes it: the prefill of
+    ``prompt`` tokens (time to first token), one decode step over a KV cache of ``context``
+    tokens, and with ``prompt`` and ``output_tokens`` the whole request; at least one of
+    ``prompt`` and ``context``. ``model``: see :func:`inference_model`; the plan: see
+    :func:`inference_plan`; ``memory_reserve_GiB`` per GPU outside weights and KV cache. A
+    system with a power table times each pass at its power-limited clock (the default;
+    ``with_power_limit(W)`` for another limit, ``with_boost_clock()`` for the preset's). The result's
+    ``as_dict()`` holds the numbers ``accelsim infer --json`` prints (docs/llm.md)."""
+    sc = checked_scheme(system, scheme)
     # the reserve's one bound is LlmParams' (accelsim.bounds), checked there
     params = LlmParams(memory_reserve_GiB=memory_reserve_GiB)
     dec = inference_model(model)

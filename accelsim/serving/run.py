@@ -333,18 +333,9 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
                preemption: str = "recompute", host_link_GBps: float | None = None
                ) -> Deployment:
     """The deployment, every setting checked once (see :func:`serve`)."""
-    from accelsim.llm.inference import inference_model, inference_plan
+    from accelsim.llm.inference import checked_scheme, inference_model, inference_plan
 
-    if not isinstance(system, System):
-        raise InputError(f"system must be a System (accelsim.build_system(name_or_file)), got "
-                         f"{type(system).__name__}")
-    try:
-        sc = get_scheme(scheme)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    if not system.chip.core.supports(sc.compute_precision):
-        raise InputError(f"{system.name}: core.macs_per_pe_per_cycle has no "
-                         f"{sc.compute_precision} rate (needed by scheme {sc.name})")
+    sc = checked_scheme(system, scheme)
     # iterations run at the preset's fixed clock (the --clock boost what-if): a power-limited
     # clock over a stream of mixed iterations (the limiter's ~1 s window holds many) is not
     # modelled yet; serve's settings say so
