@@ -165,9 +165,8 @@ def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: Infe
     kv = model.kv_heads
     if new_tokens > 1:  # prefill: flash attention over the prompt
         attn = AttentionOp(batch=batch, heads=model.heads // t, seq=new_tokens,
-                           head_dim=model.head_dim, kv_heads=max(1, kv // t), causal=True,
-                           flash=True, precision=ap, window=model.window,
-                           alibi=model.alibi)
+                           head_dim=model.head_dim, kv_heads=max(1, kv // t), flash=True,
+                           precision=ap, window=model.window, alibi=model.alibi)
         bw = system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency
         f, _, bound = flash_attention_parts(system, attn, FlashKernel(), bw)
         out.append(OpCost("attention", f, attn.flops, attn.bytes, bound))
