@@ -201,3 +201,30 @@ def test_text_output_names_the_limited_clock(capsys):
     assert main(["infer", "--system", "h100-sxm", "--model", "llama3-8b", "--scheme", "bf16",
                  "--batch", "1", "--prompt", "8192", "--power-model"]) == 0
     assert "prefill_clock_MHz" in capsys.readouterr().out
+
+
+def test_no_default_output_reports_power_above_the_limit(capsys):
+    """Issue 34: every default answer on a chip with a power table stays within its limit --
+    llm's iteration, infer's prefill and decode step, gemm's kernel -- where the fixed clock
+    (--clock boost) draws more."""
+    llm = ["llm", "--system", "dgx-h100", "--model", "gpt3-175b", "--gpus", "64", "--tp", "8",
+           "--pp", "8", "--scheme", "fp8-lm", "--global-batch", "64", "--recompute", "full",
+           "--json"]
+    infer = ["infer", "--system", "h100-sxm", "--model", "llama3-8b", "--scheme", "bf16",
+             "--batch", "1", "--prompt", "8192", "--context", "8192", "--json"]
+    gemm = ["gemm", "--system", "h100-sxm", "--m", "16384", "--n", "16384", "--k", "16384",
+            "--scheme", "fp8", "--json"]
+    keys = {"llm": ("power_W_per_gpu",), "infer": ("prefill_power_W_per_gpu",
+                                                    "decode_step_power_W_per_gpu"),
+            "gemm": ("power_W",)}
+    over_at_boost = False
+    for argv in (llm, infer, gemm):
+        for extra in ([], ["--clock", "boost"]):
+            assert main(argv + extra) == 0
+            d = json.loads(capsys.readouterr().out)
+            watts = [d[k] for k in keys[argv[0]]]
+            if extra:
+                over_at_boost |= max(watts) > 700
+            else:
+                assert max(watts) <= 700 + 1e-6, (argv[0], watts)
+    assert over_at_boost  # the what-if is not the default
