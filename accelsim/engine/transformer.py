@@ -21,7 +21,7 @@ from dataclasses import replace
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
-from accelsim.engine import decoder, eager, fsdp
+from accelsim.engine import decoder, eager, fsdp, tp_overlap
 from accelsim.engine.comm import Comm, comm, cp_comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
@@ -41,6 +41,7 @@ from accelsim.engine.graph import (
 from accelsim.engine.stack import (FUSED_LOSS_BYTES, AttentionKernel, KernelKind, Stack,
                                    sm_scale)
 from accelsim.engine.stack_ops import attention_times, stack_formats
+from accelsim.engine.pipeline import overlapped_pipeline_s
 from accelsim.engine.schedule import pipeline_s
 from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
 from accelsim.engine.prediction import OpTime, Prediction
@@ -307,6 +308,9 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     fabric = fabric_of(system, params, engine)
     mem = _memory(model, plan, sc, params)
     cm = comm(model, plan, sc, fabric, mem)
+    if plan.tp_comm_overlap:  # the collectives in chunks beside their GEMMs (TE userbuffers)
+        cm = tp_overlap.with_overlap(cm, model, layer_ops(model, plan, sc)[0], plan.tp, system,
+                                     params.stack)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
     cm = _with_cp(cm, model, plan, fabric, sc, lrows)
     mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
@@ -330,10 +334,13 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     v = plan.interleave
     hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     accumulate = grad_accumulation_s(mem, plan, sc, hbm)
-    fwd = stage_sum(f_d, f_m) + _phase_s(hrows, Phase.FWD) + v * cm.pp_p2p_s
-    bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
-        + accumulate
-    pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
+    p2p = 0.0 if plan.pp_comm_overlap else v * cm.pp_p2p_s  # else on its own stream
+    fwd = stage_sum(f_d, f_m) + _phase_s(hrows, Phase.FWD) + p2p
+    bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + p2p + accumulate
+    if plan.pp_comm_overlap:
+        pipeline, bubble = overlapped_pipeline_s(fwd, bwd, plan, cm.pp_p2p_s)
+    else:
+        pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
     # one fused optimizer call: its bytes at the stack's stream bandwidth (eager: the fused
     # AdamW kernel's measured bandwidth, carried to this chip), at least one call
     opt_Bps = params.stack.update_Bps(system.chip, hbm)
