@@ -66,15 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
     p.add_argument("--fsdp-reduce-dtype", choices=("fp32", "bf16"), default="fp32",
                    help="FSDP's gradient reduction format (MixedPrecisionPolicy reduce_dtype; "
                         "default fp32)")
-    p.add_argument("--tp-overlap", action="store_true",
-                   help="tensor-parallel communication overlap (Megatron-core's "
-                        "--tp-comm-overlap, Transformer Engine's userbuffers): the sequence-"
-                        "parallel all-gathers and reduce-scatters in tp chunks beside their "
-                        "GEMMs; needs --sequence-parallel and --tp > 1")
-    p.add_argument("--pp-comm-overlap", action="store_true",
-                   help="pipeline sends and receives on their own stream beside the next pass "
-                        "(Megatron-core's overlap_p2p_comm; interleaved schedules only: needs "
-                        "--pp > 1 and --interleave > 1)")
+    _overlap_arguments(p)
     p.add_argument("--no-grad-accumulation-fusion", action="store_true",
                    help="accumulate weight gradients in a separate kernel per micro-batch "
                         "(Megatron's --no-gradient-accumulation-fusion, as FP8-LM ran)")
@@ -95,6 +87,19 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         "accelsim/data/attention_kernels.csv): fa2, fa3, cudnn, triton; "
                         "default the stack's, cudnn (what SDPA and Transformer Engine prefer on "
                         "Hopper; FA2 on an A100)")
+
+
+def _overlap_arguments(p) -> None:
+    """The communication-overlap flags (:mod:`accelsim.engine.tp_overlap`)."""
+    p.add_argument("--tp-overlap", action="store_true",
+                   help="tensor-parallel communication overlap (Megatron-core's "
+                        "--tp-comm-overlap, Transformer Engine's userbuffers): the sequence-"
+                        "parallel all-gathers and reduce-scatters in tp chunks beside their "
+                        "GEMMs; needs --sequence-parallel and --tp > 1")
+    p.add_argument("--pp-comm-overlap", action="store_true",
+                   help="pipeline sends and receives on their own stream beside the next pass "
+                        "(Megatron-core's overlap_p2p_comm; interleaved schedules only: needs "
+                        "--pp > 1 and --interleave > 1)")
 
 
 def params(args: argparse.Namespace, *, reserve_default: float | None = None,
