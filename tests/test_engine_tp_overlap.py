@@ -123,6 +123,8 @@ def test_on_hides_tp_comm_keeps_its_bytes_and_rows_sum_to_the_layer():
     tp_rows = lambda r: [x for x in r.rows() if x.op.startswith(("attn.tp", "mlp.tp"))]  # noqa
     assert [(x.op, x.phase, x.bytes, x.time_s) for x in tp_rows(on)] == \
         [(x.op, x.phase, x.bytes, x.time_s) for x in tp_rows(off)]
+    for a, b in zip(tp_rows(on), tp_rows(off)):  # each collective: at most as exposed
+        assert 0.0 <= a.exposed_s <= b.exposed_s * (1 + 1e-12)
     assert sum(x.exposed_s for x in tp_rows(on)) < sum(x.exposed_s for x in tp_rows(off))
     # the breakdown still accounts for the whole iteration
     assert sum(x.exposed_s for x in on.rows()) == pytest.approx(on.iteration_time_s, rel=1e-9)
