@@ -66,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
     p.add_argument("--fsdp-reduce-dtype", choices=("fp32", "bf16"), default="fp32",
                    help="FSDP's gradient reduction format (MixedPrecisionPolicy reduce_dtype; "
                         "default fp32)")
+    _overlap_arguments(p)
     p.add_argument("--no-grad-accumulation-fusion", action="store_true",
                    help="accumulate weight gradients in a separate kernel per micro-batch "
                         "(Megatron's --no-gradient-accumulation-fusion, as FP8-LM ran)")
@@ -86,6 +87,19 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         "accelsim/data/attention_kernels.csv): fa2, fa3, cudnn, triton; "
                         "default the stack's, cudnn (what SDPA and Transformer Engine prefer on "
                         "Hopper; FA2 on an A100)")
+
+
+def _overlap_arguments(p) -> None:
+    """The communication-overlap flags (:mod:`accelsim.engine.tp_overlap`)."""
+    p.add_argument("--tp-overlap", action="store_true",
+                   help="tensor-parallel communication overlap (Megatron-core's "
+                        "--tp-comm-overlap, Transformer Engine's userbuffers): the sequence-"
+                        "parallel all-gathers and reduce-scatters in tp chunks beside their "
+                        "GEMMs; needs --sequence-parallel and --tp > 1")
+    p.add_argument("--pp-comm-overlap", action="store_true",
+                   help="pipeline sends and receives on their own stream beside the next pass "
+                        "(Megatron-core's overlap_p2p_comm; interleaved schedules only: needs "
+                        "--pp > 1 and --interleave > 1)")
 
 
 def params(args: argparse.Namespace, *, reserve_default: float | None = None,
@@ -123,13 +137,25 @@ TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "cp": 1, "cp_algo": "ring",
                     "overlap_moe_comm": False, "interleave": 1, "recompute": "none",
                     "sequence_parallel": False, "zero": 0, "overlap_grad_reduce": False,
                     "no_grad_accumulation_fusion": False, "fsdp": False, "hsdp": None,
-                    "no_reshard_after_forward": False, "fsdp_reduce_dtype": "fp32"}
+                    "no_reshard_after_forward": False, "fsdp_reduce_dtype": "fp32",
+                    "tp_overlap": False, "pp_comm_overlap": False}
 
 
 def transformer_only_flags(args: argparse.Namespace) -> list[str]:
     """The plan flags given that only a transformer workload's plan understands."""
     return [f"--{k.replace('_', '-')}" for k, unused in TRANSFORMER_ONLY.items()
             if getattr(args, k) not in (unused, 1 if k in ("tp", "pp") else unused)]
+
+
+def refuse_overlap_with(args: argparse.Namespace, flag: str, why: str) -> None:
+    """One line when ``flag`` is given with --tp-overlap or --pp-comm-overlap (``why``: what
+    that output does not model)."""
+    from accelsim.errors import UserError
+
+    given = [f for f, on in (("--tp-overlap", args.tp_overlap),
+                             ("--pp-comm-overlap", args.pp_comm_overlap)) if on]
+    if given:
+        raise UserError(f"{flag} with {', '.join(given)}: {why}; drop one")
 
 
 def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_batch: int,
@@ -150,7 +176,8 @@ def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_bat
                     fsdp=args.fsdp or args.hsdp is not None, hsdp=args.hsdp or 0,
                     reshard_after_forward=not args.no_reshard_after_forward,
                     fsdp_reduce_dtype=args.fsdp_reduce_dtype, cp=args.cp,
-                    cp_algo=args.cp_algo)
+                    cp_algo=args.cp_algo, tp_comm_overlap=args.tp_overlap,
+                    pp_comm_overlap=args.pp_comm_overlap)
     except ValueError as exc:
         cp = f"--cp {args.cp} --cp-algo {args.cp_algo} " if args.cp > 1 else ""
         raise UserError(f"plan (--tp {tp} --pp {pp} --dp {dp} --ep {args.ep} {cp}"

@@ -148,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     _report.check(args)
     _chakra.check(args)
+    if args.chakra is not None:
+        _plan.refuse_overlap_with(args, "--chakra", "the export runs each collective whole, "
+                                  "in line")
     if seq_note:  # after every check, so that an error stays one line
         print(seq_note, file=sys.stderr)
     r = simulate(system, model, plan, args.scheme,
@@ -197,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
              f"{'on' if plan.reshard_after_forward else 'off'}, reduce "
              f"{plan.fsdp_reduce_dtype}), " if plan.fsdp else "") + f"zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
+          + ("tp overlap on, " if plan.tp_comm_overlap else "")
+          + ("pp comm overlap on, " if plan.pp_comm_overlap else "") +
           f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "
           f"{d['memory_reserve_GiB']:g} GiB, {clock_text(system)}"
           + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args) else ""))
@@ -205,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
               "power_W_per_gpu", "clock_MHz"):
         if d[k] is not None:
             print(f"  {k:<22} {d[k]:.4g}")
+    if plan.tp_comm_overlap:  # the part of the TP collectives their GEMMs leave exposed
+        print(f"  {'tp_comm_exposed_s':<22} {d['tp_comm_exposed_s']:.4g}")
     print(band.line())
     return 0
 
@@ -317,7 +324,8 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--no-grad-accumulation-fusion", args.no_grad_accumulation_fusion),
         ("--overlap-moe-comm", args.overlap_moe_comm), ("--engine des", args.engine != "analytic"),
         ("--cp", args.cp != 1), ("--cp-algo", args.cp_algo != "ring"),
-        ("--fsdp", args.fsdp or args.hsdp is not None),
+        ("--fsdp", args.fsdp or args.hsdp is not None), ("--tp-overlap", args.tp_overlap),
+        ("--pp-comm-overlap", args.pp_comm_overlap),
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
         ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1),

@@ -127,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
     _report.check(args, inputs=[("--system", spath), ("--workload", wpath),
                                 ("--policy", args.policy)])
     _chakra.check(args)
+    if args.chakra is not None:
+        _plan.refuse_overlap_with(args, "--chakra", "the export runs each collective whole, "
+                                  "in line")
     from accelsim.commands._common import clock_text, power_system
 
     system, _ = power_system(system, spath, args, scheme.compute_precision)

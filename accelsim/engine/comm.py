@@ -103,6 +103,9 @@ class Comm:
     cp_ops: tuple[tuple[CommOp, float], ...] = ()
     cp_layer_pass_s: float = 0.0  # one layer, one micro-batch, forward (exposed)
     cp_layer_bwd_s: float = 0.0  # one layer, one micro-batch, backward (exposed)
+    #: with tensor-parallel overlap (:mod:`accelsim.engine.tp_overlap`): the exposed seconds
+    #: of each of ``tp_ops`` (empty: each exposed for its whole time)
+    tp_exposed: tuple[float, ...] = ()
 
     @property
     def dp_s(self) -> float:

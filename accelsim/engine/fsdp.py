@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.plan import FSDP_REDUCE_DTYPES, Plan
-from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
+from accelsim.engine.scheduler import Graph, Schedule, Task, concurrent_s, schedule
 
 #: bytes of a gathered parameter under mixed precision: FSDP2's
 #: MixedPrecisionPolicy(param_dtype=torch.bfloat16) (8-bit GEMMs too: Transformer Engine casts
@@ -166,17 +166,7 @@ def fsdp_graph(layers: int, n_micro: int, fwd_s: float, bwd_s: float, head_fwd_s
 
 def overlap_s(sched: Schedule, i: int) -> float:
     """Seconds of task ``i`` during which a collective (a gather or a reduction) runs."""
-    a, b = sched.start_s[i], sched.end_s[i]
-    spans = sorted((max(a, s), min(b, e)) for t, s, e in zip(sched.tasks, sched.start_s,
-                                                              sched.end_s)
-                   if t.stream in (Stream.FSDP, Stream.DP) and t.time_s > 0 and s < b and e > a)
-    total, reach = 0.0, a
-    for s, e in spans:  # the union of the collectives' spans inside [a, b]
-        s = max(s, reach)
-        if e > s:
-            total += e - s
-            reach = e
-    return total
+    return concurrent_s(sched, i, (Stream.FSDP, Stream.DP))
 
 
 def fsdp_schedule(layers: int, n_micro: int, fwd_s: float, bwd_s: float, head_fwd_s: float,

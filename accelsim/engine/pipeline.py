@@ -14,10 +14,14 @@ trace draws it, one track per stage (:meth:`accelsim.engine.prediction.Predictio
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from accelsim.engine.graph import Phase
 from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
 from accelsim.errors import InputError
+
+if TYPE_CHECKING:
+    from accelsim.engine.plan import Plan
 
 def one_f_one_b(stages: int, stage: int, micro: int, chunks: int = 1
                 ) -> list[tuple[Phase, int, int]]:
@@ -111,3 +115,22 @@ def pipeline_schedule(fwd_s: Sequence[float], bwd_s: Sequence[float], micro: int
                          f"multiple of the {p} stages, got chunks {chunks!r}, {micro} "
                          "micro-batches")
     return schedule(_graph(fwd_s, bwd_s, micro, send_s, chunks))
+
+
+#: most stage passes (stages x micro-batches x chunks) an overlapped pipeline schedules
+MAX_OVERLAP_PASSES = 20_000
+
+
+def overlapped_pipeline_s(fwd_s: float, bwd_s: float, plan: Plan, send_s: float
+                          ) -> tuple[float, float]:
+    """``(pipeline, bubble)`` seconds of ``plan``'s interleaved 1F1B with its sends on their
+    own stream (Megatron-core's ``overlap_p2p_comm``): equal stages of ``fwd_s`` and ``bwd_s``
+    per micro-batch (no send in them), every send ``send_s``, as :func:`pipeline_schedule`
+    places them; the bubble is what the micro-batches' passes do not fill (sends waited for
+    included)."""
+    p, m, v = plan.pp, plan.n_micro, plan.interleave
+    if p * m * v > MAX_OVERLAP_PASSES:
+        raise InputError(f"pp_comm_overlap schedules every pass: pp x micro-batches x "
+                         f"interleave = {p * m * v:,} is over {MAX_OVERLAP_PASSES:,}")
+    total = pipeline_schedule([fwd_s] * p, [bwd_s] * p, m, send_s, v).makespan_s
+    return total, total - m * (fwd_s + bwd_s)

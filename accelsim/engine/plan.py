@@ -68,6 +68,12 @@ class Plan:
     and values meet the queries (:mod:`accelsim.engine.context`): ``ring`` (KV blocks passed
     peer to peer under the attention), ``allgather`` (the full KV gathered per layer),
     ``ulysses`` (all-to-alls over heads).
+    ``tp_comm_overlap``: Transformer Engine's userbuffers (Megatron-core's
+    ``--tp-comm-overlap``): the sequence-parallel all-gathers and reduce-scatters run in
+    chunks beside their GEMMs (:mod:`accelsim.engine.tp_overlap`); needs sequence parallelism
+    and tp > 1, as Megatron does. ``pp_comm_overlap``: the pipeline's sends and receives on
+    their own stream beside the next pass (Megatron-core's ``overlap_p2p_comm``, which it
+    enables only for the interleaved schedule: needs pp > 1 and interleave > 1).
     """
 
     tp: int
@@ -90,6 +96,8 @@ class Plan:
     fsdp_reduce_dtype: str = "fp32"
     cp: int = 1
     cp_algo: str = "ring"
+    tp_comm_overlap: bool = False
+    pp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "cp"):  # GPUs: at most a system's chips
@@ -97,10 +105,12 @@ class Plan:
         for f in ("micro_batch", "global_batch", "interleave"):
             check_int(f"plan {f}", getattr(self, f), 1, MAX_COUNT)
         for f in ("sequence_parallel", "overlap_grad_reduce", "grad_accumulation_fusion",
-                  "overlap_moe_comm", "fsdp", "reshard_after_forward"):
+                  "overlap_moe_comm", "fsdp", "reshard_after_forward", "tp_comm_overlap",
+                  "pp_comm_overlap"):
             check_bool(f"plan {f}", getattr(self, f))  # "off" is not False: refused
         self._check_fsdp()
         self._check_cp()
+        self._check_overlap()
         if self.recompute not in RECOMPUTE:
             raise InputError(f"plan recompute must be one of {', '.join(RECOMPUTE)}, "
                              f"got {self.recompute!r}")
@@ -143,6 +153,17 @@ class Plan:
                              f"drop {', '.join(used)}")
         if self.hsdp and self.dp % self.hsdp:
             raise InputError(f"hsdp shard group {self.hsdp} must divide dp {self.dp}")
+
+    def _check_overlap(self) -> None:
+        if self.tp_comm_overlap and (self.tp == 1 or not self.sequence_parallel):
+            raise InputError(f"tp_comm_overlap overlaps the sequence-parallel all-gathers and "
+                             f"reduce-scatters with their GEMMs: it needs tp > 1 (got "
+                             f"{self.tp}) and sequence_parallel (got {self.sequence_parallel}), "
+                             "as Megatron-core requires")
+        if self.pp_comm_overlap and (self.pp == 1 or self.interleave == 1):
+            raise InputError(f"pp_comm_overlap needs pp > 1 and interleave > 1 (got pp "
+                             f"{self.pp}, interleave {self.interleave}): Megatron-core overlaps "
+                             "pipeline sends only in its interleaved schedule")
 
     def _check_cp(self) -> None:
         if self.cp_algo not in CP_ALGOS:

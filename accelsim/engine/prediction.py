@@ -119,14 +119,15 @@ class Prediction:
             # the CommOps the tensor- and expert-parallel transformations inserted (bytes sent
             # per GPU); the all-to-alls' exposed share split over each phase's ops by time
             comm_ops = list(cm.tp_ops) + list(cm.cp_ops) + (list(cm.ep_ops) if moe else [])
-            shown_of = {}
+            shown_of = {(o.name, o.phase): e for (o, _), e in zip(cm.tp_ops, cm.tp_exposed)}
             if moe and cm.ep_ops:
                 ef, eb = self._a2a_exposed()
                 for ph, e, total in ((Phase.FWD, ef, cm.ep_layer_pass_s),
                                      (Phase.BWD, eb, cm.ep_layer_bwd_s)):
                     for o, t in cm.ep_ops:
                         if o.phase == ph:
-                            shown_of[o.name] = e * t / total if total > 0 else 0.0
+                            shown_of[(o.name, o.phase)] = e * t / total if total > 0 \
+                                else 0.0
             pieces += [(o.name, o.phase, t, 0.0, o.bytes, "comm", o.stream)
                        for o, t in comm_ops if t > 0 or o.bytes > 0]
             pieces.append(("recompute", Phase.BWD,
@@ -134,7 +135,7 @@ class Prediction:
                            "recompute", Stream.COMPUTE))
             for op, ph, t, fl, by, bound, stream in pieces:
                 if t > 0 or by > 0:
-                    shown = shown_of.get(op, t)
+                    shown = shown_of.get((op, ph), t)
                     out.append(Row(f"layer{i}", op, ph, stage, m, t * m,
                                    shown * m if on_path else 0.0, fl * m, by * m, bound,
                                    stream))
@@ -142,7 +143,8 @@ class Prediction:
             out.append(Row("head", o.op, o.phase, p.pp - 1, m, o.time_s * m, o.time_s * m,
                            o.flops * m, o.bytes * m, o.bound, o.stream))
         # the sends between stages carry the activations forward and their gradients back
-        # (half of the iteration's pipeline bytes each way)
+        # (half of the iteration's pipeline bytes each way); on their own stream
+        # (pp_comm_overlap) what they expose is in the pipeline's bubble
         step = [("pipeline", "p2p", Phase.FWD, v * cm.pp_p2p_s * m, v * m, Stream.PP,
                  cm.pp_bytes / 2),
                 ("pipeline", "p2p", Phase.BWD, v * cm.pp_p2p_s * m, v * m, Stream.PP,
@@ -152,7 +154,9 @@ class Prediction:
                 ("pipeline", "bubble", Phase.STEP, self.bubble_s, 1, Stream.COMPUTE, 0.0)]
         for layer, op, ph, t, n, stream, nbytes in step:
             if t > 0:
-                out.append(Row(layer, op, ph, 0, n, t, t, 0.0, nbytes, op, stream))
+                hidden = op == "p2p" and p.pp_comm_overlap
+                out.append(Row(layer, op, ph, 0, n, t, 0.0 if hidden else t, 0.0, nbytes, op,
+                               stream))
         # the optimizer step and the data-parallel collectives as scheduled after the
         # micro-batches (the pipeline's own rows are above)
         out += [r for r in self.step.rows() if r.layer != "pipeline" and r.time_s > 0]
@@ -203,19 +207,24 @@ class Prediction:
         if not fwd:
             out.append(("grad_accumulation", "grad_accumulation", self.grad_accumulation_s,
                         Stream.COMPUTE))
-        out.append(("p2p", "p2p", plan.interleave * cm.pp_p2p_s, Stream.PP))
+        if not plan.pp_comm_overlap:  # else on the send streams, as scheduled
+            out.append(("p2p", "p2p", plan.interleave * cm.pp_p2p_s, Stream.PP))
         return [x for x in out if x[2] > 0]
 
     def _pipeline_timeline(self) -> Timeline:
         from accelsim.engine.pipeline import pipeline_schedule
 
         p, m, v = self.plan.pp, self.plan.n_micro, self.plan.interleave
-        sched = pipeline_schedule([self.forward_s] * p, [self.backward_s] * p, m, chunks=v)
+        send = self.comm.pp_p2p_s if self.plan.pp_comm_overlap else 0.0
+        sched = pipeline_schedule([self.forward_s] * p, [self.backward_s] * p, m, send, v)
         tl = Timeline()
         pieces = {(st, ph): self._stage_pieces(st, ph) for st in range(p)
                   for ph in (Phase.FWD, Phase.BWD)}
         for t, start in zip(sched.tasks, sched.start_s):
             if t.op == "send":
+                if t.time_s > 0:
+                    tl.beside(f"p2p ({t.phase})", start, t.time_s, f"stage {t.stage} send",
+                              op="p2p")
                 continue
             k, c = int(t.op.split()[-1]), int(t.layer.split()[-1])
             track = f"stage {t.stage}"
@@ -260,7 +269,8 @@ class Prediction:
                             + moe * self.moe_recompute_s, Stream.COMPUTE))
                 out.append(("grad_accumulation", self.grad_accumulation_s, Stream.COMPUTE))
             out += [(o.op, o.time_s, o.stream) for o in self.head_ops if o.phase == phase]
-            out.append(("p2p", p.interleave * cm.pp_p2p_s, Stream.PP))
+            if not p.pp_comm_overlap:
+                out.append(("p2p", p.interleave * cm.pp_p2p_s, Stream.PP))
             return out
 
         tl = Timeline()
@@ -272,6 +282,16 @@ class Prediction:
                 tl.beside(e.name, e.start_s, e.dur_s, e.stream, **dict(e.args))
         tl.t = self.iteration_time_s
         return tl
+
+    @property
+    def tp_comm_exposed_s(self) -> float:
+        """Tensor-parallel communication on the critical stage's path per iteration (its
+        layers' forward, backward and fully recomputed passes, every micro-batch; with
+        ``tp_comm_overlap`` the part its GEMMs do not hide)."""
+        cm, p = self.comm, self.plan
+        layers = sum(self.model.stage_layers(p.pp, p.interleave)[self.critical_stage])
+        passes = 2 if p.recompute == "full" else 1
+        return layers * p.n_micro * (passes * cm.tp_layer_pass_s + cm.tp_layer_bwd_s)
 
     @property
     def samples_per_s(self) -> float:
@@ -340,4 +360,6 @@ class Prediction:
             "overlap_moe_comm": p.overlap_moe_comm,
             "grad_accumulation_fusion": p.grad_accumulation_fusion, "scheme": self.scheme,
             "fsdp": p.fsdp, "hsdp": p.hsdp,
+            "tp_comm_overlap": p.tp_comm_overlap, "pp_comm_overlap": p.pp_comm_overlap,
+            "tp_comm_exposed_s": self.tp_comm_exposed_s,
         }

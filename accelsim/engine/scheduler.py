@@ -142,6 +142,24 @@ class Schedule:
         return peak
 
 
+def concurrent_s(sched: Schedule, i: int, streams: tuple[Stream, ...]) -> float:
+    """Seconds of task ``i`` during which a task on one of ``streams`` runs (the union of
+    their spans inside task ``i``'s): what a collective beside a compute task costs it
+    (a stack's ``comm_contention`` x this, :mod:`accelsim.engine.fsdp`,
+    :mod:`accelsim.engine.tp_overlap`)."""
+    a, b = sched.start_s[i], sched.end_s[i]
+    spans = sorted((max(a, s), min(b, e)) for t, s, e in zip(sched.tasks, sched.start_s,
+                                                              sched.end_s)
+                   if t.stream in streams and t.time_s > 0 and s < b and e > a)
+    total, reach = 0.0, a
+    for s, e in spans:
+        s = max(s, reach)
+        if e > s:
+            total += e - s
+            reach = e
+    return total
+
+
 def schedule(tasks: Sequence[Task]) -> Schedule:
     """Place ``tasks`` (a topological order: every dependency earlier) on their streams: each
     stream runs its tasks in order, a task starts once its dependencies have ended and its

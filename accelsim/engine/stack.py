@@ -218,7 +218,8 @@ class Stack:
         tensor-parallel size (1: as the model states it).
     comm_contention: how much slower compute runs while a collective runs beside it (NCCL's
         kernels take SMs and HBM bandwidth): each second of overlap adds this many seconds
-        (0: none). Applied where the schedule overlaps them (FSDP, :mod:`accelsim.engine.fsdp`).
+        (0: none). Applied where the schedule overlaps them (FSDP, :mod:`accelsim.engine.fsdp`;
+        tensor-parallel overlap, :mod:`accelsim.engine.tp_overlap`).
     """
 
     name: str
@@ -274,8 +275,8 @@ class Stack:
 #: compute costs it 0.15 s (NCCL's ring kernels hold SMs and HBM bandwidth: a property of the
 #: GPU and NCCL, so every stack's); grid 0-1 by 0.05, MAE 6.22 % at 0 -> 6.17 % (a weak
 #: optimum: 0-0.15 within 0.05 %). The first fit, at the preset's fixed clock, gave 0.60 (the
-#: A100 rows ran faster there). Only overlapped schedules read it (FSDP), so the Megatron-LM
-#: and FP8-LM validations do not move.
+#: A100 rows ran faster there). Only overlapped schedules read it (FSDP, ``--tp-overlap``), so
+#: the Megatron-LM and FP8-LM validations do not move.
 COMM_CONTENTION = 0.15
 
 #: Megatron-LM's stack as ``accelsim llm`` has always modelled it (the Megatron-LM and FP8-LM

@@ -21,7 +21,7 @@ from dataclasses import replace
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
-from accelsim.engine import decoder, eager, fsdp
+from accelsim.engine import decoder, eager, fsdp, tp_overlap
 from accelsim.engine.comm import Comm, comm, cp_comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
@@ -41,6 +41,7 @@ from accelsim.engine.graph import (
 from accelsim.engine.stack import (FUSED_LOSS_BYTES, AttentionKernel, KernelKind, Stack,
                                    sm_scale)
 from accelsim.engine.stack_ops import attention_times, stack_formats
+from accelsim.engine.pipeline import overlapped_pipeline_s
 from accelsim.engine.schedule import pipeline_s
 from accelsim.engine.scheduler import Graph, Schedule, Task, schedule
 from accelsim.engine.prediction import OpTime, Prediction
@@ -288,6 +289,33 @@ def _recompute_flops(model: Decoder, plan: Plan) -> float:
     return 0.0
 
 
+def _with_tp_overlap(cm: Comm, model: Decoder, plan: Plan, sc: StateFormats, system: System,
+                     params: LlmParams) -> Comm:
+    """``cm``, with ``tp_comm_overlap`` its collectives in chunks beside their GEMMs
+    (Transformer Engine's userbuffers, :mod:`accelsim.engine.tp_overlap`)."""
+    if not plan.tp_comm_overlap:
+        return cm
+    return tp_overlap.with_overlap(cm, model, layer_ops(model, plan, sc)[0], plan.tp, system,
+                                   params.stack)
+
+
+def _a2a_exposed_s(cm: Comm, plan: Plan, mrows: list[OpTime]) -> float:
+    """One MoE layer's all-to-alls on the critical path per micro-batch (with
+    ``overlap_moe_comm``: the part longer than the layer's forward + backward computation)."""
+    a2a = cm.ep_layer_pass_s + cm.ep_layer_bwd_s
+    if mrows and plan.overlap_moe_comm:
+        return max(0.0, a2a - _phase_s(mrows, Phase.FWD) - _phase_s(mrows, Phase.BWD))
+    return a2a
+
+
+def _pipeline(fwd_s: float, bwd_s: float, plan: Plan, send_s: float) -> tuple[float, float]:
+    """``(pipeline, bubble)``: the closed-form 1F1B with each send inside its pass, or with
+    ``pp_comm_overlap`` the interleaved schedule with the sends on their own stream."""
+    if plan.pp_comm_overlap:
+        return overlapped_pipeline_s(fwd_s, bwd_s, plan, send_s)
+    return pipeline_s(fwd_s + bwd_s, plan.n_micro, plan.pp, plan.interleave)
+
+
 def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system: System,
             params: LlmParams = LlmParams(), *, engine: str = "analytic") -> Prediction:
     """Predict one training iteration of ``model`` (a GPT, or any
@@ -306,7 +334,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     model, sc = _resolve(model, plan, scheme, system, params)
     fabric = fabric_of(system, params, engine)
     mem = _memory(model, plan, sc, params)
-    cm = comm(model, plan, sc, fabric, mem)
+    cm = _with_tp_overlap(comm(model, plan, sc, fabric, mem), model, plan, sc, system, params)
     lrows, hrows = layer_op_times(model, plan, sc, system, params)
     cm = _with_cp(cm, model, plan, fabric, sc, lrows)
     mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
@@ -314,10 +342,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     f_d, b_d, rec_d = _per_layer(lrows, cm, plan, 0.0, 0.0)
     f_m, b_m, rec_m = _per_layer(mrows, cm, plan, cm.ep_layer_pass_s, cm.ep_layer_bwd_s) \
         if mrows else (0.0, 0.0, 0.0)
-    a2a = cm.ep_layer_pass_s + cm.ep_layer_bwd_s
-    a2a_exposed = a2a
-    if mrows and plan.overlap_moe_comm:
-        a2a_exposed = max(0.0, a2a - _phase_s(mrows, Phase.FWD) - _phase_s(mrows, Phase.BWD))
+    a2a_exposed = _a2a_exposed_s(cm, plan, mrows)
     stages = model.stage_layers(plan.pp, plan.interleave)
     cost = [d * (f_d + b_d + rec_d) + (m * (f_m + b_m + rec_m) if m else 0.0)
             for d, m in stages]
@@ -327,13 +352,12 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     def stage_sum(d_val: float, m_val: float) -> float:
         return d_val * dense + (m_val * moe if moe else 0.0) if dense else m_val * moe
 
-    v = plan.interleave
     hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     accumulate = grad_accumulation_s(mem, plan, sc, hbm)
-    fwd = stage_sum(f_d, f_m) + _phase_s(hrows, Phase.FWD) + v * cm.pp_p2p_s
-    bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + v * cm.pp_p2p_s \
-        + accumulate
-    pipeline, bubble = pipeline_s(fwd + bwd, plan.n_micro, plan.pp, v)
+    p2p = 0.0 if plan.pp_comm_overlap else plan.interleave * cm.pp_p2p_s  # else beside
+    fwd = stage_sum(f_d, f_m) + _phase_s(hrows, Phase.FWD) + p2p
+    bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + p2p + accumulate
+    pipeline, bubble = _pipeline(fwd, bwd, plan, cm.pp_p2p_s)
     # one fused optimizer call: its bytes at the stack's stream bandwidth (eager: the fused
     # AdamW kernel's measured bandwidth, carried to this chip), at least one call
     opt_Bps = params.stack.update_Bps(system.chip, hbm)
