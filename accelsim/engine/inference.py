@@ -32,7 +32,8 @@ from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.engine import decoder
-from accelsim.engine.comm import fabric_of
+from accelsim.engine import context as context_mod
+from accelsim.engine.comm import cp_comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.memory import GIB, memory_fit
@@ -71,7 +72,7 @@ def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: Infe
     """One layer's ops on one GPU for ``batch`` sequences each adding ``new_tokens`` tokens
     (prefill: the prompt; decode: 1) to a cache of ``context`` tokens (decode)."""
     t, ep = plan.tp, plan.ep
-    T = batch * new_tokens
+    T = batch * new_tokens // plan.cp if new_tokens > 1 else batch  # a cp rank's prompt share
     out: list[OpCost] = []
     etp = 1 if ep > 1 else t
     for g in decoder.layer_gemms(model, moe, T, t, ep, gp, etp=etp, group_tokens=T):
@@ -84,12 +85,24 @@ def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: Infe
                            head_dim=model.head_dim, kv_heads=max(1, kv // t), flash=True,
                            precision=ap, window=model.window, alibi=model.alibi)
         bw = system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency
+        attn, mul, div = context_mod.rank_attention(attn, plan.cp, plan.cp_algo)
         f, _, bound = flash_attention_parts(system, attn, FlashKernel(), bw)
-        out.append(OpCost("attention", f, attn.flops, attn.bytes, bound))
+        f = f * mul / div
+        out.append(OpCost("attention", f, attn.flops * mul / div, attn.bytes * mul / div, bound))
+        if plan.cp > 1:  # the KV exchange, forward only: training's CommOps and overlap
+            ops = cp_comm(replace(model, seq=new_tokens), plan.cp_plan(batch), fabric, ap, f,
+                          0.0)[0]
+            fwd = [(o, sec) for o, sec in ops if o.phase == Phase.FWD]
+            out.append(OpCost("cp_comm", sum(sec for _, sec in fwd), 0.0,
+                              sum(o.bytes for o, _ in fwd), "comm", Stream.CP))
     else:
         ca = cached_attention(model, plan, batch, context)
         s, bound = kernel_s(system, ca.flops, ca.bytes, ap)
         out.append(OpCost("attention", s, ca.flops, ca.bytes, bound))
+        if plan.cp > 1:  # partial outputs and their log-sum-exp (fp32) all-gathered over cp
+            part = batch * model.heads // t * (model.v_head_dim + 1) * 4.0
+            ag = fabric.collective_s("all-gather", plan.cp * part, plan.cp, t)
+            out.append(OpCost("cp_comm", ag, 0.0, (plan.cp - 1) * part, "comm", Stream.CP))
     ew = decoder.elementwise_bytes(model, moe, T, t, False, (), "bf16")
     kernels = ELEMENTWISE_KERNELS + (model.config.positions is PositionKind.ROTARY)
     s = kernels * system.chip.kernel_launch_s + ew / (
@@ -155,8 +168,8 @@ def forward_pass(model: Decoder, system: System, fabric: Fabric, plan: Inference
     head = decoder.head_op(model, batch, plan.tp, gp)
     ht = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count)
     heads = (OpCost("lm_head", gemm_s(system, head), head.flops, head.bytes, ht.bound),)
-    act = batch * new_tokens * model.hidden * 2
-    across = plan.tp * plan.pp > fabric.gpus_per_node
+    act = batch * (new_tokens // plan.cp if new_tokens > 1 else 1) * model.hidden * 2
+    across = plan.gpus > fabric.gpus_per_node
     p2p = (plan.pp - 1) * fabric.p2p_s(act, across) if plan.pp > 1 else 0.0
     return PassTime("prefill" if new_tokens > 1 else "decode", tuple(kinds), heads, p2p,
                     p2p_bytes=(plan.pp - 1) * act if plan.pp > 1 else 0.0)
@@ -218,7 +231,8 @@ class InferenceResult:
         d: dict = {"model": self.model.name, "params": self.model.n_params,
                    "active_params": self.model.n_active_params, "scheme": self.scheme,
                    "batch": self.batch, "tp": self.plan.tp, "pp": self.plan.pp,
-                   "ep": self.plan.ep, "gpus": self.plan.gpus, "kv_dtype": self.plan.kv_dtype,
+                   "ep": self.plan.ep, "cp": self.plan.cp, "cp_algo": self.plan.cp_algo,
+                   "gpus": self.plan.gpus, "kv_dtype": self.plan.kv_dtype,
                    "power_model": self.power_model}
         if self.power_model:
             d.update(prefill_clock_MHz=self.prefill_clock_MHz,
@@ -296,6 +310,8 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
                          f"{batch * (prompt or 1):,} tokens in one pass: at most {MAX_DIM:,} "
                          "(a GEMM dimension)")
     plan.check(model, system.chips)
+    if prompt is not None:
+        plan.check_prompt(model, prompt, batch)
     power = system.chip.power
     if power is not None and power.enforced:
         return _power_limited(model, system, plan, scheme, batch, prompt, context,
@@ -316,7 +332,8 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
 
     def energy(p: PassTime | None) -> StepEnergy | None:  # sends between stages: link bytes
         rows = [] if p is None else [r for r in p.rows() if r.stream != Stream.PP]
-        return None if p is None else step_energy(system, rows, gp, p.time_s, plan.gpus, plan.tp)
+        return None if p is None else step_energy(system, rows, gp, p.time_s, plan.gpus,
+                                                plan.tp * plan.cp)
 
     return InferenceResult(
         model=model, plan=plan, scheme=sc.name, batch=batch, prefill=pre, decode=dec,
@@ -388,6 +405,8 @@ def decode_steps(model: Decoder, system: System, fabric: Fabric, plan: Inference
         keys = w * steps
     else:
         keys = (lo + w) * (w - lo + 1) // 2 + w * (hi - w)
+    if plan.cp > 1:  # each cp rank attends its share of the cache
+        keys = keys / plan.cp
 
     def total(o: OpCost) -> OpCost:
         if o.op != "attention":
