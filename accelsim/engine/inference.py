@@ -17,7 +17,10 @@ stream of a skinny decode GEMM, the per-kernel fixed time).
   ``LlamaDecoderLayer``: two fused residual-add + RMSNorm kernels, the rotary embedding, the
   fused SiLU-and-mul), each its bytes at the same streaming efficiency plus a kernel's time.
 
-Pipeline stages run one after another for one batch (no decode micro-batching). Memory per
+Context parallelism (``InferencePlan.cp``) splits a prefill's prompt over cp ranks, the KV
+exchange timed by training's forward CommOps (:mod:`accelsim.engine.context`); each rank keeps
+its tokens' KV cache. Pipeline stages run one after another for one batch (no decode
+micro-batching). Memory per
 GPU: weights at the scheme's GEMM operand bytes (block scales included; embeddings and norms
 16-bit), the KV cache at ``kv_dtype`` (split over the tensor-parallel ranks by KV head,
 replicated when ``kv_heads < tp``; MLA's latent cache whole), plus the reserve (``params.memory_reserve_GiB``).
