@@ -112,6 +112,9 @@ def infer_export(r: InferenceResult) -> Export:
         raise InputError("--chakra: a request's decode steps (--output-tokens) are timed as "
                          "totals, not as a graph; export the prefill (--prompt) and one decode "
                          "step (--context) instead")
+    if r.plan.cp > 1:
+        raise InputError(f"--chakra: context parallelism (cp {r.plan.cp}) is not exported as "
+                         "graphs yet; export the tp x pp plan")
     passes = [x for x in (r.prefill, r.decode) if x is not None]
     t, p = r.plan.tp, r.plan.pp
     rep = [s * t for s in range(p)]

@@ -72,6 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--ep", type=chip_count, default=1, metavar="E",
                    help="MoE: 1 (experts sliced over tp) or tp (whole experts per GPU, tokens "
                         "by all-to-all)")
+    from accelsim.engine.plan import CP_ALGOS
+
+    p.add_argument("--cp", type=chip_count, default=1, metavar="C",
+                   help="context parallelism for a long prompt: its prefill split over C ranks "
+                        "(after tp; gpus = tp x pp x cp), each keeping 1/C of the KV cache "
+                        "(default 1)")
+    p.add_argument("--cp-algo", choices=CP_ALGOS, default="ring",
+                   help="how context-parallel ranks exchange keys and values in the prefill: "
+                        "ring, allgather or ulysses (as llm's; default ring)")
     from accelsim.commands._common import add_power_arguments
 
     add_power_arguments(parser)
@@ -125,12 +134,13 @@ def _setup(args: argparse.Namespace):
     model = inference_model(attention_variant(resolve_model(args.model), args))
     try:
         plan = inference_plan(system, model, tp=args.tp, pp=args.pp, ep=args.ep,
-                              kv_cache=args.kv_cache)
+                              kv_cache=args.kv_cache, cp=args.cp, cp_algo=args.cp_algo)
     except ValueError as exc:
         hint = (" (a node file, e.g. dgx-h100, has several)"
                 if "GPUs of a node" in str(exc) and system.chips == 1 else "")
-        raise UserError(f"--model {args.model} --tp {args.tp} --pp {args.pp} --ep {args.ep}: "
-                        f"{exc}{hint}") from None
+        cp = f" --cp {args.cp}" if args.cp > 1 else ""
+        raise UserError(f"--model {args.model} --tp {args.tp} --pp {args.pp} --ep {args.ep}"
+                        f"{cp}: {exc}{hint}") from None
     return system, model, plan
 
 
@@ -141,6 +151,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.serve:
         _chakra.refuse_with(args, "--serve")
+        if args.cp != 1 or args.cp_algo != "ring":
+            raise UserError("--serve sweeps decode steps; context parallelism (--cp, --cp-algo) "
+                            "is for one long-prompt prediction")
         return _serve(args)
     for flag in ("out", "plot"):
         if getattr(args, flag) is not None:
@@ -160,9 +173,10 @@ def run(args: argparse.Namespace) -> int:
     _context_note(model, max(args.context or 0, (args.prompt or 0) + (args.output_tokens or 0)))
     r = infer(system, model, args.scheme, args.batch, prompt=args.prompt, context=args.context,
               output_tokens=args.output_tokens, tp=plan.tp, pp=plan.pp, ep=plan.ep,
-              kv_cache=plan.kv_dtype, memory_reserve_GiB=args.memory_reserve)
+              kv_cache=plan.kv_dtype, cp=plan.cp, cp_algo=plan.cp_algo,
+              memory_reserve_GiB=args.memory_reserve)
     _report.write(args, r.rows(), r.timeline, f"accelsim infer: {model.name}, batch "
-                  f"{args.batch}, tp {plan.tp} x pp {plan.pp}, {args.scheme}")
+                  f"{args.batch}, tp {plan.tp} x pp {plan.pp}{_cp_text(plan)}, {args.scheme}")
     _chakra.export(args, r)
     from accelsim.commands._common import clock_text, not_fit_line
     from accelsim.commands._hardware import hardware_overrides
@@ -191,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
                            "a smaller --batch or context, more --tp / --pp, --kv-cache fp8 or "
                            "a narrower --scheme"))
     print(f"{model.name}: {model.n_params / 1e9:.2f} B parameters ({model.n_active_params / 1e9:.2f}"
-          f" B active) on {plan.gpus} GPU(s) of {system.name} (tp {plan.tp} x pp {plan.pp}), "
+          f" B active) on {plan.gpus} GPU(s) of {system.name} (tp {plan.tp} x pp {plan.pp}"
+          f"{_cp_text(plan)}), "
           f"{args.scheme}, batch {args.batch}")
     print(f"  settings: KV cache {plan.kv_dtype}, ep {plan.ep}, flash attention on (prefill), "
           f"memory reserve {d['memory_reserve_GiB']:g} GiB, {clock_text(system)}"
@@ -205,6 +220,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {k:<26} {d[k]:.4g}")
     print(band.line())
     return 0
+
+
+def _cp_text(plan) -> str:
+    return f" x cp {plan.cp} ({plan.cp_algo})" if plan.cp > 1 else ""
 
 
 def _serve(args: argparse.Namespace) -> int:

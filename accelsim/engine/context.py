@@ -15,8 +15,10 @@ Communication times come from the fabric (:func:`accelsim.engine.comm.cp_comm`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from accelsim.engine.decoder import Decoder
-from accelsim.engine.graph import Phase, Stream
+from accelsim.engine.graph import AttentionOp, Phase, Stream
 from accelsim.engine.plan import Plan
 from accelsim.engine.scheduler import Graph, Task, schedule
 from accelsim.perf.gemm import OPERAND_BYTES
@@ -49,6 +51,20 @@ def buffer_bytes(model: Decoder, plan: Plan, precision: str) -> float:
     return 2 * block if plan.cp_algo == "ring" else plan.cp * block
 
 
+def rank_attention(attn: AttentionOp, cp: int, algo: str) -> tuple[AttentionOp, int, int]:
+    """The attention one of ``cp`` ranks runs, as ``(op, mul, div)``: time, FLOPs and bytes are
+    ``op``'s x ``mul`` / ``div``. The ring and the all-gather do 1 / cp of the sequence's causal
+    work as ``cp`` causal blocks of ``seq / cp`` queries and keys (the load-balanced chunks'
+    work, each a kernel call at its own length: ``cp (s / cp)^2 / 2 = s^2 / (2 cp)`` pairs);
+    Ulysses (and a windowed or non-causal attention) the whole sequence's divided by ``cp``
+    (its heads / cp over every key)."""
+    if cp == 1:
+        return attn, 1, 1
+    if algo != "ulysses" and attn.causal and not attn.window:
+        return replace(attn, seq=attn.seq // cp), cp, 1
+    return attn, 1, cp
+
+
 def ring_exposed_s(steps: int, comm_s: float, compute_s: float, phase: Phase) -> float:
     """Seconds a ring of ``steps`` attention blocks (``compute_s`` each: load balancing splits
     the rank's attention evenly) adds beyond its compute, as the one scheduler places it: block
@@ -66,4 +82,5 @@ def ring_exposed_s(steps: int, comm_s: float, compute_s: float, phase: Phase) ->
     return max(0.0, schedule(g.tasks).makespan_s - steps * compute_s)
 
 
-__all__ = ["buffer_bytes", "kv_block_bytes", "ring_exposed_s", "ulysses_bytes"]
+__all__ = ["buffer_bytes", "kv_block_bytes", "rank_attention", "ring_exposed_s",
+           "ulysses_bytes"]

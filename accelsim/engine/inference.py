@@ -10,14 +10,17 @@ stream of a skinny decode GEMM, the per-kernel fixed time).
 
 * **prefill** attention is :class:`~accelsim.engine.graph.AttentionOp` over the prompt (causal),
   timed by the flash kernel model (:class:`accelsim.engine.stack.FlashKernel`);
-* **decode** attention (:class:`CachedAttention`) reads the KV cache of ``context`` tokens in
+* **decode** attention (:func:`accelsim.engine.inference_plan.cached_attention`) reads the KV cache of ``context`` tokens in
   one pass (flash-decoding) -- its FLOPs at the tensor-core rate or its bytes at perf's fitted
   streaming efficiency (:data:`accelsim.perf.gemm.FITTED`), plus one kernel's fixed time;
 * a layer's element-wise work runs as :data:`ELEMENTWISE_KERNELS` kernels (vLLM's
   ``LlamaDecoderLayer``: two fused residual-add + RMSNorm kernels, the rotary embedding, the
   fused SiLU-and-mul), each its bytes at the same streaming efficiency plus a kernel's time.
 
-Pipeline stages run one after another for one batch (no decode micro-batching). Memory per
+Context parallelism (``InferencePlan.cp``) splits a prefill's prompt over cp ranks, the KV
+exchange timed by training's forward CommOps (:mod:`accelsim.engine.context`); each rank keeps
+its tokens' KV cache. Pipeline stages run one after another for one batch (no decode
+micro-batching). Memory per
 GPU: weights at the scheme's GEMM operand bytes (block scales included; embeddings and norms
 16-bit), the KV cache at ``kv_dtype`` (split over the tensor-parallel ranks by KV head,
 replicated when ``kv_heads < tp``; MLA's latent cache whole), plus the reserve (``params.memory_reserve_GiB``).
@@ -32,88 +35,29 @@ from accelsim.arch import System
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.engine import decoder
-from accelsim.engine.comm import fabric_of
+from accelsim.engine import context as context_mod
+from accelsim.engine.comm import cp_comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.memory import GIB, memory_fit
+from accelsim.engine.inference_plan import (KV_BYTES, InferencePlan, cached_attention,
+                                            kernel_s, kv_cache_bytes_per_gpu)
 from accelsim.engine.graph import (AttentionOp, Phase, Stream, attention_precision,
                                    flash_attention_parts, gemm_s, gemm_timed)
-from accelsim.engine.plan import LlmParams, check_split, check_tp_in_node
+from accelsim.engine.plan import LlmParams
 from accelsim.engine.stack import FlashKernel
 from accelsim.engine.trace import Row, Timeline
 from accelsim.errors import InputError, check_int
 from accelsim.perf.gemm import FITTED
-from accelsim.bounds import MAX_CHIPS, MAX_DIM
+from accelsim.bounds import MAX_DIM
 from accelsim.workload.transformer import PositionKind
 
 if TYPE_CHECKING:
     from accelsim.netsim.fabric import Fabric
 
-#: bytes per cached element by KV-cache dtype
-KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 #: element-wise kernels per decoder layer outside GEMMs and attention (vLLM LlamaDecoderLayer:
 #: input and post-attention fused_add_rms_norm, rotary_emb, SiluAndMul); rotary adds one
 ELEMENTWISE_KERNELS = 3
-
-
-@dataclass(frozen=True)
-class InferencePlan:
-    """``tp`` tensor-parallel GPUs per stage x ``pp`` stages; ``ep``: 1, or the ``tp`` GPUs
-    of a stage hold whole experts instead of slices of every expert (vLLM's
-    ``--enable-expert-parallel``); ``kv_dtype`` the KV-cache element type."""
-
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    kv_dtype: str = "bf16"
-
-    def __post_init__(self) -> None:
-        for f in ("tp", "pp", "ep"):
-            check_int(f"inference plan {f}", getattr(self, f), 1, MAX_CHIPS)
-        if self.ep not in (1, self.tp):
-            raise InputError(f"ep {self.ep} must be 1 or tp ({self.tp}): experts are spread "
-                             "over a stage's tensor-parallel GPUs")
-        if self.kv_dtype not in KV_BYTES:
-            raise InputError(f"kv dtype must be one of {', '.join(KV_BYTES)}, "
-                             f"got {self.kv_dtype!r}")
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp
-
-    def check(self, model: Decoder, gpus_per_node: int) -> None:
-        """The split rules training uses (:func:`accelsim.engine.plan.check_split`,
-        :func:`~accelsim.engine.plan.check_tp_in_node`), experts whole under ep = tp."""
-        check_split(model, self.tp, self.pp)
-        check_tp_in_node(self.tp, gpus_per_node)
-        model.check_split(1 if self.ep > 1 else self.tp, self.ep)
-
-
-@dataclass(frozen=True)
-class CachedAttention:
-    """One decode step's attention of ``batch`` sequences over a cache of ``context`` tokens:
-    ``heads`` query heads, ``kv_heads`` cached heads of ``head_dim`` (``latent``: MLA's
-    compressed cache of that many elements per token, shared by all heads)."""
-
-    batch: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    context: int
-    kv_bytes: float
-    latent: int = 0
-    v_dim: int = 0
-
-    @property
-    def flops(self) -> float:
-        if self.latent:  # absorbed MLA: scores over the latent + rope, values over the latent
-            return 2.0 * self.batch * self.heads * self.context * (self.latent + self.v_dim)
-        return 4.0 * self.batch * self.heads * self.context * self.head_dim
-
-    @property
-    def bytes(self) -> float:
-        per_token = self.latent if self.latent else 2 * self.kv_heads * self.head_dim
-        return self.batch * self.context * per_token * self.kv_bytes
 
 
 @dataclass(frozen=True)
@@ -126,36 +70,12 @@ class OpCost:
     stream: Stream = Stream.COMPUTE
 
 
-def cached_attention(model: Decoder, plan: InferencePlan, batch: int, context: int
-                     ) -> CachedAttention:
-    """The decode attention of one GPU: its ``heads / tp`` query heads over the cache of
-    ``context`` tokens (a sliding window keeps at most that many)."""
-    c, t = model.config, plan.tp
-    w = c.sliding_window
-    ctx = context if w is None else min(context, w)
-    kvb = KV_BYTES[plan.kv_dtype]
-    if c.mla is not None:
-        return CachedAttention(batch, model.heads // t, 1, model.head_dim, ctx, kvb,
-                               latent=c.mla.kv_lora_rank + c.mla.qk_rope_head_dim,
-                               v_dim=c.mla.kv_lora_rank)
-    return CachedAttention(batch, model.heads // t, max(1, model.kv_heads // t), c.head_dim,
-                           ctx, kvb)
-
-
-def _kernel_s(system: System, flops: float, nbytes: float, precision: str) -> tuple[float, str]:
-    """A fused kernel: its FLOPs at the chip's peak for ``precision`` or its bytes at perf's
-    fitted streaming efficiency, whichever is longer, plus the per-kernel fixed time."""
-    c = flops / (system.chip.peak_flops(precision) * FITTED.array_efficiency)
-    m = nbytes / (system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency)
-    return system.chip.kernel_launch_s + max(c, m), "compute" if c > m else "memory"
-
-
 def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: InferencePlan,
            gp: str, batch: int, new_tokens: int, context: int) -> list[OpCost]:
     """One layer's ops on one GPU for ``batch`` sequences each adding ``new_tokens`` tokens
     (prefill: the prompt; decode: 1) to a cache of ``context`` tokens (decode)."""
     t, ep = plan.tp, plan.ep
-    T = batch * new_tokens
+    T = batch * new_tokens // plan.cp if new_tokens > 1 else batch  # a cp rank's prompt share
     out: list[OpCost] = []
     etp = 1 if ep > 1 else t
     for g in decoder.layer_gemms(model, moe, T, t, ep, gp, etp=etp, group_tokens=T):
@@ -168,12 +88,24 @@ def _layer(model: Decoder, moe: bool, system: System, fabric: Fabric, plan: Infe
                            head_dim=model.head_dim, kv_heads=max(1, kv // t), flash=True,
                            precision=ap, window=model.window, alibi=model.alibi)
         bw = system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency
+        attn, mul, div = context_mod.rank_attention(attn, plan.cp, plan.cp_algo)
         f, _, bound = flash_attention_parts(system, attn, FlashKernel(), bw)
-        out.append(OpCost("attention", f, attn.flops, attn.bytes, bound))
+        f = f * mul / div
+        out.append(OpCost("attention", f, attn.flops * mul / div, attn.bytes * mul / div, bound))
+        if plan.cp > 1:  # the KV exchange, forward only: training's CommOps and overlap
+            ops = cp_comm(replace(model, seq=new_tokens), plan.cp_plan(batch), fabric, ap, f,
+                          0.0)[0]
+            fwd = [(o, sec) for o, sec in ops if o.phase == Phase.FWD]
+            out.append(OpCost("cp_comm", sum(sec for _, sec in fwd), 0.0,
+                              sum(o.bytes for o, _ in fwd), "comm", Stream.CP))
     else:
         ca = cached_attention(model, plan, batch, context)
-        s, bound = _kernel_s(system, ca.flops, ca.bytes, ap)
+        s, bound = kernel_s(system, ca.flops, ca.bytes, ap)
         out.append(OpCost("attention", s, ca.flops, ca.bytes, bound))
+        if plan.cp > 1:  # partial outputs and their log-sum-exp (fp32) all-gathered over cp
+            part = batch * model.heads // t * (model.v_head_dim + 1) * 4.0
+            ag = fabric.collective_s("all-gather", plan.cp * part, plan.cp, t)
+            out.append(OpCost("cp_comm", ag, 0.0, (plan.cp - 1) * part, "comm", Stream.CP))
     ew = decoder.elementwise_bytes(model, moe, T, t, False, (), "bf16")
     kernels = ELEMENTWISE_KERNELS + (model.config.positions is PositionKind.ROTARY)
     s = kernels * system.chip.kernel_launch_s + ew / (
@@ -239,8 +171,8 @@ def forward_pass(model: Decoder, system: System, fabric: Fabric, plan: Inference
     head = decoder.head_op(model, batch, plan.tp, gp)
     ht = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count)
     heads = (OpCost("lm_head", gemm_s(system, head), head.flops, head.bytes, ht.bound),)
-    act = batch * new_tokens * model.hidden * 2
-    across = plan.tp * plan.pp > fabric.gpus_per_node
+    act = batch * (new_tokens // plan.cp if new_tokens > 1 else 1) * model.hidden * 2
+    across = plan.gpus > fabric.gpus_per_node
     p2p = (plan.pp - 1) * fabric.p2p_s(act, across) if plan.pp > 1 else 0.0
     return PassTime("prefill" if new_tokens > 1 else "decode", tuple(kinds), heads, p2p,
                     p2p_bytes=(plan.pp - 1) * act if plan.pp > 1 else 0.0)
@@ -269,20 +201,6 @@ def weight_bytes_per_gpu(model: Decoder, plan: InferencePlan, gp: str) -> float:
             nbytes += head * wb + model.config.head_ops()[0].params * 2
         best = max(best, nbytes)
     return best
-
-
-def kv_cache_bytes_per_gpu(model: Decoder, plan: InferencePlan, batch: int, context: int
-                           ) -> float:
-    """KV cache of ``batch`` sequences of ``context`` tokens on one GPU of the largest stage."""
-    c = model.config
-    w = c.sliding_window
-    ctx = context if w is None else min(context, w)
-    layers = max(sum(s) for s in model.stage_layers(plan.pp))
-    if c.mla is not None:
-        per_layer = c.mla.kv_lora_rank + c.mla.qk_rope_head_dim
-    else:
-        per_layer = 2 * max(1, model.kv_heads // plan.tp) * c.head_dim
-    return batch * ctx * layers * per_layer * KV_BYTES[plan.kv_dtype]
 
 
 @dataclass(frozen=True)
@@ -316,7 +234,8 @@ class InferenceResult:
         d: dict = {"model": self.model.name, "params": self.model.n_params,
                    "active_params": self.model.n_active_params, "scheme": self.scheme,
                    "batch": self.batch, "tp": self.plan.tp, "pp": self.plan.pp,
-                   "ep": self.plan.ep, "gpus": self.plan.gpus, "kv_dtype": self.plan.kv_dtype,
+                   "ep": self.plan.ep, "cp": self.plan.cp, "cp_algo": self.plan.cp_algo,
+                   "gpus": self.plan.gpus, "kv_dtype": self.plan.kv_dtype,
                    "power_model": self.power_model}
         if self.power_model:
             d.update(prefill_clock_MHz=self.prefill_clock_MHz,
@@ -394,6 +313,8 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
                          f"{batch * (prompt or 1):,} tokens in one pass: at most {MAX_DIM:,} "
                          "(a GEMM dimension)")
     plan.check(model, system.chips)
+    if prompt is not None:
+        plan.check_prompt(model, prompt, batch)
     power = system.chip.power
     if power is not None and power.enforced:
         return _power_limited(model, system, plan, scheme, batch, prompt, context,
@@ -414,7 +335,8 @@ def infer(model: Decoder | object, system: System, plan: InferencePlan, scheme: 
 
     def energy(p: PassTime | None) -> StepEnergy | None:  # sends between stages: link bytes
         rows = [] if p is None else [r for r in p.rows() if r.stream != Stream.PP]
-        return None if p is None else step_energy(system, rows, gp, p.time_s, plan.gpus, plan.tp)
+        return None if p is None else step_energy(system, rows, gp, p.time_s, plan.gpus,
+                                                plan.tp * plan.cp)
 
     return InferenceResult(
         model=model, plan=plan, scheme=sc.name, batch=batch, prefill=pre, decode=dec,
@@ -477,7 +399,7 @@ def decode_steps(model: Decoder, system: System, fabric: Fabric, plan: Inference
     first = forward_pass(model, system, fabric, plan, gp, batch, 1, prompt + 1)
     one = cached_attention(model, plan, batch, 1)  # per attended key
     ap = attention_precision(gp, system.chip.core)
-    per_key = _kernel_s(system, one.flops, one.bytes, ap)[0] - system.chip.kernel_launch_s
+    per_key = kernel_s(system, one.flops, one.bytes, ap)[0] - system.chip.kernel_launch_s
     lo, hi = prompt + 1, prompt + steps  # contexts of the steps
     w = model.config.sliding_window
     if w is None or w >= hi:
@@ -486,6 +408,8 @@ def decode_steps(model: Decoder, system: System, fabric: Fabric, plan: Inference
         keys = w * steps
     else:
         keys = (lo + w) * (w - lo + 1) // 2 + w * (hi - w)
+    if plan.cp > 1:  # each cp rank attends its share of the cache
+        keys = keys / plan.cp
 
     def total(o: OpCost) -> OpCost:
         if o.op != "attention":

@@ -9,7 +9,7 @@ with its attention replaced by each part's own: a prefill chunk of ``t`` tokens 
 cached ones is the flash kernel's time over ``past + t`` tokens times the causal share of its
 query rows (``((past + t)^2 - past^2) / (past + t)^2``: exact at ``past = 0``, the prompt's
 prefill), and the decode tokens are one flash-decoding kernel over every cached key they attend
-(:func:`~accelsim.engine.inference.cached_attention`: FLOPs and bytes proportional to the keys).
+(:func:`~accelsim.engine.inference_plan.cached_attention`: FLOPs and bytes proportional to the keys).
 The LM head runs for the sequences that emit a token. MoE routing imbalance (``skew``: the
 hottest expert's load over the mean) makes the hottest GPU's expert GEMMs set the step.
 """
@@ -25,8 +25,9 @@ from accelsim.engine import decoder
 from accelsim.engine.comm import fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.graph import AttentionOp, attention_precision, flash_attention_parts, gemm_s
-from accelsim.engine.inference import (InferencePlan, _kernel_s, _layer, cached_attention,
-                                       kv_cache_bytes_per_gpu)
+from accelsim.engine.inference import InferencePlan, _layer
+from accelsim.engine.inference_plan import (cached_attention, kernel_s,
+                                                 kv_cache_bytes_per_gpu)
 from accelsim.engine.plan import LlmParams
 from accelsim.engine.stack import FlashKernel
 from accelsim.errors import InputError
@@ -128,7 +129,7 @@ class IterationCost:
         if queries not in memo:
             one = cached_attention(self.model, self.plan, 1, 1)  # per attended key
             ap = attention_precision(self.gp, self.system.chip.core)
-            memo[queries] = _kernel_s(self.system, one.flops * queries, one.bytes, ap)[0] \
+            memo[queries] = kernel_s(self.system, one.flops * queries, one.bytes, ap)[0] \
                 - self.system.chip.kernel_launch_s
         return memo[queries]
 

@@ -31,14 +31,15 @@ def inference_model(model: str | Path | TransformerConfig | Decoder) -> Decoder:
 
 
 def inference_plan(system: System, model: Decoder, *, tp: int = 1, pp: int = 1, ep: int = 1,
-                   kv_cache: str = "bf16") -> InferencePlan:
-    """``tp`` x ``pp`` GPUs (``ep``: 1, or ``tp`` for whole experts per GPU) holding a KV cache
-    of ``kv_cache`` elements, checked against the model's split rules and the system: a
-    tensor-parallel group inside one node, several GPUs only on a node file."""
-    plan = InferencePlan(tp=tp, pp=pp, ep=ep, kv_dtype=kv_cache)
+                   kv_cache: str = "bf16", cp: int = 1, cp_algo: str = "ring") -> InferencePlan:
+    """``tp`` x ``pp`` x ``cp`` GPUs (``ep``: 1, or ``tp`` for whole experts per GPU; ``cp``
+    context-parallel ranks splitting the prompt, keys and values exchanged by ``cp_algo``)
+    holding a KV cache of ``kv_cache`` elements, checked against the model's split rules and
+    the system: a tensor-parallel group inside one node, several GPUs only on a node file."""
+    plan = InferencePlan(tp=tp, pp=pp, ep=ep, kv_dtype=kv_cache, cp=cp, cp_algo=cp_algo)
     plan.check(model, system.chips)
     if plan.gpus > 1 and system.chips == 1:
-        raise InputError(f"{system.name}: one GPU; tp x pp = {plan.gpus} needs a node file "
+        raise InputError(f"{system.name}: one GPU; tp x pp x cp = {plan.gpus} needs a node file "
                          "(e.g. dgx-h100)")
     return plan
 
@@ -62,7 +63,7 @@ def checked_scheme(system: System, scheme):
 def infer(system: System, model: str | Path | TransformerConfig | Decoder,
           scheme: str | Scheme, batch: int, *, prompt: int | None = None,
           context: int | None = None, output_tokens: int | None = None, tp: int = 1,
-          pp: int = 1, ep: int = 1, kv_cache: str = "bf16",
+          pp: int = 1, ep: int = 1, kv_cache: str = "bf16", cp: int = 1, cp_algo: str = "ring",
           memory_reserve_GiB: float = 0.0) -> InferenceResult:
     """LLM inference of ``batch`` sequences, as ``accelsim infer`` computes it: the prefill of
     ``prompt`` tokens (time to first token), one decode step over a KV cache of ``context``
@@ -76,6 +77,7 @@ def infer(system: System, model: str | Path | TransformerConfig | Decoder,
     # the reserve's one bound is LlmParams' (accelsim.bounds), checked there
     params = LlmParams(memory_reserve_GiB=memory_reserve_GiB)
     dec = inference_model(model)
-    plan = inference_plan(system, dec, tp=tp, pp=pp, ep=ep, kv_cache=kv_cache)
+    plan = inference_plan(system, dec, tp=tp, pp=pp, ep=ep, kv_cache=kv_cache, cp=cp,
+                          cp_algo=cp_algo)
     return engine.infer(dec, system, plan, sc, batch, prompt=prompt, context=context,
                         output_tokens=output_tokens, params=params)

@@ -94,6 +94,10 @@ class Deployment:
 
     def __post_init__(self) -> None:
         check_int("replicas", self.replicas, 1, MAX_REPLICAS)
+        for p in (self.plan, self.prefill.plan if self.prefill else None):
+            if p is not None and p.cp > 1:  # a long-prompt prefill's split (accelsim infer)
+                raise InputError(f"serving with context parallelism (cp {p.cp}) is not "
+                                 "modelled: use tp / pp, or accelsim infer --cp for one prefill")
         _seconds("host_overhead_s", self.host_overhead_s)
         _seconds("request_overhead_s", self.request_overhead_s)
 
