@@ -109,23 +109,14 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
 def _attention_rows(system: System, attn: AttentionOp, stack: Stack, stream_Bps: float,
                     plan: Plan) -> list[OpTime]:
     """The attention's forward and backward rows on one rank, by the stack's kernel (one
-    owner, :func:`accelsim.engine.stack_ops.attention_times`). With context parallelism the
-    rank does 1 / cp of the sequence's causal work: the ring and the all-gather as ``cp``
-    causal blocks of ``seq / cp`` queries and keys (the load-balanced chunks' work, each a
-    kernel call at its own length: ``cp (s / cp)^2 / 2 = s^2 / (2 cp)`` pairs); Ulysses (and a
-    windowed or non-causal attention) as the whole sequence's divided by ``cp`` (its heads /
-    cp over every key)."""
-    c = plan.cp
-    blocks = c > 1 and plan.cp_algo != "ulysses" and attn.causal and not attn.window
-    if blocks:
-        attn = replace(attn, seq=attn.seq // c)
+    owner, :func:`accelsim.engine.stack_ops.attention_times`), under context parallelism the
+    rank's share of it (:func:`accelsim.engine.context.rank_attention`, the one owner of the
+    split that infer's prefill uses too)."""
+    from accelsim.engine.context import rank_attention
+
+    attn, mul, div = rank_attention(attn, plan.cp, plan.cp_algo)
     passes = attention_times(system, attn, stack, stream_Bps)[1]
-    if c == 1:
-        return [OpTime("attention", Phase(ph), t, fl, by, bd) for ph, t, fl, by, bd in passes]
-    if blocks:
-        return [OpTime("attention", Phase(ph), t * c, fl * c, by * c, bd)
-                for ph, t, fl, by, bd in passes]
-    return [OpTime("attention", Phase(ph), t / c, fl / c, by / c, bd)
+    return [OpTime("attention", Phase(ph), t * mul / div, fl * mul / div, by * mul / div, bd)
             for ph, t, fl, by, bd in passes]
 
 
