@@ -39,7 +39,8 @@ def inference_plan(system: System, model: Decoder, *, tp: int = 1, pp: int = 1, 
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, kv_dtype=kv_cache, cp=cp, cp_algo=cp_algo)
     plan.check(model, system.chips)
     if plan.gpus > 1 and system.chips == 1:
-        raise InputError(f"{system.name}: one GPU; tp x pp x cp = {plan.gpus} needs a node file "
+        what = "tp x pp" + (" x cp" if plan.cp > 1 else "")
+        raise InputError(f"{system.name}: one GPU; {what} = {plan.gpus} needs a node file "
                          "(e.g. dgx-h100)")
     return plan
 
