@@ -242,7 +242,8 @@ def test_op_attention_takes_the_kernel_and_the_variants(capsys):
     import json
 
     base = ["op", "attention", "--system", "h100-sxm", "--batch", "1", "--heads", "32", "--seq",
-            "16384", "--head-dim", "128", "--flash-attention", "--no-causal", "--json"]
+            "16384", "--head-dim", "128", "--flash-attention", "--no-causal", "--json",
+            "--clock", "boost"]  # the bars' ratio holds at one clock
     out = {}
     for k in ("fa2", "cudnn"):
         assert main([*base, "--attention-kernel", k]) == 0
@@ -280,3 +281,22 @@ def test_long_sequences_agree_with_our_h100_measurement():
         errs.append((f + b) * 1e6 / (r["fwd_us"] + r["bwd_us"]) - 1)
     assert len(errs) == 20
     assert max(abs(e) for e in errs) <= 0.20, errs
+
+
+def test_op_attention_runs_at_its_power_limited_clock(capsys):
+    """A long flash attention repeated is compute-bound: by default it runs at the clock its
+    average power allows (within the limit, slower than the --clock boost what-if, which
+    draws more), and a lower --power-limit-W slows it further."""
+    import json
+
+    base = ["op", "attention", "--system", "h100-sxm", "--batch", "8", "--heads", "32", "--seq",
+            "8192", "--head-dim", "128", "--flash-attention", "--json"]
+    out = {}
+    for name, extra in (("power", []), ("boost", ["--clock", "boost"]),
+                        ("350", ["--power-limit-W", "350"])):
+        assert main([*base, *extra]) == 0
+        out[name] = json.loads(capsys.readouterr().out)
+    assert out["power"]["power_model"] and out["power"]["power_W"] <= 700 + 1e-6
+    assert out["boost"]["clock_MHz"] is None and out["boost"]["power_W"] > 700
+    assert out["boost"]["fwd_bwd_s"] < out["power"]["fwd_bwd_s"] < out["350"]["fwd_bwd_s"]
+    assert out["350"]["power_W"] <= 350 + 1e-6

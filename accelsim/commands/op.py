@@ -47,8 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="training scheme: attention runs at its precision when 16 or 32 bits, "
                         "bf16 under 8-bit schemes (default bf16)")
     a.add_argument("--json", action="store_true", help="print one JSON object")
+    from accelsim.commands._common import add_power_arguments
     from accelsim.commands._hardware import add_hardware_arguments
 
+    add_power_arguments(a)
     add_hardware_arguments(a)
     a.set_defaults(_op_run=_attention)
 
@@ -75,10 +77,8 @@ def _attention(args: argparse.Namespace) -> int:
     from accelsim.arch.schemes import get_scheme
     from accelsim.errors import UserError
     from accelsim.commands._common import require_precisions
-    from accelsim.engine import LlmParams
-    from accelsim.engine.graph import (AttentionOp, attention_parts, attention_precision,
-                                       flash_attention_parts)
-    from accelsim.engine.stack import STREAM_EFFICIENCY, FlashKernel
+    from accelsim.engine.graph import AttentionOp, attention_precision
+    from accelsim.engine.stack import FlashKernel
     from accelsim.paths import resolve_input
 
     from accelsim.commands._hardware import hardware_note, hardware_system
@@ -102,20 +102,21 @@ def _attention(args: argparse.Namespace) -> int:
                         f"{args.head_dim}: {op.flops:.3g} FLOPs in one attention op, beyond any "
                         f"model (limit {MAX_ATTENTION_FLOPS:.0e}; GPT-3's whole training run was "
                         "3e23)")
-    if op.flash:  # one fused kernel, streaming at the fitted achievable bandwidth
-        fwd, bwd, bound = flash_attention_parts(
-            system, op, FlashKernel(args.attention_kernel),
-            system.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY)
-    else:
-        hbm = system.chip.memory_bandwidth_Bps * LlmParams().memory_efficiency
-        fwd, bwd, bound = attention_parts(system, op, hbm)
+    from accelsim.commands._common import power_system
+    from accelsim.engine.op_attention import attention_time
+
+    system, _ = power_system(system, spath, args, precision)
+    at = attention_time(system, op, FlashKernel(args.attention_kernel))
+    fwd, bwd, bound = at.fwd_s, at.bwd_s, at.bound
     d = {"system": system.name, "scheme": args.scheme, "precision": precision,
          "batch": args.batch, "heads": args.heads, "kv_heads": args.kv_heads or args.heads,
          "seq": args.seq, "head_dim": args.head_dim, "causal": op.causal, "flash": op.flash,
          "attention_kernel": args.attention_kernel if op.flash else None,
          "window": op.window, "alibi": op.alibi,
          "fwd_s": fwd, "bwd_s": bwd, "fwd_bwd_s": fwd + bwd, "flops": op.flops,
-         "bytes": op.bytes, "bound": bound, "tflops": op.flops / fwd / 1e12}
+         "bytes": op.bytes, "bound": bound, "tflops": op.flops / fwd / 1e12,
+         "power_model": at.clock_MHz is not None, "clock_MHz": at.clock_MHz,
+         "power_W": at.power_W}
     if args.json:
         print(json.dumps(d))
     else:
@@ -123,5 +124,6 @@ def _attention(args: argparse.Namespace) -> int:
               f"s={args.seq} d={args.head_dim} {precision} "
               f"({'causal' if op.causal else 'bidirectional'}, "
               f"{'flash' if op.flash else 'unfused'}): forward {fwd * 1e6:.1f} us "
-              f"({d['tflops']:.1f} TFLOP/s, {bound}-bound), backward {bwd * 1e6:.1f} us")
+              f"({d['tflops']:.1f} TFLOP/s, {bound}-bound), backward {bwd * 1e6:.1f} us"
+              + (f"; {at.clock_MHz:.0f} MHz, {at.power_W:.0f} W" if at.clock_MHz else ""))
     return 0
