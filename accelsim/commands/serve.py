@@ -235,7 +235,8 @@ def run(args: argparse.Namespace) -> int:
         cols = ["rate_requests_per_s", "requests_per_s", "output_tokens_per_s",
                 "time_to_first_token_s_p50", "time_to_first_token_s_p99",
                 "time_per_output_token_s_p50", "request_latency_s_p50",
-                "goodput_requests_per_s", "preemptions", "kv_cache_utilization"]
+                "goodput_requests_per_s", "preemptions", "kv_cache_utilization", "energy_J",
+                "energy_J_per_output_token"]
         with pd.option_context("display.width", 220, "display.float_format", "{:.4g}".format):
             print(df[cols].to_string(index=False))
         return 0
@@ -275,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
               "time_per_output_token_s_p99", "request_latency_s_p50", "request_latency_s_p90",
               "request_latency_s_p99", "kv_transfer_s_p50", "kv_transfer_s_p99",
               "mean_running_requests", "kv_cache_utilization", "preemptions",
-              "host_overhead_s"):
+              "host_overhead_s", "energy_J_per_output_token", "power_W_per_gpu"):
         if d.get(k) is not None:
             print(f"  {k:<30} {d[k]:.4g}")
     return 0

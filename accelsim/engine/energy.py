@@ -12,7 +12,8 @@ Link (NVLink, NIC) energy is not modelled: the power model has no energy per byt
 The breakdown rows of one prediction describe one tensor-parallel rank's share of every layer
 of one pipeline (the ops of every stage), so the whole system's dynamic energy is the rows'
 times ``tp x dp``; element-wise and attention rows count their bytes, GEMM rows their FLOPs and
-compulsory bytes.
+compulsory bytes. :func:`work_energy` prices the same from totals (:class:`Work`): a serving
+run's window, its iterations' FLOPs and bytes summed (:mod:`accelsim.serving`).
 """
 
 from __future__ import annotations
@@ -46,12 +47,39 @@ class StepEnergy:
         return {"energy_J": self.energy_J, "power_W": self.power_W}
 
 
+@dataclass(frozen=True)
+class Work:
+    """What a pass (or a run of them) does on every GPU together: tensor-core FLOPs at the
+    precision's datapath, attention's FLOPs at its own
+    (:func:`accelsim.engine.graph.attention_precision`), and chip-memory bytes."""
+
+    flops: float = 0.0
+    attention_flops: float = 0.0
+    bytes: float = 0.0
+
+
 def step_energy(system: System, rows: Iterable[Row], precision: str, time_s: float, gpus: int,
                 replicas: int) -> StepEnergy | None:
     """Energy of a step of ``time_s`` on ``gpus`` GPUs whose breakdown ``rows`` (FLOPs at
     ``precision``'s datapath -- attention's at :func:`accelsim.engine.graph.attention_precision`
     -- and HBM bytes) are run ``replicas`` times over the system (tp x dp for a transformer
     plan); None when the chip has no power model or it prices no energy for the datapath."""
+    flops = attn = nbytes = 0.0
+    for r in rows:
+        if r.op == "attention":
+            attn += r.flops
+        else:
+            flops += r.flops
+        nbytes += r.bytes
+    return work_energy(system, precision, time_s, gpus,
+                       Work(replicas * flops, replicas * attn, replicas * nbytes))
+
+
+def work_energy(system: System, precision: str, time_s: float, gpus: int,
+                work: Work) -> StepEnergy | None:
+    """Energy of ``time_s`` on ``gpus`` GPUs that do ``work`` (all of them together): static
+    power the whole time on every GPU, the work priced at the timing's clock; None when the
+    chip has no power model or it prices no energy for the datapath."""
     p = system.chip.power
     if p is None or time_s <= 0:
         return None
@@ -62,8 +90,8 @@ def step_energy(system: System, rows: Iterable[Row], precision: str, time_s: flo
     e_flop = p.energy_per_flop_J(core.datapath(precision))
     e_attn = p.energy_per_flop_J(core.datapath(attention_precision(precision, core)))
     v2 = voltage_ratio(p, min(core.frequency_Hz, p.max_clock_Hz)) ** 2  # the timing's clock
-    dynamic = v2 * replicas * sum(r.flops * (e_attn if r.op == "attention" else e_flop)
-                                  + r.bytes * p.memory_J_per_byte for r in rows)
+    dynamic = v2 * (work.flops * e_flop + work.attention_flops * e_attn
+                    + work.bytes * p.memory_J_per_byte)
     static = p.static_W * time_s * gpus
     total = dynamic + static
     return StepEnergy(energy_J=total, power_W=total / time_s / gpus, dynamic_J=dynamic,

@@ -12,6 +12,9 @@ prefill), and the decode tokens are one flash-decoding kernel over every cached 
 (:func:`~accelsim.engine.inference_plan.cached_attention`: FLOPs and bytes proportional to the keys).
 The LM head runs for the sequences that emit a token. MoE routing imbalance (``skew``: the
 hottest expert's load over the mean) makes the hottest GPU's expert GEMMs set the step.
+Each part's FLOPs and bytes (:class:`~accelsim.engine.energy.Work`, every GPU of the replica:
+one tensor-parallel rank's ops x ``tp``, as :func:`~accelsim.engine.inference.infer` prices a
+pass) come from the same ops that time it, for the energy of a serving run.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from accelsim.arch import System
 from accelsim.engine import decoder
 from accelsim.engine.comm import fabric_of
 from accelsim.engine.decoder import Decoder
+from accelsim.engine.energy import Work
 from accelsim.engine.graph import AttentionOp, attention_precision, flash_attention_parts, gemm_s
-from accelsim.engine.inference import InferencePlan, _layer
+from accelsim.engine.inference import InferencePlan, OpCost, _layer
 from accelsim.engine.inference_plan import (cached_attention, kernel_s,
                                                  kv_cache_bytes_per_gpu)
 from accelsim.engine.plan import LlmParams
@@ -51,6 +55,7 @@ class IterationCost:
     skew: float = 1.0
     _fabric: object = field(default=None, compare=False, repr=False)
     _per_key: dict = field(default_factory=dict, compare=False, repr=False)
+    _per_key_work: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.skew, int | float) and math.isfinite(self.skew)
@@ -60,16 +65,23 @@ class IterationCost:
                              f"dense one), got {self.skew!r}")
         object.__setattr__(self, "_fabric", fabric_of(self.system, self.params))
 
+    def _linear_ops(self, tokens: int) -> list[tuple[int, bool, list[OpCost]]]:
+        """(layers, MoE?, one such layer's ops but attention) for ``tokens`` new tokens."""
+        m, out = self.model, []
+        n_moe = m.config.n_moe_layers
+        for count, moe in ((m.layers - n_moe, False), (n_moe, True)):
+            if count:
+                ops = _layer(m, moe, self.system, self._fabric, self.plan, self.gp, 1, tokens,
+                             1)
+                out.append((count, moe, [o for o in ops if o.op != "attention"]))
+        return out
+
     def linear_s(self, tokens: int) -> float:
         """Every layer's ops but attention for ``tokens`` new tokens, and the sends between
         pipeline stages."""
         m, total = self.model, 0.0
-        n_moe = m.config.n_moe_layers
-        for count, moe in ((m.layers - n_moe, False), (n_moe, True)):
-            if not count:
-                continue
-            ops = _layer(m, moe, self.system, self._fabric, self.plan, self.gp, 1, tokens, 1)
-            per = sum(o.time_s for o in ops if o.op != "attention")
+        for count, moe, ops in self._linear_ops(tokens):
+            per = sum(o.time_s for o in ops)
             if moe and self.skew > 1.0:
                 per += self._skew_extra_s(tokens)
             total += count * per
@@ -79,6 +91,16 @@ class IterationCost:
             total += (p.pp - 1) * self._fabric.p2p_s(act, p.tp * p.pp
                                                      > self._fabric.gpus_per_node)
         return total
+
+    def linear_work(self, tokens: int) -> Work:
+        """The FLOPs and bytes of :meth:`linear_s`'s ops (the sends between stages are link
+        bytes, not priced; a routing imbalance moves expert work between GPUs, adds none)."""
+        f = b = 0.0
+        for count, _, ops in self._linear_ops(tokens):
+            f += count * sum(o.flops for o in ops)
+            b += count * sum(o.bytes for o in ops)
+        t = self.plan.tp
+        return Work(t * f, 0.0, t * b)
 
     def _skew_extra_s(self, tokens: int) -> float:
         """The hottest GPU's expert GEMMs less the balanced ones: one of its local experts
@@ -100,18 +122,37 @@ class IterationCost:
             return 0.0
         return gemm_s(self.system, decoder.head_op(self.model, sequences, self.plan.tp, self.gp))
 
-    def prefill_attention_s(self, tokens: int, past: int) -> float:
-        """Attention of a prefill chunk of ``tokens`` tokens after ``past`` cached ones, every
-        layer."""
+    def head_work(self, sequences: int) -> Work:
+        """The FLOPs and bytes of :meth:`head_s`."""
+        if sequences < 1:
+            return Work()
+        g, t = decoder.head_op(self.model, sequences, self.plan.tp, self.gp), self.plan.tp
+        return Work(t * g.flops, 0.0, t * g.bytes)
+
+    def _prefill_attention(self, tokens: int, past: int) -> tuple[AttentionOp, float]:
+        """The flash kernel over ``past + tokens`` tokens and the causal share of its query
+        rows a chunk of ``tokens`` after ``past`` cached ones computes."""
         m, t = self.model, self.plan.tp
         seq = past + tokens
         attn = AttentionOp(batch=1, heads=m.heads // t, seq=seq, head_dim=m.head_dim,
                            kv_heads=max(1, m.kv_heads // t), causal=True, flash=True,
                            precision=attention_precision(self.gp, self.system.chip.core))
+        return attn, 1.0 - (past / seq) ** 2
+
+    def prefill_attention_s(self, tokens: int, past: int) -> float:
+        """Attention of a prefill chunk of ``tokens`` tokens after ``past`` cached ones, every
+        layer."""
+        attn, share = self._prefill_attention(tokens, past)
         bw = self.system.chip.memory_bandwidth_Bps * FITTED.memory_efficiency
         f = flash_attention_parts(self.system, attn, FlashKernel(), bw)[0]
-        share = 1.0 - (past / seq) ** 2
-        return m.layers * f * share
+        return self.model.layers * f * share
+
+    def prefill_attention_work(self, tokens: int, past: int) -> Work:
+        """The FLOPs and bytes of :meth:`prefill_attention_s` (the kernel's, times the same
+        share)."""
+        attn, share = self._prefill_attention(tokens, past)
+        k = self.model.layers * share * self.plan.tp
+        return Work(0.0, k * attn.flops, k * attn.bytes)
 
     def decode_attention_s(self, sequences: int, keys: int, queries: int = 1) -> float:
         """One flash-decoding kernel per layer for ``sequences`` sequences attending ``keys``
@@ -122,6 +163,18 @@ class IterationCost:
             return 0.0
         launch = self.system.chip.kernel_launch_s
         return self.model.layers * (launch + keys * self._per_key_s(queries))
+
+    def decode_attention_work(self, sequences: int, keys: int, queries: int = 1) -> Work:
+        """The FLOPs and bytes of :meth:`decode_attention_s`."""
+        if sequences < 1:
+            return Work()
+        memo = self._per_key_work
+        if queries not in memo:
+            one = cached_attention(self.model, self.plan, 1, 1)  # per attended key
+            k = self.model.layers * self.plan.tp
+            memo[queries] = (k * one.flops * queries, k * one.bytes)
+        f, b = memo[queries]
+        return Work(0.0, keys * f, keys * b)
 
     def _per_key_s(self, queries: int) -> float:
         """Seconds per attended key and layer (memoized per ``queries``)."""

@@ -1,6 +1,7 @@
 """What one iteration of a replica costs: the engine's time for its mix of prefill chunks and
-decode tokens (:class:`accelsim.engine.iteration.IterationCost`), memoized by shape buckets, plus
-a speculative draft and the host's per-iteration overhead.
+decode tokens (:class:`accelsim.engine.iteration.IterationCost`) and the FLOPs and bytes of the
+same parts (its dynamic energy's, :class:`accelsim.engine.energy.Work`), memoized together by
+shape buckets, plus a speculative draft and the host's per-iteration overhead (time only).
 
 Token counts round up to buckets: exact up to :data:`EXACT_UP_TO`, then 8 per octave (at most
 12.5 % more tokens than the iteration has: a conservative time, and powers of two exact). The
@@ -21,6 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from accelsim.engine.energy import Work
 from accelsim.engine.iteration import IterationCost
 from accelsim.errors import InputError, check_int
 
@@ -64,8 +66,13 @@ class SpecDecode:
         return np.cumprod(ok, axis=1).sum(axis=1) + 1
 
 
+def _both(seconds, work):
+    """``(seconds(*n), work(*n))``, memoized: a part's time and its work, one bucket lookup."""
+    return lru_cache(maxsize=None)(lambda *n: (seconds(*n), work(*n)))
+
+
 class StepTimer:
-    """Seconds of one iteration on one replica, memoized by bucket."""
+    """Seconds and work of one iteration on one replica, memoized by bucket."""
 
     def __init__(self, cost: IterationCost, host_overhead_s: float = 0.0,
                  spec: SpecDecode | None = None, draft: IterationCost | None = None) -> None:
@@ -73,26 +80,42 @@ class StepTimer:
             raise InputError("speculative decoding needs both its settings and a draft model")
         self.cost, self.host_s, self.spec, self.draft = cost, host_overhead_s, spec, draft
         self.q = 1 if spec is None else spec.k + 1
-        self.linear = lru_cache(maxsize=None)(cost.linear_s)
-        self.head = lru_cache(maxsize=None)(cost.head_s)
-        self.chunk = lru_cache(maxsize=None)(cost.prefill_attention_s)
+        self.linear = _both(cost.linear_s, cost.linear_work)
+        self.head = _both(cost.head_s, cost.head_work)
+        self.chunk = _both(cost.prefill_attention_s, cost.prefill_attention_work)
         if draft is not None:
-            self.draft_linear = lru_cache(maxsize=None)(draft.linear_s)
-            self.draft_head = lru_cache(maxsize=None)(draft.head_s)
+            self.draft_linear = _both(draft.linear_s, draft.linear_work)
+            self.draft_head = _both(draft.head_s, draft.head_work)
 
     def iteration_s(self, chunks: list[tuple[int, int]], finishing: int, decodes: int,
                     keys: int) -> float:
-        """Prefill ``chunks`` (tokens, cached tokens before them), ``finishing`` of which end
-        their prompt (they emit a token), and ``decodes`` decoding sequences attending
-        ``keys`` cached keys in all (their new tokens included)."""
+        """Seconds of :meth:`iteration`."""
+        return self.iteration(chunks, finishing, decodes, keys)[0]
+
+    def iteration(self, chunks: list[tuple[int, int]], finishing: int, decodes: int,
+                  keys: int) -> tuple[float, Work]:
+        """Seconds and work (every GPU of the replica) of an iteration: prefill ``chunks``
+        (tokens, cached tokens before them), ``finishing`` of which end their prompt (they
+        emit a token), and ``decodes`` decoding sequences attending ``keys`` cached keys in
+        all (their new tokens included)."""
         q = self.q
         tokens = sum(t for t, _ in chunks) + decodes * q
-        s = self.linear(bucket(tokens)) + self.head(finishing + decodes * q) + self.host_s
+        (ls, lw), (hs, hw) = self.linear(bucket(tokens)), self.head(finishing + decodes * q)
+        s = ls + hs + self.host_s
+        f, a, b = lw.flops + hw.flops, 0.0, lw.bytes + hw.bytes
         for t, past in chunks:
-            s += self.chunk(bucket(t), bucket(past) if past else 0)
+            cs, cw = self.chunk(bucket(t), bucket(past) if past else 0)
+            s, a, b = s + cs, a + cw.attention_flops, b + cw.bytes
         if decodes:
+            dw = self.cost.decode_attention_work(decodes, keys, q)
             s += self.cost.decode_attention_s(decodes, keys, q)
+            a, b = a + dw.attention_flops, b + dw.bytes
             if self.draft is not None:  # K draft steps over the same caches
-                d = self.draft_linear(bucket(decodes)) + self.draft_head(decodes)
-                s += self.spec.k * (d + self.draft.decode_attention_s(decodes, keys))
-        return s
+                (ls, lw), (hs, hw) = self.draft_linear(bucket(decodes)), self.draft_head(decodes)
+                dw = self.draft.decode_attention_work(decodes, keys)
+                k = self.spec.k
+                s += k * (ls + hs + self.draft.decode_attention_s(decodes, keys))
+                f += k * (lw.flops + hw.flops)
+                a += k * dw.attention_flops
+                b += k * (lw.bytes + hw.bytes + dw.bytes)
+        return s, Work(f, a, b)

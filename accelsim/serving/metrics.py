@@ -9,16 +9,21 @@ integrated from the arrival and finish events; ``requests_per_s`` is the measure
 the time from the window's start to the last of them finishing (vLLM's
 ``benchmark_serving.py``: completed requests over the benchmark's duration), the offered load
 the same requests over the window (so throughput never exceeds it: the last finish comes after
-the last arrival).
+the last arrival). The energy is that of the same time (window start to the last measured
+finish), over every GPU: static power the whole time, busy or idle, and each iteration's
+dynamic energy by the share of it inside; per output token, over the same output tokens as
+``output_tokens_per_s`` (so J/token = the deployment's mean power / its token rate).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
+from accelsim.engine.energy import StepEnergy, Work
 from accelsim.serving.sim import EventLog
 
 #: share of the requests (the first to arrive) left out as warm-up
@@ -58,8 +63,10 @@ def _in_system_mean(arrival: np.ndarray, finish: np.ndarray, t0: float, t1: floa
 
 
 def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | None = None,
-            slo_tpot_s: float | None = None) -> dict:
-    """The run's metrics (the ``--json`` keys)."""
+            slo_tpot_s: float | None = None,
+            energy: Callable[[float, Work], StepEnergy | None] | None = None) -> dict:
+    """The run's metrics (the ``--json`` keys); ``energy`` prices seconds of the deployment
+    doing some work (None: no power model, the energy keys null)."""
     m = table[table["measured"]]
     t0, t_last = float(m["arrival_s"].min()), float(table["arrival_s"].max())
     span = float(m["finish_s"].max()) - t0
@@ -82,6 +89,11 @@ def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | N
     tok = float(m["output_tokens"].sum()) / span if span > 0 else None
     d.update(requests_per_s=rps, output_tokens_per_s=tok,
              output_tokens_per_s_per_gpu=None if tok is None else tok / gpus)
+    e = None if energy is None or span <= 0 else energy(span, window_work(log, t0, t0 + span))
+    d.update(energy_J=None if e is None else e.energy_J,
+             power_W_per_gpu=None if e is None else e.power_W,
+             energy_J_per_output_token=None if e is None or not m["output_tokens"].sum()
+             else e.energy_J / float(m["output_tokens"].sum()))
     if slo_ttft_s is not None or slo_tpot_s is not None:
         ok = np.ones(len(m), dtype=bool)
         if slo_ttft_s is not None:
@@ -99,6 +111,18 @@ def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | N
     d["kv_cache_utilization"] = _kv_utilization(log, t0, t_last)
     d["iterations"] = len(log.iterations)
     return d
+
+
+def window_work(log: EventLog, t0: float, t1: float) -> Work:
+    """The iterations' work in [t0, t1], each iteration's by the share of its time inside."""
+    it = log.iterations
+    if not len(it) or t1 <= t0:
+        return Work()
+    dur = it[:, 2] - it[:, 1]
+    inside = np.clip(it[:, 2], t0, t1) - np.clip(it[:, 1], t0, t1)
+    share = np.divide(inside, dur, out=np.zeros_like(dur), where=dur > 0)
+    f, a, b = share @ log.work
+    return Work(float(f), float(a), float(b))
 
 
 def _kv_utilization(log: EventLog, t0: float, t1: float) -> float | None:

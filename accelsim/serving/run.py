@@ -20,6 +20,7 @@ from accelsim.bounds import MAX_SEED
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.inference import InferencePlan
 from accelsim.engine.comm import fabric_of
+from accelsim.engine.energy import StepEnergy, Work, work_energy
 from accelsim.engine.iteration import IterationCost, kv_swap_s_per_token, kv_transfer_s
 from accelsim.engine.plan import LlmParams
 from accelsim.errors import InputError, check_int
@@ -147,6 +148,11 @@ class Deployment:
                             swap))
         return tuple(out)
 
+    def energy(self, time_s: float, work: Work) -> StepEnergy | None:
+        """Energy of ``time_s`` of every GPU of the deployment doing ``work`` (the power
+        model's, at the clock the iterations are timed at; None without one)."""
+        return work_energy(self.system, self.gp, time_s, self.gpus, work)
+
     def transfer(self):
         """Seconds to move a sequence's KV cache of n tokens, prefill to decode (None:
         aggregated serving)."""
@@ -197,8 +203,7 @@ class ServeResult:
                 "preemption": "recompute" if d.swap_GBps is None else "swap",
                 "host_link_GBps": d.swap_GBps,
                 "prefix_hit_rate": None if d.prefix_cache is None else d.prefix_cache.hit_rate,
-                **self.metrics,
-                "energy_J_per_output_token": None}
+                **self.metrics}
 
 
 def run(dep: Deployment, requests: tuple[arr.Request, ...], seed: int = 0,
@@ -217,7 +222,7 @@ def run(dep: Deployment, requests: tuple[arr.Request, ...], seed: int = 0,
     log = simulate(requests, pools or dep.pools(), rng, dep.request_overhead_s,
                    dep.transfer())
     table = request_table(log)
-    m = summary(log, table, dep.gpus, slo_ttft_s, slo_tpot_s)
+    m = summary(log, table, dep.gpus, slo_ttft_s, slo_tpot_s, dep.energy)
     return ServeResult(dep, m, table, log)
 
 

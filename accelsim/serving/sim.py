@@ -60,6 +60,7 @@ class EventLog:
     kv_transfer_s: np.ndarray  # disaggregated: the KV cache's move (0: none)
     prefix_hit_tokens: np.ndarray  # prompt tokens found in a prefix cache
     iterations: np.ndarray  # rows: lane, start_s, end_s, prefill_tokens, decodes, kv_used
+    work: np.ndarray  # per iteration: FLOPs, attention FLOPs, bytes (its replica's GPUs)
     kv_blocks: int  # every lane's together
     preemptions: int
 
@@ -92,6 +93,7 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
     where = np.zeros(len(requests), dtype=np.int64)
     moved = np.zeros(len(requests))
     its: list[tuple] = []
+    work: list[tuple] = []
 
     def put(k: int, s: Seq) -> None:
         load[k] += 1
@@ -129,7 +131,8 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
                 continue
             chunks = [(t, past) for _, t, past in it.chunks]
             n = len(it.decodes)
-            dt = timer.iteration_s(chunks, it.finishing, n, it.keys) + it.swap_s
+            dt, w = timer.iteration(chunks, it.finishing, n, it.keys)
+            dt += it.swap_s
             start = env.now
             used = sched.total_blocks - sched.free_blocks
             yield env.timeout(dt)
@@ -140,6 +143,7 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
                 env.process(hand_over(s))
             sched.handed.clear()
             its.append((k, start, env.now, sum(t for t, _ in chunks), n, used))
+            work.append((w.flops, w.attention_flops, w.bytes))
 
     env.process(feed())
     for k in range(len(lanes)):
@@ -154,5 +158,6 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
         replica=where, kv_transfer_s=moved,
         prefix_hit_tokens=np.array([s.hit for s in seqs], dtype=np.int64),
         iterations=np.array(its, dtype=float).reshape(-1, 6),
+        work=np.array(work, dtype=float).reshape(-1, 3),
         kv_blocks=sum(sched.total_blocks for _, sched, _ in lanes),
         preemptions=sum(sched.preemptions for _, sched, _ in lanes))
