@@ -187,8 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(args._run(args) or 0)
     except AccelsimError as exc:  # what the user's input or request caused: one line
         msg = str(exc)
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # a resumable command says more (commands._common.exit_interrupted)
+        print(f"{prog}: interrupted; " + (f"written before it: {', '.join(_written)}"
+                                          if _written else "nothing was written"),
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``accelsim ... | head``): stop quietly, as Unix tools do.

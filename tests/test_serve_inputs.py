@@ -187,3 +187,25 @@ def test_plot_draws_the_latency_cdf_of_requests_out(tmp_path, capsys):
     assert png.stat().st_size > 1000
     assert main(["plot", str(req), "--cdf", "nosuch", "--out", str(png)]) == 2
     assert "--cdf nosuch: not a column" in capsys.readouterr().err
+
+
+def test_a_rate_sweep_journals_each_rate_and_resumes(tmp_path, capsys):
+    """--rates --out appends each rate's row as it finishes; a rerun with the same settings
+    computes only the rates missing (its rows equal a fresh sweep's), and a journal of other
+    settings is refused in one line."""
+    import pandas as pd
+
+    out = tmp_path / "rates.csv"
+    cmd = BASE + f"--requests 30 --input-tokens 64 --output-tokens 8 --out {out} --rates "
+    assert main((cmd + "1,4").split()) == 0
+    assert len(pd.read_csv(out)) == 2
+    assert main((cmd + "1,4,16").split()) == 0
+    resumed = pd.read_csv(out)
+    fresh = tmp_path / "fresh.csv"
+    assert main((cmd.replace(str(out), str(fresh)) + "1,4,16").split()) == 0
+    capsys.readouterr()
+    cols = ["rate_requests_per_s", "requests_per_s", "time_to_first_token_s_p50"]
+    pd.testing.assert_frame_equal(resumed[cols], pd.read_csv(fresh)[cols])
+    assert main((cmd.replace("--requests 30", "--requests 31") + "1,4").split()) == 2
+    err = capsys.readouterr().err
+    assert "other settings" in err and len(err.strip().splitlines()) == 1

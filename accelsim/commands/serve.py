@@ -222,11 +222,19 @@ def run(args: argparse.Namespace) -> int:
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3
     if args.rates is not None:
         lengths = request_lengths(args.input_tokens, args.output_tokens, args.lengths)
-        df = sweep(dep, args.rates, args.requests, lengths, args.seed, args.burstiness,
-                   slo_ttft, slo_tpot, progress=sys.stderr.isatty())
+        try:
+            df = sweep(dep, args.rates, args.requests, lengths, args.seed, args.burstiness,
+                       slo_ttft, slo_tpot, progress=sys.stderr.isatty(), out=args.out)
+        except KeyboardInterrupt:
+            if args.out is None:
+                raise
+            from accelsim.commands._common import exit_interrupted, journal_rows
+
+            exit_interrupted("serve", f"{journal_rows(args.out)} of {len(args.rates)} rates",
+                             args.out)
         if args.out is not None:
-            df.to_csv(args.out, index=False, float_format="%.6g")
-            print(f"wrote {args.out}: {len(df)} rates", file=sys.stderr)
+            print(f"wrote {args.out}: {len(df)} rates (each as it finished; a rerun resumes)",
+                  file=sys.stderr)
         if args.json:
             print(df.to_json(orient="records"))
             return 0

@@ -244,17 +244,48 @@ def stream(rate: float, requests: int, lengths: arr.Lengths, seed: int = 0,
 
 def sweep(dep: Deployment, rates: tuple[float, ...], requests: int, lengths: arr.Lengths,
           seed: int = 0, burstiness: float = 1.0, slo_ttft_s: float | None = None,
-          slo_tpot_s: float | None = None, progress: bool = False) -> pd.DataFrame:
-    """One row of metrics per request rate (the same seed at each), one deployment."""
+          slo_tpot_s: float | None = None, progress: bool = False,
+          out: str | Path | None = None) -> pd.DataFrame:
+    """One row of metrics per request rate (the same seed at each), one deployment. ``out``
+    (a CSV) is a journal: each rate's row is appended as it finishes, and a rerun with the same
+    settings skips the rates already there (a journal of other settings is refused)."""
+    import hashlib
+
     from tqdm import tqdm
 
+    key = hashlib.sha256(repr((dep, requests, lengths, seed, burstiness, slo_ttft_s,
+                               slo_tpot_s)).encode()).hexdigest()[:16]
+    done = _journal(out, key)
     pools = dep.pools()
     rows = []
     for rate in tqdm(rates, desc="serve rates", unit="rate", disable=not progress):
+        if rate in done:
+            rows.append(done[rate])
+            continue
         r = run(dep, stream(rate, requests, lengths, seed, burstiness), seed, slo_ttft_s,
                 slo_tpot_s, pools)
-        rows.append({"rate_requests_per_s": rate, **r.as_dict()})
+        rows.append({"rate_requests_per_s": rate, **r.as_dict(), "settings": key})
+        if out is not None:
+            pd.DataFrame(rows[-1:]).to_csv(out, mode="a", index=False, float_format="%.10g",
+                                           header=not Path(out).exists())
     return pd.DataFrame(rows)
+
+
+def _journal(out: str | Path | None, key: str) -> dict[float, dict]:
+    """The rows of a rate sweep's journal ``out`` written with the settings ``key``, by rate."""
+    if out is None or not Path(out).exists():
+        return {}
+    try:
+        old = pd.read_csv(out)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{out}: not a serve --rates table ({exc})") from None
+    if "settings" not in old or "rate_requests_per_s" not in old:
+        raise InputError(f"{out}: not a serve --rates table (no settings / rate columns)")
+    if (old["settings"].astype(str) != key).any():
+        raise InputError(f"{out} holds a sweep of other settings: delete it or choose another "
+                         "--out to start this one")
+    old = old.astype(object).where(old.notna(), None)
+    return {float(r["rate_requests_per_s"]): r for r in old.to_dict("records")}
 
 
 def serve(system: System, model: str | Path | TransformerConfig | Decoder, scheme: str, *,
