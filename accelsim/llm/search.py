@@ -12,6 +12,7 @@ from typing import Any
 
 from accelsim.arch import System, build_system
 from accelsim.dse.sweep import Infeasible, SweepSpec, run_sweep
+from accelsim.dse.sweep_spec import point_id
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.plan import RECOMPUTE, ZERO_STAGES, LlmParams, Plan
 from accelsim.engine.transformer import predict
@@ -147,14 +148,11 @@ def search(model: GptConfig | Decoder, system_path: str, gpus: int, global_batch
     table = _sorted(run_sweep(spec, evaluate_plan, out, executor=executor, workers=workers,
                               progress=progress))
     if clock == "power" and build_system(system_path).chip.power_limited:
-        top = table.index[table["status"] == "ok"][:refine]
-        for i in top:
-            point = {**{k: table.at[i, k] for k in table.columns if k not in OUTPUT_COLUMNS},
-                     **dict(spec.base), "clock": "power"}
-            for k in ("tp", "pp", "micro_batch", "interleave", "ep"):
-                if k in point and point[k] is not None:
-                    point[k] = int(point[k])
-            for k, v in evaluate_plan(point).items():
+        best = set(table.loc[table["status"] == "ok", "point_id"][:refine])
+        points = {point_id(p): p for p in spec.iter_points()}
+        for i in table.index[table["point_id"].isin(best)]:
+            for k, v in evaluate_plan({**points[table.at[i, "point_id"]],
+                                       "clock": "power"}).items():
                 table.at[i, k] = v
             table.at[i, "clock"] = "power"
         table = _sorted(table)
