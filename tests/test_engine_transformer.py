@@ -124,6 +124,13 @@ def test_search_ranks_and_explains():
                         sequence_parallel=bool(b.sequence_parallel), zero=int(b.zero)),
                 "bf16", H100)
     assert r.samples_per_s == pytest.approx(b.samples_per_s)
+    # ... at its power-limited clock (the default): the best REFINE_PLANS re-timed there, the
+    # rest ranked at the preset's
+    from accelsim.llm.search import REFINE_PLANS
+
+    assert b.clock == "power" and b.clock_MHz == pytest.approx(r.clock_MHz)
+    assert (ok.clock == "power").sum() == min(REFINE_PLANS, len(ok))
+    assert ok.clock_MHz.isna().sum() == len(ok) - min(REFINE_PLANS, len(ok))
 
 
 def test_search_drops_what_does_not_fit():
