@@ -58,6 +58,7 @@ PLAUSIBLE = {
     "frequency_GHz": (1e-3, 100.0),                 # 1 MHz .. 100 GHz
     "bandwidth_GBps": (1e-6, 1e7),                  # a link or a memory level
     "memory_bandwidth_GBps": (1e-3, 1e7),
+    "host_link_GBps": (1e-3, 1e7),                  # [chip]: GPU-host link, per direction
     "ring_bandwidth_GBps": (1e-3, 1e7),
     "scratchpad_bandwidth_GBps": (1e-3, 1e7),
     "latency_ns": (1e-3, 1e9),                      # 1 ps .. 1 s
@@ -103,6 +104,7 @@ SI_RANGES = {
     "frequency_Hz": _si(("frequency_GHz", 1e9)),
     "bandwidth_Bps": _si(("bandwidth_GBps", 1e9)),
     "memory_bandwidth_Bps": _si(("memory_bandwidth_GBps", 1e9)),
+    "host_link_Bps": _si(("host_link_GBps", 1e9)),
     "ring_bandwidth_Bps": _si(("ring_bandwidth_GBps", 1e9)),
     "scratchpad_bandwidth_Bps": _si(("scratchpad_bandwidth_GBps", 1e9)),
     "latency_s": _si(("latency_ns", 1e-9)),

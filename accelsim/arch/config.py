@@ -20,7 +20,9 @@ Schema (every key required unless marked optional)::
               Winograd where faster, as cuDNN's benchmark mode; true needs [[chip.level]]),
               split_k (optional bool, default false: a GEMM whose output tiles leave cores
               idle may split K over them and reduce the fp32 partial sums in a second kernel,
-              as GPU GEMM libraries do; accelsim.perf.gemm)
+              as GPU GEMM libraries do; accelsim.perf.gemm),
+              host_link_GBps (optional: the chip's link to host memory, GB/s per direction,
+              PCIe or NVLink-C2C; what serving's KV offload copies over)
     [chip.power]  (optional; absent = no power model) power_limit_W (board limit, the TDP),
               static_W, max_clock_MHz, voltage_floor (V(0)/V(f_max) of a linear V(f), in
               [0, 1)), memory_pJ_per_byte; [chip.power.flop_pJ] precision = pJ per FLOP at
@@ -253,6 +255,11 @@ def _unaligned_rate(t: Table) -> float:
     return v
 
 
+def _host_link(t: Table) -> float | None:
+    v = t.positive("host_link_GBps", optional=True)
+    return None if v is None else v * _GB
+
+
 def _chip(t: Table, core: Core) -> Chip:
     cores = t.integer("cores")
     launch = t.raw("kernel_launch_us", optional=True)
@@ -284,6 +291,7 @@ def _chip(t: Table, core: Core) -> Chip:
         split_k=t.boolean("split_k", default=False),
         power=_power(t.table("power"), core) if "power" in t.data else None,
         unaligned_gemm_rate=_unaligned_rate(t),
+        host_link_Bps=_host_link(t),
     )
     if chip.winograd and not levels:
         # only the hierarchy (GPU) model times Winograd; the per-core model would ignore it
@@ -334,7 +342,8 @@ def system_from_dict(data: Mapping[str, Any], source: str | Path = "<dict>") -> 
 
 #: optional keys of the schema (module docstring): an override may set one a file leaves out
 OPTIONAL_KEYS = ("system.network_efficiency", "chip.kernel_launch_us", "chip.fusion",
-                 "chip.layout", "chip.winograd", "chip.split_k", "chip.unaligned_gemm_rate")
+                 "chip.layout", "chip.winograd", "chip.split_k", "chip.unaligned_gemm_rate",
+                 "chip.host_link_GBps")
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any],

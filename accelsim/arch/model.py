@@ -237,7 +237,9 @@ class Chip:
     kernels without 16-byte vector or TMA loads (1: no penalty; :mod:`accelsim.perf.gemm`);
     ``split_k``, whether a GEMM whose output tiles leave cores idle may split its K over them
     (fp32 partial sums reduced by a second kernel), as GPU GEMM libraries do
-    (:mod:`accelsim.perf.gemm`)."""
+    (:mod:`accelsim.perf.gemm`); ``host_link_Bps``, the chip's link to host memory, bytes/s
+    per direction (PCIe or NVLink-C2C; None: not given), which serving's KV offload copies over
+    (:mod:`accelsim.serving.scheduler`)."""
 
     cores: int
     core: Core
@@ -252,11 +254,14 @@ class Chip:
     power: ChipPower | None = None
     unaligned_gemm_rate: float = 1.0
     split_k: bool = False
+    host_link_Bps: float | None = None
 
     def __post_init__(self) -> None:
         _check_counts(self, "cores")
         _check_quantities(self, "ring_bandwidth_Bps", "memory_capacity_bytes",
                           "memory_bandwidth_Bps", "kernel_launch_s", "unaligned_gemm_rate")
+        if self.host_link_Bps is not None:
+            check_si("Chip", "host_link_Bps", self.host_link_Bps)
         for f in ("fusion", "winograd", "split_k"):  # "off" is not False: refused, not truthy
             check_bool(f"Chip.{f}", getattr(self, f))
         if self.layout not in LAYOUTS:
@@ -328,6 +333,10 @@ class Chip:
         """The same chip with another chip-memory (HBM/DRAM) bandwidth, bytes/s."""
         return replace(self, memory_bandwidth_Bps=check_si("Chip", "memory_bandwidth_Bps",
                                                            bandwidth_Bps))
+
+    def with_host_link_bandwidth(self, bandwidth_Bps: float) -> Chip:
+        """The same chip with another link to host memory, bytes/s per direction."""
+        return replace(self, host_link_Bps=check_si("Chip", "host_link_Bps", bandwidth_Bps))
 
     def with_frequency(self, frequency_Hz: float) -> Chip:
         """The same chip at another fixed SM clock (:meth:`at_clock`); with a power table, not
@@ -448,6 +457,10 @@ class System:
     def with_memory_bandwidth(self, bandwidth_Bps: float) -> System:
         """The same system with every chip's memory bandwidth changed (bytes/s)."""
         return replace(self, chip=self.chip.with_memory_bandwidth(bandwidth_Bps))
+
+    def with_host_link_bandwidth(self, bandwidth_Bps: float) -> System:
+        """The same system with every chip's host link changed (bytes/s per direction)."""
+        return replace(self, chip=self.chip.with_host_link_bandwidth(bandwidth_Bps))
 
     def with_frequency(self, frequency_Hz: float) -> System:
         """The same system with every chip at another fixed SM clock (Hz)."""
