@@ -86,8 +86,14 @@ def test_bad_arrivals_files_name_the_row_and_the_key(tmp_path, text, msg):
     (dict(rate=1.0, chunked_prefill=1), "chunked_prefill must be"),
     (dict(rate=1.0, prefix_hit_rate=0.5), "prefix_hit_rate is for the prefix cache"),
     (dict(rate=1.0, preemption="evict"), "unknown preemption 'evict'"),
-    (dict(rate=1.0, preemption="swap"), "swap preemption needs host_link_GBps"),
-    (dict(rate=1.0, host_link_GBps=64.0), "host_link_GBps is for swap"),
+    (dict(rate=1.0, host_link_GBps=64.0), "host_link_GBps is for KV offload"),
+    (dict(rate=1.0, host_kv_GiB=1.0), "host_kv_GiB is for KV offload"),
+    (dict(rate=1.0, preemption="swap", host_link_GBps=0.0), "host_link_GBps"),
+    (dict(rate=1.0, preemption="swap", host_link_GBps=float("nan")), "host_link_GBps"),
+    (dict(rate=1.0, preemption="swap", host_link_GBps=64e9), "host_link_GBps"),
+    (dict(rate=1.0, preemption="swap", host_kv_GiB=0.0), "host_kv_GiB"),
+    (dict(rate=1.0, preemption="swap", host_kv_GiB=True), "host_kv_GiB"),
+    (dict(rate=1.0, preemption="swap", host_kv_GiB="4"), "host_kv_GiB"),
     (dict(rate=1.0, prefix_cache=True, prefix_hit_rate=1.5), "prefix hit rate must be"),
 ])
 def test_bad_library_arguments_are_refused_by_name(kw, msg):

@@ -8,8 +8,8 @@ import argparse
 import json
 import sys
 
-from accelsim.commands._common import (chip_count, dimension, float_type, int_type,
-                                       memory_reserve_GiB, positive_float, seed)
+from accelsim.commands._common import (chip_count, config_range_float, dimension, float_type,
+                                       int_type, memory_reserve_GiB, positive_float, seed)
 
 NAME = "serve"
 HELP = ("LLM serving simulation: request stream, continuous batching, paged KV cache; TTFT, "
@@ -113,11 +113,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "--prefix-hit-rate)")
     e.add_argument("--prefix-hit-rate", type=float_type(0.0, 1.0), default=None, metavar="F",
                    help="with --prefix-cache: the share of every prompt found cached")
-    e.add_argument("--preemption", choices=("recompute", "swap"), default="recompute",
-                   help="a full KV cache preempts by recompute (default) or swap to host "
-                        "memory (needs --host-link-GBps)")
-    e.add_argument("--host-link-GBps", type=float_type(0.0, 1e6, lo_open=True), default=None,
-                   metavar="GBPS", help="--preemption swap: GPU-host bandwidth per GPU")
+    e.add_argument("--kv-offload", action="store_true",
+                   help="a full KV cache offloads the preempted sequence's blocks to host "
+                        "memory over the chip's host link (= --preemption swap)")
+    e.add_argument("--preemption", choices=("recompute", "swap"), default=None,
+                   help="a full KV cache preempts by recompute (default) or swap (KV offload)")
+    e.add_argument("--host-kv-GiB", type=float_type(0.0, 1e6, lo_open=True), default=None,
+                   metavar="GIB", help="--kv-offload: host memory per GPU for KV blocks "
+                                       "(default: no limit)")
+    e.add_argument("--host-link-GBps", type=config_range_float("host_link_GBps"), default=None,
+                   metavar="GBPS", help="--kv-offload: GPU-host link per direction (default: "
+                                        "the chip's [chip] host_link_GBps)")
     e.add_argument("--spec-decode", type=int_type(0, 16), default=0, metavar="K",
                    help="speculative decoding: K draft tokens per step (default 0: off)")
     e.add_argument("--accept-rate", type=float_type(0.0, 1.0), default=None, metavar="P",
@@ -161,6 +167,17 @@ def _deployment(args: argparse.Namespace):
     elif args.decode_tp is not None and args.tp != 1:
         raise UserError("--decode-tp or --tp, not both")
     tp = args.tp if args.decode_tp is None else args.decode_tp
+    if args.kv_offload and args.preemption == "recompute":
+        raise UserError("--kv-offload is swap preemption: drop --preemption recompute")
+    preemption = "swap" if args.kv_offload else args.preemption or "recompute"
+    if preemption != "swap":
+        for flag, value in (("--host-kv-GiB", args.host_kv_GiB),
+                            ("--host-link-GBps", args.host_link_GBps)):
+            if value is not None:
+                raise UserError(f"{flag} is for --kv-offload")
+    elif args.host_link_GBps is None and system.chip.host_link_Bps is None:
+        raise UserError(f"--kv-offload copies over the chip's host link: {path} sets no "
+                        "[chip] host_link_GBps (add it, or give --host-link-GBps)")
     try:
         return deployment(
             system, args.model, args.scheme, tp=tp, pp=args.pp, ep=args.ep,
@@ -171,8 +188,8 @@ def _deployment(args: argparse.Namespace):
             accept_rate=args.accept_rate, draft=args.draft_model,
             expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve,
             disagg=args.disagg, prefill_tp=args.prefill_tp, prefix_cache=args.prefix_cache,
-            prefix_hit_rate=args.prefix_hit_rate, preemption=args.preemption,
-            host_link_GBps=args.host_link_GBps)
+            prefix_hit_rate=args.prefix_hit_rate, preemption=preemption,
+            host_link_GBps=args.host_link_GBps, host_kv_GiB=args.host_kv_GiB)
     except ValueError as exc:
         raise UserError(f"--model {args.model} --tp {tp} --pp {args.pp} --ep {args.ep}: "
                         f"{exc}") from None
@@ -284,7 +301,8 @@ def run(args: argparse.Namespace) -> int:
               "time_per_output_token_s_p99", "request_latency_s_p50", "request_latency_s_p90",
               "request_latency_s_p99", "kv_transfer_s_p50", "kv_transfer_s_p99",
               "mean_running_requests", "kv_cache_utilization", "preemptions",
-              "host_overhead_s", "energy_J_per_output_token", "power_W_per_gpu"):
+              *(("recomputed_tokens", "kv_offloads", "kv_offloaded_bytes", "kv_offload_s")
+                if d["preemptions"] else ()), "host_overhead_s", "energy_J_per_output_token", "power_W_per_gpu"):
         if d.get(k) is not None:
             print(f"  {k:<30} {d[k]:.4g}")
     return 0

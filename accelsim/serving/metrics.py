@@ -108,6 +108,11 @@ def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | N
     d["mean_running_requests"] = _in_system_mean(table["arrival_s"].to_numpy(),
                                                  table["finish_s"].to_numpy(), t0, t_last)
     d["preemptions"] = int(log.preemptions)
+    # the whole run's (as preemptions): what preemption cost, by recompute or over the host link
+    d["recomputed_tokens"] = int(log.recomputed_tokens)
+    d["kv_offloads"] = int(log.kv_offloads)
+    d["kv_offloaded_bytes"] = float(log.kv_offloaded_bytes)
+    d["kv_offload_s"] = float(log.kv_offload_s)
     d["kv_cache_utilization"] = _kv_utilization(log, t0, t_last)
     d["iterations"] = len(log.iterations)
     return d

@@ -16,12 +16,13 @@ import pandas as pd
 
 from accelsim.arch import System
 from accelsim.arch.schemes import get_scheme
-from accelsim.bounds import MAX_SEED
+from accelsim.bounds import MAX_SEED, PLAUSIBLE, check_number
 from accelsim.engine.decoder import Decoder
-from accelsim.engine.inference import InferencePlan
+from accelsim.engine.inference import InferencePlan, kv_cache_bytes_per_gpu
 from accelsim.engine.comm import fabric_of
 from accelsim.engine.energy import StepEnergy, Work, work_energy
 from accelsim.engine.iteration import IterationCost, kv_swap_s_per_token, kv_transfer_s
+from accelsim.engine.memory import GIB
 from accelsim.engine.plan import LlmParams
 from accelsim.errors import InputError, check_int
 from accelsim.serving import arrivals as arr
@@ -29,12 +30,14 @@ from accelsim.serving.costs import SpecDecode, StepTimer
 from accelsim.serving.metrics import request_table, summary
 from accelsim.serving.policy import BLOCK_TOKENS, kv_capacity_tokens
 from accelsim.errors import choose
-from accelsim.serving.scheduler import BatchLimits, Preemption, PrefixCache
+from accelsim.serving.scheduler import BatchLimits, HostOffload, Preemption, PrefixCache
 from accelsim.serving.sim import EventLog, Pool, simulate
 from accelsim.workload.transformer import TransformerConfig
 
 #: largest per-iteration or per-request host overhead (seconds)
 MAX_OVERHEAD_S = 10.0
+#: most host memory per GPU for offloaded KV blocks (GiB)
+MAX_HOST_KV_GIB = 1e6
 MAX_REPLICAS = 4096
 
 
@@ -91,10 +94,20 @@ class Deployment:
     memory_reserve_GiB: float = 0.0
     prefill: PrefillPool | None = None
     prefix_cache: PrefixCache | None = None
-    swap_GBps: float | None = None  # host link per GPU: preemption by swap (None: recompute)
+    kv_offload: bool = False  # preemption by swap to host memory (False: recompute)
+    host_kv_GiB: float | None = None  # host memory per GPU for it (None: no limit)
 
     def __post_init__(self) -> None:
         check_int("replicas", self.replicas, 1, MAX_REPLICAS)
+        if self.kv_offload and self.system.chip.host_link_Bps is None:
+            raise InputError(f"KV offload (swap preemption) copies over the chip's host link: "
+                             f"{self.system.name} sets no [chip] host_link_GBps (add it to "
+                             "the system file, or give host_link_GBps / --host-link-GBps)")
+        if self.host_kv_GiB is not None:
+            if not self.kv_offload:
+                raise InputError("host_kv_GiB is for KV offload (preemption='swap', "
+                                 "--kv-offload)")
+            check_number("host_kv_GiB", self.host_kv_GiB, 0.0, MAX_HOST_KV_GIB, lo_open=True)
         for p in (self.plan, self.prefill.plan if self.prefill else None):
             if p is not None and p.cp > 1:  # a long-prompt prefill's split (accelsim infer)
                 raise InputError(f"serving with context parallelism (cp {p.cp}) is not "
@@ -142,11 +155,21 @@ class Deployment:
         out = []
         for (plan, n, only), timer in zip(sides, timers):
             lane_kv = self.kv_tokens(plan) // plan.pp // BLOCK_TOKENS * BLOCK_TOKENS
-            swap = None if self.swap_GBps is None else kv_swap_s_per_token(
-                self.model, plan, self.swap_GBps * 1e9)
+            off = self.host_offload(plan) if self.kv_offload else None
             out.append(Pool(timer, self.limits, lane_kv, n, plan.pp, only, self.prefix_cache,
-                            swap))
+                            off))
         return tuple(out)
+
+    def host_offload(self, plan: InferencePlan) -> HostOffload:
+        """KV offload on ``plan``'s GPUs: each copies its shard of a token over its own host
+        link; ``host_kv_GiB`` per GPU holds that many tokens' shards, split among the replica's
+        ``pp`` lanes."""
+        per_gpu = kv_cache_bytes_per_gpu(self.model, plan, 1, 1)
+        cap = None if self.host_kv_GiB is None else \
+            int(self.host_kv_GiB * GIB // per_gpu) // plan.pp
+        return HostOffload(kv_swap_s_per_token(self.model, plan,
+                                               self.system.chip.host_link_Bps),
+                           per_gpu * plan.gpus, cap)
 
     def energy(self, time_s: float, work: Work) -> StepEnergy | None:
         """Energy of ``time_s`` of every GPU of the deployment doing ``work`` (the power
@@ -200,8 +223,9 @@ class ServeResult:
                 "accept_rate": None if d.spec is None else d.spec.accept_rate,
                 "expert_skew": d.expert_skew,
                 "prefix_cache": d.prefix_cache is not None,
-                "preemption": "recompute" if d.swap_GBps is None else "swap",
-                "host_link_GBps": d.swap_GBps,
+                "preemption": "swap" if d.kv_offload else "recompute",
+                "host_link_GBps": d.system.chip.host_link_Bps / 1e9 if d.kv_offload else None,
+                "host_kv_GiB": d.host_kv_GiB,
                 "prefix_hit_rate": None if d.prefix_cache is None else d.prefix_cache.hit_rate,
                 **self.metrics}
 
@@ -300,7 +324,8 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
           slo_tpot_s: float | None = None, memory_reserve_GiB: float = 0.0,
           disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
           prefix_cache: bool = False, prefix_hit_rate: float | None = None,
-          preemption: str = "recompute", host_link_GBps: float | None = None) -> ServeResult:
+          preemption: str = "recompute", host_link_GBps: float | None = None,
+          host_kv_GiB: float | None = None) -> ServeResult:
     """Request-level serving simulation, as ``accelsim serve`` runs it (docs/serve.md): a
     stream of ``requests`` at ``rate`` requests/s (gamma inter-arrivals of shape
     ``burstiness``; 1: Poisson) of fixed ``input_tokens`` / ``output_tokens`` or lengths drawn
@@ -314,8 +339,9 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
     P prefill replicas on ``prefill_tp`` GPUs (default ``tp``) and D decode replicas on
     ``tp``, the KV cache moved between them over the system's fabric; ``prefix_cache``: prompts
     start from their cached prefix (the arrivals' ``prefix`` ids, or ``prefix_hit_rate`` of
-    every prompt); ``preemption`` ``recompute`` or ``swap`` (the KV cache to host memory over a
-    ``host_link_GBps`` link per GPU)."""
+    every prompt); ``preemption`` ``recompute`` or ``swap`` (KV offload: the KV cache to host
+    memory over the chip's host link, ``host_link_GBps`` per direction to override it, into
+    ``host_kv_GiB`` of host memory per GPU, default unlimited)."""
     dep = deployment(system, model, scheme, tp=tp, pp=pp, ep=ep, replicas=replicas,
                      kv_cache=kv_cache, max_batch=max_batch,
                      max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
@@ -324,7 +350,7 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
                      expert_skew=expert_skew, memory_reserve_GiB=memory_reserve_GiB,
                      disagg=disagg, prefill_tp=prefill_tp, prefix_cache=prefix_cache,
                      prefix_hit_rate=prefix_hit_rate, preemption=preemption,
-                     host_link_GBps=host_link_GBps)
+                     host_link_GBps=host_link_GBps, host_kv_GiB=host_kv_GiB)
     reqs = request_stream(rate=rate, requests=requests, input_tokens=input_tokens,
                           output_tokens=output_tokens, lengths=lengths, arrivals=arrivals,
                           burstiness=burstiness, seed=seed)
@@ -370,8 +396,8 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
                expert_skew: float = 1.0, memory_reserve_GiB: float = 0.0,
                disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
                prefix_cache: bool = False, prefix_hit_rate: float | None = None,
-               preemption: str = "recompute", host_link_GBps: float | None = None
-               ) -> Deployment:
+               preemption: str = "recompute", host_link_GBps: float | None = None,
+               host_kv_GiB: float | None = None) -> Deployment:
     """The deployment, every setting checked once (see :func:`serve`)."""
     from accelsim.llm.inference import checked_scheme, inference_model, inference_plan
 
@@ -419,15 +445,14 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
     if prefix_hit_rate is not None and not prefix_cache:
         raise InputError("prefix_hit_rate is for the prefix cache (prefix_cache=True)")
     pc = PrefixCache(prefix_hit_rate) if prefix_cache else None
-    mode = choose(Preemption, preemption, "preemption")
-    if mode is Preemption.SWAP:
-        if not (isinstance(host_link_GBps, int | float) and not isinstance(host_link_GBps, bool)
-                and math.isfinite(host_link_GBps) and 0 < host_link_GBps <= 1e6):
-            raise InputError(f"swap preemption needs host_link_GBps, the GPU-host link's "
-                             f"bandwidth in GB/s per GPU (e.g. PCIe Gen5 x16: 64), got "
-                             f"{host_link_GBps!r}")
-    elif host_link_GBps is not None:
-        raise InputError("host_link_GBps is for swap preemption (preemption='swap')")
+    offload = choose(Preemption, preemption, "preemption") is Preemption.SWAP
+    if host_link_GBps is not None:  # the chip's [chip] host_link_GBps, overridden
+        if not offload:
+            raise InputError("host_link_GBps is for KV offload (preemption='swap', "
+                             "--kv-offload)")
+        lo, hi = PLAUSIBLE["host_link_GBps"]
+        system = system.with_host_link_bandwidth(
+            check_number("host_link_GBps (GB/s per direction)", host_link_GBps, lo, hi) * 1e9)
     return Deployment(system, dec, plan, sc.name, limits, replicas, host_overhead_s,
                       request_overhead_s, spec, dft, expert_skew, memory_reserve_GiB, prefill,
-                      pc, None if mode is Preemption.RECOMPUTE else float(host_link_GBps))
+                      pc, offload, host_kv_GiB)

@@ -18,8 +18,11 @@ paged KV cache is full.
 * KV blocks are allocated as tokens are computed; when a decode finds no free block, the
   sequence admitted last is preempted: its blocks freed, it goes back to the head of the queue,
   and by recompute (vLLM's default) prefills its prompt and the tokens it had generated again,
-  or by swap its KV cache is copied to host memory and back when it is readmitted (the copy's
-  time, ``swap_s_per_token`` per cached token, added to the iteration that makes it).
+  or with a :class:`HostOffload` (vLLM's swap preemption, ``serve --kv-offload``) its KV cache
+  is copied to host memory and back before it runs again, while host memory holds it (else it
+  recomputes). A copy stalls the iteration that makes it: vLLM V0's worker issues the step's
+  swap-ins, then its swap-outs, then runs the model (``Worker.execute_worker``), so nothing
+  overlaps them.
 
 The running batch lives in numpy arrays, one slot per sequence, so a decode iteration of a few
 hundred sequences is a handful of array operations (10,000 requests simulate in seconds).
@@ -66,6 +69,25 @@ class PrefixCache:
 
 
 @dataclass(frozen=True)
+class HostOffload:
+    """KV offload to host memory: ``s_per_token`` seconds to copy one cached token's KV one
+    way (every GPU its shard over its own host link, in parallel), ``bytes_per_token`` those
+    shards together, and room for ``capacity_tokens`` tokens in host memory (None: no limit)."""
+
+    s_per_token: float
+    bytes_per_token: float
+    capacity_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("s_per_token", "bytes_per_token"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1e300):
+                raise InputError(f"HostOffload.{name} must be a positive number, got {v!r}")
+        if self.capacity_tokens is not None:
+            check_int("host KV capacity (tokens)", self.capacity_tokens, 0, 1 << 62)
+
+
+@dataclass(frozen=True)
 class BatchLimits:
     """The engine's batch limits: sequences per iteration, new tokens per iteration, chunked
     prefill on or off."""
@@ -108,7 +130,7 @@ class Iteration:
     decodes: np.ndarray
     finishing: int = 0
     keys: int = 0
-    swap_s: float = 0.0  # KV copies to and from host memory (swap preemption)
+    swap_s: float = 0.0  # KV copies to and from host memory (KV offload)
 
 
 class Scheduler:
@@ -118,7 +140,7 @@ class Scheduler:
     def __init__(self, limits: BatchLimits, kv_tokens: int, verify_tokens: int = 1,
                  window: int | None = None, prefill_only: bool = False,
                  prefix_cache: PrefixCache | None = None,
-                 swap_s_per_token: float | None = None) -> None:
+                 offload: HostOffload | None = None) -> None:
         self.limits = limits
         self.window = window  # a sliding window: the most keys a token attends
         # a disaggregated prefill lane: a sequence leaves when its prompt is done (handed)
@@ -137,8 +159,13 @@ class Scheduler:
         self.gen = np.zeros(n, np.int64)
         self.outl = np.zeros(n, np.int64)
         self.prefix_cache = prefix_cache
-        self.swap_s_per_token = swap_s_per_token  # None: preemption by recompute
-        self._swap_s = 0.0  # copies made while picking the next iteration
+        self.offload = offload  # None: preemption by recompute
+        self._swap_s = 0.0  # copies made since the last iteration that runs
+        self.host_tokens = 0  # tokens whose KV is in host memory now
+        self.offloads = 0  # sequences whose KV went to host memory
+        self.offload_s = 0.0  # the copies' time, both ways
+        self.offload_bytes = 0.0  # and their bytes (every GPU's shard)
+        self.recomputed_tokens = 0  # cached tokens a preemption dropped, to compute again
         self.cached: set[str] = set()  # prefix ids prefilled on this lane
         self.blk = np.zeros(n, np.int64)
         self.order = np.full(n, -1, np.int64)  # admission counter; -1: a free slot
@@ -211,10 +238,15 @@ class Scheduler:
 
     def _preempt(self, k: int) -> None:
         s = self._release(k)
-        if self.swap_s_per_token is not None:  # its cache to host memory, kept
-            self._swap_s += s.computed * self.swap_s_per_token
+        off = self.offload
+        if s.computed and off is not None and (off.capacity_tokens is None or self.host_tokens
+                                               + s.computed <= off.capacity_tokens):
+            self._copy(s.computed)  # its cache to host memory, kept
+            self.host_tokens += s.computed
+            self.offloads += 1
             s.swapped = True
         else:  # recompute: the prompt and every generated token (the re-prefill emits the next)
+            self.recomputed_tokens += s.computed
             s.computed = 0
             s.target = s.req.input_tokens + s.generated
         s.preempted += 1
@@ -327,8 +359,17 @@ class Scheduler:
     def _swap_in(self, s: Seq) -> None:
         """A swapped-out sequence's cache copied back from host memory."""
         if s.swapped:
-            self._swap_s += s.computed * self.swap_s_per_token
+            self._copy(s.computed)
+            self.host_tokens -= s.computed
             s.swapped = False
+
+    def _copy(self, tokens: int) -> None:
+        """``tokens`` tokens' KV over the host links (either way), charged to the next
+        iteration that runs."""
+        dt = tokens * self.offload.s_per_token
+        self._swap_s += dt
+        self.offload_s += dt
+        self.offload_bytes += tokens * self.offload.bytes_per_token
 
     def _hit(self, s: Seq) -> int:
         """Prompt tokens found in the prefix cache: whole blocks, at least one token left to
@@ -346,7 +387,8 @@ class Scheduler:
         return min(tokens, s.target - 1) // BLOCK_TOKENS * BLOCK_TOKENS
 
     def _close(self, it: Iteration) -> Iteration:
-        it.swap_s, self._swap_s = self._swap_s, 0.0
+        if it.chunks or len(it.decodes):  # an empty pick is dropped: its copies wait
+            it.swap_s, self._swap_s = self._swap_s, 0.0
         it.finishing = sum(1 for k, t, past in it.chunks if past + t >= self.tgt[k])
         if len(it.decodes):
             ctx = self.comp[it.decodes] + self.q

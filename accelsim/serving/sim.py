@@ -24,7 +24,7 @@ import simpy
 
 from accelsim.serving.arrivals import Request
 from accelsim.serving.costs import StepTimer
-from accelsim.serving.scheduler import BatchLimits, PrefixCache, Scheduler, Seq
+from accelsim.serving.scheduler import BatchLimits, HostOffload, PrefixCache, Scheduler, Seq
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Pool:
     lanes_per_replica: int = 1
     prefill_only: bool = False
     prefix_cache: PrefixCache | None = None
-    swap_s_per_token: float | None = None  # None: preemption by recompute
+    offload: HostOffload | None = None  # KV offload to host memory (None: recompute)
 
     @property
     def lanes(self) -> int:
@@ -63,6 +63,10 @@ class EventLog:
     work: np.ndarray  # per iteration: FLOPs, attention FLOPs, bytes (its replica's GPUs)
     kv_blocks: int  # every lane's together
     preemptions: int
+    recomputed_tokens: int = 0  # cached tokens preemptions dropped, computed again
+    kv_offloads: int = 0  # preemptions that moved the KV cache to host memory
+    kv_offloaded_bytes: float = 0.0  # over the host links, both ways, every GPU's shard
+    kv_offload_s: float = 0.0  # the copies' time (each stalls its lane's iteration)
 
 
 def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
@@ -78,7 +82,7 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
         for k in range(pool.lanes):
             lanes.append((pool, Scheduler(pool.limits, pool.kv_tokens, pool.timer.q, window,
                                           pool.prefill_only, pool.prefix_cache,
-                                          pool.swap_s_per_token),
+                                          pool.offload),
                           first_replica + k // pool.lanes_per_replica))
         first_replica += pool.replicas
     for r in requests:
@@ -160,4 +164,8 @@ def simulate(requests: tuple[Request, ...], pools: tuple[Pool, ...],
         iterations=np.array(its, dtype=float).reshape(-1, 6),
         work=np.array(work, dtype=float).reshape(-1, 3),
         kv_blocks=sum(sched.total_blocks for _, sched, _ in lanes),
-        preemptions=sum(sched.preemptions for _, sched, _ in lanes))
+        preemptions=sum(sched.preemptions for _, sched, _ in lanes),
+        recomputed_tokens=sum(sched.recomputed_tokens for _, sched, _ in lanes),
+        kv_offloads=sum(sched.offloads for _, sched, _ in lanes),
+        kv_offloaded_bytes=sum(sched.offload_bytes for _, sched, _ in lanes),
+        kv_offload_s=sum(sched.offload_s for _, sched, _ in lanes))
