@@ -165,3 +165,24 @@ def test_kv_offload_is_swap_preemption_in_the_json(capsys):
     assert d["preemption"] == "swap" and d["host_link_GBps"] == 64.0 and d["host_kv_GiB"] == 4
     for k in ("kv_offloads", "kv_offloaded_bytes", "kv_offload_s", "recomputed_tokens"):
         assert d[k] == 0, k  # five short requests never fill the cache
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(s_per_token=0.0, bytes_per_token=1.0), "s_per_token"),
+    (dict(s_per_token=1e-6, bytes_per_token=float("nan")), "bytes_per_token"),
+    (dict(s_per_token=1e-6, bytes_per_token=1.0, capacity_tokens=-1), "capacity"),
+    (dict(s_per_token=1e-6, bytes_per_token=1.0, capacity_tokens=1.5), "capacity"),
+])
+def test_a_bad_host_offload_is_refused_by_name(kw, msg):
+    from accelsim.serving.scheduler import HostOffload
+
+    with pytest.raises(InputError, match=msg):
+        HostOffload(**kw)
+
+
+@pytest.mark.parametrize("bps", [0.0, -64e9, float("inf"), 1e30, True])
+def test_a_chip_refuses_an_implausible_host_link(bps):
+    with pytest.raises(InputError, match="host_link_Bps"):
+        dataclasses.replace(H100.chip, host_link_Bps=bps)
+    with pytest.raises(InputError, match="host_link_Bps"):
+        H100.with_host_link_bandwidth(bps)
