@@ -137,6 +137,9 @@ class SearchSpace:
     def configs(self, system: System, model: Decoder) -> list[dict[str, Any]]:
         """Every configuration (a row's settings), in a fixed order; refused past
         :data:`~accelsim.bounds.MAX_SERVE_SEARCH_CONFIGS` before any runs."""
+        if model.config.moe is None and True in (self.expert_parallel or ()):
+            raise InputError(f"expert parallelism (ep = tp) is for MoE models; {model.name} "
+                             "is dense")
         out: dict[str, dict[str, Any]] = {}
         for c in self._iter(system, model):
             out.setdefault(point_id(c), c)  # ep = tp at tp 1 is ep 1: one row
