@@ -222,11 +222,14 @@ def run(args: argparse.Namespace, system) -> int:
     view = ok.head(top).copy()
     view["chunk"] = view["max_batched_tokens"].where(view["chunked_prefill"], "off")
     view["disagg"] = view["disagg"].replace("", "-")
-    cols = ["rank", "gpus", "tp", "pp", "ep", "replicas", "disagg", "kv_cache", "max_batch",
-            "chunk", "goodput_requests_per_s_per_gpu", "goodput_requests_per_J",
-            "slo_attainment", "time_to_first_token_s_p99", "time_per_output_token_s_p99"]
-    with pd.option_context("display.width", 220, "display.float_format", "{:.4g}".format):
-        print(view[cols].to_string(index=False))
+    cols = {"rank": "rank", "gpus": "gpus", "tp": "tp", "pp": "pp", "ep": "ep",
+            "replicas": "replicas", "disagg": "disagg", "kv_cache": "kv", "max_batch": "batch",
+            "chunk": "chunk", "goodput_requests_per_s_per_gpu": "goodput/s/GPU",
+            "goodput_requests_per_J": "goodput/J", "slo_attainment": "SLO met",
+            "time_to_first_token_s_p99": "TTFT p99 s", "time_per_output_token_s_p99":
+            "TPOT p99 s"}
+    with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+        print(view[list(cols)].rename(columns=cols).to_string(index=False))
     if why:
         print(f"skipped: {why}")
     return 0
