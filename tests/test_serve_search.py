@@ -121,15 +121,37 @@ def test_a_journal_of_other_settings_is_refused(tmp_path, change):
     assert out.read_bytes() == before
 
 
-@pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
-                    reason="dask.distributed not installed (optional extra accelsim[dask])")
-def test_the_dask_executor_gives_the_serial_table(tmp_path):
+NO_DASK = importlib.util.find_spec("distributed") is None
+
+
+@pytest.mark.parametrize("executor", [
+    "process", pytest.param("dask", marks=pytest.mark.skipif(
+        NO_DASK, reason="dask.distributed not installed (optional extra accelsim[dask])"))])
+def test_the_process_and_dask_executors_give_the_serial_table(tmp_path, executor):
     space = SearchSpace(2, tp=(1, 2), max_batch=(2,), chunk=(None,), kv_cache=("bf16",))
     kw = dict(gpus=2, space=space, **STREAM)
-    a = search(DGX, "gpt2-small", "bf16", out=tmp_path / "a.csv", executor="dask", workers=1,
-               **kw)
+    a = search(DGX, "gpt2-small", "bf16", out=tmp_path / "a.csv", executor=executor,
+               workers=2 if executor == "process" else 1, **kw)
     b = search(DGX, "gpt2-small", "bf16", executor="serial", **kw)
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_moe_model_searches_ep_1_and_ep_tp_once_each():
+    cfgs = SearchSpace(8, tp=(1, 2, 8), max_batch=(64,), chunk=(None,), kv_cache=("fp8",)
+                       ).configs(DGX, inference_model("mixtral-8x7b"))
+    assert [(c["tp"], c["ep"], c["replicas"], c["gpus"]) for c in cfgs] == [
+        (1, 1, 8, 8), (2, 1, 4, 8), (2, 2, 4, 8), (8, 1, 1, 8), (8, 8, 1, 8)]
+    only = SearchSpace(8, tp=(2,), expert_parallel=(True,), max_batch=(64,), chunk=(None,),
+                       kv_cache=("fp8",)).configs(DGX, inference_model("mixtral-8x7b"))
+    assert [(c["tp"], c["ep"]) for c in only] == [(2, 2)]
+
+
+def test_all_splits_fill_the_gpus_with_prefill_and_decode_replicas():
+    cfgs = SearchSpace(8, tp=(2,), max_batch=(64,), chunk=(None,), kv_cache=("bf16",),
+                       disagg=(None, "all"), prefill_tp=(2, 4)
+                       ).configs(DGX, inference_model("gpt2-small"))
+    assert [(c["disagg"], c["prefill_tp"], c["gpus"]) for c in cfgs] == [
+        ("", None, 8), ("1x3", 2, 8), ("2x2", 2, 8), ("3x1", 2, 8), ("1x2", 4, 8)]
 
 
 @pytest.mark.parametrize("kw,msg", [
