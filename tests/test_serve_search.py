@@ -185,7 +185,8 @@ CLI = ("serve --search --system dgx-h100 --model gpt2-small --scheme bf16 --rate
     (CLI + "--gpus 2 --slo-ttft-ms 20 --search-chunk big", "argument --search-chunk"),
     (CLI + "--gpus 2 --slo-ttft-ms 20 --search-ep 2", "expected 1 (no expert parallelism) or tp"),
     (CLI + "--gpus 2 --slo-ttft-ms 20 --search-disagg 2y3", "expected PxD"),
-    (CLI + "--gpus 2 --slo-ttft-ms 20 --search-ep tp", "expert parallelism (ep = tp) is for MoE models; gpt2-small is dense"),
+    (CLI + "--gpus 2 --slo-ttft-ms 20 --search-ep tp",
+     "expert parallelism (ep = tp) is for MoE models; gpt2-small is dense"),
     (CLI + "--slo-ttft-ms 20", "--search needs --gpus N"),
     (CLI + "--gpus 2", "--search ranks by goodput: give --slo-ttft-ms"),
     (CLI + "--gpus 2 --slo-ttft-ms 20 --tp 2", "--search explores --tp: drop it (its axis is "

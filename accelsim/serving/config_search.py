@@ -326,10 +326,9 @@ def search(system: System, model: str | Path | Decoder, scheme: str, *, gpus: in
         done = journal.done if journal is not None else rows.keys()
         todo = [c for i, c in zip(ids, configs) if i not in done]
         n = workers or default_workers()
-        group = _group
         if executor == "auto":
-            executor = choose_executor(todo, n, group)
-        tasks = ([todo] if todo else []) if executor == "serial" else make_tasks(todo, n, group)
+            executor = choose_executor(todo, n, _group)
+        tasks = ([todo] if todo else []) if executor == "serial" else make_tasks(todo, n, _group)
         bar = tqdm(total=len(configs), initial=len(configs) - len(todo), disable=not progress,
                    desc="serve search", unit="config", leave=False)
 
