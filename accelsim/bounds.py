@@ -18,10 +18,10 @@ import numpy as np
 
 from accelsim.errors import MAX_COUNT, InputError
 
-__all__ = ["MAX_CHIPS", "MAX_COUNT", "MAX_DIM", "MAX_MODEL_LAYERS", "MAX_SEED", "MAX_TRAIN_STEPS",
-           "MAX_STUDY_SEEDS", "MEMORY_RESERVE_GiB", "PER_TENSOR_OVERHEAD_S", "PLAUSIBLE",
-           "PLAUSIBLE_FLOP_PJ", "PLAUSIBLE_MAC_RATE", "SI_RANGES", "check_bool", "check_number",
-           "check_si"]
+__all__ = ["MAX_CHIPS", "MAX_COUNT", "MAX_DIM", "MAX_MODEL_LAYERS", "MAX_SEED",
+           "MAX_SERVE_SEARCH_CONFIGS", "MAX_TRAIN_STEPS", "MAX_STUDY_SEEDS",
+           "MEMORY_RESERVE_GiB", "PER_TENSOR_OVERHEAD_S", "PLAUSIBLE", "PLAUSIBLE_FLOP_PJ",
+           "PLAUSIBLE_MAC_RATE", "SI_RANGES", "check_bool", "check_number", "check_si"]
 
 #: Largest tensor dimension (a GEMM's m/n/k, a layer's channels, a model's hidden size, tokens
 #: in one pass): int32, as BLAS/cuBLAS take them; beyond it a value is a typo, and the products
@@ -32,6 +32,10 @@ MAX_DIM = 2**31 - 1
 MAX_MODEL_LAYERS = 10_000
 #: Most chips (GPUs) a system, plan or topology may span: a config's ``chips`` range.
 MAX_CHIPS = 10_000_000
+#: Most configurations one ``accelsim serve --search`` runs (each a whole request-level
+#: simulation, ~0.1-1 s with a thousand requests on one core: 10^4 is an hour or more); a
+#: larger product of axes is refused, counted before anything runs.
+MAX_SERVE_SEARCH_CONFIGS = 10_000
 #: Seeds of numpy's Generator: any integer in [0, 2^64 - 1] (numpy refuses negative ones).
 MAX_SEED = 2**64 - 1
 #: Most training steps one run of ``accelsim train`` / ``ptq`` / ``study`` takes: a million

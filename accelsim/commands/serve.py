@@ -30,19 +30,9 @@ def _rates(text: str) -> tuple[float, ...]:
     return vals
 
 
-def _disagg(text: str) -> tuple[int, int]:
-    parts = text.lower().split("x")
-    try:
-        p, d = (int(v) for v in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected PxD (e.g. 2x6), got {text!r}") from None
-    if not (1 <= p <= 4096 and 1 <= d <= 4096):
-        raise argparse.ArgumentTypeError(f"replicas in [1, 4,096] each, got {text!r}")
-    return p, d
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.arch.schemes import SCHEME_NAMES
+    from accelsim.commands._serve_search import disagg_type
     from accelsim.engine.inference import KV_BYTES
     from accelsim.serving.arrivals import MAX_REQUESTS
     from accelsim.serving.scheduler import DEFAULT_MAX_BATCH, DEFAULT_MAX_BATCHED_TOKENS
@@ -65,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="MoE: 1 or tp (whole experts per GPU)")
     p.add_argument("--replicas", type=int_type(1, 4096), default=1, metavar="R",
                    help="model copies; requests go to the least loaded (default 1)")
-    p.add_argument("--disagg", type=_disagg, default=None, metavar="PxD",
+    p.add_argument("--disagg", type=disagg_type, default=None, metavar="PxD",
                    help="disaggregated: P prefill and D decode replicas (e.g. 2x6), the KV "
                         "cache moved over the fabric")
     p.add_argument("--prefill-tp", type=chip_count, default=None, metavar="T",
@@ -142,22 +132,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--trace", default=None, metavar="OUT.json",
                    help="requests and iterations on a timeline (Perfetto / chrome://tracing)")
     o.add_argument("--out", default=None, metavar="OUT.csv",
-                   help="--rates: the sweep table")
+                   help="--rates: the sweep table; --search: the search table (.csv or a "
+                        "folder)")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (a list with --rates; docs/serve.md)")
+                        help="print one JSON object (a list with --rates; the best "
+                             "configuration with --search; docs/serve.md)")
+    from accelsim.commands import _serve_search
+
+    _serve_search.add_arguments(parser)
 
 
-def _deployment(args: argparse.Namespace):
+def _system(args: argparse.Namespace):
     from accelsim.arch import build_system
     from accelsim.arch.schemes import get_scheme
     from accelsim.commands._common import require_precisions, system_path
-    from accelsim.errors import UserError
-    from accelsim.serving.run import deployment
 
     path = system_path(args.system)
     system = build_system(path)
     require_precisions(system, path, [get_scheme(args.scheme).compute_precision],
                        f"--scheme {args.scheme}")
+    return system
+
+
+def _deployment(args: argparse.Namespace):
+    from accelsim.errors import UserError
+    from accelsim.serving.run import deployment
+
+    system = _system(args)
     if args.disagg is None:
         for flag in ("prefill_tp", "decode_tp"):
             if getattr(args, flag) is not None:
@@ -196,9 +197,11 @@ def _deployment(args: argparse.Namespace):
 
 
 def _check(args: argparse.Namespace) -> None:
+    from accelsim.commands import _serve_search
     from accelsim.commands._common import check_outputs
     from accelsim.errors import UserError
 
+    _serve_search.check(args)
     if args.rate is not None and args.rates is not None:
         raise UserError("--rate or --rates, not both")
     if args.rates is not None:
@@ -207,10 +210,11 @@ def _check(args: argparse.Namespace) -> None:
         for flag in ("requests_out", "trace"):
             if getattr(args, flag) is not None:
                 raise UserError(f"--{flag.replace('_', '-')} is for one run, not --rates")
-    elif args.out is not None:
-        raise UserError("--out is for --rates (one run: --requests-out, --json)")
+    elif args.out is not None and not args.search:
+        raise UserError("--out is for --rates and --search (one run: --requests-out, --json)")
     if args.arrivals is None and args.rate is None and args.rates is None:
         raise UserError("give --rate QPS (or --rates R1,R2,...) or --arrivals FILE")
+    out = _serve_search.table_path(args.out) if args.search else args.out
     if args.arrivals is not None and (args.input_tokens or args.output_tokens or args.lengths
                                       or args.rate is not None):
         raise UserError("--arrivals sets times and lengths: drop --rate, --lengths, "
@@ -225,7 +229,7 @@ def _check(args: argparse.Namespace) -> None:
     inputs = [(f, p) for f, p in (("--arrivals", args.arrivals), ("--lengths", args.lengths))
               if p is not None]
     check_outputs([("--requests-out", args.requests_out, (".csv",)),
-                   ("--trace", args.trace, (".json",)), ("--out", args.out, (".csv",))],
+                   ("--trace", args.trace, (".json",)), ("--out", out, (".csv",))],
                   inputs)
 
 
@@ -234,6 +238,10 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.serving.run import run as run_serve
 
     _check(args)
+    if args.search:
+        from accelsim.commands import _serve_search
+
+        return _serve_search.run(args, _system(args))
     dep = _deployment(args)
     slo_ttft = None if args.slo_ttft_ms is None else args.slo_ttft_ms / 1e3
     slo_tpot = None if args.slo_tpot_ms is None else args.slo_tpot_ms / 1e3

@@ -6,14 +6,17 @@ Modules: :mod:`~accelsim.serving.arrivals` (the stream), :mod:`~accelsim.serving
 capacity and the closed-form batch rules), :mod:`~accelsim.serving.scheduler` (one lane's
 iteration picks), :mod:`~accelsim.serving.costs` (an iteration's time),
 :mod:`~accelsim.serving.sim` (the simpy clock), :mod:`~accelsim.serving.metrics` (the tables),
-:mod:`~accelsim.serving.trace` (the timeline), :mod:`~accelsim.serving.run` (the front door).
+:mod:`~accelsim.serving.trace` (the timeline), :mod:`~accelsim.serving.run` (the front door),
+:mod:`~accelsim.serving.config_search` (the configuration search).
 The room is ``serving`` so that ``accelsim.serve`` stays the function (a subpackage of that
 name would shadow it once imported).
 """
 
 import importlib
 
-__all__ = ["Deployment", "ServeResult", "deployment", "run", "serve", "sweep"]
+__all__ = ["Deployment", "SearchSpace", "ServeResult", "deployment", "run", "search", "serve",
+           "sweep"]
+_SEARCH = {"SearchSpace", "search"}
 
 
 def __getattr__(name: str) -> object:
@@ -21,4 +24,5 @@ def __getattr__(name: str) -> object:
     the rooms' limits without pulling in pandas and simpy."""
     if name not in __all__:
         raise AttributeError(f"module 'accelsim.serving' has no attribute {name!r}")
-    return getattr(importlib.import_module("accelsim.serving.run"), name)
+    home = "accelsim.serving.config_search" if name in _SEARCH else "accelsim.serving.run"
+    return getattr(importlib.import_module(home), name)
