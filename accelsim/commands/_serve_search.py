@@ -188,7 +188,8 @@ def run(args: argparse.Namespace, system) -> int:
             accept_rate=args.accept_rate, draft=args.draft_model,
             expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve,
             prefix_cache=args.prefix_cache, prefix_hit_rate=args.prefix_hit_rate,
-            preemption=args.preemption, host_link_GBps=args.host_link_GBps, out=out,
+            preemption="swap" if args.kv_offload else args.preemption or "recompute",
+            host_link_GBps=args.host_link_GBps, out=out,
             executor=args.executor or "auto", workers=args.workers,
             progress=sys.stderr.isatty(), dask_address=args.dask_address)
     except KeyboardInterrupt:

@@ -177,7 +177,10 @@ def _deployment(args: argparse.Namespace):
             if value is not None:
                 raise UserError(f"{flag} is for --kv-offload")
     elif args.host_link_GBps is None and system.chip.host_link_Bps is None:
-        raise UserError(f"--kv-offload copies over the chip's host link: {path} sets no "
+        from accelsim.commands._common import system_path
+
+        raise UserError(f"--kv-offload copies over the chip's host link: "
+                        f"{system_path(args.system)} sets no "
                         "[chip] host_link_GBps (add it, or give --host-link-GBps)")
     try:
         return deployment(
