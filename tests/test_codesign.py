@@ -63,7 +63,8 @@ def test_times_are_predicts_step_times_steps_and_cis_exact(tmp_path, steps_csv, 
         r = t.loc[recipe]
         assert not r["feasible"] and why in r["reason"]
         assert all(math.isnan(r[c]) for c in ("time_to_target_s", "time_to_target_s_ci95_lo",
-                                                "energy_to_target_J", "steps_to_target"))
+                                                "energy_to_target_J", "steps_to_target",
+                                                "step_time_s"))
     assert (tmp_path / "codesign.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -110,6 +111,25 @@ def test_rerun_resumes_without_the_engine_and_writes_the_same_table(tmp_path, st
     assert out.read_bytes() == first
 
 
+def test_ctrl_c_says_what_was_saved(tmp_path, steps_csv, capsys, monkeypatch):
+    import accelsim.engine as engine
+
+    real, calls = engine.simulate, []
+
+    def interrupt_second(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(engine, "simulate", interrupt_second)
+    with pytest.raises(SystemExit) as e:
+        _run(tmp_path, steps_csv)
+    assert e.value.code == 130
+    err = capsys.readouterr().err
+    assert "1 of 2 design x scheme steps are saved" in err and "to resume" in err
+
+
 def test_designs_file_gives_area_and_a_design_that_cannot_run(tmp_path, steps_csv):
     (tmp_path / "d.toml").write_text('[[design]]\nname = "gpu"\nconfig = "h100-sxm"\n'
                                      'area_mm2 = 814\n[[design]]\nname = "rapid"\n'
@@ -128,6 +148,7 @@ def test_designs_file_gives_area_and_a_design_that_cannot_run(tmp_path, steps_cs
     (lambda s: s, ("--recipes", "fp9"), "--recipes: fp9: not in the steps table"),
     (lambda s: s, ("--target-loss", "2"), "--target-loss goes with --study"),
     (lambda s: s.assign(feasible="maybe"), (), "feasible must be True or False"),
+    (lambda s: s.assign(mean=-1.0), (), "a feasible recipe needs a finite mean > 0 steps"),
 ])
 def test_bad_inputs_are_one_line(tmp_path, capsys, edit, extra, msg):
     p = tmp_path / "t.csv"

@@ -119,14 +119,12 @@ def run(args: argparse.Namespace) -> int:
     if unknown or not recipes:
         raise UserError(f"--recipes: {', '.join(unknown) or 'none given'}: not in the steps "
                         f"table (its recipes: {', '.join(known)})")
-    schemes = list(dict.fromkeys(recipe_scheme(r).scheme for r in recipes
-                                 if recipe_scheme(r).scheme))
+    for r in recipes:
+        recipe_scheme(r)  # a recipe outside the mapping table is an error, not a row
+    schemes = cd.schemes_to_time(steps, recipes, args.baseline_steps)
     wpath = resolve_input(args.workload, "workload")
     workload = load_workload_arg(str(wpath))
     optimizer = args.optimizer or ("sgd-momentum" if workload.transformer is None else "adamw")
-    from accelsim.commands._common import check_scheme_optimizer
-
-    check_scheme_optimizer(schemes, optimizer)
     if workload.transformer is None and (args.tp, args.pp) != (1, 1):
         raise UserError(f"--tp/--pp: workload {wpath} is a layer list, trained data parallel "
                         "over each design's chips")

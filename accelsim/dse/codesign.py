@@ -158,10 +158,9 @@ def check_steps(t, where: str):
     if feas.isna().any():
         raise InputError(f"{where}: feasible must be True or False")
     t = t.assign(feasible=feas.astype(bool), recipe=t["recipe"].astype(str))
-    for c in STEPS_COLUMNS[2:5]:
-        v = t.loc[t["feasible"], c].to_numpy(dtype=float)
-        if not (np.isfinite(v).all() and (v > 0).all()) and c == "mean":
-            raise InputError(f"{where}: a feasible recipe needs finite steps > 0 in {c}")
+    mean = t.loc[t["feasible"], "mean"].to_numpy(dtype=float)
+    if not (np.isfinite(mean).all() and (mean > 0).all()):
+        raise InputError(f"{where}: a feasible recipe needs a finite mean > 0 steps")
     return t.reset_index(drop=True)
 
 
@@ -262,12 +261,23 @@ def recipe_steps_for(steps_row: Mapping[str, Any],
             baseline_steps * float(steps_row["steps_ratio_ci95_hi"]))
 
 
+def schemes_to_time(steps_table, recipes: Sequence[str],
+                    baseline_steps: float | None) -> tuple[str, ...]:
+    """The engine schemes of the ``recipes`` that reach the target (the only ones timed)."""
+    from accelsim.arch.recipe_schemes import recipe_scheme
+
+    steps = steps_table.set_index("recipe")
+    return tuple(dict.fromkeys(
+        recipe_scheme(r).scheme for r in recipes
+        if recipe_scheme(r).scheme and recipe_steps_for(steps.loc[r], baseline_steps)))
+
+
 def codesign_table(steps_table, designs: Sequence[Design], recipes: Sequence[str],
                    step_rows, baseline_steps: float | None = None):
     """One row per (design, recipe) (:data:`COLUMNS`): ``step_rows`` (the sweep's table over
     ``chip`` x ``scheme``) joined with ``steps_table``; an infeasible row (the recipe never
     reaches the target, has no engine scheme, or the design cannot run it) has a ``reason`` and
-    no time or energy. ``pareto``: on the time-energy front of the feasible rows."""
+    no step, time or energy. ``pareto``: on the time-energy front of the feasible rows."""
     import numpy as np
     import pandas as pd
 
@@ -287,10 +297,6 @@ def codesign_table(steps_table, designs: Sequence[Design], recipes: Sequence[str
                        area_mm2=nan if d.area_mm2 is None else d.area_mm2)
             need = recipe_steps_for(steps.loc[recipe], baseline_steps)
             e = engine.get((d.config, m.scheme)) if m.scheme else None
-            if e is not None and e["status"] == "ok":
-                row.update({c: float(e[c]) for c in ("step_time_s", "samples_per_s",
-                                                     "energy_per_step_J", "power_W",
-                                                     "clock_MHz")})
             if m.scheme is None:
                 row["reason"] = f"no engine scheme: {m.note}"
             elif need is None:
@@ -299,6 +305,9 @@ def codesign_table(steps_table, designs: Sequence[Design], recipes: Sequence[str
                 row["reason"] = "design cannot run it: " + ("not evaluated" if e is None
                                                             else str(e["reason"]))
             else:
+                row.update({c: float(e[c]) for c in ("step_time_s", "samples_per_s",
+                                                     "energy_per_step_J", "power_W",
+                                                     "clock_MHz")})
                 n, lo, hi = need
                 t, en = row["step_time_s"], row["energy_per_step_J"]
                 row.update(feasible=True, steps_to_target=n, steps_ci95_lo=lo,
