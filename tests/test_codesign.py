@@ -170,3 +170,16 @@ def test_bad_study_folder_and_designs_are_one_line(tmp_path, capsys):
                    str(tmp_path / "o.csv")])
         err = capsys.readouterr().err
         assert rc == 2 and msg in err and err.count("\n") == 1, err
+
+
+def test_plot_pareto_reads_the_table(tmp_path, steps_csv, capsys):
+    """``accelsim plot pareto`` draws the table's feasible rows (lower time and energy better)
+    and marks the same front codesign's ``pareto`` column does."""
+    t, out = _run(tmp_path, steps_csv)
+    capsys.readouterr()
+    assert main(["plot", "pareto", "--csv", str(out), "--x", "time_to_target_s", "--y",
+                 "energy_to_target_J", "--x-lower-better", "--y-lower-better", "--hue",
+                 "scheme", "--out", str(tmp_path / "f.png")]) == 0
+    printed = capsys.readouterr().out
+    on = t[t["pareto"].astype(bool)]
+    assert f"{len(on)} of {int(t['feasible'].sum())} feasible rows" in printed

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.commands._common import nonnegative_int, positive_float, positive_int
+from accelsim.commands._common import (nonnegative_int, optimizer_choices, positive_float,
+                                       positive_int)
 
 NAME = "codesign"
 HELP = ("Chip designs x recipes x a workload: time and energy to a target validation loss "
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="samples per chip (a transformer: the micro-batch per replica)")
     parser.add_argument("--tp", type=positive_int, default=1, help="tensor parallel (transformer)")
     parser.add_argument("--pp", type=positive_int, default=1, help="pipeline stages (transformer)")
-    parser.add_argument("--optimizer", default=None,
+    parser.add_argument("--optimizer", default=None, choices=optimizer_choices(),
                         help="default: sgd-momentum for a layer list, adamw for a transformer")
     parser.add_argument("--out", required=True, metavar="FILE.csv", help="the co-design table")
     parser.add_argument("--plot", default=None, metavar="PNG",
