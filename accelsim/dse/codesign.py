@@ -33,13 +33,13 @@ from accelsim.errors import InputError
 
 #: The evaluator's output columns (one training step of the workload on one design).
 STEP_COLUMNS = ("step_time_s", "samples_per_s", "energy_per_step_J", "power_W", "clock_MHz",
-                "memory_GiB", "energy_source")
+                "memory_GiB", "datapath", "energy_source")
 #: The co-design table's columns (``--out``).
 COLUMNS = ("design", "chip", "recipe", "scheme", "feasible", "reason", "steps_to_target",
            "steps_ci95_lo", "steps_ci95_hi", "step_time_s", "time_to_target_s",
            "time_to_target_s_ci95_lo", "time_to_target_s_ci95_hi", "energy_per_step_J",
            "energy_to_target_J", "energy_to_target_J_ci95_lo", "energy_to_target_J_ci95_hi",
-           "samples_per_s", "area_mm2", "power_W", "clock_MHz", "pareto")
+           "samples_per_s", "area_mm2", "power_W", "clock_MHz", "datapath", "pareto")
 #: Columns of a steps table (``study --target-loss``'s target.csv) that codesign reads.
 STEPS_COLUMNS = ("recipe", "feasible", "mean", "ci95_lo", "ci95_hi", "steps_ratio",
                  "steps_ratio_ci95_lo", "steps_ratio_ci95_hi")
@@ -178,9 +178,10 @@ def step_point(params: Mapping[str, Any]) -> dict[str, Any]:
     system = load_system(Path(params["chip"]))
     scheme = get_scheme(params["scheme"])
     core, power = system.chip.core, system.chip.power
-    if not core.supports(scheme.compute_precision):
-        raise Infeasible(f"{system.name} has no {scheme.compute_precision} rate (nor a wider "
-                         "datapath to run it on)")
+    for prec in dict.fromkeys((scheme.compute_precision, scheme.high_precision)):
+        if not core.supports(prec):
+            raise Infeasible(f"{system.name} has no {prec} rate (nor a wider datapath to run it "
+                             "on)")
     if power is not None and power.has_energy(core.datapath(scheme.compute_precision)):
         system = system.with_power_model()
     else:
@@ -229,7 +230,8 @@ def step_point(params: Mapping[str, Any]) -> dict[str, Any]:
     return {"step_time_s": step_s, "samples_per_s": d["samples_per_s"],
             "energy_per_step_J": energy, "power_W": energy / step_s, "clock_MHz":
                 system.chip.core.frequency_Hz / 1e6 if clock is None else clock,
-            "memory_GiB": memory, "energy_source": source}
+            "memory_GiB": memory, "datapath": core.datapath(scheme.compute_precision),
+            "energy_source": source}
 
 
 step_point.columns = STEP_COLUMNS
@@ -307,7 +309,7 @@ def codesign_table(steps_table, designs: Sequence[Design], recipes: Sequence[str
             else:
                 row.update({c: float(e[c]) for c in ("step_time_s", "samples_per_s",
                                                      "energy_per_step_J", "power_W",
-                                                     "clock_MHz")})
+                                                     "clock_MHz")}, datapath=e["datapath"])
                 n, lo, hi = need
                 t, en = row["step_time_s"], row["energy_per_step_J"]
                 row.update(feasible=True, steps_to_target=n, steps_ci95_lo=lo,
