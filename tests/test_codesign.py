@@ -50,6 +50,7 @@ def test_times_are_predicts_step_times_steps_and_cis_exact(tmp_path, steps_csv, 
     for recipe, scheme in (("fp16-amp", "fp16"), ("hfp8", "hfp8")):
         r, ref = t.loc[recipe], _predict(scheme, capsys)
         assert r["scheme"] == scheme and r["feasible"]
+        assert r["datapath"] == {"fp16": "fp16", "hfp8": "fp8"}[scheme]  # H100: no own hfp8 rate
         assert r["step_time_s"] == ref["step_time_s"]  # the same engine call as predict
         assert r["energy_per_step_J"] == pytest.approx(ref["energy_J"], rel=1e-12)
         s = STEPS.set_index("recipe").loc[recipe]
@@ -183,3 +184,18 @@ def test_plot_pareto_reads_the_table(tmp_path, steps_csv, capsys):
     printed = capsys.readouterr().out
     on = t[t["pareto"].astype(bool)]
     assert f"{len(on)} of {int(t['feasible'].sum())} feasible rows" in printed
+
+
+def test_a_transformer_is_timed_as_predict_times_it(tmp_path, steps_csv, capsys):
+    out = tmp_path / "g.csv"
+    assert main(["codesign", "--chips", "h100-sxm", "--steps-csv", str(steps_csv), "--recipes",
+                 "fp16-amp", "--workload", "gpt2-small", "--batch", "8", "--out", str(out),
+                 "--no-progress"]) == 0
+    r = pd.read_csv(out).iloc[0]
+    capsys.readouterr()
+    assert main(["predict", "--system", "h100-sxm", "--workload", "gpt2-small", "--batch", "8",
+                 "--scheme", "fp16", "--optimizer", "adamw", "--json"]) == 0
+    ref = json.loads(capsys.readouterr().out)
+    assert r["step_time_s"] == ref["step_time_s"] and r["samples_per_s"] == ref["samples_per_s"]
+    assert r["energy_per_step_J"] == pytest.approx(ref["energy_J"], rel=1e-12)
+    assert r["time_to_target_s_ci95_hi"] == 110.0 * r["step_time_s"]
