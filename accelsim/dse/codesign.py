@@ -173,7 +173,7 @@ def step_point(params: Mapping[str, Any]) -> dict[str, Any]:
     from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
     from accelsim.engine import Options, Plan, simulate
-    from accelsim.engine.run import layer_step_energy
+    from accelsim.engine.run import WorkloadPrediction, layer_step_energy
 
     system = load_system(Path(params["chip"]))
     scheme = get_scheme(params["scheme"])
@@ -209,27 +209,25 @@ def step_point(params: Mapping[str, Any]) -> dict[str, Any]:
     d = r.as_dict()
     if not d["fits_memory"]:
         raise Infeasible(f"does not fit in memory on {system.name}")
-    step_s = d.get("step_time_s", d.get("iteration_time_s"))
-    if workload.transformer is None:
+    if isinstance(r, WorkloadPrediction):
+        step_s, memory = r.step.step_s, r.memory_bytes / 2**30
         e = r.energy or (layer_step_energy(r) if power is not None else None)
         if e is not None:
             energy, source = e.energy_J, "power model"
-        else:
+        else:  # no power table: the datapath table predict prices such a chip's step with
             from accelsim.dse.energy import step_energy, step_work
 
             energy = step_energy(system, step_work(system, workload, r.scheme,
                                                    r.step.minibatch),
                                  step_s, r.step.minibatch).energy_J
             source = "datapath table (14 nm)"
-        memory = d["memory_GiB"]
     else:
+        step_s, memory = r.iteration_time_s, r.memory.total_GiB
         energy = math.nan if r.energy is None else r.energy.energy_J
         source = "power model" if r.energy is not None else "none (no power table)"
-        memory = d["memory_GiB_per_gpu"]
-    clock = d.get("clock_MHz")
+    clock = system.chip.core.frequency_Hz / 1e6 if r.clock_MHz is None else r.clock_MHz
     return {"step_time_s": step_s, "samples_per_s": d["samples_per_s"],
-            "energy_per_step_J": energy, "power_W": energy / step_s, "clock_MHz":
-                system.chip.core.frequency_Hz / 1e6 if clock is None else clock,
+            "energy_per_step_J": energy, "power_W": energy / step_s, "clock_MHz": clock,
             "memory_GiB": memory, "datapath": core.datapath(scheme.compute_precision),
             "energy_source": source}
 
