@@ -15,6 +15,7 @@ that this list names them all)::
     infer        LLM inference: prefill, decode, KV cache, --serve   (engine)
     serve        request-level serving: continuous batching, TTFT    (engine -> serve)
     figures / sweep / plot                                           (dse + netsim -> report)
+    codesign     chip designs x recipes: time and energy to a target loss (train + engine -> dse)
 
 An error the user's input causes (the :class:`~accelsim.errors.AccelsimError` family) ends here
 as one line on stderr and exit status 2; anything else is a bug in accelsim, reported as one line

@@ -5,7 +5,9 @@ the moment it finishes, a rerun resumes, Ctrl-C says what was saved; serial, pro
 executors). Then: ``summary.csv`` / ``summary.md`` (per recipe: n, mean, sd, 95 % t interval;
 paired differences against the baseline with a verdict that names a difference only where the
 interval resolves it), ``curves.csv`` and ``curves.png`` (learning curves with 95 % bands),
-``final.png`` (final metric with 95 % error bars).
+``final.png`` (final metric with 95 % error bars). ``--target-loss L``: ``target.csv``,
+``target_runs.csv`` and ``target.md`` (steps to validation loss <= L per run and per recipe,
+:mod:`accelsim.train.target`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serial (default), process (worker processes) or dask")
     parser.add_argument("--workers", type=positive_int, default=None, help="pool size (default: cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--target-loss", type=positive_float, default=None, metavar="L",
+                        help="also report each run's steps to validation loss <= L (the first "
+                             "evaluated step; 'not reached' otherwise) and per recipe their "
+                             "mean, 95 %% CI and ratio to the baseline (target.csv, "
+                             "target_runs.csv, target.md); on a finished folder the rerun "
+                             "resumes and only recomputes this from the saved curves")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,7 +127,23 @@ def run(args: argparse.Namespace) -> int:
     print(md)
     print(f"wrote {journal}, {out / 'summary.csv'}, {out / 'summary.md'}, {out / 'curves.csv'}, "
           f"{png_c} and {png_f}")
+    if args.target_loss is not None:
+        _target(out, tidy, args.target_loss, baseline, recipes)
     return 0
+
+
+def _target(out, tidy, target: float, baseline: str, recipes) -> None:
+    """Steps to the target loss from the learning curves just written (accelsim.train.target)."""
+    from accelsim.train.target import recipe_steps, run_steps, target_markdown
+
+    runs = run_steps(tidy, target)
+    table = recipe_steps(runs, target, baseline, recipes)
+    runs.to_csv(out / "target_runs.csv", index=False)
+    table.to_csv(out / "target.csv", index=False)
+    md = target_markdown(table, runs)
+    (out / "target.md").write_text(md)
+    print(md)
+    print(f"wrote {out / 'target.csv'}, {out / 'target_runs.csv'} and {out / 'target.md'}")
 
 
 def summary_markdown(summary, metric, args, baseline: str, runs) -> str:
