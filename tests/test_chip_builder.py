@@ -123,7 +123,7 @@ def test_written_config_passes_check_config_and_runs_gemm_and_predict(tmp_path, 
         if "=" in code and re.search(r"=\s*[-+]?(\d|nan|inf)", code):
             assert "# source:" in line, f"line {n}: {line}"
     assert main(["check-config", str(out)]) == 0
-    assert "3 cores" in capsys.readouterr().out
+    assert "4 cores" in capsys.readouterr().out
     assert load_system(out).chip.power.power_limit_W == 300
     assert main(["gemm", "--system", str(out), "--m", "512", "--n", "512", "--k", "512",
                  "--scheme", "hfp8", "--json"]) == 0
@@ -178,3 +178,18 @@ def test_bad_inputs_are_one_line_errors_naming_the_flag(flags, fragment, tmp_pat
 def test_the_python_api_refuses_bad_specs_naming_the_field(kw, field):
     with pytest.raises(InputError, match=rf"\({field}\)"):
         _spec(**kw)
+
+
+@pytest.mark.parametrize("node", [130.0, 45.0, 14.0, 7.0])
+def test_default_sram_is_the_fit_chips_share_of_the_die_at_any_node(node):
+    fit = b.chip_labelled("fit")
+    share = fit.sram_MiB * b.sram_mm2_per_MiB(fit.node_nm) / fit.die_mm2
+    chip = b.build_chip(_spec(node_nm=node, area_mm2=3000.0, array=(32, 32)))
+    assert chip.sram_mm2 / 3000.0 == pytest.approx(share, rel=1e-12)
+    # SRAM macro area = bit cell x 2^23 bits / 0.7 per MiB: denser nodes hold more MiB
+    assert chip.sram_MiB == pytest.approx(
+        chip.sram_mm2 / (SRAM_CELL[node] * 8 * 2**20 / 0.7 * 1e-6), rel=1e-12)
+
+
+#: the published bit cells (um^2) the SRAM rule rests on, typed from their sources
+SRAM_CELL = {130.0: 0.346 * 6.4, 45.0: 0.346, 14.0: 0.0588, 7.0: 0.027}

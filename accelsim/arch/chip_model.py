@@ -170,6 +170,12 @@ def chip_labelled(label: str, path: str | Path = DATA) -> PublishedChip:
     return rows[0]
 
 
+def default_sram_share() -> float:
+    """The fit chip's SRAM area / die area: the default SRAM share of a built die."""
+    fit = chip_labelled("fit")
+    return fit.sram_MiB * sram_mm2_per_MiB(fit.node_nm) / fit.die_mm2
+
+
 # ------------------------------------------------------------------------- the spec
 @dataclass(frozen=True)
 class ChipSpec:
@@ -180,7 +186,7 @@ class ChipSpec:
     formats: tuple[str, ...]
     frequency_GHz: float
     array: tuple[int, int] = DEFAULT_ARRAY
-    sram_MiB: float | None = None  # None: the fit chip's SRAM per mm^2 of die x area_mm2
+    sram_MiB: float | None = None  # None: the fit chip's SRAM share of its die, at node_nm
     power_limit_W: float | None = None  # None: the chip's peak power (it never throttles)
     memory_bandwidth_GBps: float = DEFAULT_MEMORY_GBps
     memory_capacity_GiB: float = DEFAULT_MEMORY_GiB
@@ -219,11 +225,11 @@ class ChipSpec:
 
     @property
     def sram(self) -> float:
-        """On-chip SRAM in MiB: as given, else the fit chip's SRAM per mm^2 of die."""
+        """On-chip SRAM in MiB: as given, else the same share of the die as on the fit chip
+        (its SRAM area / its die area; an area share carries across nodes, MiB per mm^2 not)."""
         if self.sram_MiB is not None:
             return float(self.sram_MiB)
-        fit = chip_labelled("fit")
-        return self.area_mm2 * fit.sram_MiB / fit.die_mm2
+        return self.area_mm2 * default_sram_share() / sram_mm2_per_MiB(self.node_nm)
 
 
 # ---------------------------------------------------------------------- the datapath
@@ -312,7 +318,7 @@ def build_chip(spec: ChipSpec) -> BuiltChip:
     if sram_mm2 >= spec.area_mm2:
         raise InputError(f"--sram-MiB {sram:g} (sram_MiB): {sram:g} MiB of SRAM take "
                          f"{sram_mm2:.4g} mm2 at {node:g} nm, not less than the die's "
-                         f"--area-mm2 {spec.area_mm2:g}")
+                         f"--area-mm2 {spec.area_mm2:g}")  # the default never does (a share)
     budget = mac_area_mm2(spec.area_mm2, sram, node)
     pe = min(r.mac.area_um2 for p, r in rates.items() if p in spec.formats)
     rows, cols = spec.array

@@ -37,8 +37,8 @@ def chip_toml(chip: BuiltChip) -> str:
     share = (f"non-MAC share {b.NON_MAC_SHARE:g} of the logic ({b.NON_MAC_SHARE_SOURCE})")
     bitcell, bitcell_src = b.SRAM_BITCELL_UM2[float(s.node_nm)]
     sram_src = ("--sram-MiB" if s.sram_MiB is not None else
-                "default: the fit chip's SRAM per mm2 of die (accelsim/data/chips/chips.csv) "
-                f"x {s.area_mm2:g} mm2")
+                f"default: the fit chip's SRAM share of its die, {b.default_sram_share():.4g} "
+                f"(accelsim/data/chips/chips.csv), of {s.area_mm2:g} mm2 at {node}")
     narrow = min(s.formats, key=lambda p: chip.rates[p].mac.area_um2)
     flags = (f"--area-mm2 {s.area_mm2:g} --node {s.node_nm:g} --format {','.join(s.formats)} "
              f"--frequency-GHz {f:g} --array {rows}x{cols} --sram-MiB {chip.sram_MiB:g} "

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="systolic array of one core (default 128x128)")
     parser.add_argument("--sram-MiB", type=float_type(0.0, lo_open=True), default=None,
                         metavar="MIB", help="on-chip SRAM in MiB, split over the cores as "
-                        "scratchpads (default: the fit chip's SRAM per mm^2 x the area)")
+                        "scratchpads (default: the fit chip's SRAM share of its die, 3.4 %%)")
     parser.add_argument("--memory-bandwidth-GBps", type=config_range_float(
         "memory_bandwidth_GBps"), default=None, metavar="GBPS",
         help="chip memory bandwidth in GB/s (default 1555, an A100 40GB's HBM2)")
