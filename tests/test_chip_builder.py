@@ -113,7 +113,7 @@ def test_fit_script_prints_the_fit_and_the_check(capsys):
 
 
 # ------------------------------------------------------------------ the written config
-def test_written_config_passes_check_config_and_runs_gemm_and_predict(tmp_path, capsys):
+def test_written_config_passes_check_config_and_runs_gemm_predict_and_llm(tmp_path, capsys):
     out = tmp_path / "chip.toml"
     assert main(["chip", "--area-mm2", "400", "--node", "14", "--format", "fp16,hfp8",
                  "--frequency-GHz", "1.5", "--power-limit-W", "300", "--out", str(out)]) == 0
@@ -129,6 +129,9 @@ def test_written_config_passes_check_config_and_runs_gemm_and_predict(tmp_path, 
                  "--scheme", "hfp8", "--json"]) == 0
     assert main(["predict", "--system", str(out), "--workload", "tiny-cnn", "--batch", "8",
                  "--scheme", "hfp8"]) == 0
+    assert main(["llm", "--system", str(out), "--layers", "2", "--hidden", "256", "--heads", "4",
+                 "--seq", "128", "--vocab", "1024", "--tp", "1", "--pp", "1", "--dp", "1",
+                 "--micro-batch", "1", "--global-batch", "4", "--scheme", "fp8"]) == 0
     capsys.readouterr()
 
 

@@ -54,8 +54,9 @@ def chip_toml(chip: BuiltChip) -> str:
         f"efficiency); MAC arrays {chip.mac_budget_mm2:.4g} mm2 (the logic less its "
         f"{share}), {chip.mac_area_used_mm2:.4g} mm2 used by {chip.cores} cores of "
         f"{rows}x{cols} PEs of {chip.pe_area_um2:.5g} um2 (the {narrow} MAC).",
-        f"# Dense peaks (TFLOPS): {peaks}. MAC area and energy: {HOROWITZ}; node scaling: "
-        f"{STILLMAKER}.",
+        f"# Dense peaks (TFLOPS): {peaks}. MAC energies at the node's nominal "
+        f"{chip.node_vdd_V:g} V (accelsim.arch.datapath_cost.NOMINAL_VDD_V). MAC area and "
+        f"energy: {HOROWITZ}; node scaling: {STILLMAKER}.",
         "",
         "[system]",
         f'name = "{s.name}"',
