@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from accelsim.arch.datapath_cost import (AREA_FROM_45NM, OPERANDS, PRECISION_MAC, Accumulator,
                                          MacCost, mac_cost, precision_mac)
@@ -208,7 +210,8 @@ class ChipSpec:
         positive("memory_bandwidth_GBps", "--memory-bandwidth-GBps", self.memory_bandwidth_GBps)
         positive("memory_capacity_GiB", "--memory-capacity-GiB", self.memory_capacity_GiB)
         if not isinstance(self.formats, tuple) or not self.formats:
-            raise InputError(f"--format {self.formats!r} (formats): must name at least one format")
+            raise InputError(f"--format {self.formats!r} (formats): must be a non-empty tuple of "
+                             "format names")
         for f in self.formats:
             if f not in PRECISION_MAC:
                 raise InputError(f"--format {f!r} (formats): unknown format; priced: "
@@ -290,7 +293,7 @@ class BuiltChip:
     pe_area_um2: float
     cores: int
     scratchpad_KiB: int  # the SRAM split evenly over the cores, whole KiB
-    rates: dict[str, Rate]
+    rates: Mapping[str, Rate]  # read-only: every precision the chip runs
     static_W: float
     power_limit_W: float
     peak_power_W: float
@@ -345,5 +348,5 @@ def build_chip(spec: ChipSpec) -> BuiltChip:
     return BuiltChip(spec=spec, node_vdd_V=rates[spec.formats[0]].mac.vdd_V, sram_MiB=sram,
                      sram_mm2=sram_mm2, mac_budget_mm2=budget, pe_area_um2=pe, cores=cores,
                      scratchpad_KiB=scratch,
-                     rates=rates, static_W=STATIC_SHARE * limit, power_limit_W=limit,
+                     rates=MappingProxyType(rates), static_W=STATIC_SHARE * limit, power_limit_W=limit,
                      peak_power_W=peak_dyn + STATIC_SHARE * limit)
