@@ -7,7 +7,7 @@ that this list names them all)::
     swamping     accumulation-error study of dot-product engines    (arith -> report)
     train        train small networks through a quantized datapath  (arith -> train -> report)
     study / ptq  seeds x recipes with confidence intervals; post-training quantization (train)
-    check-config / workload                                          (arch, workload)
+    check-config / workload / chip (build an arch config from area)  (arch, workload)
     layers / systolic / gemm / op                                    (arch, workload -> perf -> engine)
     predict / explore                                                (perf + netsim -> engine -> dse)
     collective / comm                                                (netsim)
