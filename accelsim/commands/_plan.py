@@ -109,6 +109,14 @@ def _split_arguments(p) -> None:
                         "stage one layer fewer (Megatron's --account-for-loss-in-pipeline-split)")
 
 
+def split_flags(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
+    """(flag, given) of the uneven split's flags."""
+    return (("--first-stage-layers", args.first_stage_layers is not None),
+            ("--last-stage-layers", args.last_stage_layers is not None),
+            ("--account-for-embedding", args.account_for_embedding),
+            ("--account-for-loss", args.account_for_loss))
+
+
 def _overlap_arguments(p) -> None:
     """The communication-overlap flags (:mod:`accelsim.engine.tp_overlap`)."""
     p.add_argument("--tp-overlap", action="store_true",

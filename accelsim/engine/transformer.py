@@ -353,8 +353,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         plan, [d * (f_d + b_d + rec_d) + (m * (f_m + b_m + rec_m) if m else 0.0)
                for d, m in stages], _phase_s(hrows, Phase.FWD) + _phase_s(hrows, Phase.BWD))
     dense, moe = stages[critical]
-    head_f, head_b = (_phase_s(hrows, Phase.FWD), _phase_s(hrows, Phase.BWD)) if head_on \
-        else (0.0, 0.0)
+    head_f, head_b = (_phase_s(hrows, ph) if head_on else 0.0 for ph in (Phase.FWD, Phase.BWD))
 
     def stage_sum(d_val: float, m_val: float) -> float:
         return d_val * dense + (m_val * moe if moe else 0.0) if dense else m_val * moe
