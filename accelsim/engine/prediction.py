@@ -108,8 +108,9 @@ class Prediction:
 
     def rows(self) -> list[Row]:
         """The breakdown (:mod:`accelsim.engine.trace`): every op of every layer, phase and
-        stage over the iteration; the critical path is the first stage's layers plus the LM
-        head (the stage the model times), so other stages' layers are not exposed."""
+        stage over the iteration; the critical path is the critical stage's layers, plus the
+        LM head when its time includes it (the stage the model times), so other stages' layers
+        are not exposed."""
         p, m, v = self.plan, self.plan.n_micro, self.plan.interleave
         cm = self.comm
         out: list[Row] = []
