@@ -169,6 +169,13 @@ PLANS = {  # llm flags beyond gpt2-small, bf16, on dgx-h100
                                     "--overlap-grad-reduce",
     "three stages, unfused accumulation": "--tp 2 --pp 3 --dp 1 --global-batch 6 "
                                           "--no-grad-accumulation-fusion",
+    "uneven stages, embedding and loss in the split": "--tp 2 --pp 3 --dp 1 --global-batch 6 "
+                                                      "--layers 10 --account-for-embedding "
+                                                      "--account-for-loss",
+    "uneven stages, a heavier first stage": "--tp 2 --pp 3 --dp 1 --global-batch 6 "
+                                            "--first-stage-layers 6",
+    "uneven interleaved chunks": "--tp 2 --pp 2 --dp 1 --global-batch 4 --interleave 2 "
+                                 "--layers 14 --account-for-embedding --account-for-loss",
     "MoE over two nodes": "--model mixtral-8x7b --seq 1024 --layers 4 --global-batch 8 --tp 2 "
                           "--pp 2 --dp 4 --ep 2",
 }

@@ -41,21 +41,11 @@ class _Builder:
 
 
 def _chunk_layers(pred: Prediction) -> list[list[list[int]]]:
-    """``[stage][chunk]`` -> the layer indices it holds (Narayanan et al.'s assignment, as
-    :meth:`accelsim.engine.decoder.Decoder.stage_layers`)."""
-    p, v, L = pred.plan.pp, pred.plan.interleave, pred.model.layers
-    out = [[[] for _ in range(v)] for _ in range(p)]
-    if v > 1:
-        per = L // (p * v)
-        for i in range(L):
-            q = i // per
-            out[q % p][q // p].append(i)
-        return out
-    i = 0
-    for s, (d, m) in enumerate(pred.model.stage_layers(p)):
-        out[s][0] = list(range(i, i + d + m))
-        i += d + m
-    return out
+    """``[stage][chunk]`` -> the layer indices it holds (the plan's split, as
+    :meth:`accelsim.engine.decoder.Decoder.chunk_layers` assigns them)."""
+    p = pred.plan
+    return [[list(r) for r in chunks]
+            for chunks in pred.model.chunk_layers(p.pp, p.interleave, p.stage_split)]
 
 
 Shapes = dict[tuple[bool, str, Phase], tuple[tuple[int, int, int, int], ...]]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from accelsim.commands._common import chip_count, memory_reserve_GiB, positive_int
+from accelsim.commands._common import (chip_count, memory_reserve_GiB, nonnegative_int,
+                                       positive_int)
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: bool,
@@ -44,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         "ring")
     p.add_argument("--interleave", type=positive_int, default=1, metavar="v",
                    help="model chunks per pipeline stage (default 1: plain 1F1B)")
+    _split_arguments(p)
     p.add_argument("--recompute", choices=RECOMPUTE, default="none",
                    help="activation recomputation (default none)")
     p.add_argument("--sequence-parallel", action="store_true")
@@ -87,6 +89,32 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         "accelsim/data/attention_kernels.csv): fa2, fa3, cudnn, triton; "
                         "default the stack's, cudnn (what SDPA and Transformer Engine prefer on "
                         "Hopper; FA2 on an A100)")
+
+
+def _split_arguments(p) -> None:
+    """The uneven pipeline split's flags (:mod:`accelsim.engine.stages`)."""
+    p.add_argument("--first-stage-layers", type=nonnegative_int, default=None, metavar="N",
+                   help="decoder layers of the first pipeline stage, the rest split evenly "
+                        "over the others (Megatron's --decoder-first-pipeline-num-layers; 0: "
+                        "the embedding alone)")
+    p.add_argument("--last-stage-layers", type=nonnegative_int, default=None, metavar="N",
+                   help="decoder layers of the last pipeline stage (Megatron's "
+                        "--decoder-last-pipeline-num-layers; 0: the output layer alone)")
+    p.add_argument("--account-for-embedding", action="store_true",
+                   help="count the embedding as a layer of the pipeline split: the first "
+                        "stage one layer fewer (Megatron's "
+                        "--account-for-embedding-in-pipeline-split)")
+    p.add_argument("--account-for-loss", action="store_true",
+                   help="count the output layer and loss as a layer of the split: the last "
+                        "stage one layer fewer (Megatron's --account-for-loss-in-pipeline-split)")
+
+
+def split_flags(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
+    """(flag, given) of the uneven split's flags."""
+    return (("--first-stage-layers", args.first_stage_layers is not None),
+            ("--last-stage-layers", args.last_stage_layers is not None),
+            ("--account-for-embedding", args.account_for_embedding),
+            ("--account-for-loss", args.account_for_loss))
 
 
 def _overlap_arguments(p) -> None:
@@ -138,7 +166,9 @@ TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "cp": 1, "cp_algo": "ring",
                     "sequence_parallel": False, "zero": 0, "overlap_grad_reduce": False,
                     "no_grad_accumulation_fusion": False, "fsdp": False, "hsdp": None,
                     "no_reshard_after_forward": False, "fsdp_reduce_dtype": "fp32",
-                    "tp_overlap": False, "pp_comm_overlap": False}
+                    "tp_overlap": False, "pp_comm_overlap": False,
+                    "first_stage_layers": None, "last_stage_layers": None,
+                    "account_for_embedding": False, "account_for_loss": False}
 
 
 def transformer_only_flags(args: argparse.Namespace) -> list[str]:
@@ -177,7 +207,11 @@ def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_bat
                     reshard_after_forward=not args.no_reshard_after_forward,
                     fsdp_reduce_dtype=args.fsdp_reduce_dtype, cp=args.cp,
                     cp_algo=args.cp_algo, tp_comm_overlap=args.tp_overlap,
-                    pp_comm_overlap=args.pp_comm_overlap)
+                    pp_comm_overlap=args.pp_comm_overlap,
+                    first_stage_layers=args.first_stage_layers,
+                    last_stage_layers=args.last_stage_layers,
+                    account_for_embedding=args.account_for_embedding,
+                    account_for_loss=args.account_for_loss)
     except ValueError as exc:
         cp = f"--cp {args.cp} --cp-algo {args.cp_algo} " if args.cp > 1 else ""
         raise UserError(f"plan (--tp {tp} --pp {pp} --dp {dp} --ep {args.ep} {cp}"

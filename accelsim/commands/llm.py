@@ -200,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
              f"{'on' if plan.reshard_after_forward else 'off'}, reduce "
              f"{plan.fsdp_reduce_dtype}), " if plan.fsdp else "") + f"zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
+          + ("" if plan.stage_split.even else _split_text(model, plan))
           + ("tp overlap on, " if plan.tp_comm_overlap else "")
           + ("pp comm overlap on, " if plan.pp_comm_overlap else "") +
           f"network efficiency {system.network_efficiency:g} ({args.engine}), memory reserve "
@@ -214,6 +215,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {'tp_comm_exposed_s':<22} {d['tp_comm_exposed_s']:.4g}")
     print(band.line())
     return 0
+
+
+def _split_text(model, plan) -> str:
+    """The uneven split and the layers of each stage it gives, for the settings line."""
+    from accelsim.engine.decoder import Decoder
+
+    counts = [sum(s) for s in Decoder.of(model).stage_layers(plan.pp, plan.interleave,
+                                                              plan.stage_split)]
+    return f"stages {plan.stage_split.describe()} (layers {counts}), "
 
 
 def _model(args: argparse.Namespace):
@@ -326,6 +336,7 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--cp", args.cp != 1), ("--cp-algo", args.cp_algo != "ring"),
         ("--fsdp", args.fsdp or args.hsdp is not None), ("--tp-overlap", args.tp_overlap),
         ("--pp-comm-overlap", args.pp_comm_overlap),
+        *_plan.split_flags(args),
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
         ("--recompute", args.recompute != "none"), ("--interleave", args.interleave != 1),
         ("--micro-batch", args.micro_batch is not None), ("--ep", args.ep != 1),

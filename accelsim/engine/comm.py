@@ -135,7 +135,7 @@ def comm(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats, fabric: F
     t, p, d, v = plan.tp, plan.pp, plan.dp, plan.interleave
     # elements of one s x b x h tensor (this rank's seq / cp tokens)
     act = model.seq // plan.cp * plan.micro_batch * model.hidden
-    dense_layers, moe_layers = max(model.stage_layers(p, v), key=sum)
+    dense_layers, moe_layers = max(model.stage_layers(p, v, plan.stage_split), key=sum)
     layers = dense_layers + moe_layers
     # two of each per layer: input conversion (g) and output reduction (g-bar) of the
     # attention block and of the MLP block
@@ -248,7 +248,8 @@ def cp_comm(model: Decoder, plan: Plan, fabric: Fabric, precision: str, attn_fwd
     bwd = sum(s for o, s in ops if o.phase == Phase.BWD)
     passes = 2 if plan.recompute != "none" else 1  # forward passes that exchange K and V
     per_layer = sum(o.bytes * (passes if o.phase == Phase.FWD else 1) for o, _ in ops)
-    layers = sum(max(model.stage_layers(plan.pp, plan.interleave), key=sum))
+    layers = sum(max(model.stage_layers(plan.pp, plan.interleave, plan.stage_split),
+                       key=sum))
     return tuple(ops), fwd, bwd, per_layer * layers * plan.n_micro
 
 

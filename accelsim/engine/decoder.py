@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from accelsim.arch.model import OPERAND_BYTES
 from accelsim.engine.graph import AttentionOp, ElementwiseOp, GemmOp, attention_precision
 from accelsim.engine.stack import FUSED_ELEMENTWISE_BYTES
+from accelsim.engine.stages import StageSplit
 from accelsim.errors import InputError
 from accelsim.workload.gpt import GptConfig
 from accelsim.workload.transformer import MlpKind, OpKind, PositionKind, TransformerConfig
@@ -184,12 +185,19 @@ class Decoder:
     def _layer_index(self, moe: bool) -> int:
         return _layer_index(self.config, moe)
 
-    def stage_layers(self, pp: int, interleave: int = 1) -> list[tuple[int, int]]:
-        """(dense, MoE) layers of each of ``pp`` pipeline stages: contiguous blocks of
-        ``layers / pp`` (uneven counts: the first stages one more), or with ``interleave`` v
-        chunks per stage, chunk c of stage s holding layers ``(c pp + s) L / (pp v)`` onward
-        (Narayanan et al. SC'21's interleaved assignment)."""
-        return list(_stage_layers(self.config, pp, interleave))
+    def stage_layers(self, pp: int, interleave: int = 1, split: StageSplit = StageSplit()
+                     ) -> list[tuple[int, int]]:
+        """(dense, MoE) layers of each of ``pp`` pipeline stages (:meth:`chunk_layers`)."""
+        return list(_stage_layers(self.config, pp, interleave, split))
+
+    def chunk_layers(self, pp: int, interleave: int = 1, split: StageSplit = StageSplit()
+                     ) -> tuple[tuple[range, ...], ...]:
+        """``[stage][chunk]`` -> the layer indices it holds: contiguous blocks of ``layers /
+        pp`` (a remainder: the first stages one more), with ``interleave`` v chunks per stage
+        chunk c of stage s after chunk c of the stages before it (Narayanan et al. SC'21's
+        interleaved assignment); an uneven ``split`` (:mod:`accelsim.engine.stages`,
+        Megatron-core's rules) sets each chunk's count."""
+        return _chunk_layers(self.config.layers, pp, interleave, split)
 
     def check_split(self, tp: int, ep: int) -> None:
         c = self.config
@@ -221,22 +229,26 @@ def _layer_index(c: TransformerConfig, moe: bool) -> int:
 
 
 @functools.lru_cache(maxsize=1024)
-def _stage_layers(c: TransformerConfig, pp: int, interleave: int = 1
-                  ) -> tuple[tuple[int, int], ...]:
-    L, out, start = c.layers, [], 0
-    if interleave > 1:
-        per = L // (pp * interleave)
+def _chunk_layers(layers: int, pp: int, interleave: int, split: StageSplit
+                  ) -> tuple[tuple[range, ...], ...]:
+    sizes = split.chunk_sizes(layers, pp, interleave)
+    out = [[range(0)] * interleave for _ in range(pp)]
+    start = 0
+    for ch in range(interleave):  # chunk-major, as Megatron numbers the layers
         for s in range(pp):
-            layers = [i for ch in range(interleave)
-                      for i in range((ch * pp + s) * per, (ch * pp + s + 1) * per)]
-            moe = sum(c.is_moe_layer(i) for i in layers)
-            out.append((len(layers) - moe, moe))
-        return tuple(out)
-    for s in range(pp):
-        n = L // pp + (1 if s < L % pp else 0)
-        moe = sum(c.is_moe_layer(i) for i in range(start, start + n))
+            out[s][ch] = range(start, start + sizes[s][ch])
+            start += sizes[s][ch]
+    return tuple(tuple(r) for r in out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _stage_layers(c: TransformerConfig, pp: int, interleave: int, split: StageSplit
+                  ) -> tuple[tuple[int, int], ...]:
+    out = []
+    for chunks in _chunk_layers(c.layers, pp, interleave, split):
+        n = sum(len(r) for r in chunks)
+        moe = sum(c.is_moe_layer(i) for r in chunks for i in r)
         out.append((n - moe, moe))
-        start += n
     return tuple(out)
 
 

@@ -86,7 +86,7 @@ def workload_memory_bytes(workload, batch: int, scheme, precisions: dict[str, st
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes per GPU on the most loaded (first) pipeline stage."""
+    """Bytes per GPU on the most loaded pipeline stage (``stage``; an even split: the first)."""
 
     params: float  # parameters held by the stage (before ZeRO sharding)
     linear_params: float  # of which the linear layers' weight matrices
@@ -100,6 +100,8 @@ class Memory:
     #: default since 2.0): they are allocated during the backward pass as the activations are
     #: freed, so the peak holds the larger of the two, not both
     grads_freed_each_step: bool = False
+    #: the pipeline stage this account is of (the worst one)
+    stage: int = 0
 
     @property
     def counts(self) -> ParamCounts:
@@ -162,14 +164,21 @@ def stage_params(model: GptConfig | Decoder, plan: Plan) -> float:
 
 
 def _largest_stage(model: Decoder, plan: Plan) -> tuple[int, tuple[float, float, float]]:
-    stages = model.stage_layers(plan.pp, plan.interleave)
     best = (-1, (-1.0, 0.0, 0.0))
-    for i, layers in enumerate(stages):
-        # GPT: the first stage (the embedding) unless pp == 1, where it is also the last
-        p = _stage_params(model, plan, layers, i == 0, i == plan.pp - 1 and plan.pp == 1)
+    for i in range(plan.pp):
+        p = _own_params(model, plan, i)
         if p[0] > best[1][0]:
             best = (i, p)
     return best
+
+
+def _own_params(model: Decoder, plan: Plan, stage: int) -> tuple[float, float, float]:
+    """:func:`_stage_params` of ``stage``: the embedding on the first stage; the head on the
+    last when it is also the first (pp 1) or the plan splits its stages unevenly (an even
+    split's account counts the first stage's embedding, the larger stage)."""
+    layers = model.stage_layers(plan.pp, plan.interleave, plan.stage_split)[stage]
+    last = stage == plan.pp - 1 and (plan.pp == 1 or not plan.stage_split.even)
+    return _stage_params(model, plan, layers, stage == 0, last)
 
 
 def stage_linear_params(model: GptConfig | Decoder, plan: Plan) -> float:
@@ -218,14 +227,23 @@ def activation_bytes_per_layer(model: GptConfig | Decoder, plan: Plan, scheme: S
     return sbh * (replicated + (split + scores) / t)
 
 
-def in_flight_layers(model: GptConfig | Decoder, plan: Plan) -> float:
-    """Layers' worth of micro-batch activations the largest stage holds at its peak."""
+def in_flight_layers(model: GptConfig | Decoder, plan: Plan, stage: int | None = None
+                     ) -> float:
+    """Layers' worth of micro-batch activations a stage holds at its peak: 1F1B's stage ``s``
+    (of ``p``) holds ``min(p - s, m)`` micro-batches, interleaved ``2 (p - s - 1) + (v - 1) p
+    + 1`` chunk passes (its warm-up and the first steady forward; at most ``m v``). ``stage``
+    None: the largest stage's layers at the first stage's count (an even split: the first
+    stage, which holds the most)."""
     model = Decoder.of(model)
-    p, v = plan.pp, plan.interleave
-    per_stage = max(sum(s) for s in model.stage_layers(p, v))
-    in_flight = min(p, plan.n_micro)
-    factor = 1 + (p - 1) / (p * v) if v > 1 else 1.0
-    return per_stage * in_flight * factor
+    p, v, m = plan.pp, plan.interleave, plan.n_micro
+    stages = model.stage_layers(p, v, plan.stage_split)
+    if stage is None:
+        per_stage = max(sum(s) for s in stages)
+        factor = 1 + (p - 1) / (p * v) if v > 1 else 1.0
+        return per_stage * min(p, m) * factor
+    if v == 1:
+        return sum(stages[stage]) * min(p - stage, m)
+    return sum(stages[stage]) / v * min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
 
 
 def model_state_bytes(counts: ParamCounts, scheme: StateFormats, zero: int, dp: int
@@ -244,38 +262,58 @@ def model_state_bytes(counts: ParamCounts, scheme: StateFormats, zero: int, dp: 
 def memory(model: GptConfig | Decoder, plan: Plan, scheme: StateFormats,
            reserve_bytes: float = 0.0) -> Memory:
     """Memory per GPU: model states after ZeRO sharding (routed experts over the ``dp / ep``
-    ranks that share them) and activations of the largest stage, plus ``reserve_bytes``
-    outside the tensors (``LlmParams.memory_reserve_GiB``)."""
+    ranks that share them) and activations, plus ``reserve_bytes`` outside the tensors
+    (``LlmParams.memory_reserve_GiB``). An even split: the stage with the most parameters,
+    holding the largest stage's layers of activations at the first stage's micro-batches in
+    flight. An uneven split (:attr:`Plan.stage_split`): every stage on its own layers,
+    parameters (the embedding on the first, the head on the last) and micro-batches in
+    flight (:func:`in_flight_layers`); the worst stage."""
     model = Decoder.of(model)
     plan.check_model(model)
-    stage, (n, lin, ex) = _largest_stage(model, plan)
+    if plan.stage_split.even:
+        stage, counts = _largest_stage(model, plan)
+        return _stage_memory(model, plan, scheme, reserve_bytes, stage, counts,
+                             in_flight_layers(model, plan), True, plan.pp == 1)
+    return max((_stage_memory(model, plan, scheme, reserve_bytes, s, _own_params(model, plan, s),
+                              in_flight_layers(model, plan, s), s == 0, s == plan.pp - 1)
+                for s in range(plan.pp)), key=lambda mem: mem.total_bytes)
+
+
+def _stage_memory(model: Decoder, plan: Plan, scheme: StateFormats, reserve_bytes: float,
+                  stage: int, counts: tuple[float, float, float], in_flight: float,
+                  embedding: bool, loss: bool) -> Memory:
+    """The memory of one stage holding ``counts`` (params, linear, expert) parameters and
+    ``in_flight`` layers' worth of activations (their mix of dense and MoE layers as
+    ``stage``'s); ``embedding``: the embedding's dropout masks of its micro-batches in
+    flight; ``loss``: the loss's logits of one micro-batch."""
+    n, lin, ex = counts
     w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin - ex), scheme, plan.zero,
                                 plan.dp_cp)
     if ex:
         we, ge, oe = model_state_bytes(ParamCounts(linear=ex, rest=0.0), scheme, plan.zero,
                                        plan.dp // plan.ep)
         w, g, o = w + we, g + ge, o + oe
-    dense, moe = model.stage_layers(plan.pp, plan.interleave)[stage]
+    dense, moe = model.stage_layers(plan.pp, plan.interleave, plan.stage_split)[stage]
     per_layer = activation_bytes_per_layer(model, plan, scheme)
     if moe:
         per_layer = (dense * per_layer + moe * activation_bytes_per_layer(
             model, plan, scheme, moe=True)) / (dense + moe)
-    act = per_layer * in_flight_layers(model, plan)
-    if plan.recompute == "full":
+    act = per_layer * in_flight
+    if plan.recompute == "full" and dense + moe:
         # the layer being recomputed holds its full activations once, during its backward
         act += activation_bytes_per_layer(model, replace(plan, recompute="none"), scheme,
                                           moe=moe > 0)
-    # embedding dropout mask (1 byte per element) of each in-flight micro-batch
     tokens = model.seq // plan.cp * plan.micro_batch  # this rank's
-    act += tokens * model.hidden * min(plan.pp, plan.n_micro) / (
-        plan.tp if plan.sequence_parallel else 1)
-    if plan.pp == 1:  # the loss on the same stage
+    if embedding:  # embedding dropout mask (1 byte per element) of each in-flight micro-batch
+        act += tokens * model.hidden * min(plan.pp, plan.n_micro) / (
+            plan.tp if plan.sequence_parallel else 1)
+    if loss:  # the loss's logits on this stage
         act += tokens * model.vocab / plan.tp * LOGIT_BYTES
     # context parallelism's KV buffers during one layer's attention
     act += context.buffer_bytes(model, plan, attention_precision(scheme.gemm_precision))
     return Memory(params=n, linear_params=lin, weights_bytes=w, grads_bytes=g,
                   optimizer_bytes=o, activations_bytes=act, reserve_bytes=reserve_bytes,
-                  expert_params=ex)
+                  expert_params=ex, stage=stage)
 
 
 def memory_fit(need_bytes: float, capacity_bytes: float | None) -> dict:

@@ -11,6 +11,7 @@ from accelsim.arch.schemes import OPTIMIZERS
 from accelsim.bounds import (MAX_CHIPS, MAX_COUNT, MAX_DIM, MEMORY_RESERVE_GiB, check_bool,
                              check_number)
 from accelsim.engine.stack import MEGATRON, Stack
+from accelsim.engine.stages import StageSplit
 from accelsim.ring import ALL_TO_ALL_EFFICIENCY
 from accelsim.workload.gpt import GptConfig
 
@@ -74,6 +75,9 @@ class Plan:
     and tp > 1, as Megatron does. ``pp_comm_overlap``: the pipeline's sends and receives on
     their own stream beside the next pass (Megatron-core's ``overlap_p2p_comm``, which it
     enables only for the interleaved schedule: needs pp > 1 and interleave > 1).
+    ``first_stage_layers`` / ``last_stage_layers`` (None: not set; 0: a stage holding only
+    the embedding / the output layer), ``account_for_embedding`` / ``account_for_loss``:
+    Megatron-core's uneven pipeline splits (:mod:`accelsim.engine.stages`; :attr:`stage_split`).
     """
 
     tp: int
@@ -98,6 +102,10 @@ class Plan:
     cp_algo: str = "ring"
     tp_comm_overlap: bool = False
     pp_comm_overlap: bool = False
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
 
     def __post_init__(self) -> None:
         for f in ("tp", "pp", "dp", "ep", "cp"):  # GPUs: at most a system's chips
@@ -106,9 +114,10 @@ class Plan:
             check_int(f"plan {f}", getattr(self, f), 1, MAX_COUNT)
         for f in ("sequence_parallel", "overlap_grad_reduce", "grad_accumulation_fusion",
                   "overlap_moe_comm", "fsdp", "reshard_after_forward", "tp_comm_overlap",
-                  "pp_comm_overlap"):
+                  "pp_comm_overlap", "account_for_embedding", "account_for_loss"):
             check_bool(f"plan {f}", getattr(self, f))  # "off" is not False: refused
         self._check_fsdp()
+        self._check_split()
         self._check_cp()
         self._check_overlap()
         if self.recompute not in RECOMPUTE:
@@ -165,6 +174,27 @@ class Plan:
                              f"{self.pp}, interleave {self.interleave}): Megatron-core overlaps "
                              "pipeline sends only in its interleaved schedule")
 
+    def _check_split(self) -> None:
+        """The uneven split's rules that need no model (:mod:`accelsim.engine.stages`)."""
+        given = []
+        for f in ("first_stage_layers", "last_stage_layers"):
+            if getattr(self, f) is not None:
+                check_int(f"plan {f}", getattr(self, f), 0, MAX_COUNT)
+                given.append(f)
+        accounts = [f for f in ("account_for_embedding", "account_for_loss") if getattr(self, f)]
+        if given and accounts:
+            raise InputError(f"plan {' and '.join(given)} with {' and '.join(accounts)}: "
+                             "give one kind of uneven split (Megatron-core refuses both)")
+        if (given or accounts) and self.pp == 1:
+            raise InputError(f"plan {' and '.join(given + accounts)} needs pipeline "
+                             "parallelism (pp > 1)")
+
+    @property
+    def stage_split(self) -> StageSplit:
+        """How the layers fall on the stages (all defaults: evenly)."""
+        return StageSplit(self.first_stage_layers, self.last_stage_layers,
+                          self.account_for_embedding, self.account_for_loss)
+
     def _check_cp(self) -> None:
         if self.cp_algo not in CP_ALGOS:
             raise InputError(f"plan cp_algo must be one of {', '.join(CP_ALGOS)}, "
@@ -198,15 +228,14 @@ class Plan:
 
     def check_model(self, model: GptConfig | Decoder) -> None:
         """Raise InputError when ``model`` cannot be split this way (invalid, not infeasible).
-        Layers need not divide evenly over plain 1F1B stages (Megatron-Core's uneven
-        pipeline split: the first stages take one more); interleaved chunks must be equal."""
+        Without an uneven split layers need not divide evenly over plain 1F1B stages (the
+        first stages take one more); interleaved chunks must be equal; an uneven split follows
+        Megatron-core's rules (:meth:`accelsim.engine.stages.StageSplit.check`)."""
         from accelsim.engine.decoder import Decoder
 
         model = Decoder.of(model)
         check_split(model, self.tp, self.pp)
-        if self.interleave > 1 and model.layers % (self.pp * self.interleave):
-            raise InputError(f"layers {model.layers} not divisible by pp x interleave = "
-                             f"{self.pp} x {self.interleave}")
+        self.stage_split.check(model.layers, self.pp, self.interleave)
         if model.seq * self.micro_batch > MAX_DIM:
             raise InputError(f"seq x micro-batch = {model.seq * self.micro_batch:,} tokens per "
                              f"micro-batch: at most {MAX_DIM:,} (a GEMM dimension)")

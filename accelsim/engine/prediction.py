@@ -62,6 +62,9 @@ class Prediction:
     moe_layer_ops: tuple[OpTime, ...] = ()  # one MoE layer, one micro-batch
     moe_recompute_s: float = 0.0
     critical_stage: int = 0  # the stage the iteration is timed on (the slowest)
+    #: whether the critical stage's time includes the LM head and loss
+    #: (:func:`accelsim.engine.transformer.critical_stage`)
+    head_on_critical: bool = True
     moe_a2a_exposed_s: float = 0.0  # per MoE layer and micro-batch, forward + backward
     energy: StepEnergy | None = None  # None: the chip has no power model
     power_model: bool = False  # the step timed at its power-limited clock (--power-model)
@@ -94,19 +97,20 @@ class Prediction:
         return f, e - f
 
     def _stage_of_layer(self) -> list[int]:
-        p, v, L = self.plan.pp, self.plan.interleave, self.model.layers
-        if v > 1:
-            per_chunk = L // (p * v)
-            return [(i // per_chunk) % p for i in range(L)]
-        out: list[int] = []
-        for stage, (d, m) in enumerate(self.model.stage_layers(p)):
-            out += [stage] * (d + m)
+        out = [0] * self.model.layers
+        p = self.plan
+        for stage, chunks in enumerate(self.model.chunk_layers(p.pp, p.interleave,
+                                                               p.stage_split)):
+            for r in chunks:
+                for i in r:
+                    out[i] = stage
         return out
 
     def rows(self) -> list[Row]:
         """The breakdown (:mod:`accelsim.engine.trace`): every op of every layer, phase and
-        stage over the iteration; the critical path is the first stage's layers plus the LM
-        head (the stage the model times), so other stages' layers are not exposed."""
+        stage over the iteration; the critical path is the critical stage's layers, plus the
+        LM head when its time includes it (the stage the model times), so other stages' layers
+        are not exposed."""
         p, m, v = self.plan, self.plan.n_micro, self.plan.interleave
         cm = self.comm
         out: list[Row] = []
@@ -140,7 +144,8 @@ class Prediction:
                                    shown * m if on_path else 0.0, fl * m, by * m, bound,
                                    stream))
         for o in self.head_ops:
-            out.append(Row("head", o.op, o.phase, p.pp - 1, m, o.time_s * m, o.time_s * m,
+            out.append(Row("head", o.op, o.phase, p.pp - 1, m, o.time_s * m,
+                           o.time_s * m if self.head_on_critical else 0.0,
                            o.flops * m, o.bytes * m, o.bound, o.stream))
         # the sends between stages carry the activations forward and their gradients back
         # (half of the iteration's pipeline bytes each way); on their own stream
@@ -246,7 +251,8 @@ class Prediction:
 
     def _merged_timeline(self) -> Timeline:
         p, cm = self.plan, self.comm
-        dense, moe = self.model.stage_layers(p.pp, p.interleave)[self.critical_stage]
+        dense, moe = self.model.stage_layers(p.pp, p.interleave, p.stage_split)[
+            self.critical_stage]
         layers = dense + moe
         by_op: dict[tuple[str, Phase], float] = {}
         for ops, n in ((self.layer_ops, dense), (self.moe_layer_ops, moe)):
@@ -268,7 +274,8 @@ class Prediction:
                 out.append((f"recompute x{layers}", dense * self.recompute_s
                             + moe * self.moe_recompute_s, Stream.COMPUTE))
                 out.append(("grad_accumulation", self.grad_accumulation_s, Stream.COMPUTE))
-            out += [(o.op, o.time_s, o.stream) for o in self.head_ops if o.phase == phase]
+            out += [(o.op, o.time_s, o.stream) for o in self.head_ops
+                    if o.phase == phase and self.head_on_critical]
             if not p.pp_comm_overlap:
                 out.append(("p2p", p.interleave * cm.pp_p2p_s, Stream.PP))
             return out
@@ -289,7 +296,8 @@ class Prediction:
         layers' forward, backward and fully recomputed passes, every micro-batch; with
         ``tp_comm_overlap`` the part its GEMMs do not hide)."""
         cm, p = self.comm, self.plan
-        layers = sum(self.model.stage_layers(p.pp, p.interleave)[self.critical_stage])
+        layers = sum(self.model.stage_layers(p.pp, p.interleave, p.stage_split)[
+            self.critical_stage])
         passes = 2 if p.recompute == "full" else 1
         return layers * p.n_micro * (passes * cm.tp_layer_pass_s + cm.tp_layer_bwd_s)
 
@@ -362,4 +370,7 @@ class Prediction:
             "fsdp": p.fsdp, "hsdp": p.hsdp,
             "tp_comm_overlap": p.tp_comm_overlap, "pp_comm_overlap": p.pp_comm_overlap,
             "tp_comm_exposed_s": self.tp_comm_exposed_s,
+            "stage_layers": [sum(x) for x in self.model.stage_layers(p.pp, p.interleave,
+                                                                    p.stage_split)],
+            "critical_stage": self.critical_stage, "memory_stage": self.memory.stage,
         }

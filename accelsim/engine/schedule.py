@@ -246,6 +246,7 @@ def pipeline_s(slot_s: float, n_micro: int, stages: int, interleave: int = 1
     """``(pipeline, bubble)`` seconds of a 1F1B pipeline of ``n_micro`` micro-batches over
     ``stages`` stages with ``interleave`` model chunks per stage, one micro-batch's forward +
     backward on the slowest stage taking ``slot_s`` (Narayanan et al. SC'21: the bubble is
-    ``(p - 1) / v`` slots)."""
+    ``(p - 1) / v`` slots). Unequal stages (an uneven split): the slowest one's slot, every
+    stage at its pace (:func:`accelsim.engine.transformer.critical_stage`)."""
     bubble = (stages - 1) / interleave * slot_s
     return n_micro * slot_s + bubble, bubble

@@ -299,6 +299,20 @@ def _a2a_exposed_s(cm: Comm, plan: Plan, mrows: list[OpTime]) -> float:
     return a2a
 
 
+def critical_stage(plan: Plan, layer_s: list[float], head_s: float) -> tuple[int, bool]:
+    """(the slowest stage, whether its time includes the LM head and loss) from each stage's
+    layers' seconds per micro-batch (``layer_s``) and the head's (``head_s``). An uneven
+    split (:attr:`Plan.stage_split`) times each stage on its own work: the head on the last
+    stage. Without one the head is charged to the stage with the slowest layers (the last
+    stage of an even split; with a remainder of layers, the first stages' extra layer and
+    the head counted together: conservative, as the validated rows were timed). Every stage
+    then runs at the slowest one's pace (:func:`accelsim.engine.schedule.pipeline_s`)."""
+    holder = layer_s.index(max(layer_s)) if plan.stage_split.even else plan.pp - 1
+    cost = [t + (head_s if s == holder else 0.0) for s, t in enumerate(layer_s)]
+    critical = cost.index(max(cost))
+    return critical, critical == holder
+
+
 def _pipeline(fwd_s: float, bwd_s: float, plan: Plan, send_s: float) -> tuple[float, float]:
     """``(pipeline, bubble)``: the closed-form 1F1B with each send inside its pass, or with
     ``pp_comm_overlap`` the interleaved schedule with the sends on their own stream."""
@@ -334,11 +348,12 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     f_m, b_m, rec_m = _per_layer(mrows, cm, plan, cm.ep_layer_pass_s, cm.ep_layer_bwd_s) \
         if mrows else (0.0, 0.0, 0.0)
     a2a_exposed = _a2a_exposed_s(cm, plan, mrows)
-    stages = model.stage_layers(plan.pp, plan.interleave)
-    cost = [d * (f_d + b_d + rec_d) + (m * (f_m + b_m + rec_m) if m else 0.0)
-            for d, m in stages]
-    critical = cost.index(max(cost))
+    stages = model.stage_layers(plan.pp, plan.interleave, plan.stage_split)
+    critical, head_on = critical_stage(
+        plan, [d * (f_d + b_d + rec_d) + (m * (f_m + b_m + rec_m) if m else 0.0)
+               for d, m in stages], _phase_s(hrows, Phase.FWD) + _phase_s(hrows, Phase.BWD))
     dense, moe = stages[critical]
+    head_f, head_b = (_phase_s(hrows, ph) if head_on else 0.0 for ph in (Phase.FWD, Phase.BWD))
 
     def stage_sum(d_val: float, m_val: float) -> float:
         return d_val * dense + (m_val * moe if moe else 0.0) if dense else m_val * moe
@@ -346,8 +361,8 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     hbm = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     accumulate = grad_accumulation_s(mem, plan, sc, hbm)
     p2p = 0.0 if plan.pp_comm_overlap else plan.interleave * cm.pp_p2p_s  # else beside
-    fwd = stage_sum(f_d, f_m) + _phase_s(hrows, Phase.FWD) + p2p
-    bwd = stage_sum(b_d + rec_d, b_m + rec_m) + _phase_s(hrows, Phase.BWD) + p2p + accumulate
+    fwd = stage_sum(f_d, f_m) + head_f + p2p
+    bwd = stage_sum(b_d + rec_d, b_m + rec_m) + head_b + p2p + accumulate
     pipeline, bubble = _pipeline(fwd, bwd, plan, cm.pp_p2p_s)
     # one fused optimizer call: its bytes at the stack's stream bandwidth (eager: the fused
     # AdamW kernel's measured bandwidth, carried to this chip), at least one call
@@ -378,7 +393,8 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         peak_flops_per_gpu=system.peak_flops(sc.gemm_precision) / system.chips,
         memory=mem, comm=cm, layer_ops=tuple(lrows), head_ops=tuple(hrows),
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
-        moe_recompute_s=rec_m, critical_stage=critical, moe_a2a_exposed_s=a2a_exposed,
+        moe_recompute_s=rec_m, critical_stage=critical, head_on_critical=head_on,
+        moe_a2a_exposed_s=a2a_exposed,
         memory_capacity_bytes=float(system.chip.memory_capacity_bytes), step=tail)
     if system.chip.power is None:
         return pred
