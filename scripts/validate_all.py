@@ -8,8 +8,8 @@ One table per validation, one row per compared number, with the columns ``case``
 ``tolerance``, ``in_target`` and ``label``:
 
 * ``fit``       -- a fit script consumed the row (scripts/calibrate.py, fit_compute.py,
-                   llm_fit.py, arith_h100_fit.py, fit_fsdp.py): agreement there is a fit, not a
-                   prediction;
+                   llm_fit.py, arith_h100_fit.py, fit_fsdp.py, fit_host_overhead.py): agreement
+                   there is a fit, not a prediction;
 * ``checked``   -- held out from every fit;
 * ``reference`` -- a published number the model reproduces by construction (datasheet peaks).
 
@@ -191,7 +191,8 @@ def llm(log) -> list[dict]:
 
 def llm_published() -> list[dict]:
     """scripts/llm_published_validate.py: LLM inference and MoE training vs published numbers
-    (held out: nothing is fitted to them)."""
+    (held out, but the three Llama-3.1-8B online TTFT rows scripts/fit_host_overhead.py fits
+    serve's per-request host overhead on: ``fit``)."""
     import llm_published_validate as v
 
     out = []

@@ -163,6 +163,7 @@ def run(args: argparse.Namespace, system) -> int:
 
     from accelsim.errors import UserError
     from accelsim.serving.config_search import SearchSpace, search
+    from accelsim.serving.policy import REQUEST_OVERHEAD_S
 
     space = SearchSpace(
         args.gpus, tp=args.search_tp, pp=args.search_pp or (1,),
@@ -184,7 +185,9 @@ def run(args: argparse.Namespace, system) -> int:
             output_tokens=args.output_tokens, lengths=args.lengths, arrivals=args.arrivals,
             burstiness=args.burstiness, seed=args.seed, slo_ttft_s=ms(args.slo_ttft_ms),
             slo_tpot_s=ms(args.slo_tpot_ms), host_overhead_s=args.host_overhead_ms / 1e3,
-            request_overhead_s=args.request_overhead_ms / 1e3, spec_decode=args.spec_decode,
+            request_overhead_s=(REQUEST_OVERHEAD_S if args.request_overhead_ms is None
+                                else args.request_overhead_ms / 1e3),
+            spec_decode=args.spec_decode,
             accept_rate=args.accept_rate, draft=args.draft_model,
             expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve,
             prefix_cache=args.prefix_cache, prefix_hit_rate=args.prefix_hit_rate,

@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from accelsim.commands._serve_search import disagg_type
     from accelsim.engine.inference import KV_BYTES
     from accelsim.serving.arrivals import MAX_REQUESTS
+    from accelsim.serving.policy import REQUEST_OVERHEAD_S
     from accelsim.serving.scheduler import DEFAULT_MAX_BATCH, DEFAULT_MAX_BATCHED_TOKENS
 
     parser.add_argument("--system", required=True, metavar="FILE",
@@ -96,8 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("--host-overhead-ms", type=float_type(0.0, MAX_OVERHEAD_MS), default=0.0,
                    metavar="MS", help="host/scheduler time per iteration (default 0)")
     e.add_argument("--request-overhead-ms", type=float_type(0.0, MAX_OVERHEAD_MS),
-                   default=0.0, metavar="MS",
-                   help="host time per request before it is queued (default 0)")
+                   default=None, metavar="MS",
+                   help="host time per request before it is queued (default "
+                        f"{1e3 * REQUEST_OVERHEAD_S:g}, fitted: docs/serve.md; 0 turns it off)")
     e.add_argument("--prefix-cache", action="store_true",
                    help="prompts start from their cached prefix (--arrivals prefix ids, or "
                         "--prefix-hit-rate)")
@@ -156,6 +158,7 @@ def _system(args: argparse.Namespace):
 
 def _deployment(args: argparse.Namespace):
     from accelsim.errors import UserError
+    from accelsim.serving.policy import REQUEST_OVERHEAD_S
     from accelsim.serving.run import deployment
 
     system = _system(args)
@@ -188,7 +191,9 @@ def _deployment(args: argparse.Namespace):
             replicas=args.replicas, kv_cache=args.kv_cache, max_batch=args.max_batch,
             max_batched_tokens=args.max_batched_tokens, chunked_prefill=args.chunked_prefill,
             host_overhead_s=args.host_overhead_ms / 1e3,
-            request_overhead_s=args.request_overhead_ms / 1e3, spec_decode=args.spec_decode,
+            request_overhead_s=(REQUEST_OVERHEAD_S if args.request_overhead_ms is None
+                                else args.request_overhead_ms / 1e3),
+            spec_decode=args.spec_decode,
             accept_rate=args.accept_rate, draft=args.draft_model,
             expert_skew=args.expert_skew, memory_reserve_GiB=args.memory_reserve,
             disagg=args.disagg, prefill_tp=args.prefill_tp, prefix_cache=args.prefix_cache,

@@ -121,6 +121,20 @@ FP8LM_MEMORY_FIT: frozenset[tuple[str, str, int]] = frozenset({
 })
 
 
+#: ``accelsim/data/llm_published.toml`` rows ``scripts/fit_host_overhead.py`` fits serve's
+#: per-request host overhead on (``accelsim.serving.policy.REQUEST_OVERHEAD_S``): TensorRT-LLM
+#: 0.14's online-serving Llama-3.1-8B TP1 mean-TTFT rows at 2 requests/s (three length pairs).
+#: Held out: the same runs' ITL rows (a per-request overhead leaves every decode step as it is,
+#: so nothing is fitted to them) and the Llama-3.1-70B TP4 rows.
+HOST_OVERHEAD_FIT: frozenset[str] = frozenset(
+    f"trtllm014-h100-llama3.1-8b-tp1-qps2-{lengths}-ttft"
+    for lengths in ("467-256", "467-16", "202-214"))
+
+
+def host_overhead_label(case_id: str) -> str:
+    return FIT if case_id in HOST_OVERHEAD_FIT else CHECKED
+
+
 def megatron_label(name: str) -> str:
     return FIT if name in MEGATRON_FIT else CHECKED
 

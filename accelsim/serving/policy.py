@@ -1,7 +1,9 @@
-"""The serving policy's memory and batch rules, in one place: how much of a GPU the paged KV
-cache gets, the largest batch it holds, and the batch in flight at a request rate by Little's
-law (the closed forms the published-inference validation asks; the simulation in
-:mod:`accelsim.serving.sim` uses the same capacity).
+"""The serving policy's memory and batch rules and its one fitted constant, in one place: how
+much of a GPU the paged KV cache gets, the largest batch it holds (the closed form the
+published-inference validation asks for its maximum-load rows; the simulation in
+:mod:`accelsim.serving.sim` uses the same capacity), and the host's per-request overhead
+(:data:`REQUEST_OVERHEAD_S`). The online rows at a request rate are asked through the
+simulation itself (``accelsim.serve``), not a Little's-law batch.
 
 The KV cache gets :data:`KV_FREE_FRACTION` of the memory left after the weights and the reserve
 (trtllm-bench's ``--kv_cache_free_gpu_mem_fraction``, 0.90-0.95 in the published cases' notes;
@@ -15,7 +17,7 @@ import math
 
 from accelsim.arch import System
 from accelsim.engine.decoder import Decoder
-from accelsim.engine.inference import (InferencePlan, infer, kv_cache_bytes_per_gpu,
+from accelsim.engine.inference import (InferencePlan, kv_cache_bytes_per_gpu,
                                        weight_bytes_per_gpu)
 from accelsim.engine.memory import GIB
 
@@ -26,8 +28,14 @@ KV_FREE_FRACTION = 0.90
 MAX_BATCH = 2048
 #: tokens per KV-cache block (vLLM's --block-size default)
 BLOCK_TOKENS = 16
-#: fixed-point iterations of :func:`littles_law_batch`
-LITTLE_ITERATIONS = 8
+#: the server's host time per request before it is queued (HTTP, tokenization, scheduling the
+#: new request; the first token's detokenization and response folded in), seconds: ``serve``'s
+#: default (``--request-overhead-ms``; 0 turns it off). Fitted by scripts/fit_host_overhead.py
+#: on TensorRT-LLM 0.14's online-serving Llama-3.1-8B TP1 mean-TTFT rows of
+#: accelsim/data/llm_published.toml at 2 requests/s (``accelsim.llm.published.HOST_OVERHEAD_FIT``,
+#: three length pairs): their mean absolute error 30.0 % at 0, 5.1 % here; the nine held-out
+#: online rows (their ITL, the Llama-3.1-70B TP4 rows) 11.1 % -> 7.4 %. docs/serve.md.
+REQUEST_OVERHEAD_S = 0.006
 
 
 def kv_free_bytes(model: Decoder, system: System, plan: InferencePlan, gp: str,
@@ -54,19 +62,3 @@ def kv_limited_batch(model: Decoder, system: System, plan: InferencePlan, gp: st
     per_seq = kv_cache_bytes_per_gpu(model, plan, 1, input_tokens + output_tokens)
     return max(0, min(MAX_BATCH, math.floor(kv_free_bytes(model, system, plan, gp)
                                             / per_seq)))
-
-
-def littles_law_batch(model: Decoder, system: System, plan: InferencePlan, scheme: str,
-                      rate: float, input_tokens: int, output_tokens: int) -> int:
-    """Requests in flight at ``rate`` requests/s by Little's law, ``B = ceil(rate x request
-    latency at B)``, iterated from B = 1 to a fixed point (at most
-    :data:`LITTLE_ITERATIONS` steps)."""
-    b = 1
-    for _ in range(LITTLE_ITERATIONS):
-        lat = infer(model, system, plan, scheme, b, prompt=input_tokens,
-                    output_tokens=output_tokens)
-        nb = max(1, math.ceil(rate * lat.request_latency_s))
-        if nb == b:
-            break
-        b = nb
-    return b

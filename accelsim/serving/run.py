@@ -28,7 +28,7 @@ from accelsim.errors import InputError, check_int
 from accelsim.serving import arrivals as arr
 from accelsim.serving.costs import SpecDecode, StepTimer
 from accelsim.serving.metrics import request_table, summary
-from accelsim.serving.policy import BLOCK_TOKENS, kv_capacity_tokens
+from accelsim.serving.policy import BLOCK_TOKENS, REQUEST_OVERHEAD_S, kv_capacity_tokens
 from accelsim.errors import choose
 from accelsim.serving.scheduler import BatchLimits, HostOffload, Preemption, PrefixCache
 from accelsim.serving.sim import EventLog, Pool, simulate
@@ -87,7 +87,7 @@ class Deployment:
     limits: BatchLimits = BatchLimits()
     replicas: int = 1
     host_overhead_s: float = 0.0  # per iteration
-    request_overhead_s: float = 0.0  # per request, before it is queued
+    request_overhead_s: float = REQUEST_OVERHEAD_S  # per request, before it is queued (fitted)
     spec: SpecDecode | None = None
     draft: Decoder | None = None
     expert_skew: float = 1.0
@@ -318,7 +318,7 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
           arrivals: str | Path | None = None, burstiness: float = 1.0, seed: int = 0,
           tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1, kv_cache: str = "bf16",
           max_batch: int = 256, max_batched_tokens: int = 8192, chunked_prefill: bool = False,
-          host_overhead_s: float = 0.0, request_overhead_s: float = 0.0,
+          host_overhead_s: float = 0.0, request_overhead_s: float = REQUEST_OVERHEAD_S,
           spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
           expert_skew: float = 1.0, slo_ttft_s: float | None = None,
           slo_tpot_s: float | None = None, memory_reserve_GiB: float = 0.0,
@@ -333,7 +333,8 @@ def serve(system: System, model: str | Path | TransformerConfig | Decoder, schem
     (``arrivals``); ``replicas`` copies of ``model`` on ``tp`` x ``pp`` GPUs each, continuous
     batching within ``max_batch`` sequences and ``max_batched_tokens`` tokens per iteration
     (``chunked_prefill``: mixed batches), a paged KV cache from the memory account with
-    preemption, ``host_overhead_s`` per iteration and ``request_overhead_s`` per request;
+    preemption, ``host_overhead_s`` per iteration and ``request_overhead_s`` per request (default
+    the fitted :data:`~accelsim.serving.policy.REQUEST_OVERHEAD_S`; 0 turns it off);
     ``spec_decode`` K draft tokens accepted with probability ``accept_rate`` each (``draft``:
     ``mtp`` or a model); ``expert_skew`` the MoE routing imbalance; ``disagg`` ``(P, D)``:
     P prefill replicas on ``prefill_tp`` GPUs (default ``tp``) and D decode replicas on
@@ -391,7 +392,7 @@ def deployment(system: System, model: str | Path | TransformerConfig | Decoder, 
                *, tp: int = 1, pp: int = 1, ep: int = 1,
                replicas: int = 1, kv_cache: str = "bf16", max_batch: int = 256,
                max_batched_tokens: int = 8192, chunked_prefill: bool = False,
-               host_overhead_s: float = 0.0, request_overhead_s: float = 0.0,
+               host_overhead_s: float = 0.0, request_overhead_s: float = REQUEST_OVERHEAD_S,
                spec_decode: int = 0, accept_rate: float | None = None, draft: str = "mtp",
                expert_skew: float = 1.0, memory_reserve_GiB: float = 0.0,
                disagg: tuple[int, int] | None = None, prefill_tp: int | None = None,
