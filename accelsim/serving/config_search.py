@@ -35,6 +35,7 @@ from accelsim.engine.decoder import Decoder
 from accelsim.engine.inference import KV_BYTES
 from accelsim.errors import Infeasible, InputError, check_int
 from accelsim.serving import arrivals as arr
+from accelsim.serving.policy import REQUEST_OVERHEAD_S
 from accelsim.serving.run import Deployment, deployment, request_stream, run
 from accelsim.serving.scheduler import DEFAULT_MAX_BATCHED_TOKENS, MAX_BATCH
 
@@ -272,7 +273,7 @@ def search(system: System, model: str | Path | Decoder, scheme: str, *, gpus: in
            lengths: str | Path | None = None, arrivals: str | Path | None = None,
            burstiness: float = 1.0, seed: int = 0, slo_ttft_s: float | None = None,
            slo_tpot_s: float | None = None, host_overhead_s: float = 0.0,
-           request_overhead_s: float = 0.0, spec_decode: int = 0,
+           request_overhead_s: float = REQUEST_OVERHEAD_S, spec_decode: int = 0,
            accept_rate: float | None = None, draft: str = "mtp", expert_skew: float = 1.0,
            memory_reserve_GiB: float = 0.0, prefix_cache: bool = False,
            prefix_hit_rate: float | None = None, preemption: str = "recompute",
