@@ -277,3 +277,48 @@ def test_a_fitted_chip_is_priced_by_its_own_power_model():
     assert e.power_W > h100.chip.power.static_W
     assert w.memory_pJ_per_byte == pytest.approx(
         h100.chip.power.memory_J_per_byte * 1e12 * (1830 / 1980) ** 2)
+
+
+# ------------------------------------------------------------ block-scaled MACs (issue 37)
+@pytest.mark.parametrize("precision, dtype, block", [("mxfp8", "float8_e4m3fn", 32),
+                                                     ("mxfp4", "float4_e2m1fn", 32),
+                                                     ("nvfp4", "float4_e2m1fn", 16)])
+def test_a_block_dot_adder_holds_every_sum_of_a_block_exactly(precision, dtype, block):
+    """The fixed-point width sums ``block`` products exactly: from the smallest nonzero
+    product's LSB to ``block`` times the largest product, counted from the format's values as
+    ml_dtypes enumerates them (not from the bit-field formula the code uses)."""
+    import ml_dtypes
+
+    t = getattr(ml_dtypes, dtype)
+    bits = 8 if "float8" in dtype else 4
+    codes = np.arange(2 ** bits, dtype=np.uint8)
+    if bits == 4:
+        values = np.array([float(np.array(c, np.uint8).view(t)) for c in codes])
+    else:
+        values = codes.view(t).astype(np.float64)
+    mags = np.abs(values[np.isfinite(values) & (values != 0)])
+    lsb, top = mags.min() ** 2, block * mags.max() ** 2
+    need = int(np.ceil(np.log2(top / lsb)))  # integer multiples of lsb up to top
+    operand = dc.OPERANDS[dc.PRECISION_MAC[precision][0]]
+    assert dc.block_dot_bits(operand, dc.BLOCK_ACCUMULATION[precision][0]) == need
+
+
+def test_block_formats_share_the_fp32_add_over_their_block_and_cost_less_than_fp8():
+    """A block-scaled MAC (exact block dot, one fp32 add per block) is cheaper than the fp16-
+    accumulating 8-bit MAC of the HFP8 design, more than an E2M1 one, and its per-block share
+    of the fp32 adder is the adder over the block."""
+    fp8, mx8, mx4, nv4 = (dc.precision_mac(p, 14.0) for p in ("fp8", "mxfp8", "mxfp4", "nvfp4"))
+    assert mx4.area_um2 < nv4.area_um2 < mx8.area_um2 < fp8.area_um2
+    assert mx4.energy_pJ < nv4.energy_pJ < mx8.energy_pJ
+    # the fp32 add shared by 32 vs 16 elements: mxfp4 and nvfp4 differ by the adder over 32
+    # plus nvfp4's E4M3 scale product over 16 less mxfp4's 9-bit exponent add over 32, and one
+    # carry bit fewer (16 products, not 32) in the block dot and its aligning shifter (3 stages
+    # of muxes: E2M1 products take 2 * 4 - 1 = 7 exponents)
+    s = dc.node_scale(14.0)
+    carry = -dc.INT_ADDER_PER_BIT.area_um2 * (1 + dc.MUX_PER_ADDER_BIT * 3)
+    add = dc.adder_cost(dc.Accumulator.FP32).area_um2
+    scale_nv = dc.multiplier_cost(dc.OPERANDS["fp8-e4m3"]).area_um2
+    scale_mx = dc.INT_ADDER_PER_BIT.area_um2 * 9
+    assert nv4.area_um2 - mx4.area_um2 == pytest.approx(
+        s.area * ((add + scale_nv) / 16 - (add + scale_mx) / 32 + carry))
+    assert "per 32" in mx8.accumulator and "per 16" in nv4.accumulator

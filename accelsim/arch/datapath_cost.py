@@ -99,10 +99,21 @@ class Operand:
     exponent_bits: int
     int_bits: int = 0
     source: str = ""
+    #: every exponent field encodes finite numbers (OCP E4M3 keeps one NaN, E2M1 none): the
+    #: top exponent is usable, unlike IEEE-style formats (E5M2, fp16) that keep it for inf/NaN
+    finite_only: bool = False
 
     @property
     def is_int(self) -> bool:
         return self.int_bits > 0
+
+    def exponent_span(self) -> int:
+        """Binades a nonzero value can take: the normal exponents plus the ``m`` subnormal
+        binades below them (a float; 0 for an integer)."""
+        if self.is_int:
+            return 0
+        normals = 2 ** self.exponent_bits - (1 if self.finite_only else 2)
+        return normals + self.mantissa_bits
 
 
 #: The operand formats of the table. Bit fields: IEEE 754 (fp32, fp16), bfloat16, OCP FP8 /
@@ -114,13 +125,13 @@ OPERANDS: dict[str, Operand] = {o.name: o for o in (
     Operand("tf32", 10, 8, source="NVIDIA TF32: binary32 range, binary16 significand"),
     Operand("fp16", 10, 5, source="IEEE 754 binary16"),
     Operand("bf16", 7, 8, source="bfloat16"),
-    Operand("fp8-e4m3", 3, 4, source="OCP FP8 E4M3"),
+    Operand("fp8-e4m3", 3, 4, source="OCP FP8 E4M3", finite_only=True),
     Operand("fp8-e5m2", 2, 5, source="OCP FP8 E5M2"),
     Operand("hfp8", 3, 5, source="HFP8 unit (Sun et al. 2019): 1-4-3 forward and 1-5-2 "
                                  "backward on one multiplier -> 3 mantissa, 5 exponent bits"),
     Operand("hif8", 3, 6, source="HiF8 (Luo et al. 2024): <= 3 mantissa bits, exponent "
                                  "-22..15 (6 bits decoded)"),
-    Operand("fp4-e2m1", 1, 2, source="OCP MX FP4 E2M1"),
+    Operand("fp4-e2m1", 1, 2, source="OCP MX FP4 E2M1", finite_only=True),
     Operand("int8", 0, 0, int_bits=8, source="8-bit integer"),
     Operand("int4", 0, 0, int_bits=4, source="4-bit integer"),
 )}
@@ -349,8 +360,8 @@ def mac_table(node_nm: float = 14.0, vdd_V: float | None = None) -> tuple[MacCos
 #: (operand format, accumulator). fp16 and the HFP8 formats accumulate in fp16 as in the HFP8
 #: paper's design (Sun et al. 2019 and Wang et al. 2018: FP8 products, FP16 chunk accumulation;
 #: RaPiD's FP16 FMA); bf16/tf32/fp32 and the MX/NV block formats in fp32 (GPU tensor cores);
-#: integers in int32. Block formats price their element multiplier (the shared-scale handling
-#: is not priced).
+#: integers in int32. Block formats: the element multiplier and, per block, the fp32
+#: accumulator (:data:`BLOCK_ACCUMULATION`).
 PRECISION_MAC: dict[str, tuple[str, Accumulator]] = {
     "fp32": ("fp32", Accumulator.FP32), "tf32": ("tf32", Accumulator.FP32),
     "bf16": ("bf16", Accumulator.FP32), "fp16": ("fp16", Accumulator.FP16),
@@ -362,11 +373,78 @@ PRECISION_MAC: dict[str, tuple[str, Accumulator]] = {
 }
 
 
+#: Block-scaled precisions: (elements per block, scale format). Their golden models
+#: (:mod:`accelsim.arith.blockscaled`, Blackwell MMA semantics) sum a block's products exactly
+#: and add the scaled block sum into fp32 once per block, so the hardware they describe is an
+#: exact fixed-point block dot plus one fp32 add and one scale product per block. Block sizes
+#: and scale formats: OCP MX v1.0 (32 elements, E8M0 scale: the two scales' exponents add);
+#: NVIDIA, arXiv 2509.25149 (NVFP4: 16 elements, E4M3 scale: the two scales multiply).
+BLOCK_ACCUMULATION: dict[str, tuple[int, str]] = {
+    "mxfp8": (32, "e8m0"), "mxfp6": (32, "e8m0"), "mxfp4": (32, "e8m0"),
+    "nvfp4": (16, "fp8-e4m3")}
+
+
+#: A 2:1 multiplexer as a fraction of an adder bit (assumption, by transistor count: a static
+#: CMOS mux2 with its select inverter is 12 transistors, a mirror full adder 28; Weste & Harris)
+MUX_PER_ADDER_BIT = 12 / 28
+WESTE_HARRIS = ("N. Weste and D. Harris, \"CMOS VLSI Design\", 4th ed., 2011: mirror adder "
+                "(28 transistors) and static mux2 (12) transistor counts")
+
+
+def block_dot_bits(operand: Operand, block: int) -> int:
+    """Width of the fixed-point adder that sums ``block`` products of ``operand`` exactly:
+    a product's bits run from the smallest subnormal's square (LSB ``2 * (emin - m)``) to
+    below the largest normal's square (``2 * (emax + 1)``), ``2 * span`` bits, plus
+    ``ceil(log2 block)`` carry bits; an integer's product is ``2 * bits`` wide."""
+    carry = math.ceil(math.log2(block))
+    if operand.is_int:
+        return 2 * operand.int_bits + carry
+    return 2 * operand.exponent_span() + carry
+
+
+def _align_stages(operand: Operand) -> int:
+    """Barrel-shifter stages that align a product to the block's fixed point: one per bit of
+    the count of product exponents (``2 * span - 1``; an integer needs none)."""
+    return 0 if operand.is_int else math.ceil(math.log2(2 * operand.exponent_span() - 1))
+
+
+def block_mac_cost(precision: str, node_nm: float = 14.0,
+                   vdd_V: float | None = None) -> MacCost:
+    """Per-MAC area and energy of a block-scaled precision (:data:`BLOCK_ACCUMULATION`): the
+    element multiplier, the exact block dot's fixed-point adder (Horowitz's integer adder per
+    bit, :func:`block_dot_bits` wide) with the barrel shifter that aligns each product to it
+    (an assumption priced by transistor count, :data:`MUX_PER_ADDER_BIT`), and per block an fp32 add and the scale product (E8M0:
+    a 9-bit exponent add; E4M3: an E4M3 multiplier) shared by its ``block`` MACs."""
+    operand_name, acc = PRECISION_MAC[precision]
+    block, scale = BLOCK_ACCUMULATION[precision]
+    operand = OPERANDS[operand_name]
+    bits = block_dot_bits(operand, block)
+    # the adder plus the barrel shifter that aligns each product: ceil(log2(shift range))
+    # stages of ``bits`` 2:1 muxes, a mux priced as MUX_PER_ADDER_BIT of an adder bit
+    cells = bits * (1 + MUX_PER_ADDER_BIT * _align_stages(operand))
+    dot = UnitCost(INT_ADDER_PER_BIT.area_um2 * cells, INT_ADDER_PER_BIT.energy_pJ * cells,
+                   (HOROWITZ + " (integer adder ~ width, fitted to 8/16/32 bit)", WESTE_HARRIS))
+    per_block = adder_cost(acc) + (
+        UnitCost(INT_ADDER_PER_BIT.area_um2 * 9, INT_ADDER_PER_BIT.energy_pJ * 9, ())
+        if scale == "e8m0" else multiplier_cost(OPERANDS[scale]))
+    unit = multiplier_cost(operand) + dot + UnitCost(per_block.area_um2 / block,
+                                                     per_block.energy_pJ / block,
+                                                     per_block.sources)
+    s = node_scale(node_nm, vdd_V)
+    sources = unit.sources + ((STILLMAKER,) if s.node_nm != REFERENCE_NODE_NM
+                              or s.vdd_V != REFERENCE_VDD_V else ())
+    return MacCost(operand_name, f"block dot + {acc.value} per {block}", s.node_nm, s.vdd_V,
+                   unit.area_um2 * s.area, unit.energy_pJ * s.energy, sources)
+
+
 def precision_mac(precision: str, node_nm: float = 14.0, vdd_V: float | None = None) -> MacCost:
-    """The MAC unit of an accelsim compute precision (:data:`PRECISION_MAC`) at a node."""
+    """The MAC unit of an accelsim compute precision (:data:`PRECISION_MAC`) at a node; block-
+    scaled precisions as their exact block dot (:func:`block_mac_cost`)."""
     if precision not in PRECISION_MAC:
         raise InputError(f"no MAC unit for precision {precision!r}; priced: "
                          f"{', '.join(PRECISION_MAC)}")
+    if precision in BLOCK_ACCUMULATION:
+        return block_mac_cost(precision, node_nm, vdd_V)
     operand, acc = PRECISION_MAC[precision]
     return mac_cost(operand, acc, node_nm, vdd_V)
 
