@@ -296,6 +296,10 @@ def run(args: argparse.Namespace) -> int:
             json.dump(trace_events(r.log, r.requests), f)
         print(f"wrote {args.trace}", file=sys.stderr)
     d = r.as_dict()
+    bands = _error_bands(dep, d, r.requests)
+    for prefix, b in bands.items():
+        d.update({f"{prefix}{k}": v for k, v in b.as_dict().items()
+                  if not prefix or k in ("error_low_pct", "error_high_pct", "error_regime")})
     if args.json:
         print(json.dumps(d))
         return 0
@@ -321,4 +325,26 @@ def run(args: argparse.Namespace) -> int:
                 if d["preemptions"] else ()), "host_overhead_s", "energy_J_per_output_token", "power_W_per_gpu"):
         if d.get(k) is not None:
             print(f"  {k:<30} {d[k]:.4g}")
+    for what, prefix in (("requests", ""), ("TTFT", "time_to_first_token_"),
+                         ("TPOT", "time_per_output_token_")):
+        print(f"  {what + ':':<9} " + bands[prefix].line().strip())
     return 0
+
+
+def _error_bands(dep, d: dict, requests) -> dict:
+    """The error bars of a serving run (issue 34 item 8) from the inference regimes of the
+    validated tables: the whole-request band for throughput and latency (``error_low_pct``,
+    ``error_high_pct``, ``in_domain``), the prefill band for TTFT and the decode band for TPOT
+    (``time_to_first_token_error_low_pct`` ...), at the stream's mean prompt + output tokens
+    (TTFT: its mean prompt; TPOT: its mean context)."""
+    from accelsim.arch.schemes import get_scheme
+    from accelsim.engine.uncertainty import Phase, inference_band
+
+    prompt = float(requests["input_tokens"].mean())
+    out = float(requests["output_tokens"].mean())
+    kw = dict(gpus=d["gpus"], precision=get_scheme(d["scheme"]).compute_precision,
+              params=dep.model.n_params)
+    request = inference_band(dep.system, phase=Phase.REQUEST, seq=round(prompt + out), **kw)
+    prefill = inference_band(dep.system, phase=Phase.PREFILL, seq=round(prompt), **kw)
+    decode = inference_band(dep.system, phase=Phase.DECODE, seq=round(prompt + out / 2), **kw)
+    return {"": request, "time_to_first_token_": prefill, "time_per_output_token_": decode}
