@@ -45,15 +45,15 @@ REPORT_TABLES = ("validation_all.csv", "compute_validation.csv",
                  "compute_validation_oos_cases.csv", "llm_published_validation.csv")
 #: validations whose rows are used (matched by prefix; the device ones by DEVICE_GROUPS)
 USED = ("GPU compute: ", "DGX-1 ResNet-50", "Megatron-LM SC'21", "FP8-LM Tables 5 and 7",
-        "LLM inference / MoE training, published")
+        "LLM inference / MoE training, published",
+        # fit rows: each A100 row's leave-one-out refit (scripts/fit_fsdp.py); the others never
+        # informed the fit, so their own error is their leave-one-out one
+        "MPT FSDP training")
 #: validations left out: no front-end's default prediction of time or throughput
 LEFT_OUT = ("HFP8 appendix D",            # relative gains in points, the paper's 64-chip study
             "GPU datasheet peaks",        # reference rows, by construction
             "H100 FP8 GEMM output bits",  # numerics, not timing
-            "SCALE-Sim v3 cycles", "netsim: ",  # engine cross-checks, not measurements
-            # fit rows with no leave-one-out refit yet (scripts/fit_fsdp.py's grid per left-out
-            # row is ~10 min): neither held out nor left out, so no error a band may use
-            "MPT FSDP training")
+            "SCALE-Sim v3 cycles", "netsim: ")  # engine cross-checks, not measurements
 #: groups of our own H100 / H200 measurements used, by the family they time
 #: (the default clock is the power-limited one: its rows are the "power model" groups)
 DEVICE_GROUPS = {"gemm: power model": u.Family.GEMM,
@@ -108,6 +108,11 @@ def _case_params_B(case: dict) -> float | None:
     return _params_B(case["model"])
 
 
+#: llm-foundry's precisions as scripts/mpt_validate.py asks them (bf16 rows on the pytorch
+#: stack, the FP8 rows on Transformer Engine's, the megatron stack)
+MPT_SCHEME = {"amp_bf16": "bf16", "bf16": "bf16", "amp_fp8": "te-fp8"}
+
+
 def _gpt_params_B(layers: int, hidden: int, vocab: int) -> float:
     return (12 * layers * hidden**2 + vocab * hidden) / 1e9
 
@@ -149,6 +154,8 @@ def collect(reports: Path) -> pd.DataFrame:
     pub = pd.read_csv(reports / "llm_published_validation.csv").set_index("id")
     with open(ROOT / "accelsim" / "data" / "llm_published.toml", "rb") as f:
         cases = {c["id"]: c for c in tomllib.load(f)["case"]}
+    mpt = pd.read_csv(ROOT / "accelsim" / "data" / "mpt" / "mpt_training_throughput.csv"
+                      ).set_index("id")
     rows = []
     for r in va.itertuples(index=False):
         got = _usable(r)
@@ -198,6 +205,15 @@ def collect(reports: Path) -> pd.DataFrame:
                              gpus=c["gpus"], precision=get_scheme(c["scheme"]).compute_precision,
                              stack="megatron" if phase is u.Phase.TRAIN else u.ANY, seq=seq,
                              params_B=_case_params_B(c), **kw))
+        elif v.startswith("MPT FSDP training"):
+            m = mpt.loc[case.rsplit(" (", 1)[0]]
+            scheme = MPT_SCHEME[m["precision"]]
+            rows.append(_row(u.Family.TRAINING, u.Phase.TRAIN, err,
+                             chip=m["system"].removeprefix("dgx-"), gpus=int(m["gpus"]),
+                             precision=get_scheme(scheme).compute_precision,
+                             stack="pytorch" if scheme == "bf16" else "megatron",
+                             seq=int(m["seq"]), params_B=_gpt_params_B(
+                                 int(m["layers"]), int(m["hidden"]), int(m["vocab"])), **kw))
         elif "measured here" in v:
             chip = "h200" if v.startswith("H200") else "h100"
             group = v.split(": ", 1)[1]

@@ -31,6 +31,34 @@ def errors(rows, k: float) -> np.ndarray:
                      / float(r.published_tokens_per_s_per_gpu) - 1 for r in rows])
 
 
+def fit_rows(df, rows: str = "a100") -> list:
+    """The rows the fit reads: the bf16 pytorch-stack rows (``rows="a100"``: the A100's)."""
+    return [r for r in df.itertuples(index=False) if v.stack_of(r).name == "pytorch"
+            and (rows == "all" or r.system == "dgx-a100")]
+
+
+def best_k(errs: np.ndarray) -> int:
+    """Index of the grid value with the lowest mean absolute error over the rows of ``errs``
+    (grid x rows); the first of equal ones, as :func:`main` picks."""
+    mae = np.abs(errs).mean(axis=1)
+    return int(np.flatnonzero(mae <= mae.min() + 1e-12)[0])
+
+
+def leave_one_out() -> dict[str, tuple[float, float]]:
+    """Per fit row: (prediction, error) with ``comm_contention`` refitted on the other fit rows
+    (the same grid and rule); rows outside the fit do not inform it, so leaving one out leaves
+    the fit as it is and they are not listed."""
+    df = v.load()
+    fit = fit_rows(df)
+    errs = np.array([errors(fit, float(k)) for k in GRID])  # grid x rows
+    out = {}
+    for i, r in enumerate(fit):
+        k = best_k(np.delete(errs, i, axis=1))
+        pub = float(r.published_tokens_per_s_per_gpu)
+        out[r.id] = (pub * (1 + errs[k, i]), float(errs[k, i]))
+    return out
+
+
 def main() -> int:
     from accelsim.engine.stack import COMM_CONTENTION
 
@@ -41,8 +69,7 @@ def main() -> int:
                     help="the bf16 pytorch-stack rows fitted (default the A100's)")
     args = ap.parse_args()
     df = v.load()
-    fit = [r for r in df.itertuples(index=False) if v.stack_of(r).name == "pytorch"
-           and (args.rows == "all" or r.system == "dgx-a100")]
+    fit = fit_rows(df, args.rows)
     print(f"fit rows: {len(fit)} ({args.rows}, pytorch stack, clock {v.CLOCK})")
     best = None
     for k in GRID:
