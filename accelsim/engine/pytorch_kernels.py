@@ -1,0 +1,92 @@
+"""The pytorch stacks' element-wise kernels for any dense decoder, one door: the GPT block's
+(:mod:`accelsim.engine.eager`, measured kernel by kernel), every other dense decoder's
+(:mod:`accelsim.engine.eager_llama`: RMSNorm, gated MLPs, rotary, grouped-query attention), and
+under ``torch.compile`` the fused groups (:mod:`accelsim.engine.compiled`) -- with what
+autograd keeps and what the stacks refuse."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accelsim.arch.states import StateFormats
+from accelsim.engine import compiled, eager, eager_llama
+from accelsim.engine.graph import ElementwiseOp
+from accelsim.engine.plan import Plan
+from accelsim.engine.stack import Stack
+from accelsim.workload.gpt import GptConfig
+
+if TYPE_CHECKING:
+    from accelsim.engine.decoder import Decoder
+
+KernelLists = tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]
+
+
+def is_gpt_block(model: GptConfig | Decoder) -> bool:
+    """Whether ``model`` is the GPT block whose eager kernels were measured
+    (:func:`accelsim.engine.eager.gpt_block_differences`)."""
+    return not eager.gpt_block_differences(model)
+
+
+def check_model(model: GptConfig | Decoder) -> None:
+    """InputError naming what neither kernel list expresses (MoE, MLA, a parallel residual,
+    partial rotary: :func:`accelsim.engine.eager_llama.check_block`)."""
+    if not is_gpt_block(model):
+        eager_llama.check_block(model)
+
+
+def check_plan(model: GptConfig | Decoder, plan: Plan, formats: StateFormats) -> None:
+    """The model's check (:func:`check_model`) and the plan's
+    (:func:`accelsim.engine.eager.check_plan`)."""
+    check_model(model)
+    eager.check_plan(model, plan, formats)
+
+
+def layer_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, precision: str
+                  ) -> KernelLists:
+    """(forward, backward) element-wise kernels of one layer and micro-batch on ``stack``."""
+    if stack.compiled:
+        check_model(model)
+        return compiled.layer_kernels(model, micro_batch, precision)
+    if is_gpt_block(model):
+        return eager.layer_kernels(model, micro_batch, precision)
+    check_model(model)
+    T, _, _, e, _, c = eager.sizes(model, micro_batch, precision)
+    return eager.flat(eager_llama.layer_parts(model, T, e, c))
+
+
+def head_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, precision: str
+                 ) -> KernelLists:
+    """(forward, backward) element-wise kernels outside the layers, per micro-batch."""
+    if stack.compiled:
+        check_model(model)
+        return compiled.head_kernels(model, micro_batch, precision)
+    if is_gpt_block(model):
+        return eager.head_kernels(model, micro_batch, precision)
+    check_model(model)
+    T, _, _, e, _, c = eager.sizes(model, micro_batch, precision)
+    return eager.flat(eager_llama.head_parts(model, T, e, c))
+
+
+def activation_bytes_per_layer(model: GptConfig | Decoder, micro_batch: int, precision: str
+                               ) -> float:
+    """What autograd saves for one layer's backward pass (bytes, one micro-batch)."""
+    if is_gpt_block(model):
+        return eager.activation_bytes_per_layer(model, micro_batch, precision)
+    T, _, _, e, _, _ = eager.sizes(model, micro_batch, precision)
+    return eager_llama.activation_bytes_per_layer(model, T, e)
+
+
+def activation_bytes(model: GptConfig | Decoder, plan: Plan, precision: str) -> float:
+    """Saved activations of one GPU at the peak (every layer of every in-flight micro-batch,
+    one micro-batch in flight without a pipeline, plus the head and loss). With activation
+    checkpointing of every block (``recompute full``: ``checkpoint_wrapper``) each layer keeps
+    its input (the fp32 residual stream under autocast) and the layer being recomputed holds
+    its saved tensors once. The compiled stack keeps what eager keeps (an upper bound:
+    :mod:`accelsim.engine.compiled`)."""
+    layer = activation_bytes_per_layer(model, plan.micro_batch, precision)
+    if plan.recompute == "full":
+        T, h, _, _, r, _ = eager.sizes(model, plan.micro_batch, precision)
+        kept = model.layers * T * h * r + layer
+    else:
+        kept = model.layers * layer
+    return kept + eager.head_activation_bytes(model, plan.micro_batch, precision)

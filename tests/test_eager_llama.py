@@ -1,0 +1,115 @@
+"""Dense decoders other than the GPT block on the pytorch stacks: the eager Llama block's kernel
+inventory against a hand count of its docstring's formulas, a Llama-class FSDP step on the
+eager and compiled stacks, the compiled stack between the eager one and the ideal, and the
+refusals that stay."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from accelsim.arch import build_system
+from accelsim.engine import LlmParams, Plan, compiled, eager, predict, pytorch_kernels
+from accelsim.engine.decoder import Decoder
+from accelsim.engine.stack import (PYTORCH, PYTORCH_COMPILE, STREAM_EFFICIENCY, KernelKind,
+                                   kernel_Bps)
+from accelsim.errors import InputError
+from accelsim.paths import REPO_ROOT
+from accelsim.workload.hf_config import resolve_model
+from accelsim.workload.gpt import GptConfig
+
+H100 = build_system(REPO_ROOT / "arch_configs" / "h100-sxm.toml")
+DGX_H100 = build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml")
+LLAMA = Decoder(resolve_model("llama3-8b"), 2048)
+ONE = Plan(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1, optimizer="adamw")
+FSDP = Plan(tp=1, pp=1, dp=8, micro_batch=1, global_batch=16, optimizer="adamw", fsdp=True)
+GPT2 = GptConfig(layers=12, hidden=768, heads=12, seq=1024, vocab=50257, flash_attention=True)
+
+
+def _hand_count(T, h, a, kv, d, f, e=2, r=4):
+    """One Llama layer's element-wise bytes under bf16 autocast, (forward, backward), from
+    eager_llama's docstring, term by term."""
+    norm_f = T * h * (8 + 4 + 8 + 8) + 4 * T + 8 * T + 8 * T + 4 * T + 4 * h + T * h * (r + e)
+    norm_b = (T * h * (e + r) + (8 * T * h + 4 * h) + 12 * T * h + (4 * T * h + 4 * h)
+              + (8 * T * h + 4 * T) + 12 * T * h + (4 * T * h + 4 * T) + (8 + 8 + 12) * T
+              + (4 * T + 4 * T * h) + (8 + 8 + 12) * T * h + 12 * T * h)
+    rot_f = sum(10 * n * e + 2 * T * d * e for n in (T * a * d, T * kv * d))
+    rot_b = sum(15 * n * e + 2 * T * d * e for n in (T * a * d, T * kv * d))
+    q = a * d
+    sdpa_f = 2 * T * (kv * d + q) * e + 4 * T * q * 2 * e
+    sdpa_b = 6 * T * q * 2 * e + 2 * T * (q + 2 * kv * d) * 2 * e + 2 * T * (q + kv * d) * e
+    res_f, res_b = T * h * (2 * r + e), T * h * 3 * r + T * h * (r + e)
+    glu_f, glu_b = 5 * T * f * e, 13 * T * f * e
+    weights = (q + 2 * kv * d) * h + q * h + 2 * f * h + f * h
+    cast = weights * (r + e)
+    return (2 * norm_f + rot_f + sdpa_f + 2 * res_f + glu_f + cast,
+            2 * norm_b + rot_b + sdpa_b + 2 * res_b + glu_b + cast)
+
+
+def test_llama_layer_kernels_match_the_hand_count():
+    fwd, bwd = pytorch_kernels.layer_kernels(PYTORCH, LLAMA, 2, "bf16")
+    c = LLAMA.config
+    f_hand, b_hand = _hand_count(2 * 2048, c.hidden, c.heads, c.kv_heads, c.head_dim,
+                                 c.ffn_size)
+    assert sum(k.bytes for k in fwd) == f_hand
+    assert sum(k.bytes for k in bwd) == b_hand
+    # no bias gradients or casts; one kernel per op: 7 per RMSNorm, 5 per rotated tensor
+    assert not any("bias" in k.name for k in fwd + bwd)
+    assert len(fwd) == 2 * 7 + 2 * 5 + 2 + 4 + 2 + 2 + 4
+    # the GPT block keeps its own inventory, untouched
+    assert pytorch_kernels.layer_kernels(PYTORCH, Decoder.of(GPT2), 8, "bf16") \
+        == eager.layer_kernels(GPT2, 8, "bf16")
+
+
+@pytest.mark.parametrize("stack", [PYTORCH, PYTORCH_COMPILE])
+def test_llama_fsdp_step_runs_on_the_pytorch_stacks(stack):
+    r = predict(LLAMA, FSDP, "bf16", DGX_H100, LlmParams(stack=stack))
+    assert r.iteration_time_s > 0 and r.memory.total_bytes > 0
+    assert r.memory.reserve_bytes == pytest.approx(0.4 * 2**30)
+    full = predict(LLAMA, replace(FSDP, recompute="full"), "bf16", DGX_H100,
+                   LlmParams(stack=stack))
+    assert full.iteration_time_s > r.iteration_time_s
+    assert full.memory.activations_bytes < r.memory.activations_bytes
+
+
+@pytest.mark.parametrize("model, mb", [(LLAMA, 1), (GPT2, 8)])
+def test_compile_is_faster_than_eager_and_slower_than_the_ideal(model, mb):
+    plan = replace(ONE, micro_batch=mb, global_batch=mb)
+    pe = predict(model, plan, "bf16", H100, LlmParams(stack=PYTORCH))
+    pc = predict(model, plan, "bf16", H100, LlmParams(stack=PYTORCH_COMPILE))
+    assert pc.iteration_time_s < pe.iteration_time_s
+    bw = H100.chip.memory_bandwidth_Bps * STREAM_EFFICIENCY
+    floor = PYTORCH_COMPILE.floor_s(KernelKind.ELEMENTWISE)
+    for kernels in (compiled.layer_kernels(model, mb, "bf16"),
+                    compiled.head_kernels(model, mb, "bf16")):
+        nbytes = sum(k.bytes for k in kernels[0] + kernels[1])
+        t = sum(eager.stream_s(k, bw, floor)[0] for k in kernels)
+        assert t >= nbytes / bw  # no group beats a plain copy of its bytes
+    ew = {name: sum(o.time_s for o in r.layer_ops if o.op == "elementwise")
+          for name, r in (("eager", pe), ("compile", pc))}
+    ideal = sum(k.bytes for k in sum(compiled.layer_kernels(model, mb, "bf16"), ())) / bw
+    assert ideal <= ew["compile"] < ew["eager"]
+    assert kernel_Bps("layernorm", bw) < bw
+
+
+def test_sliding_window_runs_through_the_flash_kernel():
+    mistral = Decoder(replace(LLAMA.config, name="swa", sliding_window=512), 4096)
+    full = Decoder(replace(LLAMA.config, name="full"), 4096)
+    plan = replace(ONE, optimizer="adamw")
+    rw = predict(mistral, plan, "bf16", H100, LlmParams(stack=PYTORCH))
+    rf = predict(full, plan, "bf16", H100, LlmParams(stack=PYTORCH))
+    attn = {n: sum(o.time_s for o in r.layer_ops if o.op == "attention")
+            for n, r in (("swa", rw), ("full", rf))}
+    assert attn["swa"] < attn["full"]
+
+
+@pytest.mark.parametrize("model, plan, match", [
+    (Decoder(resolve_model("mixtral-8x7b"), 1024), ONE, "mixtral-8x7b has MoE"),
+    (LLAMA, replace(ONE, recompute="selective"), "recompute selective"),
+    (LLAMA, replace(ONE, tp=2, dp=1), "tp 2"),
+])
+@pytest.mark.parametrize("stack", [PYTORCH, PYTORCH_COMPILE])
+def test_refusals_stay_clear(model, plan, match, stack):
+    with pytest.raises(InputError, match=match):
+        predict(model, plan, "bf16", DGX_H100, LlmParams(stack=stack))
