@@ -113,3 +113,69 @@ def test_sliding_window_runs_through_the_flash_kernel():
 def test_refusals_stay_clear(model, plan, match, stack):
     with pytest.raises(InputError, match=match):
         predict(model, plan, "bf16", DGX_H100, LlmParams(stack=stack))
+
+
+# ---- torchao.float8 -----------------------------------------------------------------------------
+def _linear_shapes(c):
+    q, kv = c.heads * c.head_dim, c.kv_heads * c.head_dim
+    return [(c.hidden, q + 2 * kv), (q, c.hidden), (c.hidden, 2 * c.ffn_size),
+            (c.ffn_size, c.hidden)]
+
+
+def test_fp8_tensorwise_adds_exactly_the_documented_cast_kernels():
+    c, M = LLAMA.config, 2 * 2048
+    bf16 = pytorch_kernels.layer_kernels(PYTORCH, LLAMA, 2, "bf16")
+    fp8 = pytorch_kernels.layer_kernels(PYTORCH, LLAMA, 2, "fp8", "tensorwise")
+    # eager, one cast of n elements (float8.py's docstring): abs 2sn, amax sn, four 16-byte
+    # scale kernels, to fp32 (s + 4)n for 16 bits, * scale 8n + 4, clamp 8n, to fp8 5n:
+    # 33 n + 68 either way; Float8Linear runs no autocast weight cast (fp32 -> bf16, 6 bytes)
+    cast = 33
+    f_extra = sum(cast * M * k + 68 + cast * k * n + 68 - 6 * k * n
+                  for k, n in _linear_shapes(c))
+    b_extra = sum(cast * (2 * M * n + k * n + M * k) + 4 * 68 + 2 * (k * n + M * n + M * k)
+                  for k, n in _linear_shapes(c))
+    assert sum(k.bytes for k in fp8[0]) - sum(k.bytes for k in bf16[0]) == f_extra
+    assert sum(k.bytes for k in fp8[1]) - sum(k.bytes for k in bf16[1]) == b_extra
+    # kernels: 10 per 16-bit cast, 9 per fp32 weight cast; backward 3 transposes per layer
+    assert len(fp8[0]) - len(bf16[0]) == 4 * (10 + 9) - 4
+    assert len(fp8[1]) - len(bf16[1]) == 4 * (3 * 10 + 9 + 3)
+    # compiled (torchao's roofline with fusion): input (e + 2) MK, the weight's amax w KN and
+    # two (w + 1) KN casts, the output gradient (e + 2) MN, three 16-byte amax second stages
+    cb = pytorch_kernels.layer_kernels(PYTORCH_COMPILE, LLAMA, 2, "bf16")
+    cf = pytorch_kernels.layer_kernels(PYTORCH_COMPILE, LLAMA, 2, "fp8", "tensorwise")
+    e, w = 2, 4
+    assert sum(k.bytes for k in cf[0] + cf[1]) - sum(k.bytes for k in cb[0] + cb[1]) == sum(
+        (e + 2) * M * k + w * k * n + 2 * (w + 1) * k * n + (e + 2) * M * n + 3 * 16
+        - 6 * k * n for k, n in _linear_shapes(c))
+
+
+def test_fp8_schemes_run_on_the_pytorch_stacks_only():
+    for stack in (PYTORCH, PYTORCH_COMPILE):
+        bf = predict(LLAMA, FSDP, "bf16", DGX_H100, LlmParams(stack=stack))
+        for scheme in ("torchao-fp8-tensorwise", "torchao-fp8-rowwise"):
+            r = predict(LLAMA, FSDP, scheme, DGX_H100, LlmParams(stack=stack))
+            # the four linear layers' GEMMs at the FP8 rate; the LM head stays bf16
+            gemm = {o.op: o.time_s for o in r.layer_ops if o.phase.value == "fwd"}
+            ref = {o.op: o.time_s for o in bf.layer_ops if o.phase.value == "fwd"}
+            assert gemm["fc1"] < ref["fc1"]
+            # torchao saves the bf16 input: activations as bf16's
+            assert r.memory.activations_bytes == bf.memory.activations_bytes
+    from accelsim.engine.stack import MEGATRON
+
+    with pytest.raises(InputError, match="torchao.float8 runs on the pytorch stacks"):
+        predict(LLAMA, ONE, "torchao-fp8-rowwise", H100, LlmParams(stack=MEGATRON))
+    with pytest.raises(InputError, match="Transformer Engine"):
+        predict(LLAMA, ONE, "te-fp8", H100, LlmParams(stack=PYTORCH))
+
+
+def test_fsdp_without_a_stack_runs_llama_and_torchao_fp8_on_pytorch():
+    import argparse
+
+    from accelsim.commands import llm
+
+    parser = argparse.ArgumentParser()
+    llm.add_arguments(parser)
+    for scheme in ("bf16", "torchao-fp8-rowwise"):
+        args = parser.parse_args(["--system", "dgx-h100", "--scheme", scheme, "--optimizer",
+                                  "adamw", "--global-batch", "16", "--fsdp"])
+        assert llm._params(args, LLAMA).stack is PYTORCH

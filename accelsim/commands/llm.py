@@ -299,8 +299,11 @@ def _params(args: argparse.Namespace, model=None):
             check_model(model)
     except InputError:
         stack = "megatron"
-    if OPERAND_BYTES[get_scheme(args.scheme).formats(args.optimizer).gemm_precision] < 2:
-        stack = "megatron"  # 8-bit GEMMs: Transformer Engine's path
+    from accelsim.engine.float8 import RECIPES
+
+    if OPERAND_BYTES[get_scheme(args.scheme).formats(args.optimizer).gemm_precision] < 2 \
+            and args.scheme not in RECIPES:
+        stack = "megatron"  # 8-bit GEMMs other than torchao's: Transformer Engine's path
     return _plan.params(args, fsdp_stack=stack)
 
 

@@ -242,11 +242,13 @@ def stream_s(kernels: tuple[ElementwiseOp, ...], hbm_Bps: float, floor_s: float,
             sum(k.bytes for k in kernels))
 
 
-def check_plan(model: Decoder, plan: Plan, formats: StateFormats) -> None:
+def check_plan(model: Decoder, plan: Plan, formats: StateFormats, torchao: bool = False
+               ) -> None:
     """Raise InputError for what the eager stack does not run: tensor, pipeline or sequence
     parallelism and selective recomputation (Megatron-LM's; eager PyTorch here is one GPU, DDP
     or FSDP, with or without activation checkpointing of whole blocks), 8-bit GEMMs
-    (Transformer Engine's: ``--stack megatron``). Which models the stacks' kernels express is
+    (Transformer Engine's: ``--stack megatron``) unless ``torchao`` runs them
+    (:mod:`accelsim.engine.float8`). Which models the stacks' kernels express is
     :func:`accelsim.engine.pytorch_kernels.check_model`'s."""
     used = [f"{k} {v}" for k, v, off in (("tp", plan.tp, 1), ("pp", plan.pp, 1),
                                          ("sequence_parallel", plan.sequence_parallel, False))
@@ -259,8 +261,9 @@ def check_plan(model: Decoder, plan: Plan, formats: StateFormats) -> None:
                          "use the megatron stack); on the pytorch stacks activation "
                          "checkpointing of chosen ops has no one definition and is not "
                          "modelled: use recompute full (every block checkpointed) or none")
-    if OPERAND_BYTES[formats.gemm_precision] < 2:
-        raise InputError(f"the pytorch stack runs 16- or 32-bit GEMMs (autocast); "
+    if OPERAND_BYTES[formats.gemm_precision] < 2 and not torchao:
+        raise InputError(f"the pytorch stack runs 16- or 32-bit GEMMs (autocast) or torchao's "
+                         f"FP8 (schemes torchao-fp8-tensorwise, torchao-fp8-rowwise); "
                          f"{formats.name}'s {formats.gemm_precision} GEMMs run under Transformer "
                          "Engine (the megatron stack)")
 
@@ -270,8 +273,9 @@ def autocast_formats(formats: StateFormats, optimizer: str) -> StateFormats:
     weights that are the master copy, fp32 gradients and moments, fp32 gradient all-reduce
     under DDP) with the scheme's GEMM precision, 16-bit activations, and the 16-bit weight
     copies each forward makes and autograd keeps for the backward pass (2 bytes per linear
-    weight, ``fp8_weight_cache_bytes``). 32-bit schemes are unchanged."""
-    if OPERAND_BYTES[formats.gemm_precision] >= F32:
+    weight, ``fp8_weight_cache_bytes``). 32-bit schemes, and schemes whose weights are
+    already their fp32 master (torchao.float8's), are unchanged."""
+    if OPERAND_BYTES[formats.gemm_precision] >= F32 or formats.weight_bytes >= F32:
         return formats
     from accelsim.arch.schemes import get_scheme
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from accelsim.arch.states import StateFormats
-from accelsim.engine import compiled, eager, eager_llama
+from accelsim.engine import compiled, eager, eager_llama, float8
 from accelsim.engine.graph import ElementwiseOp
 from accelsim.engine.plan import Plan
+from accelsim.engine.eager import F32
 from accelsim.engine.stack import Stack
 from accelsim.workload.gpt import GptConfig
 
@@ -38,12 +39,19 @@ def check_plan(model: GptConfig | Decoder, plan: Plan, formats: StateFormats) ->
     """The model's check (:func:`check_model`) and the plan's
     (:func:`accelsim.engine.eager.check_plan`)."""
     check_model(model)
-    eager.check_plan(model, plan, formats)
+    eager.check_plan(model, plan, formats, float8.recipe_of(formats) is not None)
 
 
-def layer_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, precision: str
-                  ) -> KernelLists:
-    """(forward, backward) element-wise kernels of one layer and micro-batch on ``stack``."""
+def layer_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, precision: str,
+                  recipe: str | None = None) -> KernelLists:
+    """(forward, backward) element-wise kernels of one layer and micro-batch on ``stack``;
+    under a torchao.float8 ``recipe`` (:mod:`accelsim.engine.float8`) the 16-bit layer's
+    kernels less autocast's weight casts, plus each linear layer's float8 kernels."""
+    if recipe is not None:
+        fwd, bwd = float8.without_weight_casts(layer_kernels(stack, model, micro_batch, "bf16"))
+        T, _, _, e, _, _ = eager.sizes(model, micro_batch, "bf16")
+        extra = float8.linear_kernels(linears(model), T, e, F32, recipe, stack.compiled)
+        return tuple(fwd) + eager.flat(extra)[0], tuple(bwd) + eager.flat(extra)[1]
     if stack.compiled:
         check_model(model)
         return compiled.layer_kernels(model, micro_batch, precision)
@@ -52,6 +60,24 @@ def layer_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, pr
     check_model(model)
     T, _, _, e, _, c = eager.sizes(model, micro_batch, precision)
     return eager.flat(eager_llama.layer_parts(model, T, e, c))
+
+
+def linears(model: GptConfig | Decoder) -> list[tuple[str, int, int]]:
+    """(name, in features, out features) of a layer's four linear layers (fused QKV and, gated,
+    fused gate-up: the engine's GEMMs)."""
+    from accelsim.engine.decoder import Decoder
+    from accelsim.workload.transformer_parts import MlpKind
+
+    d = Decoder.of(model)
+    h, f, q, kv = d.hidden, d.ffn_size, d.heads * d.head_dim, d.kv_heads * d.head_dim
+    width = (2 if d.config.mlp is not MlpKind.GELU else 1) * f
+    return [("qkv", h, q + 2 * kv), ("proj", q, h), ("fc1", h, width), ("fc2", f, h)]
+
+
+def activation_precision(formats: StateFormats) -> str:
+    """The precision a run's activations take: bf16 under torchao.float8 (it casts to FP8 only
+    inside each linear layer), else the GEMMs'."""
+    return "bf16" if float8.recipe_of(formats) else formats.gemm_precision
 
 
 def head_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, precision: str
