@@ -104,8 +104,11 @@ def test_sliding_window_runs_through_the_flash_kernel():
     assert attn["swa"] < attn["full"]
 
 
+MIXTRAL = Decoder(resolve_model("mixtral-8x7b"), 1024)
+
+
 @pytest.mark.parametrize("model, plan, match", [
-    (Decoder(resolve_model("mixtral-8x7b"), 1024), ONE, "mixtral-8x7b has MoE"),
+    (Decoder(resolve_model("deepseek-v3"), 1024), ONE, "has multi-head latent attention"),
     (LLAMA, replace(ONE, recompute="selective"), "recompute selective"),
     (LLAMA, replace(ONE, tp=2, dp=1), "tp 2"),
 ])
@@ -113,6 +116,42 @@ def test_sliding_window_runs_through_the_flash_kernel():
 def test_refusals_stay_clear(model, plan, match, stack):
     with pytest.raises(InputError, match=match):
         predict(model, plan, "bf16", DGX_H100, LlmParams(stack=stack))
+
+
+@pytest.mark.parametrize("stack, scheme, plan, match", [
+    (PYTORCH_COMPILE, "bf16", ONE, "stack pytorch-compile is not modelled"),
+    (PYTORCH, "torchao-fp8-rowwise", ONE, "scheme torchao-fp8-rowwise is not modelled"),
+    (PYTORCH, "bf16", replace(ONE, dp=2, ep=2, global_batch=2), "ep 2 is not modelled"),
+])
+def test_moe_runs_eager_only(stack, scheme, plan, match):
+    with pytest.raises(InputError, match=match):
+        predict(MIXTRAL, plan, scheme, DGX_H100, LlmParams(stack=stack))
+
+
+def test_moe_layer_kernels_match_the_hand_count():
+    """Mixtral's feed-forward block (eager_moe's docstring) in place of the dense MLP's."""
+    c, T = MIXTRAL.config, 1024
+    m, h, e, r = c.moe, c.hidden, 2, 4
+    E, k, f = m.n_experts, m.top_k, m.expert_ffn_size
+    n = R = T * k  # one GPU, balanced, dropless: every routed row
+    fwd = (T * E * (e + r) + 8 * T * E + 4 * T * E + 12 * n + 8 * n + 16 * n + 16 * n + 16 * n
+           + 2 * n * h * e + 5 * R * f * e + R * h * (e + r) + 8 * R * h + 4 * R
+           + R * h * (r + e) + T * h * e + 2 * T * h * e + 3 * n * h * e
+           + (r + e) * (h * E + E * 3 * h * f))
+    bwd = (4 * n + 16 * n + 4 * T * E + 16 * n + 12 * T * E + T * E * (r + e)
+           + 13 * R * f * e + 2 * n * h * e + R * h * (e + r) + 8 * R * h + 4 * R + 12 * R * h
+           + 4 * R * h + 4 * R + R * h * (r + e) + T * h * e + 3 * n * h * e + 3 * T * h * e
+           + (e + r) * (h * E + E * 3 * h * f))
+    moe = pytorch_kernels.layer_kernels(PYTORCH, MIXTRAL, 1, "bf16", moe=True)
+    dense = pytorch_kernels.layer_kernels(PYTORCH, MIXTRAL, 1, "bf16")
+    # the dense MLP's kernels: SwiGLU (5, 13 Tfe) and its two linear layers' weight casts
+    mlp = (5 * T * c.ffn_size * e + 3 * h * c.ffn_size * (r + e),
+           13 * T * c.ffn_size * e + 3 * h * c.ffn_size * (r + e))
+    for phase, hand in ((0, fwd), (1, bwd)):
+        got = sum(x.bytes for x in moe[phase]) - sum(x.bytes for x in dense[phase])
+        assert got == hand - mlp[phase]
+    r1 = predict(MIXTRAL, ONE, "bf16", H100, LlmParams(stack=PYTORCH))
+    assert r1.iteration_time_s > 0 and r1.memory.activations_bytes > 0
 
 
 # ---- torchao.float8 -----------------------------------------------------------------------------

@@ -42,7 +42,8 @@ pow) streams at the measured fp32 add's bandwidth (``add``), a row reduction at 
   GPT block's kernels (:mod:`accelsim.engine.eager`). An untied LM head is a linear layer (its
   weight cast); a tied one the GPT block's.
 
-MoE, multi-head latent attention, a parallel residual and partial rotary are refused
+An MoE layer's feed-forward block replaces the MLP's kernels (:mod:`accelsim.engine.eager_moe`);
+multi-head latent attention, a parallel residual and partial rotary are refused
 (:func:`check_block`).
 """
 
@@ -66,13 +67,13 @@ def check_block(model: Decoder) -> None:
     """InputError naming what the eager kernels of this module do not list."""
     c = model.config
     odd = [name for name, bad in (
-        ("MoE", c.moe is not None), ("multi-head latent attention", c.mla is not None),
+        ("multi-head latent attention", c.mla is not None),
         ("a parallel residual", c.parallel_residual),
         ("partial rotary", c.rotary_fraction != 1.0)) if bad]
     if odd:
-        raise InputError(f"the pytorch stacks' eager kernels cover dense decoders (LayerNorm or "
-                         f"RMSNorm, GELU or gated MLP, multi-head or grouped-query attention, "
-                         f"learned, rotary, ALiBi or no positions): {c.name} has "
+        raise InputError(f"the pytorch stacks' eager kernels cover decoders of LayerNorm or "
+                         f"RMSNorm, GELU, gated or MoE MLPs, multi-head or grouped-query "
+                         f"attention, learned, rotary, ALiBi or no positions: {c.name} has "
                          f"{', '.join(odd)}")
 
 
@@ -160,8 +161,10 @@ def _norm(model: Decoder, name: str, T: int, e: int, c: int) -> Kernels:
     return eager.norm_kernels(name, T, model.hidden, e, c)
 
 
-def layer_parts(model: Decoder, T: int, e: int, c: int) -> list[Kernels]:
-    """Each part's (forward, backward) kernels of one layer on ``T`` tokens, in order."""
+def layer_parts(model: Decoder, T: int, e: int, c: int, mlp: list[Kernels] | None = None
+                ) -> list[Kernels]:
+    """Each part's (forward, backward) kernels of one layer on ``T`` tokens, in order; ``mlp``
+    (an MoE block's, :func:`accelsim.engine.eager_moe.moe_parts`) in place of the MLP's."""
     from accelsim.workload.transformer_parts import MlpKind, PositionKind
 
     cfg, h, f, d = model.config, model.hidden, model.ffn_size, model.head_dim
@@ -174,13 +177,18 @@ def layer_parts(model: Decoder, T: int, e: int, c: int) -> list[Kernels]:
               eager.residual_kernels("residual_add1", "proj_out", T, h, e, c),
               _norm(model, "norm2", T, e, c)]
     gated = cfg.mlp is not MlpKind.GELU
-    parts.append(glu_kernels("mlp", T, f, e) if gated else eager.gelu_kernels("gelu", T, f, e))
+    if mlp is None:
+        parts.append(glu_kernels("mlp", T, f, e) if gated else eager.gelu_kernels("gelu", T, f,
+                                                                                    e))
+    else:
+        parts += mlp
     parts.append(eager.residual_kernels("residual_add2", "fc2_out", T, h, e, c))
     width = (2 if gated else 1) * f
-    parts += [eager.linear_kernels(name, T, nw, nb, e, c) for name, nw, nb in (
-        ("qkv", (a + 2 * kv) * d * h, (a + 2 * kv) * d * cfg.qkv_bias),
-        ("proj", a * d * h, h * cfg.out_bias), ("fc1", h * width, width * cfg.mlp_bias),
-        ("fc2", f * h, h * cfg.mlp_bias))]
+    linears = [("qkv", (a + 2 * kv) * d * h, (a + 2 * kv) * d * cfg.qkv_bias),
+               ("proj", a * d * h, h * cfg.out_bias)]
+    if mlp is None:
+        linears += [("fc1", h * width, width * cfg.mlp_bias), ("fc2", f * h, h * cfg.mlp_bias)]
+    parts += [eager.linear_kernels(name, T, nw, nb, e, c) for name, nw, nb in linears]
     return parts
 
 
@@ -202,19 +210,22 @@ def head_parts(model: Decoder, T: int, e: int, c: int) -> list[Kernels]:
     return parts
 
 
-def activation_bytes_per_layer(model: Decoder, T: int, e: int) -> float:
+def activation_bytes_per_layer(model: Decoder, T: int, e: int, mlp: float | None = None
+                               ) -> float:
     """What autograd saves for one layer on ``T`` tokens (bytes): per RMSNorm its fp32 input
     and normalized output (a LayerNorm its input), the 16-bit inputs of the four linear
     layers, with rotary the QKV projection's output (Q and K are views of it) and the two
     rotated halves, SDPA's Q, K, V (repeated), output and fp32 log-sum-exp per head, and the
-    MLP's activation input (a gated MLP: gate and up, and the activation's output)."""
+    MLP's activation input (a gated MLP: gate and up, and the activation's output); ``mlp``
+    bytes (an MoE block's, :func:`accelsim.engine.eager_moe.activation_bytes`) in place of
+    the MLP's (its two linear inputs and the activation's)."""
     from accelsim.workload.transformer_parts import MlpKind, NormKind, PositionKind
 
     cfg, h, f, d = model.config, model.hidden, model.ffn_size, model.head_dim
     a, kv = model.heads, model.kv_heads
     norms = 2 * (2 if cfg.norm is NormKind.RMSNORM else 1) * F32 * h
-    linear_in = e * (2 * h + a * d + f)
+    linear_in = e * (h + a * d)
     rot = e * ((a + 2 * kv) + (a + kv)) * d if cfg.positions is PositionKind.ROTARY else 0
     sdpa = 4 * a * d * e + a * F32
-    mlp = (3 if cfg.mlp is not MlpKind.GELU else 1) * f * e
-    return T * (norms + linear_in + rot + sdpa + mlp)
+    dense = T * (e * (h + f) + (3 if cfg.mlp is not MlpKind.GELU else 1) * f * e)
+    return T * (norms + linear_in + rot + sdpa) + (dense if mlp is None else mlp)

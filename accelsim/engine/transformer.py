@@ -96,7 +96,7 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
     else:  # eager: every element-wise op its own kernel (accelsim.engine.eager), or compiled
         efloor, sm = stack.floor_s(KernelKind.ELEMENTWISE), sm_scale(system.chip)
         for phase, kernels in zip((Phase.FWD, Phase.BWD), pytorch_kernels.layer_kernels(
-                stack, model, plan.micro_batch, formats.gemm_precision, recipe)):
+                stack, model, plan.micro_batch, formats.gemm_precision, recipe, moe)):
             t, nbytes = eager.stream_s(kernels, bw, efloor, sm)
             rows.append(OpTime(ew.name, phase, t, 0.0, nbytes, "memory"))
         loss = tuple(eager.stream_s(k, bw, efloor, sm) for k in pytorch_kernels.head_kernels(
@@ -211,7 +211,7 @@ def _resolve(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
         if plan.cp > 1:
             raise InputError(f"cp {plan.cp}: context parallelism runs Transformer Engine's "
                              f"attention (stack megatron), not stack {params.stack.name}")
-        pytorch_kernels.check_plan(model, plan, sc)
+        pytorch_kernels.check_plan(model, plan, sc, params.stack)
     elif float8.recipe_of(sc) is not None:
         raise InputError(f"scheme {sc.name}: torchao.float8 runs on the pytorch stacks "
                          f"(--stack pytorch or pytorch-compile), not stack {params.stack.name}")
