@@ -218,3 +218,20 @@ def test_fsdp_without_a_stack_runs_llama_and_torchao_fp8_on_pytorch():
         args = parser.parse_args(["--system", "dgx-h100", "--scheme", scheme, "--optimizer",
                                   "adamw", "--global-batch", "16", "--fsdp"])
         assert llm._params(args, LLAMA).stack is PYTORCH
+
+
+def test_llm_cli_runs_llama_on_the_compile_stack_and_refuses_in_one_line(capsys):
+    import json
+
+    from accelsim.cli import main
+
+    argv = ["llm", "--system", "dgx-h100", "--model", "llama3-8b", "--seq", "2048", "--dp", "8",
+            "--fsdp", "--micro-batch", "1", "--global-batch", "8", "--optimizer", "adamw",
+            "--stack", "pytorch-compile"]
+    assert main(argv + ["--scheme", "torchao-fp8-tensorwise", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["memory_reserve_GiB"] == pytest.approx(0.4) and d["iteration_time_s"] > 0
+    assert main([a if a != "llama3-8b" else "mixtral-8x7b" for a in argv]
+                + ["--scheme", "bf16", "--fsdp-reduce-dtype", "fp32"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "MoE on the pytorch stacks" in err[0]
