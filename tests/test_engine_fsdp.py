@@ -128,12 +128,14 @@ def test_fsdp_cli_runs_on_the_pytorch_stack_and_its_reserve():
     assert forced.memory_reserve_GiB == PYTORCH.memory_reserve_GiB
     assert llm._params(parser.parse_args(base + ["--fsdp", "--memory-reserve", "2"])
                        ).memory_reserve_GiB == 2.0
-    # a model the eager kernels do not list (Llama: SwiGLU, RMSNorm, GQA, rotary), or 8-bit
-    # GEMMs: megatron's kernels, PyTorch's reserve
+    # a dense Llama-style decoder runs on the pytorch stack's eager kernels; a model they do
+    # not list (MLA), or Transformer Engine's 8-bit GEMMs: megatron's kernels, PyTorch's reserve
     from accelsim.workload.transformer import PRESETS
 
     llama = Decoder(PRESETS["llama3-8b"], 2048)
-    for args, model in ((base + ["--fsdp"], llama),
+    assert llm._params(parser.parse_args(base + ["--fsdp"]), llama).stack is PYTORCH
+    mla = Decoder(PRESETS["deepseek-v3"], 2048)
+    for args, model in ((base + ["--fsdp"], mla),
                         (["--system", "dgx-h100", "--scheme", "te-fp8", "--global-batch", "16",
                           "--fsdp"], GPT)):
         p = llm._params(parser.parse_args(args), model)

@@ -256,9 +256,9 @@ def test_pytorch_stack_refuses_what_eager_pytorch_does_not_run():
     from accelsim.engine.decoder import Decoder
     from accelsim.workload.hf_config import resolve_model
 
-    llama = Decoder(resolve_model("llama3-8b"), 1024)
-    with pytest.raises(InputError, match="GPT block"):
-        predict(llama, replace(ONE_GPU, micro_batch=1, global_batch=1), "bf16", H100,
+    mla = Decoder(resolve_model("deepseek-v3"), 1024)
+    with pytest.raises(InputError, match="deepseek-v3 has multi-head latent attention"):
+        predict(mla, replace(ONE_GPU, micro_batch=1, global_batch=1), "bf16", H100,
                 LlmParams(stack=PYTORCH))
 
 

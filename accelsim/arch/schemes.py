@@ -325,6 +325,19 @@ for _f in (TE_FP8, HIF8, HFP8_GEMM):
                                 adamw=_f)
 _SCHEMES["fp8-lm"] = replace(_like_fp16("fp8-lm", "fp8", 2.0, FP8_LM.description), adamw=FP8_LM,
                              sgd=False)  # FP8-LM defines its formats for AdamW only
+# torchao.float8 on the pytorch stacks (accelsim/engine/float8.py: its cast kernels per recipe):
+# FP8 GEMMs inside each Float8Linear, everything else as autocast keeps it -- fp32 weights that
+# are the master copy, fp32 gradients, moments and reduction, 16-bit activations and saved linear
+# inputs (torchao saves the high-precision input), no cached FP8 weight; one scheme per scaling
+# recipe (torchao's Float8LinearRecipeName TENSORWISE, ROWWISE), AdamW only
+for _recipe in ("tensorwise", "rowwise"):
+    _name = f"torchao-fp8-{_recipe}"
+    _what = (f"torchao.float8 {_recipe}-scaled FP8 GEMMs (dynamic scaling; LM head bf16) over "
+             "fp32 master weights, bf16 activations (the pytorch stacks)")
+    _SCHEMES[_name] = replace(
+        _like_fp16(_name, "fp8", 4.0, _what), sgd=False,
+        adamw=replace(FP32, name=_name, gemm_precision="fp8", act_gather_bytes=2,
+                      act_reduce_bytes=2, saved_linear_input_bytes=2, description=_what))
 
 # ---- block-scaled schemes (issue 25): FP8's gradient reduction and replicated FP16 update, block-
 # scaled GEMMs (first/last layers in bf16), the compute copy of the weights in the block format

@@ -82,7 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         "Megatron-LM's fused kernels as fitted (element-wise at 45 %% of HBM, "
                         "11.3 GiB reserve); pytorch = eager PyTorch (bf16 autocast over fp32 "
                         "weights, fused AdamW, SDPA flash attention, one kernel per element-wise "
-                        "op with a per-call floor, 0.4 GiB CUDA context; one GPU or DDP). "
+                        "op with a per-call floor, 0.4 GiB CUDA context; one GPU, DDP or "
+                        "FSDP); pytorch-compile = pytorch under torch.compile (Inductor's fused "
+                        "element-wise groups and norms). "
                         + stack_help)
     p.add_argument("--attention-kernel", choices=tuple(FlashImpl), default=None,
                    help="the fused attention kernel the stack runs (published bars: "

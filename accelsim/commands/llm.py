@@ -294,23 +294,26 @@ def default_seq(name: str, positions: int) -> tuple[int, str]:
 def _params(args: argparse.Namespace, model=None):
     """The global parameters with the command line's overrides (the one place they are set).
     An FSDP plan without ``--stack`` runs on the pytorch stack where its eager kernels express
-    ``model`` and the scheme (the GPT block, 16- or 32-bit GEMMs), else on megatron's kernels;
+    ``model`` and the scheme (dense decoders, 16- or 32-bit GEMMs), else on megatron's kernels;
     either way with PyTorch's memory reserve."""
     if not (args.fsdp or args.hsdp is not None):
         return _plan.params(args)
     from accelsim.arch.model import OPERAND_BYTES
     from accelsim.arch.schemes import get_scheme
-    from accelsim.engine.eager import gpt_block
+    from accelsim.engine.pytorch_kernels import check_model
     from accelsim.errors import InputError
 
     stack = "pytorch"
     try:
         if model is not None:
-            gpt_block(model)
+            check_model(model)
     except InputError:
         stack = "megatron"
-    if OPERAND_BYTES[get_scheme(args.scheme).formats(args.optimizer).gemm_precision] < 2:
-        stack = "megatron"  # 8-bit GEMMs: Transformer Engine's path
+    from accelsim.engine.float8 import RECIPES
+
+    if OPERAND_BYTES[get_scheme(args.scheme).formats(args.optimizer).gemm_precision] < 2 \
+            and args.scheme not in RECIPES:
+        stack = "megatron"  # 8-bit GEMMs other than torchao's: Transformer Engine's path
     return _plan.params(args, fsdp_stack=stack)
 
 

@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     system, _ = power_system(system, spath, args, scheme.compute_precision)
     if workload.transformer is not None:
         r = _transformer(args, system, workload, scheme, fusion)
-        out = _transformer_fields(r, system, workload, fused=args.stack != "pytorch")
+        out = _transformer_fields(r, system, workload, fused=get_stack(args.stack).fused if args.stack else True)
         out["model_flops_per_iteration"] = r.model_flops
         timeline = r.timeline
     else:

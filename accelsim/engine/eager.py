@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 F32 = 4
 
 
-def _sizes(model: GptConfig | Decoder, micro_batch: int, precision: str
+def sizes(model: GptConfig | Decoder, micro_batch: int, precision: str
            ) -> tuple[int, int, int, int, int, int]:
     """(T tokens, h, f, e activation bytes, r residual bytes, c 1 under autocast else 0)."""
     e = OPERAND_BYTES[precision]
@@ -42,17 +42,16 @@ def _sizes(model: GptConfig | Decoder, micro_batch: int, precision: str
             1 if e < F32 else 0)
 
 
-def gpt_block(model: GptConfig | Decoder) -> tuple[bool, bool]:
-    """(biases, learned positions) of a model built of the GPT block these kernels list
-    (LayerNorm, GELU MLP, multi-head attention): GPT-2/3 (biases, a position table) or an
-    MPT-style block (no biases; ALiBi or no positions, no table). Anything else is an
-    InputError naming what differs."""
+def gpt_block_differences(model: GptConfig | Decoder) -> list[str]:
+    """What makes ``model`` other than the GPT block these kernels list (LayerNorm, GELU MLP,
+    multi-head attention, learned or no positions, biases on all linear layers or none):
+    empty for GPT-2/3 and an MPT-style block."""
     if isinstance(model, GptConfig):
-        return True, True
+        return []
     from accelsim.workload.transformer_parts import MlpKind, NormKind, PositionKind
 
     c = model.config
-    odd = [name for name, bad in (
+    return [name for name, bad in (
         ("a non-GELU MLP", c.mlp is not MlpKind.GELU), ("RMSNorm", c.norm is not NormKind.LAYERNORM),
         ("grouped-query attention", c.kv_heads != c.heads or c.mla is not None),
         ("MoE", c.moe is not None), ("rotary positions", c.positions is PositionKind.ROTARY),
@@ -60,6 +59,20 @@ def gpt_block(model: GptConfig | Decoder) -> tuple[bool, bool]:
         ("a parallel residual", c.parallel_residual),
         ("biases on some linear layers only", len({c.qkv_bias, c.out_bias, c.mlp_bias}) > 1))
         if bad]
+
+
+def gpt_block(model: GptConfig | Decoder) -> tuple[bool, bool]:
+    """(biases, learned positions) of a model built of the GPT block these kernels list
+    (LayerNorm, GELU MLP, multi-head attention): GPT-2/3 (biases, a position table) or an
+    MPT-style block (no biases; ALiBi or no positions, no table). Anything else is an
+    InputError naming what differs (other dense decoders run
+    :mod:`accelsim.engine.eager_llama`'s kernels)."""
+    if isinstance(model, GptConfig):
+        return True, True
+    from accelsim.workload.transformer_parts import PositionKind
+
+    c = model.config
+    odd = gpt_block_differences(model)
     if odd:
         raise InputError(f"the pytorch stack's eager kernels are the GPT block's (LayerNorm, "
                          f"GELU MLP, multi-head attention; learned or no positions): "
@@ -135,7 +148,7 @@ def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
                   ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) element-wise kernels of one layer and micro-batch, one op each
     (a block without biases: no bias gradients or casts)."""
-    T, h, f, e, r, c = _sizes(model, micro_batch, precision)
+    T, h, f, e, r, c = sizes(model, micro_batch, precision)
     b = 1 if gpt_block(model)[0] else 0
     parts = [norm_kernels("ln1", T, h, e, c), sdpa_kernels(T, h, e),
              residual_kernels("residual_add1", "proj_out", T, h, e, c),
@@ -144,6 +157,11 @@ def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
     parts += [linear_kernels(name, T, nw, nb, e, c) for name, nw, nb in (
         ("qkv", 3 * h * h, 3 * h * b), ("proj", h * h, h * b), ("fc1", h * f, f * b),
         ("fc2", f * h, h * b))]
+    return flat(parts)
+
+
+def flat(parts: list[Kernels]) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
+    """(forward, backward) kernels of ``parts`` in order."""
     return (tuple(k for fwd, _ in parts for k in fwd),
             tuple(k for _, bwd in parts for k in bwd))
 
@@ -185,15 +203,14 @@ def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
     embeddings, the final LayerNorm, the tied LM-head weight's cast, and the loss as
     nanoGPT-style code writes it (:func:`loss_kernels`); the embedding gradient accumulated
     with the head's (tied)."""
-    T, h, f, e, r, c = _sizes(model, micro_batch, precision)
+    T, h, f, e, r, c = sizes(model, micro_batch, precision)
     embed = ([ElementwiseOp("embedding", T * h * (2 * r + 2 * r)),  # two gathers, added
               ElementwiseOp("embedding_add", T * h * 3 * r, kind=K.ADD)]
              if gpt_block(model)[1] else [ElementwiseOp("embedding", T * h * 2 * r)])
     parts = [(embed, []),
              norm_kernels("ln_f", T, h, e, c), loss_kernels(T, T * model.vocab, e, c),
              table_kernels(T, h, model.vocab * h, e, c, tied=True)]
-    return (tuple(k for fwd, _ in parts for k in fwd),
-            tuple(k for _, bwd in parts for k in bwd))
+    return flat(parts)
 
 
 def activation_bytes_per_layer(model: GptConfig | Decoder, micro_batch: int, precision: str
@@ -201,7 +218,7 @@ def activation_bytes_per_layer(model: GptConfig | Decoder, micro_batch: int, pre
     """What autograd saves for one layer's backward pass (bytes, one micro-batch): the fp32
     LayerNorm inputs (2), the 16-bit inputs of the four linear layers, SDPA's Q, K, V, output
     and fp32 log-sum-exp per head, and GELU's input (FC1's output; its output is FC2's input)."""
-    T, h, f, e, r, _ = _sizes(model, micro_batch, precision)
+    T, h, f, e, r, _ = sizes(model, micro_batch, precision)
     return T * (2 * r * h + 7 * e * h + 2 * e * f + F32 * model.heads)
 
 
@@ -211,7 +228,7 @@ def head_activation_bytes(model: GptConfig | Decoder, micro_batch: int, precisio
     LayerNorm's fp32 input and 16-bit output, the head weight's 16-bit copy, and per logit the
     16-bit logits, the saved fp32 log-softmax, the NLL gradient and the log-softmax gradient
     being written (e + 12 bytes)."""
-    T, h, f, e, r, c = _sizes(model, micro_batch, precision)
+    T, h, f, e, r, c = sizes(model, micro_batch, precision)
     return T * h * (r + e) + c * model.vocab * h * e + T * model.vocab * (e + 3 * F32)
 
 
@@ -225,21 +242,28 @@ def stream_s(kernels: tuple[ElementwiseOp, ...], hbm_Bps: float, floor_s: float,
             sum(k.bytes for k in kernels))
 
 
-def check_plan(model: Decoder, plan: Plan, formats: StateFormats) -> None:
+def check_plan(model: Decoder, plan: Plan, formats: StateFormats, torchao: bool = False
+               ) -> None:
     """Raise InputError for what the eager stack does not run: tensor, pipeline or sequence
     parallelism and selective recomputation (Megatron-LM's; eager PyTorch here is one GPU, DDP
     or FSDP, with or without activation checkpointing of whole blocks), 8-bit GEMMs
-    (Transformer Engine's: ``--stack megatron``), and a model other than the GPT block whose
-    kernels this module lists (:func:`gpt_block`)."""
-    gpt_block(model)
+    (Transformer Engine's: ``--stack megatron``) unless ``torchao`` runs them
+    (:mod:`accelsim.engine.float8`). Which models the stacks' kernels express is
+    :func:`accelsim.engine.pytorch_kernels.check_model`'s."""
     used = [f"{k} {v}" for k, v, off in (("tp", plan.tp, 1), ("pp", plan.pp, 1),
                                          ("sequence_parallel", plan.sequence_parallel, False))
-            if v != off] + (["recompute selective"] if plan.recompute == "selective" else [])
+            if v != off]
     if used:
         raise InputError(f"the pytorch stack is eager PyTorch on one GPU, DDP or FSDP: "
                          f"{', '.join(used)} is Megatron-LM's (use the megatron stack)")
-    if OPERAND_BYTES[formats.gemm_precision] < 2:
-        raise InputError(f"the pytorch stack runs 16- or 32-bit GEMMs (autocast); "
+    if plan.recompute == "selective":
+        raise InputError("recompute selective is Megatron-LM's (attention's core recomputed; "
+                         "use the megatron stack); on the pytorch stacks activation "
+                         "checkpointing of chosen ops has no one definition and is not "
+                         "modelled: use recompute full (every block checkpointed) or none")
+    if OPERAND_BYTES[formats.gemm_precision] < 2 and not torchao:
+        raise InputError(f"the pytorch stack runs 16- or 32-bit GEMMs (autocast) or torchao's "
+                         f"FP8 (schemes torchao-fp8-tensorwise, torchao-fp8-rowwise); "
                          f"{formats.name}'s {formats.gemm_precision} GEMMs run under Transformer "
                          "Engine (the megatron stack)")
 
@@ -249,8 +273,9 @@ def autocast_formats(formats: StateFormats, optimizer: str) -> StateFormats:
     weights that are the master copy, fp32 gradients and moments, fp32 gradient all-reduce
     under DDP) with the scheme's GEMM precision, 16-bit activations, and the 16-bit weight
     copies each forward makes and autograd keeps for the backward pass (2 bytes per linear
-    weight, ``fp8_weight_cache_bytes``). 32-bit schemes are unchanged."""
-    if OPERAND_BYTES[formats.gemm_precision] >= F32:
+    weight, ``fp8_weight_cache_bytes``). 32-bit schemes, and schemes whose weights are
+    already their fp32 master (torchao.float8's), are unchanged."""
+    if OPERAND_BYTES[formats.gemm_precision] >= F32 or formats.weight_bytes >= F32:
         return formats
     from accelsim.arch.schemes import get_scheme
 
@@ -258,18 +283,3 @@ def autocast_formats(formats: StateFormats, optimizer: str) -> StateFormats:
     e = OPERAND_BYTES[formats.gemm_precision]
     return replace(f32, gemm_precision=formats.gemm_precision, act_gather_bytes=e,
                    act_reduce_bytes=e, saved_linear_input_bytes=e, fp8_weight_cache_bytes=e)
-
-
-def activation_bytes(model: GptConfig | Decoder, plan: Plan, precision: str) -> float:
-    """Saved activations of one GPU at the peak (every layer of every in-flight micro-batch,
-    one micro-batch in flight without a pipeline, plus the head and loss). With activation
-    checkpointing of every block (``recompute full``: ``checkpoint_wrapper``) each layer keeps
-    its input (the fp32 residual stream under autocast) and the layer being recomputed holds
-    its saved tensors once."""
-    layer = activation_bytes_per_layer(model, plan.micro_batch, precision)
-    if plan.recompute == "full":
-        T, h, _, _, r, _ = _sizes(model, plan.micro_batch, precision)
-        kept = model.layers * T * h * r + layer
-    else:
-        kept = model.layers * layer
-    return kept + head_activation_bytes(model, plan.micro_batch, precision)

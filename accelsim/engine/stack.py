@@ -13,7 +13,7 @@ source where it is defined.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -220,6 +220,9 @@ class Stack:
         kernels take SMs and HBM bandwidth): each second of overlap adds this many seconds
         (0: none). Applied where the schedule overlaps them (FSDP, :mod:`accelsim.engine.fsdp`;
         tensor-parallel overlap, :mod:`accelsim.engine.tp_overlap`).
+    compiled: an eager stack's element-wise work as ``torch.compile`` (TorchInductor) fuses it:
+        one kernel per fused group, each reading its inputs once and writing its outputs once
+        (:mod:`accelsim.engine.compiled`), instead of one kernel per op.
     """
 
     name: str
@@ -233,6 +236,7 @@ class Stack:
     vocab_multiple: int = 1
     comm_contention: float = 0.0
     description: str = ""
+    compiled: bool = False
 
     def __post_init__(self) -> None:
         v = self.elementwise_efficiency
@@ -241,6 +245,9 @@ class Stack:
                              f"got {v!r}")
         check_number(f"stack {self.name}: memory_reserve_GiB", self.memory_reserve_GiB,
                      *MEMORY_RESERVE_GiB)
+        if self.compiled and self.fused:
+            raise InputError(f"stack {self.name}: a compiled stack is an eager one whose "
+                             "element-wise ops torch.compile fuses (fused=False)")
         c = self.comm_contention
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= 1:
             raise InputError(f"stack {self.name}: comm_contention must be in [0, 1], got {c!r}")
@@ -319,7 +326,19 @@ PYTORCH = Stack(
     comm_contention=COMM_CONTENTION,
     description="eager PyTorch (bf16 autocast over fp32 weights, fused AdamW, SDPA)")
 
-STACKS = {s.name: s for s in (MEGATRON, PYTORCH)}
+#: PyTorch under ``torch.compile`` (TorchInductor's default mode, no CUDA graphs) on one GPU,
+#: DDP or FSDP: the eager stack's numbers with its element-wise ops fused into Inductor's
+#: generated kernels (:mod:`accelsim.engine.compiled`). Its memory reserve is the eager
+#: stack's (the same CUDA context: pytorch/pytorch#109888; the compiled graph's workspace is
+#: the caching allocator's, as eager's tensors are). Its per-call floors are the eager stack's:
+#: an assumption (the generated wrapper launches each kernel from Python as eager does; no
+#: measurement of Inductor's launch overhead here).
+PYTORCH_COMPILE = replace(
+    PYTORCH, name="pytorch-compile", compiled=True,
+    description="PyTorch under torch.compile (Inductor's fused element-wise kernels and norms, "
+                "bf16 autocast over fp32 weights, fused AdamW, SDPA)")
+
+STACKS = {s.name: s for s in (MEGATRON, PYTORCH, PYTORCH_COMPILE)}
 
 
 def get_stack(name: str) -> Stack:

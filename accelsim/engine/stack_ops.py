@@ -78,6 +78,10 @@ class Rules:
         epilogues)."""
         vocab = vocabulary(workload)
         transformer = any(la.kind == "attention" for la in workload.layers)
+        if params.stack.compiled and transformer:
+            raise InputError(f"stack {params.stack.name}: its fused groups are a decoder's "
+                             "(accelsim.engine.compiled); a layer list runs on megatron or "
+                             "pytorch")
         return cls(params.stack, transformer,
                    system.chip.fusion and params.stack.fused and transformer,
                    system.chip.memory_bandwidth_Bps * params.memory_efficiency,

@@ -21,7 +21,7 @@ from dataclasses import replace
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.arch.states import StateFormats, param_bytes
-from accelsim.engine import decoder, eager, fsdp, tp_overlap
+from accelsim.engine import decoder, eager, float8, fsdp, pytorch_kernels, tp_overlap
 from accelsim.engine.comm import Comm, comm, cp_comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
@@ -69,10 +69,14 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
                    system: System, params: LlmParams, moe: bool = False
                    ) -> tuple[list[OpTime], list[OpTime]]:
     """Per-op times of one layer and of the LM head (with its softmax / cross-entropy passes
-    over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch."""
+    over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch.
+    Under torchao.float8 the LM head stays bf16 (:mod:`accelsim.engine.float8`)."""
     model = Decoder.of(model)
     stack = params.stack
     linear, attn, ew, head = layer_ops(model, plan, formats, moe, stack.vocab_multiple)
+    recipe = float8.recipe_of(formats)
+    if recipe is not None:
+        head = replace(head, precision="bf16")
     bw = system.chip.memory_bandwidth_Bps * params.memory_efficiency
     gfloor = stack.floor_s(KernelKind.GEMM)
     rows: list[OpTime] = []
@@ -89,14 +93,14 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
                            "memory"))
         loss_f, loss_b = (n * T * V for n in FUSED_LOSS_BYTES)
         loss = ((loss_f / bw, loss_f), (loss_b / bw, loss_b))
-    else:  # eager: every element-wise op its own kernel (accelsim.engine.eager)
+    else:  # eager: every element-wise op its own kernel (accelsim.engine.eager), or compiled
         efloor, sm = stack.floor_s(KernelKind.ELEMENTWISE), sm_scale(system.chip)
-        for phase, kernels in zip((Phase.FWD, Phase.BWD), eager.layer_kernels(
-                model, plan.micro_batch, formats.gemm_precision)):
+        for phase, kernels in zip((Phase.FWD, Phase.BWD), pytorch_kernels.layer_kernels(
+                stack, model, plan.micro_batch, formats.gemm_precision, recipe, moe)):
             t, nbytes = eager.stream_s(kernels, bw, efloor, sm)
             rows.append(OpTime(ew.name, phase, t, 0.0, nbytes, "memory"))
-        loss = tuple(eager.stream_s(k, bw, efloor, sm) for k in eager.head_kernels(
-            model, plan.micro_batch, formats.gemm_precision))
+        loss = tuple(eager.stream_s(k, bw, efloor, sm) for k in pytorch_kernels.head_kernels(
+            stack, model, plan.micro_batch, pytorch_kernels.activation_precision(formats)))
     hf, hb = gemm_fwd_bwd_s(system, head, gfloor)
     hbound = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count).bound
     head_rows = [OpTime("lm_head", Phase.FWD, hf, head.flops, head.bytes, hbound),
@@ -207,7 +211,10 @@ def _resolve(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
         if plan.cp > 1:
             raise InputError(f"cp {plan.cp}: context parallelism runs Transformer Engine's "
                              f"attention (stack megatron), not stack {params.stack.name}")
-        eager.check_plan(model, plan, sc)
+        pytorch_kernels.check_plan(model, plan, sc, params.stack)
+    elif float8.recipe_of(sc) is not None:
+        raise InputError(f"scheme {sc.name}: torchao.float8 runs on the pytorch stacks "
+                         f"(--stack pytorch or pytorch-compile), not stack {params.stack.name}")
     sc = stack_formats(get_scheme(scheme), plan.optimizer, params.stack)
     if params.stack.attention is AttentionKernel.FLASH:
         model = replace(model, flash_attention=True)
@@ -228,7 +235,8 @@ def _memory(model: Decoder, plan: Plan, sc: StateFormats, params: LlmParams) -> 
         mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
     if params.stack.fused:
         return mem
-    return replace(mem, activations_bytes=eager.activation_bytes(model, plan, sc.gemm_precision),
+    return replace(mem, activations_bytes=pytorch_kernels.activation_bytes(
+                       model, plan, pytorch_kernels.activation_precision(sc)),
                    # one GPU, one micro-batch: zero_grad(set_to_none=True) frees them; DDP's
                    # reducer keeps its gradient buckets (a full gradient copy) allocated across
                    # steps, and accumulation keeps the first micro-batch's gradients while the
