@@ -227,3 +227,19 @@ def test_mpt_fit_data_keep_their_quotes_and_the_report_is_current():
     row = next(df[df.id == "mpt-125m-s2048-8xa100-bf16"].itertuples(index=False))
     assert mpt_validate.tokens_per_s_per_gpu(row) == pytest.approx(
         recorded.loc[row.id, "accelsim"], abs=0.06)
+
+
+def test_a_moe_model_gathers_its_experts_per_unit_and_its_exposed_comm_is_never_negative():
+    """Mixtral (every layer MoE): a unit is one MoE layer with all its experts (ep 1) and the
+    schedule runs the MoE layers' times, so the exposed communication is >= 0 (it ran the dense
+    layers' -- none -- before, and came out negative)."""
+    from accelsim.workload.transformer import PRESETS
+
+    mix = Decoder(PRESETS["mixtral-8x7b"], 1024)
+    plan = Plan(tp=1, pp=1, dp=8, micro_batch=1, global_batch=16, fsdp=True)
+    layer, root = unit_params(mix, plan)
+    assert mix.layers * layer + root == pytest.approx(mix.n_params)
+    p = predict(mix, plan, "bf16", build_system("dgx-h100").with_boost_clock(),
+                LlmParams(stack=PYTORCH))
+    assert p.dp_comm_s >= 0
+    assert p.iteration_time_s >= p.pipeline_s + p.optimizer_s

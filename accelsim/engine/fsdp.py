@@ -67,10 +67,12 @@ class FsdpComm:
 
 def unit_params(model: Decoder, plan: Plan) -> tuple[float, float]:
     """(one decoder layer's, the root unit's) parameters on one GPU (the tensor-parallel
-    slice): the root holds the word embedding (vocabulary-parallel), a learned position table,
-    the final norm and an untied head."""
-    split, _, _, expert, total = model.layer_param_split(False)
-    layer = split / plan.tp + (total - split - expert)
+    slice, routed experts over ``ep x tp``): a model with MoE layers is sized by one of them
+    (its largest unit); the root holds the word embedding (vocabulary-parallel), a learned
+    position table, the final norm and an untied head."""
+    moe = any(model.config.is_moe_layer(i) for i in range(model.config.layers))
+    split, _, _, expert, total = model.layer_param_split(moe)
+    layer = split / plan.tp + (total - split - expert) + expert / (plan.ep * plan.tp)
     h = model.hidden
     root = model.vocab * h / plan.tp + model.n_positions * h + model.config.head_ops()[0].params
     if not model.config.tied_embeddings:

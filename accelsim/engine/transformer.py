@@ -379,8 +379,11 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
                 params.stack.floor_s(KernelKind.OPTIMIZER))
     if plan.fsdp:  # per-unit gathers and reductions beside the layers, every micro-batch
         fc = fsdp.fsdp_comm(model, plan, fabric, fsdp.param_dtype_bytes(sc.gemm_precision))
+        # per unit: the layer's times (a model with MoE layers: the mean over its layers)
+        unit_f, unit_b = (f_d, b_d + rec_d) if not moe else (
+            stage_sum(f_d, f_m) / model.layers, stage_sum(b_d + rec_d, b_m + rec_m) / model.layers)
         tail = fsdp.fsdp_schedule(
-            model.layers, plan.n_micro, f_d, b_d + rec_d, _phase_s(hrows, Phase.FWD),
+            model.layers, plan.n_micro, unit_f, unit_b, _phase_s(hrows, Phase.FWD),
             _phase_s(hrows, Phase.BWD), fc, opt_s, params.stack.comm_contention,
             plan.reshard_after_forward)
         pipeline, bubble = plan.n_micro * (fwd + bwd), 0.0
