@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     scheme = get_scheme(args.scheme)
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     check_scheme_optimizer([args.scheme], args.optimizer)
-    datapath_note(system, scheme)
+    datapath = datapath_note(system, scheme)
     from accelsim.commands._common import power_system
 
     system, _ = power_system(system, path, args, scheme.compute_precision)
@@ -162,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.commands._common import clock_text, not_fit_line
 
     d = r.as_dict()
+    d["datapath"] = datapath  # the rate key its GEMMs ran at (the note says when not its own)
     from accelsim.engine.energy import power_note
     from accelsim.engine.uncertainty import training_band
 
