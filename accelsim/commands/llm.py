@@ -163,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
     d = r.as_dict()
     d["datapath"] = datapath  # the rate key its GEMMs ran at (the note says when not its own)
+    d["fuse_casts"] = _params(args, model).stack.fuse_casts
     from accelsim.engine.energy import power_note
     from accelsim.engine.uncertainty import training_band
 
@@ -193,8 +194,12 @@ def run(args: argparse.Namespace) -> int:
     kernel = resolved(params.stack.flash.impl, gpu_class(system.chip))
     dm = Decoder.of(model)
     variant = "".join([", ALiBi" if dm.alibi else "", f", window {dm.window}" if dm.window else ""])
-    print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}, flash attention "
-          f"{f'on ({kernel})' if model.flash_attention else 'off'}{variant}, micro-batch "
+    from accelsim.arch.model import OPERAND_BYTES
+
+    casts = "" if OPERAND_BYTES[scheme.compute_precision] >= 2 else \
+        f" (casts {'fused' if params.stack.fuse_casts else 'unfused'})"
+    print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}{casts}, flash "
+          f"attention {f'on ({kernel})' if model.flash_attention else 'off'}{variant}, micro-batch "
           f"{plan.micro_batch}, global "
           f"batch {plan.global_batch}, recompute {plan.recompute}, "
           + (f"fsdp (shard group {plan.shard_group}, reshard after forward "
