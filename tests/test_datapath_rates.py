@@ -136,6 +136,10 @@ def test_fuse_casts_is_a_bool_and_a_flag(capsys):
         assert json.loads(capsys.readouterr().out)["fuse_casts"] is fused
     assert main(args) == 0
     assert "stack megatron (casts unfused)" in capsys.readouterr().out
+    # a layer list prices no casts: the flag is refused there, by name
+    assert main(["predict", "--system", "hfp8-64chip", "--workload", "resnet50", "--scheme",
+                 "hfp8", "--batch", "6", "--fuse-casts", "on"]) == 2
+    assert "--fuse-casts: workload" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (

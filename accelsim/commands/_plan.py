@@ -147,7 +147,8 @@ TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "cp": 1, "cp_algo": "ring",
                     "sequence_parallel": False, "zero": 0, "overlap_grad_reduce": False,
                     "no_grad_accumulation_fusion": False, "fsdp": False, "hsdp": None,
                     "no_reshard_after_forward": False, "fsdp_reduce_dtype": "fp32",
-                    "tp_overlap": False, "pp_comm_overlap": False}
+                    "tp_overlap": False, "pp_comm_overlap": False,
+                    "fuse_casts": None}  # a layer list's element-wise ops price no casts
 
 
 def transformer_only_flags(args: argparse.Namespace) -> list[str]:
