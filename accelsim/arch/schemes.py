@@ -336,9 +336,11 @@ _SCHEMES["fp8-lm"] = replace(_like_fp16("fp8-lm", "fp8", 2.0, FP8_LM.description
 
 # ---- block-scaled schemes (issue 25): FP8's gradient reduction and replicated FP16 update, block-
 # scaled GEMMs (first/last layers in bf16), the compute copy of the weights in the block format
-# (elements plus scales, accelsim.arch.model.OPERAND_BYTES). Sources: OCP MX v1.0 (MXFP8, MXFP4);
-# NVIDIA, "Pretraining LLMs with NVFP4", arXiv 2509.25149 (NVFP4, a few layers kept in BF16).
+# (elements plus scales, accelsim.arch.model.OPERAND_BYTES). Sources: OCP MX v1.0 (MXFP8, MXFP6,
+# MXFP4); NVIDIA, "Pretraining LLMs with NVFP4", arXiv 2509.25149 (NVFP4, a few layers kept in
+# BF16).
 for _name, _what in (("mxfp8", "OCP MXFP8 (E4M3 x 32-element E8M0 blocks)"),
+                     ("mxfp6", "OCP MXFP6 (E3M2 or E2M3 x 32-element E8M0 blocks)"),
                      ("mxfp4", "OCP MXFP4 (E2M1 x 32-element E8M0 blocks)"),
                      ("nvfp4", "NVIDIA NVFP4 (E2M1 x 16-element E4M3 blocks, FP32 tensor scale)")):
     _SCHEMES[_name] = replace(
