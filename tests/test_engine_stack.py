@@ -158,7 +158,7 @@ def test_megatron_is_the_default_and_its_numbers_do_not_move():
     for name in ("dgx-a100", "dgx-h100", "dgx-h800", "h100-sxm"):
         assert build_system(REPO_ROOT / "arch_configs" / f"{name}.toml").network_efficiency \
             == 0.52
-    cli = _plan.params(argparse.Namespace(stack="megatron", memory_reserve=None,
+    cli = _plan.params(argparse.Namespace(stack="megatron", memory_reserve=None, fuse_casts=None,
                                           attention_kernel=None))
     assert cli == LlmParams()
     recorded = pd.read_csv(REPO_ROOT / "reports" / "llm_validation.csv")
@@ -185,7 +185,8 @@ def test_memory_reserve_still_overrides_the_stack():
     assert LlmParams(stack=PYTORCH).memory_reserve_GiB == 0.4
     assert LlmParams(stack=PYTORCH, memory_reserve_GiB=0.0).memory_reserve_GiB == 0.0
     assert LlmParams(stack=PYTORCH).memory_efficiency == STREAM_EFFICIENCY
-    ns = argparse.Namespace(stack=None, memory_reserve=None, attention_kernel=None)
+    ns = argparse.Namespace(stack=None, memory_reserve=None, attention_kernel=None,
+                            fuse_casts=None)
     assert _plan.params(ns, reserve_default=0.0) == LlmParams(memory_reserve_GiB=0.0)
     with pytest.raises(InputError, match="unknown stack 'tensorflow'"):
         get_stack("tensorflow")

@@ -32,8 +32,10 @@ Schema (every key required unless marked optional)::
     [core]    rows, cols, frequency_GHz, scratchpad_KiB | scratchpad_MiB,
               scratchpad_bandwidth_GBps, sfu_ops_per_cycle, simt_precisions (optional list:
               precisions run on vector units, not the array; they need no NHWC transposes)
-    [core.macs_per_pe_per_cycle]  fp16, fp8, hfp8 (required); fp32, tf32, bf16, hif8, int8,
-              int4, fp4 (optional; a rate below 1 means one MAC every 1/rate cycles)
+    [core.macs_per_pe_per_cycle]  fp16, fp8, hfp8 (required); fp32, tf32, bf16, e4m3, e5m2,
+              hif8, int8, int4, fp4, mxfp8, mxfp6, mxfp4, nvfp4 (optional; a rate below 1
+              means one MAC every 1/rate cycles; a format without one runs on the nearest
+              wider datapath, accelsim.arch.model.WIDER_DATAPATH)
 
 A config without ``[[chip.level]]``, ``kernel_launch_us`` and ``fusion`` behaves exactly as
 before they existed. :class:`Table` is the strict reader other rooms (workloads) use.
@@ -225,7 +227,7 @@ def _power(t: Table, core: Core) -> ChipPower:
     flop_t = t.table("flop_pJ")
     flops = []
     for p in list(flop_t.data):
-        if p not in PRECISIONS or not core.supports(p):
+        if p not in PRECISIONS or p not in dict(core.mac_rates):  # its own datapath's
             raise ConfigError(t.file, flop_t._key(p), flop_t.data[p],
                               "must name a precision with a core.macs_per_pe_per_cycle rate")
         flops.append((p, flop_t.positive(p) * 1e-12))

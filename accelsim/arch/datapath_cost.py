@@ -365,7 +365,8 @@ def mac_table(node_nm: float = 14.0, vdd_V: float | None = None) -> tuple[MacCos
 PRECISION_MAC: dict[str, tuple[str, Accumulator]] = {
     "fp32": ("fp32", Accumulator.FP32), "tf32": ("tf32", Accumulator.FP32),
     "bf16": ("bf16", Accumulator.FP32), "fp16": ("fp16", Accumulator.FP16),
-    "fp8": ("fp8-e4m3", Accumulator.FP16), "hfp8": ("hfp8", Accumulator.FP16),
+    "fp8": ("fp8-e4m3", Accumulator.FP16), "e4m3": ("fp8-e4m3", Accumulator.FP16),
+    "e5m2": ("fp8-e5m2", Accumulator.FP16), "hfp8": ("hfp8", Accumulator.FP16),
     "hif8": ("hif8", Accumulator.FP16), "int8": ("int8", Accumulator.INT32),
     "int4": ("int4", Accumulator.INT32), "fp4": ("fp4-e2m1", Accumulator.FP32),
     "mxfp8": ("fp8-e4m3", Accumulator.FP32), "mxfp6": ("fp8-e5m2", Accumulator.FP32),

@@ -13,20 +13,36 @@ from dataclasses import dataclass, replace
 from accelsim.bounds import SI_RANGES, check_bool, check_number, check_si
 from accelsim.errors import InputError, check_int
 
-#: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``).
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "hfp8", "hif8", "int8", "int4", "fp4",
-              "mxfp8", "mxfp6", "mxfp4", "nvfp4")
+#: Every compute precision a core may be given a rate for (``core.macs_per_pe_per_cycle``), wide
+#: to narrow: ``fp8`` is the generic 8-bit datapath, ``e4m3`` / ``e5m2`` the OCP FP8 formats
+#: when a chip rates them apart, ``hfp8`` the HFP8 unit (1-4-3 forward, 1-5-2 backward) and
+#: ``hif8`` the HiFloat8 one.
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "e4m3", "e5m2", "hfp8", "hif8", "int8",
+              "int4", "fp4", "mxfp8", "mxfp6", "mxfp4", "nvfp4")
+#: Bytes of block scales per element of the block-scaled formats (OCP MX: one E8M0 byte per 32
+#: elements; NVFP4: one E4M3 byte per 16; the per-tensor FP32 scale of NVFP4 is negligible).
+BLOCK_SCALE_BYTES: dict[str, float] = {"mxfp8": 1 / 32, "mxfp6": 1 / 32, "mxfp4": 1 / 32,
+                                       "nvfp4": 1 / 16}
 #: Bytes per element of a tensor stored in each precision: the element plus its share of the
-#: block scales (OCP MX: one E8M0 byte per 32 elements; NVFP4: one E4M3 byte per 16; the
-#: per-tensor FP32 scale of NVFP4 is negligible). The one place these are defined.
+#: block scales (:data:`BLOCK_SCALE_BYTES`). The one place these are defined.
 OPERAND_BYTES: dict[str, float] = {
-    "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "hfp8": 1, "hif8": 1, "int8": 1,
-    "int4": 0.5, "fp4": 0.5,
+    "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "e4m3": 1, "e5m2": 1, "hfp8": 1,
+    "hif8": 1, "int8": 1, "int4": 0.5, "fp4": 0.5,
     "mxfp8": 1 + 1 / 32, "mxfp6": 0.75 + 1 / 32, "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5 + 1 / 16,
 }
-#: A chip without a block-scaled datapath runs it on the next wider one it has (the convention
-#: of ``accelsim predict``'s note): the block formats' fallbacks, narrowest first.
+#: Every format is a datapath: a precision runs at its own rate where the config gives one, else
+#: at the first of these it gives -- the nearest wider datapath, narrowest first (the caller says
+#: which in one note: :func:`accelsim.commands._common.datapath_note`). The 8-bit floating-point
+#: formats fall back to the generic ``fp8`` rate (every config has one), int4 to int8, the 4-bit
+#: and block-scaled formats through the wider block formats to fp8. The 16- and 32-bit
+#: precisions have no fallback: a chip without their rate refuses them.
 WIDER_DATAPATH: dict[str, tuple[str, ...]] = {
+    "e4m3": ("fp8",),
+    "e5m2": ("fp8",),
+    "hfp8": ("fp8",),
+    "hif8": ("fp8",),
+    "int4": ("int8",),
+    "fp4": ("mxfp4", "mxfp6", "mxfp8", "fp8"),
     "nvfp4": ("mxfp4", "fp4", "mxfp6", "mxfp8", "fp8"),
     "mxfp4": ("fp4", "mxfp6", "mxfp8", "fp8"),
     "mxfp6": ("mxfp8", "fp8"),
@@ -132,7 +148,7 @@ class Core:
 
     def datapath(self, precision: str) -> str:
         """The precision whose rate ``precision`` runs at: itself where the config gives a rate,
-        else (block-scaled formats) the first of ``WIDER_DATAPATH`` it gives."""
+        else the first of ``WIDER_DATAPATH`` it gives (the nearest wider datapath)."""
         _check_precision(precision)
         rates = dict(self.mac_rates)
         if precision in rates:

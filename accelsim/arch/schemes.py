@@ -8,9 +8,10 @@ appendix D):
 * ``fp8``  -- FP8 compute (first and last layer kept in FP16); communication as ``fp16``; every
   chip updates the whole model in FP16 and writes an 8-bit copy of the weights for compute
   (Wang et al., NeurIPS 2018: FP16 master weights and updates).
-* ``hfp8`` -- hybrid FP8 compute (1-4-3 forward, 1-5-2 backward); gradients reduce-scattered in
-  16 bits; each chip updates only the 1/N shard it owns, keeping 8-bit weights plus an FP16
-  round-off residual for that shard, then all-gathers the *updated 8-bit weights*.
+* ``hfp8`` -- hybrid FP8 compute (1-4-3 forward, 1-5-2 backward: the chip's ``hfp8`` datapath);
+  gradients reduce-scattered in 16 bits; each chip updates only the 1/N shard it owns, keeping
+  8-bit weights plus an FP16 round-off residual for that shard, then all-gathers the *updated
+  8-bit weights*.
 
 Beside them, ``bf16``, ``tf32`` and ``fp32`` (what GPUs train in: BF16 mixed precision, TF32
 tensor cores with FP32 storage, plain FP32) reduce gradients exactly as ``fp16`` does, at their
@@ -268,7 +269,7 @@ _SCHEMES: dict[str, Scheme] = {
         description="hybrid FP8 compute (first/last layer FP16); 16-bit gradient reduce-scatter; "
         "1/N sharded update of 8-bit weights with an FP16 round-off residual; 8-bit weight "
         "all-gather",
-        compute_precision="fp8",
+        compute_precision="hfp8",  # the HFP8 unit (1-4-3 forward, 1-5-2 backward)
         first_last_fp16=True,
         phase_order=("reduce_scatter", "weight_update", "all_gather"),
         reduce_scatter_bytes_per_elem=2.0,
@@ -319,6 +320,13 @@ _SCHEMES["fp16"] = replace(_SCHEMES["fp16"], adamw=replace(BF16, name="fp16",
                                                             gemm_precision="fp16"))
 _SCHEMES["fp8"] = replace(_SCHEMES["fp8"], adamw=replace(BF16, name="fp8", gemm_precision="fp8",
                                                           fp8_weight_cache_bytes=1))
+# The two OCP FP8 formats alone (e.g. FP8 with E5M2 everywhere, the HFP8 paper's baseline):
+# fp8's recipe on the e4m3 / e5m2 datapath where a chip rates it apart (its fp8 one otherwise)
+for _name in ("e4m3", "e5m2"):
+    _SCHEMES[_name] = replace(
+        _SCHEMES["fp8"], name=_name, compute_precision=_name,
+        adamw=replace(_SCHEMES["fp8"].adamw, name=_name, gemm_precision=_name),
+        description=f"FP8 {_name.upper()} compute (first/last layer FP16); otherwise as fp8")
 # The LLM papers' schemes (states and communication as bf16 under SGD, for te-fp8 and hif8)
 for _f in (TE_FP8, HIF8, HFP8_GEMM):
     _SCHEMES[_f.name] = replace(_like_fp16(_f.name, _f.gemm_precision, 2.0, _f.description),
@@ -341,9 +349,11 @@ for _recipe in ("tensorwise", "rowwise"):
 
 # ---- block-scaled schemes (issue 25): FP8's gradient reduction and replicated FP16 update, block-
 # scaled GEMMs (first/last layers in bf16), the compute copy of the weights in the block format
-# (elements plus scales, accelsim.arch.model.OPERAND_BYTES). Sources: OCP MX v1.0 (MXFP8, MXFP4);
-# NVIDIA, "Pretraining LLMs with NVFP4", arXiv 2509.25149 (NVFP4, a few layers kept in BF16).
+# (elements plus scales, accelsim.arch.model.OPERAND_BYTES). Sources: OCP MX v1.0 (MXFP8, MXFP6,
+# MXFP4); NVIDIA, "Pretraining LLMs with NVFP4", arXiv 2509.25149 (NVFP4, a few layers kept in
+# BF16).
 for _name, _what in (("mxfp8", "OCP MXFP8 (E4M3 x 32-element E8M0 blocks)"),
+                     ("mxfp6", "OCP MXFP6 (E3M2 or E2M3 x 32-element E8M0 blocks)"),
                      ("mxfp4", "OCP MXFP4 (E2M1 x 32-element E8M0 blocks)"),
                      ("nvfp4", "NVIDIA NVFP4 (E2M1 x 16-element E4M3 blocks, FP32 tensor scale)")):
     _SCHEMES[_name] = replace(

@@ -37,8 +37,9 @@ Sources:
   ordinary mixed-precision AdamW: FP16 weights and gradients, FP32 master weights and moments,
   FP16 gradient communication. (The paper's own system scheme, ``hfp8``, keeps 8-bit weights, a
   sharded update and an 8-bit all-gather: a different recipe, hence a different name.)
-* ``hif8``: HiFloat8 (Luo et al. 2024) GEMMs at the 8-bit rate; states and communication as
-  ``bf16`` (assumption: the paper changes the number format, not the optimizer).
+* ``hif8``: HiFloat8 (Luo et al. 2024) GEMMs on the chip's ``hif8`` datapath (its ``fp8`` one
+  where it has none); states and communication as ``bf16`` (assumption: the paper changes the
+  number format, not the optimizer).
 """
 
 from __future__ import annotations
@@ -129,8 +130,8 @@ FP8_LM = StateFormats("fp8-lm", "fp8", 2, 1, 2, 3, 1, 1, 1, 2, 2,
 HFP8_GEMM = StateFormats("hfp8-gemm", "hfp8", 2, 2, 4, 8, 2, 2, 2, 2, 2,
                          "HFP8 GEMMs (Sun et al. 2019), FP16 weights/gradients/comm, "
                          "fp32 master and moments", grad_accumulation_bytes=8)
-HIF8 = StateFormats("hif8", "fp8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
-                    "HiFloat8 GEMMs at the 8-bit rate, states and communication as bf16")
+HIF8 = StateFormats("hif8", "hif8", 2, 4, 4, 8, 4, 2, 2, 2, 2,
+                    "HiFloat8 GEMMs on the hif8 datapath, states and communication as bf16")
 #: 32-bit training (fp32 or TF32 tensor cores): the weights are the master copy (no second one),
 #: 4-byte gradients, moments and communication; an unfused accumulation reads and writes 4 + 4
 FP32 = StateFormats("fp32", "fp32", 4, 4, 0, 8, 4, 4, 4, 4, 4,

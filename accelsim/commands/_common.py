@@ -328,12 +328,15 @@ def exit_interrupted(command: str, saved: str, out) -> None:
 
 
 
-def datapath_note(system, scheme) -> None:
+def datapath_note(system, scheme) -> str:
     """Tell the user (stderr) when the chip has no datapath of its own for the scheme's
-    precision (it runs at the next wider one the config has: block-scaled formats on Hopper), or
-    computes it no faster than the scheme's high precision; either way any gain comes from the
-    smaller tensors in memory. PRECISIONS runs from wide to narrow: the second note is for a
-    narrower scheme (fp8 beside fp16), never for fp32/tf32/bf16 beside the fp16 default."""
+    precision (it runs at the nearest wider one the config has:
+    :data:`accelsim.arch.model.WIDER_DATAPATH`, e.g. hif8 on a chip with only an fp8 rate,
+    block-scaled formats on Hopper), or computes it no faster than the scheme's high precision;
+    either way any gain comes from the smaller tensors in memory. PRECISIONS runs from wide to
+    narrow: the second note is for a narrower scheme (fp8 beside fp16), never for
+    fp32/tf32/bf16 beside the fp16 default. Returns the datapath the GEMMs run on (``--json``'s
+    ``datapath``)."""
     import sys
 
     from accelsim.arch.model import PRECISIONS
@@ -341,15 +344,17 @@ def datapath_note(system, scheme) -> None:
     core, cp, hp = system.chip.core, scheme.compute_precision, scheme.high_precision
     datapath = core.datapath(cp)
     if datapath != cp:
-        print(f"note: {system.name} has no {cp} datapath; it runs at its {datapath} rate "
-              f"({cp}'s tensors, scales included, still count in memory)", file=sys.stderr)
-        return
+        print(f"note: {system.name} has no {cp} datapath; it runs at its {datapath} rate, the "
+              f"nearest wider datapath it has ({cp}'s tensors, scales included, still count in "
+              "memory)", file=sys.stderr)
+        return datapath
     narrower = PRECISIONS.index(cp) > PRECISIONS.index(hp)
     if narrower and core.supports(hp) and \
             core.macs_per_cycle_per_pe(cp) <= core.macs_per_cycle_per_pe(hp):
         print(f"note: {system.name} computes {cp} no faster than {hp} (its config has no "
               f"faster {cp} datapath); any gain over {hp} comes from {cp}'s smaller tensors "
               "in memory", file=sys.stderr)
+    return datapath
 
 
 def add_power_arguments(parser: argparse.ArgumentParser) -> None:

@@ -91,6 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                         "accelsim/data/attention_kernels.csv): fa2, fa3, cudnn, triton; "
                         "default the stack's, cudnn (what SDPA and Transformer Engine prefer on "
                         "Hopper; FA2 on an A100)")
+    p.add_argument("--fuse-casts", choices=("on", "off"), default=None,
+                   help="casts to a GEMM input narrower than 16 bits (8-bit, 4-bit, "
+                        "block-scaled) inside the kernel that produces the tensor (a GEMM's "
+                        "epilogue, a LayerNorm or activation: no HBM round trip, only block "
+                        "scales written) or each its own pass (read 16 bits, write the format); "
+                        "default the stack's: off for megatron (Transformer Engine's cast "
+                        "kernels, as FP8-LM was fitted) and pytorch")
 
 
 def _split_arguments(p) -> None:
@@ -134,8 +141,8 @@ def _overlap_arguments(p) -> None:
 
 def params(args: argparse.Namespace, *, reserve_default: float | None = None,
            fsdp_stack: str | None = None):
-    """The :class:`accelsim.engine.LlmParams` of ``--stack``, ``--attention-kernel`` and
-    ``--memory-reserve``.
+    """The :class:`accelsim.engine.LlmParams` of ``--stack``, ``--attention-kernel``,
+    ``--fuse-casts`` and ``--memory-reserve``.
 
     Without ``fsdp_stack`` (no FSDP plan): the stack megatron when not given, the reserve
     ``reserve_default`` when neither flag is given (None: the stack's). With it (an FSDP
@@ -156,6 +163,8 @@ def params(args: argparse.Namespace, *, reserve_default: float | None = None,
     stack = get_stack(args.stack or fsdp_stack or "megatron")
     if args.attention_kernel is not None:
         stack = replace(stack, flash=FlashKernel(args.attention_kernel))
+    if args.fuse_casts is not None:
+        stack = replace(stack, fuse_casts=args.fuse_casts == "on")
     try:
         return LlmParams(stack=stack, memory_reserve_GiB=reserve)
     except ValueError as exc:
@@ -170,7 +179,8 @@ TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "cp": 1, "cp_algo": "ring",
                     "no_reshard_after_forward": False, "fsdp_reduce_dtype": "fp32",
                     "tp_overlap": False, "pp_comm_overlap": False,
                     "first_stage_layers": None, "last_stage_layers": None,
-                    "account_for_embedding": False, "account_for_loss": False}
+                    "account_for_embedding": False, "account_for_loss": False,
+                    "fuse_casts": None}  # a layer list's element-wise ops price no casts
 
 
 def transformer_only_flags(args: argparse.Namespace) -> list[str]:

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     scheme = get_scheme(args.scheme)
     require_precisions(system, path, [scheme.compute_precision], f"--scheme {args.scheme}")
     check_scheme_optimizer([args.scheme], args.optimizer)
-    datapath_note(system, scheme)
+    datapath = datapath_note(system, scheme)
     from accelsim.commands._common import power_system
 
     system, _ = power_system(system, path, args, scheme.compute_precision)
@@ -162,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     from accelsim.commands._common import clock_text, not_fit_line
 
     d = r.as_dict()
+    d["datapath"] = datapath  # the rate key its GEMMs ran at (the note says when not its own)
+    d["fuse_casts"] = _params(args, model).stack.fuse_casts
     from accelsim.engine.energy import power_note
     from accelsim.engine.uncertainty import training_band
 
@@ -192,8 +194,12 @@ def run(args: argparse.Namespace) -> int:
     kernel = resolved(params.stack.flash.impl, gpu_class(system.chip))
     dm = Decoder.of(model)
     variant = "".join([", ALiBi" if dm.alibi else "", f", window {dm.window}" if dm.window else ""])
-    print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}, flash attention "
-          f"{f'on ({kernel})' if model.flash_attention else 'off'}{variant}, micro-batch "
+    from accelsim.arch.model import OPERAND_BYTES
+
+    casts = "" if OPERAND_BYTES[scheme.compute_precision] >= 2 else \
+        f" (casts {'fused' if params.stack.fuse_casts else 'unfused'})"
+    print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}{casts}, flash "
+          f"attention {f'on ({kernel})' if model.flash_attention else 'off'}{variant}, micro-batch "
           f"{plan.micro_batch}, global "
           f"batch {plan.global_batch}, recompute {plan.recompute}, "
           + (f"fsdp (shard group {plan.shard_group}, reshard after forward "

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
                          source=src)
     require_precisions(system, spath, [scheme.compute_precision, scheme.high_precision,
                                        *overrides.values()], f"--scheme {args.scheme}")
-    datapath_note(system, scheme)
+    datapath = datapath_note(system, scheme)
     check_scheme_optimizer([scheme.name], args.optimizer)
     _report.check(args, inputs=[("--system", spath), ("--workload", wpath),
                                 ("--policy", args.policy)])
@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
             training_band(system, gpus=system.chips, precision=scheme.compute_precision,
                           stack="layers"))
     out.update(band.as_dict())
+    out["datapath"] = datapath  # the rate key its GEMMs ran at (the note says when not its own)
     if args.json:
         print(json.dumps(out))
     else:

@@ -137,7 +137,7 @@ def step_work(system, workload, scheme, batch: int, compression: float = 1.0,
             if power is not None and power.has_energy(dp):  # the chip's fitted energy
                 pj = 2 * power.energy_per_flop_J(dp) * v2 * 1e12
             else:
-                pj = precision_mac(p, params.node_nm, params.vdd_V).energy_pJ
+                pj = precision_mac(dp, params.node_nm, params.vdd_V).energy_pJ
             for g in layer.gemms(batch).values():
                 mac_J += g.macs * pj * 1e-12
                 mem += (g.M * g.K + g.K * g.N + g.M * g.N) * g.count * ob

@@ -35,7 +35,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from accelsim.arch.model import OPERAND_BYTES
+from accelsim.arch.model import BLOCK_SCALE_BYTES, OPERAND_BYTES
 from accelsim.engine.graph import AttentionOp, ElementwiseOp, GemmOp, attention_precision
 from accelsim.engine.stack import FUSED_ELEMENTWISE_BYTES
 from accelsim.engine.stages import StageSplit
@@ -342,16 +342,35 @@ def layer_gemms(model: Decoder, moe: bool, tokens: int, tp: int, ep: int, gp: st
     return tuple(out)
 
 
+def cast_bytes(precision: str, elements: float, fused: bool) -> float:
+    """HBM bytes of casting ``elements`` 16-bit elements to a GEMM input ``precision`` (none for
+    16 bits and wider). Unfused (``Stack.fuse_casts`` False), the cast is its own kernel: read
+    2 bytes, write the format's :data:`accelsim.arch.model.OPERAND_BYTES` (the element plus its
+    share of the block scales; a block's amax is taken in the same pass) -- 3 for the 8-bit
+    formats. Fused into the kernel that produces the tensor (a GEMM's epilogue, a LayerNorm or
+    activation kernel, which write the low-precision tensor in place of the 16-bit one), the
+    round trip is gone; what remains is writing the block scales
+    (:data:`accelsim.arch.model.BLOCK_SCALE_BYTES`, none for per-tensor scaling). A
+    per-tensor amax and scale (a few bytes per tensor) is not priced either way."""
+    if OPERAND_BYTES[precision] >= 2:
+        return 0.0
+    if fused:
+        return BLOCK_SCALE_BYTES.get(precision, 0.0) * elements
+    return (2 + OPERAND_BYTES[precision]) * elements
+
+
 def elementwise_bytes(model: Decoder, moe: bool, tokens: int, tp: int, sequence_parallel: bool,
-                      gemms: tuple[GemmOp, ...], gp: str) -> float:
+                      gemms: tuple[GemmOp, ...], gp: str,
+                      fuse_casts: bool = False) -> float:
     """HBM bytes of one layer's element-wise kernels for ``tokens`` tokens, forward (16-bit):
     the two norms 2 x 4 and dropout + residual 2 x 7 per hidden element (Megatron's fused
     kernels; replicated over the tensor-parallel ranks unless sequence parallel); the MLP
     activation 16 bytes per 4 FFN elements for GeLU with its bias (read and write, split), a
     gated activation 1.5 x that (it reads gate and up); rotary: read and write the rotated
     query and key elements; MoE: the routed tokens' permutation and un-permutation (read and
-    write 2 bytes, dispatch and combine); 8-bit GEMM inputs add their casts (read 2 bytes,
-    write 1 per element of every GEMM input). The score softmax is the attention op's."""
+    write 2 bytes, dispatch and combine); GEMM inputs narrower than 16 bits add their casts
+    (:func:`cast_bytes` of every GEMM input, fused or not by ``fuse_casts``). The score
+    softmax is the attention op's."""
     c, h, t = model.config, model.hidden, tp
     sbh = tokens * h
     fused = FUSED_ELEMENTWISE_BYTES  # per element of each kernel (one owner: the stack's)
@@ -369,13 +388,11 @@ def elementwise_bytes(model: Decoder, moe: bool, tokens: int, tp: int, sequence_
         nbytes += 4 * tokens * rot.width / t
     if moe:
         nbytes += 8 * a2a_elements(model, tokens, t)
-    if OPERAND_BYTES[gp] < 2:  # 8-bit and narrower GEMM inputs are cast from 16 bits
-        nbytes += 3 * sum(g.m * g.k * g.count for g in gemms)
-    return nbytes
+    return nbytes + cast_bytes(gp, sum(g.m * g.k * g.count for g in gemms), fuse_casts)
 
 
 def layer_ops(model: Decoder, moe: bool, tokens: int, batch: int, tp: int, ep: int,
-              sequence_parallel: bool, gp: str
+              sequence_parallel: bool, gp: str, fuse_casts: bool = False
               ) -> tuple[tuple[GemmOp, ...], AttentionOp, ElementwiseOp]:
     """The ops of one (dense or MoE) layer on one GPU for ``batch`` sequences of the model's
     ``seq`` tokens (``tokens = batch x seq``)."""
@@ -387,7 +404,8 @@ def layer_ops(model: Decoder, moe: bool, tokens: int, batch: int, tp: int, ep: i
                        precision=attention_precision(gp), window=model.window,
                        alibi=model.alibi)
     ew = ElementwiseOp("elementwise",
-                       elementwise_bytes(model, moe, tokens, tp, sequence_parallel, gemms, gp))
+                       elementwise_bytes(model, moe, tokens, tp, sequence_parallel, gemms, gp,
+                                         fuse_casts))
     return gemms, attn, ew
 
 
@@ -398,5 +416,5 @@ def head_op(model: Decoder, tokens: int, tp: int, gp: str, vocab_multiple: int =
     return GemmOp("lm_head", tokens, -(-model.vocab // step) * step // tp, model.hidden, gp)
 
 
-__all__ = ["Decoder", "a2a_elements", "elementwise_bytes", "expert_tokens", "head_op",
-           "layer_gemms", "layer_ops"]
+__all__ = ["Decoder", "a2a_elements", "cast_bytes", "elementwise_bytes", "expert_tokens",
+           "head_op", "layer_gemms", "layer_ops"]

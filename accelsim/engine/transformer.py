@@ -50,18 +50,19 @@ from accelsim.workload.gpt import GptConfig
 from accelsim.errors import InputError
 
 def layer_ops(model: GptConfig | Decoder, plan: Plan, formats: StateFormats, moe: bool = False,
-              vocab_multiple: int = 1
+              vocab_multiple: int = 1, fuse_casts: bool = False
               ) -> tuple[tuple[GemmOp, ...], AttentionOp, ElementwiseOp, GemmOp]:
     """The ops of one (dense or MoE) layer on one GPU and one micro-batch
     (:func:`accelsim.engine.decoder.layer_ops`: for GPT, Megatron's split QKV (T, 3h/t, h),
     projection (T, h, h/t), FC1 (T, F/t, h), FC2 (T, h, F/t), T = b s tokens; attention over
     the GPU's a/t heads), and the LM head (vocabulary-parallel, the vocabulary padded to a
-    multiple of ``vocab_multiple x t``)."""
+    multiple of ``vocab_multiple x t``); casts to a narrow GEMM input format fused into their
+    producers or not (``fuse_casts``: :func:`accelsim.engine.decoder.cast_bytes`)."""
     model = Decoder.of(model)
     # this rank's tokens: with context parallelism seq / cp of each sequence
     T, gp = model.seq // plan.cp * plan.micro_batch, formats.gemm_precision
     gemms, attn, ew = decoder.layer_ops(model, moe, T, plan.micro_batch, plan.tp, plan.ep,
-                                        plan.sequence_parallel, gp)
+                                        plan.sequence_parallel, gp, fuse_casts)
     return gemms, attn, ew, decoder.head_op(model, T, plan.tp, gp, vocab_multiple)
 
 
@@ -73,7 +74,8 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
     Under torchao.float8 the LM head stays bf16 (:mod:`accelsim.engine.float8`)."""
     model = Decoder.of(model)
     stack = params.stack
-    linear, attn, ew, head = layer_ops(model, plan, formats, moe, stack.vocab_multiple)
+    linear, attn, ew, head = layer_ops(model, plan, formats, moe, stack.vocab_multiple,
+                                       stack.fuse_casts)
     recipe = float8.recipe_of(formats)
     if recipe is not None:
         head = replace(head, precision="bf16")
