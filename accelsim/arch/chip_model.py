@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from accelsim.arch.datapath_cost import (AREA_FROM_45NM, OPERANDS, PRECISION_MAC, Accumulator,
+from accelsim.arch.datapath_cost import (AREA_FROM_45NM, BLOCK_ACCUMULATION, OPERANDS,
+                                         PRECISION_MAC, Accumulator,
                                          MacCost, mac_cost, precision_mac)
 from accelsim.arch.model import PRECISIONS, REQUIRED_PRECISIONS, WIDER_DATAPATH
 from accelsim.errors import InputError
@@ -265,7 +266,9 @@ def datapath_rates(formats: tuple[str, ...], node_nm: float) -> dict[str, Rate]:
     pe = min(c.area_um2 for c in built.values())
     rates = {p: Rate(p, pe / c.area_um2, p, c) for p, c in built.items()}
     for p in PRECISIONS:
-        if p in rates or p in WIDER_DATAPATH:
+        # the block formats (and bare fp4) not built resolve at run time through
+        # WIDER_DATAPATH; every other precision gets the rate of the unit that holds it exactly
+        if p in rates or (p in WIDER_DATAPATH and (p in BLOCK_ACCUMULATION or p == "fp4")):
             continue
         hosts = [rates[h] for h in built if _holds(h, p)]
         if hosts:
