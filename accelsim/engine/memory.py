@@ -16,7 +16,12 @@ parallel sbh/t (34 + 5as/h); selective recomputation drops the 5as/h term; full 
 keeps only the 2sbh layer input. The 34 splits into 10 replicated without sequence parallelism
 (two LayerNorm inputs 4, QKV and FC1 inputs 2 + 2, two dropout masks 2) and 24 split over the
 tensor-parallel ranks (Q and K 4, V 2, projection input 2, GeLU input 8, FC2 input 8); a scheme
-that saves linear-layer inputs in FP8 halves the 2 + 2 + 2 + 8 of those inputs. The first
+that saves linear-layer inputs in FP8 halves the 2 + 2 + 2 + 8 of those inputs. Dropout keeps
+its masks only when the model trains with it: PyTorch's dropout at p = 0 returns its input and
+saves nothing (aten/src/ATen/native/Dropout.cpp, ``_dropout_impl``: ``if (p == 0 || !train ...)
+return input``), so a model without hidden dropout (Llama, Mistral, ...) keeps neither residual
+mask (34 - 2) nor the embedding's, and one without attention dropout keeps of the 5as/h score
+bytes only the softmax output (2as/h: the dropout's output is that same tensor). The first
 pipeline stage holds ``pp`` micro-batches in flight under 1F1B, so it stores L layers' worth
 (times 1 + (p-1)/(p v) interleaved; Korthikanti section 4.2.3); that stage is the one reported.
 Without pipeline parallelism that stage also holds the loss: the 16-bit logits and their fp32
@@ -217,11 +222,16 @@ def activation_bytes_per_layer(model: GptConfig | Decoder, plan: Plan, scheme: S
     else:
         ffn, routed = model.ffn_size, 0
     f_ratio = ffn / (4 * h)  # Korthikanti's 8 + 8 are FFN = 4h tensors
-    replicated = 4 + 2 + 2 * r + 2 * r
+    # the two LayerNorm inputs, the QKV and FC1 inputs, and the two 1-byte residual dropout
+    # masks when the model has hidden dropout
+    replicated = 4 + 2 * r + 2 * r + (2 if c.hidden_dropout else 0)
     if routed:
         replicated += routed
     split = qkv + 2 * r * (a * dv / h) + f_ratio * (fc_out + 8 * r)
-    scores = 0.0 if (plan.recompute == "selective" or model.flash_attention) else 5 * a * s / h
+    # Korthikanti's score bytes: softmax output 2, dropout mask 1 and dropout output 2
+    score_bytes = 5 if c.attention_dropout else 2
+    scores = (0.0 if (plan.recompute == "selective" or model.flash_attention)
+              else score_bytes * a * s / h)
     if plan.sequence_parallel:
         return sbh * (replicated + split + scores) / t
     return sbh * (replicated + (split + scores) / t)
@@ -285,7 +295,7 @@ def _stage_memory(model: Decoder, plan: Plan, scheme: StateFormats, reserve_byte
     """The memory of one stage holding ``counts`` (params, linear, expert) parameters and
     ``in_flight`` layers' worth of activations (their mix of dense and MoE layers as
     ``stage``'s); ``embedding``: the embedding's dropout masks of its micro-batches in
-    flight; ``loss``: the loss's logits of one micro-batch."""
+    flight (a model with hidden dropout); ``loss``: the loss's logits of one micro-batch."""
     n, lin, ex = counts
     w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin - ex), scheme, plan.zero,
                                 plan.dp_cp)
@@ -304,7 +314,8 @@ def _stage_memory(model: Decoder, plan: Plan, scheme: StateFormats, reserve_byte
         act += activation_bytes_per_layer(model, replace(plan, recompute="none"), scheme,
                                           moe=moe > 0)
     tokens = model.seq // plan.cp * plan.micro_batch  # this rank's
-    if embedding:  # embedding dropout mask (1 byte per element) of each in-flight micro-batch
+    if embedding and model.config.hidden_dropout:
+        # embedding dropout mask (1 byte per element) of each in-flight micro-batch
         act += tokens * model.hidden * min(plan.pp, plan.n_micro) / (
             plan.tp if plan.sequence_parallel else 1)
     if loss:  # the loss's logits on this stage
