@@ -169,6 +169,19 @@ def test_bad_split_fields_are_refused(kw, fragment):
         _plan(**kw)
 
 
+def test_last_stage_holds_a_tied_heads_copy():
+    """Megatron-core's GPTModel allocates the output layer's weight on the last stage unless
+    that stage also holds the embedding it shares: a tied model's last stage (pp > 1) keeps
+    a vocab x h copy beside its layers and final LayerNorm (2h)."""
+    model = _gpt(24)
+    plan = _plan(4, global_batch=1, last_stage_layers=9)  # one micro-batch: the last is worst
+    mem = memory(model, plan, BF16)
+    assert mem.stage == 3
+    assert mem.params == 9 * model.params_per_layer + 8192 * 1024 + 2 * 1024
+    one = memory(model, Plan(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1), BF16)
+    assert one.params == model.n_params  # one stage: the shared matrix once
+
+
 def test_embedding_only_first_stage():
     """A first stage of 0 layers holds the embedding alone (Megatron's layout ``E|...``): no
     layer time, its embedding's parameters in the memory account."""

@@ -142,7 +142,10 @@ def _stage_params(model: Decoder, plan: Plan, layers: tuple[int, int], first: bo
     holding ``layers`` (dense, MoE) layers: each layer's tensor-parallel part split over the
     ranks (LayerNorms, the row-parallel biases and the replicated projections whole), routed
     experts over ``ep x tp``; the first stage adds the vocabulary-parallel word embedding and
-    the (replicated) position table, the last the final norm and an untied head."""
+    the (replicated) position table, the last the final norm and the head: an untied one, or a
+    tied one's copy when the last stage is not also the first (Megatron-core's GPTModel
+    allocates the output layer's weight unless the same stage holds the embedding it shares:
+    ``skip_weight_param_allocation=pre_process and share_embeddings_and_output_weights``)."""
     t, ep = plan.tp, plan.ep
     n = lin = ex = 0.0
     for count, moe in zip(layers, (False, True)):
@@ -158,7 +161,7 @@ def _stage_params(model: Decoder, plan: Plan, layers: tuple[int, int], first: bo
         emb = model.vocab * h / t + model.n_positions * h
     if last:
         norm = model.config.head_ops()[0].params
-        head = 0 if model.config.tied_embeddings else model.vocab * h
+        head = 0 if model.config.tied_embeddings and first else model.vocab * h
         emb += norm + head / t
     return n + emb, lin, ex
 
@@ -179,8 +182,10 @@ def _largest_stage(model: Decoder, plan: Plan) -> tuple[int, tuple[float, float,
 
 def _own_params(model: Decoder, plan: Plan, stage: int) -> tuple[float, float, float]:
     """:func:`_stage_params` of ``stage``: the embedding on the first stage; the head on the
-    last when it is also the first (pp 1) or the plan splits its stages unevenly (an even
-    split's account counts the first stage's embedding, the larger stage)."""
+    last when it is also the first (pp 1) or the plan splits its stages unevenly. An even
+    split's account is the first stage's: its embedding is at least the last stage's head (the
+    same vocab x h / t matrix; the head lacks the position table) and it holds the most
+    micro-batches, so the head and final norm (h parameters more) are left out there."""
     layers = model.stage_layers(plan.pp, plan.interleave, plan.stage_split)[stage]
     last = stage == plan.pp - 1 and (plan.pp == 1 or not plan.stage_split.even)
     return _stage_params(model, plan, layers, stage == 0, last)
