@@ -142,6 +142,22 @@ def test_interleaved_in_flight_per_stage():
         in_flight_layers(_gpt(32), even)) == pytest.approx(8 * 4 * (1 + 3 / 8))
 
 
+def test_interleaved_with_as_many_micro_batches_as_stages_runs_every_forward_first():
+    """Megatron's interleaved schedule with m = p (``num_microbatches ==
+    pipeline_parallel_size``) puts every chunk pass in the warm-up: each stage holds all m
+    micro-batches of all its v chunks, its whole L / p layers x m (not the 1F1B count)."""
+    model = _gpt(32)
+    plan = _plan(4, global_batch=4, interleave=2)  # m = 4 = p
+    for s in range(4):
+        assert in_flight_layers(model, plan, s) == pytest.approx(8 * 4)
+    assert in_flight_layers(model, plan) == pytest.approx(8 * 4)
+    uneven = _plan(4, global_batch=4, interleave=2, account_for_embedding=True,
+                   account_for_loss=True)
+    model = _gpt(30)
+    for s, layers in enumerate([7, 8, 8, 7]):
+        assert in_flight_layers(model, uneven, s) == pytest.approx(layers * 4)
+
+
 @pytest.mark.parametrize("model_layers, kw, fragment", [
     (96, dict(pp=8, first_stage_layers=18), "do not split evenly over the 7 other stages"),
     (12, dict(pp=3, first_stage_layers=6, last_stage_layers=6), "a stage with no work"),

@@ -246,7 +246,11 @@ def in_flight_layers(model: GptConfig | Decoder, plan: Plan, stage: int | None =
                      ) -> float:
     """Layers' worth of micro-batch activations a stage holds at its peak: 1F1B's stage ``s``
     (of ``p``) holds ``min(p - s, m)`` micro-batches, interleaved ``2 (p - s - 1) + (v - 1) p
-    + 1`` chunk passes (its warm-up and the first steady forward; at most ``m v``). ``stage``
+    + 1`` chunk passes (its warm-up and the first steady forward; at most ``m v``), or all
+    ``m v`` when ``m = p``: Megatron's interleaved schedule then runs every forward pass
+    before any backward on every stage (``schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``: ``if num_microbatches ==
+    pipeline_parallel_size: num_warmup_microbatches = total_num_microbatches``). ``stage``
     None: the largest stage's layers at the first stage's count (an even split: the first
     stage, which holds the most)."""
     model = Decoder.of(model)
@@ -254,10 +258,14 @@ def in_flight_layers(model: GptConfig | Decoder, plan: Plan, stage: int | None =
     stages = model.stage_layers(p, v, plan.stage_split)
     if stage is None:
         per_stage = max(sum(s) for s in stages)
+        if v > 1 and m == p:
+            return per_stage * m
         factor = 1 + (p - 1) / (p * v) if v > 1 else 1.0
         return per_stage * min(p, m) * factor
     if v == 1:
         return sum(stages[stage]) * min(p - stage, m)
+    if m == p:
+        return sum(stages[stage]) * m
     return sum(stages[stage]) / v * min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
 
 
