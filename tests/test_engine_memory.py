@@ -230,3 +230,27 @@ def test_invalid_split_names_the_value(kw, msg):
 def test_bad_plan(kw, msg):
     with pytest.raises(ValueError, match=msg):
         Plan(**{**dict(tp=1, pp=1, dp=1, micro_batch=1, global_batch=8), **kw})
+
+
+def test_cli_dropout_flag(capsys):
+    """``llm --dropout P`` sets both dropouts of the model: a GPT (default 0.1) at 0 drops
+    the two 1-byte residual masks per layer and the embedding's, of every micro-batch in
+    flight (pp 1: one), on one GPU."""
+    import json
+
+    from accelsim.cli import main
+
+    base = ["llm", "--system", "dgx-h100", "--layers", "4", "--hidden", "1024", "--heads", "8",
+            "--seq", "1024", "--vocab", "8192", "--flash-attention", "--scheme", "bf16",
+            "--tp", "1", "--pp", "1", "--dp", "1", "--global-batch", "1", "--clock", "boost",
+            "--json"]
+    got = {}
+    for flag in ([], ["--dropout", "0.1"], ["--dropout", "0"]):
+        assert main(base + flag) == 0
+        got[" ".join(flag)] = json.loads(capsys.readouterr().out)["activations_GiB"]
+    assert got[""] == got["--dropout 0.1"]
+    masks = 1024 * 1024 * (4 * 2 + 1)  # 4 layers x 2 masks + the embedding's, 1 B each
+    assert (got[""] - got["--dropout 0"]) * 2 ** 30 == pytest.approx(masks, rel=1e-9)
+    assert main(base + ["--dropout", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dropout probability in [0, 1)" in err[0]
