@@ -61,6 +61,55 @@ def test_flash_attention_keeps_no_score_matrix():
         sbh * (10 + 24 / 8))
 
 
+@pytest.mark.parametrize("t", [1, 8])
+def test_no_dropout_keeps_no_masks(t):
+    # Korthikanti Table 2 without its dropout terms: the two 1-byte residual masks (34 -> 32)
+    # and, of the 5as/h score bytes, the mask and the dropout's own output (-> 2as/h: at p = 0
+    # PyTorch's dropout returns its input)
+    s, h, a = 2048, 20480, 128
+    sbh = s * h
+    m = dataclasses.replace(M530, hidden_dropout=0.0, attention_dropout=0.0)
+    act = lambda **kw: activation_bytes_per_layer(m, _plan(t=t, **kw), BF16)  # noqa: E731
+    assert act() == pytest.approx(sbh * (8 + 24 / t + 2 * a * s / (h * t)), rel=1e-12)
+    assert act(sequence_parallel=True) == pytest.approx(sbh / t * (32 + 2 * a * s / h),
+                                                        rel=1e-12)
+    only_attn = dataclasses.replace(M530, attention_dropout=0.0)
+    assert activation_bytes_per_layer(only_attn, _plan(t=t), BF16) == pytest.approx(
+        sbh * (10 + 24 / t + 2 * a * s / (h * t)), rel=1e-12)
+
+
+def test_llama_layer_without_dropout_by_hand():
+    # a Llama-3-405B-like layer (GQA 8 KV heads of 128, SwiGLU ffn 53248, flash attention)
+    # under tp 8 with sequence parallelism, per sbh/t element: norm inputs 4, QKV and FC1
+    # inputs 2 + 2, Q 2 + K and V 2 x 2 x 8/128, projection input 2, gate and up outputs
+    # 2 x 2 x f/h, FC2 input 2 f/h; no dropout masks (Llama's config: attention_dropout 0)
+    from accelsim.engine.decoder import Decoder
+    from accelsim.workload.transformer import PRESETS
+
+    cfg = dataclasses.replace(PRESETS["llama3-70b"], layers=126, hidden=16384, heads=128,
+                              head_dim=128, ffn_size=53248)
+    assert cfg.hidden_dropout == cfg.attention_dropout == 0.0
+    model = Decoder(cfg, 8192, flash_attention=True)
+    s, h, f, t = 8192, 16384, 53248, 8
+    per = 4 + 2 + 2 + (2 + 2 * 2 * 8 / 128) + 2 + 4 * f / h + 2 * f / h
+    plan = Plan(tp=t, pp=16, dp=1, micro_batch=1, global_batch=16, sequence_parallel=True)
+    assert activation_bytes_per_layer(model, plan, BF16) == pytest.approx(s * h / t * per,
+                                                                          rel=1e-12)
+    with_dropout = Decoder(dataclasses.replace(cfg, hidden_dropout=0.1), 8192,
+                           flash_attention=True)
+    assert activation_bytes_per_layer(with_dropout, plan, BF16) == pytest.approx(
+        s * h / t * (per + 2), rel=1e-12)
+
+
+def test_embedding_mask_only_with_hidden_dropout():
+    m = GptConfig(layers=4, hidden=1024, heads=8, seq=1024, vocab=50000, flash_attention=True)
+    plan = Plan(tp=1, pp=2, dp=1, micro_batch=1, global_batch=8)
+    drop = memory(m, plan, BF16).activations_bytes
+    none = memory(dataclasses.replace(m, hidden_dropout=0.0), plan, BF16).activations_bytes
+    # 2 layers x 2 micro-batches x 2 masks, and the embedding's mask x 2 micro-batches
+    assert drop - none == pytest.approx(1024 * 1024 * (2 * 2 * 2 + 2))
+
+
 def test_bytes_per_parameter_fp8_lm():
     # FP8-LM section 2.3: 16 bytes per parameter with the FP32 optimizer path, 6 with precision
     # decoupling (FP16 master 2 + FP8 gradient 1 + FP8 m 1 + FP16 v 2)
@@ -181,3 +230,27 @@ def test_invalid_split_names_the_value(kw, msg):
 def test_bad_plan(kw, msg):
     with pytest.raises(ValueError, match=msg):
         Plan(**{**dict(tp=1, pp=1, dp=1, micro_batch=1, global_batch=8), **kw})
+
+
+def test_cli_dropout_flag(capsys):
+    """``llm --dropout P`` sets both dropouts of the model: a GPT (default 0.1) at 0 drops
+    the two 1-byte residual masks per layer and the embedding's, of every micro-batch in
+    flight (pp 1: one), on one GPU."""
+    import json
+
+    from accelsim.cli import main
+
+    base = ["llm", "--system", "dgx-h100", "--layers", "4", "--hidden", "1024", "--heads", "8",
+            "--seq", "1024", "--vocab", "8192", "--flash-attention", "--scheme", "bf16",
+            "--tp", "1", "--pp", "1", "--dp", "1", "--global-batch", "1", "--clock", "boost",
+            "--json"]
+    got = {}
+    for flag in ([], ["--dropout", "0.1"], ["--dropout", "0"]):
+        assert main(base + flag) == 0
+        got[" ".join(flag)] = json.loads(capsys.readouterr().out)["activations_GiB"]
+    assert got[""] == got["--dropout 0.1"]
+    masks = 1024 * 1024 * (4 * 2 + 1)  # 4 layers x 2 masks + the embedding's, 1 B each
+    assert (got[""] - got["--dropout 0"]) * 2 ** 30 == pytest.approx(masks, rel=1e-9)
+    assert main(base + ["--dropout", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dropout probability in [0, 1)" in err[0]

@@ -142,6 +142,22 @@ def test_interleaved_in_flight_per_stage():
         in_flight_layers(_gpt(32), even)) == pytest.approx(8 * 4 * (1 + 3 / 8))
 
 
+def test_interleaved_with_as_many_micro_batches_as_stages_runs_every_forward_first():
+    """Megatron's interleaved schedule with m = p (``num_microbatches ==
+    pipeline_parallel_size``) puts every chunk pass in the warm-up: each stage holds all m
+    micro-batches of all its v chunks, its whole L / p layers x m (not the 1F1B count)."""
+    model = _gpt(32)
+    plan = _plan(4, global_batch=4, interleave=2)  # m = 4 = p
+    for s in range(4):
+        assert in_flight_layers(model, plan, s) == pytest.approx(8 * 4)
+    assert in_flight_layers(model, plan) == pytest.approx(8 * 4)
+    uneven = _plan(4, global_batch=4, interleave=2, account_for_embedding=True,
+                   account_for_loss=True)
+    model = _gpt(30)
+    for s, layers in enumerate([7, 8, 8, 7]):
+        assert in_flight_layers(model, uneven, s) == pytest.approx(layers * 4)
+
+
 @pytest.mark.parametrize("model_layers, kw, fragment", [
     (96, dict(pp=8, first_stage_layers=18), "do not split evenly over the 7 other stages"),
     (12, dict(pp=3, first_stage_layers=6, last_stage_layers=6), "a stage with no work"),
@@ -167,6 +183,19 @@ def test_bad_splits_are_refused(model_layers, kw, fragment):
 def test_bad_split_fields_are_refused(kw, fragment):
     with pytest.raises(InputError, match=fragment):
         _plan(**kw)
+
+
+def test_last_stage_holds_a_tied_heads_copy():
+    """Megatron-core's GPTModel allocates the output layer's weight on the last stage unless
+    that stage also holds the embedding it shares: a tied model's last stage (pp > 1) keeps
+    a vocab x h copy beside its layers and final LayerNorm (2h)."""
+    model = _gpt(24)
+    plan = _plan(4, global_batch=1, last_stage_layers=9)  # one micro-batch: the last is worst
+    mem = memory(model, plan, BF16)
+    assert mem.stage == 3
+    assert mem.params == 9 * model.params_per_layer + 8192 * 1024 + 2 * 1024
+    one = memory(model, Plan(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1), BF16)
+    assert one.params == model.n_params  # one stage: the shared matrix once
 
 
 def test_embedding_only_first_stage():

@@ -81,6 +81,26 @@ def test_family_specific_mapping():
     assert v3.mtp_layers == 1 and v3.moe.router_bias and v3.moe.first_dense_layers == 3
 
 
+def test_dropout_as_the_configs_state_it():
+    # the fixtures' own values (gpt2: resid_pdrop / attn_pdrop 0.1; Llama-3, Mistral, Mixtral,
+    # Qwen2, DeepSeek: attention_dropout 0.0, no hidden dropout; Pythia: transformers' 0.0)
+    gpt2 = load_hf_config(DATA / "gpt2.json")
+    assert (gpt2.hidden_dropout, gpt2.attention_dropout) == (0.1, 0.1)
+    for name in ("llama3-8b", "mistral-7b", "mixtral-8x7b", "qwen2-7b", "deepseek-v3",
+                 "pythia-160m"):
+        cfg = load_hf_config(DATA / f"{name}.json")
+        assert (cfg.hidden_dropout, cfg.attention_dropout) == (0.0, 0.0), name
+
+
+def test_dropout_keys_are_read(tmp_path):
+    assert load_hf_config(_write(tmp_path, "llama3-8b", attention_dropout=0.1)
+                          ).attention_dropout == 0.1
+    gpt2 = load_hf_config(_write(tmp_path, "gpt2", resid_pdrop=0.0, attn_pdrop=0.2))
+    assert (gpt2.hidden_dropout, gpt2.attention_dropout) == (0.0, 0.2)
+    neox = load_hf_config(_write(tmp_path, "pythia-160m", hidden_dropout=0.1))
+    assert neox.hidden_dropout == 0.1
+
+
 def test_a_folder_with_config_json_is_read(tmp_path):
     d = tmp_path / "Meta-Llama-3-8B"
     d.mkdir()
@@ -151,6 +171,8 @@ def test_ignored_keys_change_nothing(tmp_path):
     ("llama3-8b", {"hidden_size": 10**30}, "hidden_size", "must be at most 2,147,483,647"),
     ("llama3-8b", {"num_hidden_layers": 10**9}, "num_hidden_layers", "must be at most 10,000"),
     ("gpt2", {"n_layer": 10_001}, "n_layer", "must be at most 10,000"),
+    ("llama3-8b", {"attention_dropout": 1.0}, "attention_dropout", r"probability in \[0, 1\)"),
+    ("gpt2", {"resid_pdrop": "0.1"}, "resid_pdrop", "dropout probability"),
 ])
 def test_bad_configs_name_file_and_key(tmp_path, fixture, changes, key, match):
     p = _write(tmp_path, fixture, **changes)

@@ -58,6 +58,11 @@ def test_gpt_presets_come_from_workload_gpt():
         assert t == TransformerConfig.from_gpt(g)
         assert t.n_params == g.n_params
         assert t.as_gpt() == g
+        assert (t.hidden_dropout, t.attention_dropout) == (0.1, 0.1)  # Megatron's, GPT-2's
+    no_drop = GptConfig(layers=2, hidden=64, heads=4, seq=16, vocab=100, hidden_dropout=0.0)
+    assert TransformerConfig.from_gpt(no_drop).as_gpt() == no_drop
+    with pytest.raises(ValueError, match="GptConfig.hidden_dropout must be a dropout"):
+        GptConfig(layers=2, hidden=64, heads=4, seq=16, vocab=100, hidden_dropout=1)
 
 
 @pytest.mark.parametrize("flash", [False, True])
@@ -200,6 +205,9 @@ def test_enums_resolved_at_construction():
     (dict(rotary_fraction=0), "rotary_fraction"),
     (dict(moe=Moe(n_experts=4, top_k=1, expert_ffn_size=8), mtp_layers=-1), "mtp_layers"),
     (dict(mtp_layers=1), "mtp_layers needs a MoE model"),
+    (dict(hidden_dropout=1.0), r"hidden_dropout must be a dropout probability in \[0, 1\)"),
+    (dict(attention_dropout=-0.1), "attention_dropout must be a dropout probability"),
+    (dict(attention_dropout=True), "attention_dropout must be a dropout probability"),
 ])
 def test_bad_configs_are_refused(kwargs, match):
     base = dict(name="t", layers=2, hidden=64, heads=4, vocab=100, seq=16)

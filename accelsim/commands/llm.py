@@ -9,8 +9,8 @@ import sys
 
 from accelsim.commands import _chakra, _plan, _report
 from accelsim.commands._common import (add_attention_variant_arguments, add_flash_argument,
-                                       attention_variant, chip_count, dimension, model_layers,
-                                       positive_int)
+                                       attention_variant, chip_count, dimension, float_type,
+                                       model_layers, positive_int)
 
 NAME = "llm"
 HELP = ("Large-model training: predict a tensor x pipeline x data (x expert) parallel run of a "
@@ -47,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="FFN size (default 4 x H)")
     m.add_argument("--untied-embeddings", action="store_true",
                    help="a separate LM-head matrix (default: tied to the word embedding)")
+    m.add_argument("--dropout", type=float_type(0.0, 1.0), default=None, metavar="P",
+                   help="training dropout probability on the residual branches, the embedding "
+                        "and the attention probabilities, in [0, 1); 0 keeps no dropout "
+                        "masks (default: the model's: 0.1 for GPT, as Megatron-LM's defaults; "
+                        "a config.json's own, e.g. 0 for Llama)")
     add_flash_argument(m)
     add_attention_variant_arguments(m)
     parser.add_argument("--scheme", choices=SCHEME_NAMES, required=True,
@@ -248,7 +253,7 @@ def _model(args: argparse.Namespace):
             raise UserError(f"{', '.join(missing)} required (or --model NAME_OR_CONFIG)")
         try:
             gpt = GptConfig(**dims, ffn=args.ffn or 0, tied_embeddings=not args.untied_embeddings,
-                            flash_attention=args.flash_attention)
+                            flash_attention=args.flash_attention, **_dropout(args))
         except ValueError as exc:
             raise UserError(str(exc)) from None
         if not (args.alibi or args.window is not None):
@@ -267,6 +272,7 @@ def _model(args: argparse.Namespace):
         over["ffn"] = args.ffn
     if args.untied_embeddings:
         over["tied_embeddings"] = False
+    over.update(_dropout(args))
     try:
         gpt = tc.as_gpt(seq=seq, flash_attention=args.flash_attention)
     except ValueError:
@@ -284,6 +290,13 @@ def _model(args: argparse.Namespace):
                        flash_attention=args.flash_attention), note
     except ValueError as exc:
         raise UserError(f"--model {args.model}: {exc}") from None
+
+
+def _dropout(args: argparse.Namespace) -> dict[str, float]:
+    """The model fields ``--dropout`` sets (none without it)."""
+    if args.dropout is None:
+        return {}
+    return {"hidden_dropout": args.dropout, "attention_dropout": args.dropout}
 
 
 def default_seq(name: str, positions: int) -> tuple[int, str]:

@@ -16,7 +16,12 @@ parallel sbh/t (34 + 5as/h); selective recomputation drops the 5as/h term; full 
 keeps only the 2sbh layer input. The 34 splits into 10 replicated without sequence parallelism
 (two LayerNorm inputs 4, QKV and FC1 inputs 2 + 2, two dropout masks 2) and 24 split over the
 tensor-parallel ranks (Q and K 4, V 2, projection input 2, GeLU input 8, FC2 input 8); a scheme
-that saves linear-layer inputs in FP8 halves the 2 + 2 + 2 + 8 of those inputs. The first
+that saves linear-layer inputs in FP8 halves the 2 + 2 + 2 + 8 of those inputs. Dropout keeps
+its masks only when the model trains with it: PyTorch's dropout at p = 0 returns its input and
+saves nothing (aten/src/ATen/native/Dropout.cpp, ``_dropout_impl``: ``if (p == 0 || !train ...)
+return input``), so a model without hidden dropout (Llama, Mistral, ...) keeps neither residual
+mask (34 - 2) nor the embedding's, and one without attention dropout keeps of the 5as/h score
+bytes only the softmax output (2as/h: the dropout's output is that same tensor). The first
 pipeline stage holds ``pp`` micro-batches in flight under 1F1B, so it stores L layers' worth
 (times 1 + (p-1)/(p v) interleaved; Korthikanti section 4.2.3); that stage is the one reported.
 Without pipeline parallelism that stage also holds the loss: the 16-bit logits and their fp32
@@ -137,7 +142,10 @@ def _stage_params(model: Decoder, plan: Plan, layers: tuple[int, int], first: bo
     holding ``layers`` (dense, MoE) layers: each layer's tensor-parallel part split over the
     ranks (LayerNorms, the row-parallel biases and the replicated projections whole), routed
     experts over ``ep x tp``; the first stage adds the vocabulary-parallel word embedding and
-    the (replicated) position table, the last the final norm and an untied head."""
+    the (replicated) position table, the last the final norm and the head: an untied one, or a
+    tied one's copy when the last stage is not also the first (Megatron-core's GPTModel
+    allocates the output layer's weight unless the same stage holds the embedding it shares:
+    ``skip_weight_param_allocation=pre_process and share_embeddings_and_output_weights``)."""
     t, ep = plan.tp, plan.ep
     n = lin = ex = 0.0
     for count, moe in zip(layers, (False, True)):
@@ -153,7 +161,7 @@ def _stage_params(model: Decoder, plan: Plan, layers: tuple[int, int], first: bo
         emb = model.vocab * h / t + model.n_positions * h
     if last:
         norm = model.config.head_ops()[0].params
-        head = 0 if model.config.tied_embeddings else model.vocab * h
+        head = 0 if model.config.tied_embeddings and first else model.vocab * h
         emb += norm + head / t
     return n + emb, lin, ex
 
@@ -174,8 +182,10 @@ def _largest_stage(model: Decoder, plan: Plan) -> tuple[int, tuple[float, float,
 
 def _own_params(model: Decoder, plan: Plan, stage: int) -> tuple[float, float, float]:
     """:func:`_stage_params` of ``stage``: the embedding on the first stage; the head on the
-    last when it is also the first (pp 1) or the plan splits its stages unevenly (an even
-    split's account counts the first stage's embedding, the larger stage)."""
+    last when it is also the first (pp 1) or the plan splits its stages unevenly. An even
+    split's account is the first stage's: its embedding is at least the last stage's head (the
+    same vocab x h / t matrix; the head lacks the position table) and it holds the most
+    micro-batches, so the head and final norm (h parameters more) are left out there."""
     layers = model.stage_layers(plan.pp, plan.interleave, plan.stage_split)[stage]
     last = stage == plan.pp - 1 and (plan.pp == 1 or not plan.stage_split.even)
     return _stage_params(model, plan, layers, stage == 0, last)
@@ -217,11 +227,16 @@ def activation_bytes_per_layer(model: GptConfig | Decoder, plan: Plan, scheme: S
     else:
         ffn, routed = model.ffn_size, 0
     f_ratio = ffn / (4 * h)  # Korthikanti's 8 + 8 are FFN = 4h tensors
-    replicated = 4 + 2 + 2 * r + 2 * r
+    # the two LayerNorm inputs, the QKV and FC1 inputs, and the two 1-byte residual dropout
+    # masks when the model has hidden dropout
+    replicated = 4 + 2 * r + 2 * r + (2 if c.hidden_dropout else 0)
     if routed:
         replicated += routed
     split = qkv + 2 * r * (a * dv / h) + f_ratio * (fc_out + 8 * r)
-    scores = 0.0 if (plan.recompute == "selective" or model.flash_attention) else 5 * a * s / h
+    # Korthikanti's score bytes: softmax output 2, dropout mask 1 and dropout output 2
+    score_bytes = 5 if c.attention_dropout else 2
+    scores = (0.0 if (plan.recompute == "selective" or model.flash_attention)
+              else score_bytes * a * s / h)
     if plan.sequence_parallel:
         return sbh * (replicated + split + scores) / t
     return sbh * (replicated + (split + scores) / t)
@@ -231,7 +246,11 @@ def in_flight_layers(model: GptConfig | Decoder, plan: Plan, stage: int | None =
                      ) -> float:
     """Layers' worth of micro-batch activations a stage holds at its peak: 1F1B's stage ``s``
     (of ``p``) holds ``min(p - s, m)`` micro-batches, interleaved ``2 (p - s - 1) + (v - 1) p
-    + 1`` chunk passes (its warm-up and the first steady forward; at most ``m v``). ``stage``
+    + 1`` chunk passes (its warm-up and the first steady forward; at most ``m v``), or all
+    ``m v`` when ``m = p``: Megatron's interleaved schedule then runs every forward pass
+    before any backward on every stage (``schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``: ``if num_microbatches ==
+    pipeline_parallel_size: num_warmup_microbatches = total_num_microbatches``). ``stage``
     None: the largest stage's layers at the first stage's count (an even split: the first
     stage, which holds the most)."""
     model = Decoder.of(model)
@@ -239,10 +258,14 @@ def in_flight_layers(model: GptConfig | Decoder, plan: Plan, stage: int | None =
     stages = model.stage_layers(p, v, plan.stage_split)
     if stage is None:
         per_stage = max(sum(s) for s in stages)
+        if v > 1 and m == p:
+            return per_stage * m
         factor = 1 + (p - 1) / (p * v) if v > 1 else 1.0
         return per_stage * min(p, m) * factor
     if v == 1:
         return sum(stages[stage]) * min(p - stage, m)
+    if m == p:
+        return sum(stages[stage]) * m
     return sum(stages[stage]) / v * min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
 
 
@@ -285,7 +308,7 @@ def _stage_memory(model: Decoder, plan: Plan, scheme: StateFormats, reserve_byte
     """The memory of one stage holding ``counts`` (params, linear, expert) parameters and
     ``in_flight`` layers' worth of activations (their mix of dense and MoE layers as
     ``stage``'s); ``embedding``: the embedding's dropout masks of its micro-batches in
-    flight; ``loss``: the loss's logits of one micro-batch."""
+    flight (a model with hidden dropout); ``loss``: the loss's logits of one micro-batch."""
     n, lin, ex = counts
     w, g, o = model_state_bytes(ParamCounts(linear=lin, rest=n - lin - ex), scheme, plan.zero,
                                 plan.dp_cp)
@@ -304,7 +327,8 @@ def _stage_memory(model: Decoder, plan: Plan, scheme: StateFormats, reserve_byte
         act += activation_bytes_per_layer(model, replace(plan, recompute="none"), scheme,
                                           moe=moe > 0)
     tokens = model.seq // plan.cp * plan.micro_batch  # this rank's
-    if embedding:  # embedding dropout mask (1 byte per element) of each in-flight micro-batch
+    if embedding and model.config.hidden_dropout:
+        # embedding dropout mask (1 byte per element) of each in-flight micro-batch
         act += tokens * model.hidden * min(plan.pp, plan.n_micro) / (
             plan.tp if plan.sequence_parallel else 1)
     if loss:  # the loss's logits on this stage

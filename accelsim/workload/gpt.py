@@ -20,9 +20,19 @@ from accelsim.errors import InputError, check_int
 from accelsim.workload.model import Layer, Workload
 
 
+def check_dropout(what: str, p: object) -> None:
+    """A dropout probability: a number in [0, 1); an InputError naming ``what`` otherwise."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise InputError(f"{what} must be a dropout probability in [0, 1), got {p!r}")
+
+
 @dataclass(frozen=True)
 class GptConfig:
-    """A GPT model. ``ffn`` 0 means 4 x hidden; ``positions`` 0 means ``seq``."""
+    """A GPT model. ``ffn`` 0 means 4 x hidden; ``positions`` 0 means ``seq``.
+    ``hidden_dropout`` / ``attention_dropout``: the training dropout probabilities on the
+    embedding and residual branches / on the attention probabilities (0: no dropout, so no
+    mask is kept); default 0.1, Megatron-LM's ``--hidden-dropout`` / ``--attention-dropout``
+    defaults and GPT-2's ``resid_pdrop`` / ``attn_pdrop``."""
 
     layers: int
     hidden: int
@@ -35,6 +45,8 @@ class GptConfig:
     causal: bool = True
     flash_attention: bool = False
     name: str = "gpt"
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
 
     def __post_init__(self) -> None:
         check_int("GptConfig.layers", self.layers, 1, MAX_MODEL_LAYERS)
@@ -44,6 +56,8 @@ class GptConfig:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise InputError(f"GptConfig.{f} must be an integer >= 0 (0: default), got {v!r}")
+        for f in ("hidden_dropout", "attention_dropout"):
+            check_dropout(f"GptConfig.{f}", getattr(self, f))
         if self.hidden % self.heads:
             raise InputError(f"GptConfig: hidden {self.hidden} is not a multiple of heads "
                              f"{self.heads}")

@@ -40,8 +40,7 @@ IGNORED_KEYS: dict[str, str] = {
     "use_cache": "inference flag", "return_dict": "API flag",
     "output_attentions": "API flag", "output_hidden_states": "API flag",
     "initializer_range": "initialisation", "pretraining_tp": "numerics of the TP split",
-    "attention_dropout": "dropout", "hidden_dropout": "dropout", "classifier_dropout": "dropout",
-    "resid_pdrop": "dropout", "embd_pdrop": "dropout", "attn_pdrop": "dropout",
+    "classifier_dropout": "dropout of a classification head (not trained here)",
     "rms_norm_eps": "numerics", "layer_norm_eps": "numerics", "layer_norm_epsilon": "numerics",
     "rope_theta": "RoPE base: values, not shapes", "rotary_emb_base": "RoPE base",
     "rope_scaling": "RoPE frequency scaling: values, not shapes",
@@ -58,7 +57,9 @@ _FAMILY_IGNORED: dict[str, dict[str, str]] = {
              "summary_use_proj": "sequence-summary head (double-heads model only)",
              "summary_activation": "sequence-summary head",
              "summary_proj_to_labels": "sequence-summary head",
-             "summary_first_dropout": "dropout", "task_specific_params": "generation defaults"},
+             "summary_first_dropout": "dropout", "task_specific_params": "generation defaults",
+             "embd_pdrop": "embedding dropout: its mask is counted at resid_pdrop (Megatron-LM "
+                           "drops the embedding at --hidden-dropout)"},
     "deepseek": {"ep_size": "deployment hint", "routed_scaling_factor": "routing weight scale",
                  "scoring_func": "routing score function", "norm_topk_prob": "routing weights",
                  "aux_loss_alpha": "training loss", "seq_aux": "training loss",
@@ -69,7 +70,7 @@ _FAMILY_IGNORED["deepseek_v2"] = _FAMILY_IGNORED["deepseek_v3"] = _FAMILY_IGNORE
 
 _LLAMA = {"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
           "intermediate_size", "vocab_size", "max_position_embeddings", "head_dim", "hidden_act",
-          "tie_word_embeddings", "layer_types"}
+          "tie_word_embeddings", "layer_types", "attention_dropout"}
 #: Keys each family maps to the model's shape (the rest of the math).
 SHAPE_KEYS: dict[str, frozenset[str]] = {
     "llama": frozenset(_LLAMA | {"attention_bias", "mlp_bias"}),
@@ -78,11 +79,13 @@ SHAPE_KEYS: dict[str, frozenset[str]] = {
                                    "num_experts_per_tok"}),
     "qwen2": frozenset(_LLAMA | {"sliding_window", "use_sliding_window", "max_window_layers"}),
     "gpt2": frozenset({"n_embd", "n_layer", "n_head", "n_positions", "n_inner", "vocab_size",
-                       "activation_function", "tie_word_embeddings", "add_cross_attention"}),
+                       "activation_function", "tie_word_embeddings", "add_cross_attention",
+                       "resid_pdrop", "attn_pdrop"}),
     "gpt_neox": frozenset({"hidden_size", "num_hidden_layers", "num_attention_heads",
                            "intermediate_size", "vocab_size", "max_position_embeddings",
                            "hidden_act", "rotary_pct", "partial_rotary_factor",
-                           "use_parallel_residual", "attention_bias", "tie_word_embeddings"}),
+                           "use_parallel_residual", "attention_bias", "tie_word_embeddings",
+                           "hidden_dropout", "attention_dropout"}),
     "deepseek_v2": frozenset(_LLAMA - {"head_dim"} | {
         "attention_bias", "moe_intermediate_size", "n_routed_experts", "n_shared_experts",
         "num_experts_per_tok", "first_k_dense_replace", "moe_layer_freq", "topk_method",
@@ -140,6 +143,14 @@ class _Reader:
             raise ConfigError(self.file, key, v, "must be a number in (0, 1]")
         return float(v)
 
+    def dropout(self, key: str, default: float) -> float:
+        """A dropout probability in [0, 1) (absent: ``default``, the family's
+        ``transformers`` default)."""
+        v = self._get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+            raise ConfigError(self.file, key, v, "must be a dropout probability in [0, 1)")
+        return float(v)
+
     def choice(self, key: str, default: Any, mapping: dict[str, Any]) -> Any:
         v = self._get(key, default)
         if not isinstance(v, str) or v not in mapping:
@@ -175,7 +186,10 @@ def _llama_family(r: _Reader, name: str) -> TransformerConfig:
         head_dim=r.integer("head_dim", None, nullable=True), ffn_size=r.integer("intermediate_size"),
         vocab=r.integer("vocab_size"), seq=r.integer("max_position_embeddings"),
         mlp=_act(r, "hidden_act", "silu"), norm=NormKind.RMSNORM,
-        positions=PositionKind.ROTARY, tied_embeddings=r.flag("tie_word_embeddings", False))
+        positions=PositionKind.ROTARY, tied_embeddings=r.flag("tie_word_embeddings", False),
+        # the attention probabilities' dropout (LlamaConfig & co.: default 0.0); the
+        # residual branches have none in these families
+        attention_dropout=r.dropout("attention_dropout", 0.0))
     types = r._get("layer_types", None)
     if types is not None and (not isinstance(types, list) or len(types) != kw["layers"]
                               or any(t != "full_attention" for t in types)):
@@ -212,7 +226,9 @@ def _gpt2(r: _Reader, name: str) -> TransformerConfig:
         ffn_size=r.integer("n_inner", None, nullable=True) or 4 * h,
         mlp=r.choice("activation_function", "gelu_new", {a: MlpKind.GELU for a in _GELU}),
         tied_embeddings=r.flag("tie_word_embeddings", True),
-        qkv_bias=True, out_bias=True, mlp_bias=True)
+        qkv_bias=True, out_bias=True, mlp_bias=True,
+        # GPT2Config's defaults: 0.1 each
+        hidden_dropout=r.dropout("resid_pdrop", 0.1), attention_dropout=r.dropout("attn_pdrop", 0.1))
 
 
 def _gpt_neox(r: _Reader, name: str) -> TransformerConfig:
@@ -227,7 +243,10 @@ def _gpt_neox(r: _Reader, name: str) -> TransformerConfig:
         positions=PositionKind.ROTARY, rotary_fraction=r.number(key, 0.25),
         parallel_residual=r.flag("use_parallel_residual", True),
         tied_embeddings=r.flag("tie_word_embeddings", False),
-        qkv_bias=bias, out_bias=bias, mlp_bias=True)
+        qkv_bias=bias, out_bias=bias, mlp_bias=True,
+        # GPTNeoXConfig's defaults: 0.0 each
+        hidden_dropout=r.dropout("hidden_dropout", 0.0),
+        attention_dropout=r.dropout("attention_dropout", 0.0))
 
 
 def _deepseek(r: _Reader, name: str) -> TransformerConfig:
@@ -262,7 +281,8 @@ def _deepseek(r: _Reader, name: str) -> TransformerConfig:
         seq=r.integer("max_position_embeddings"), mlp=_act(r, "hidden_act", "silu"),
         norm=NormKind.RMSNORM, positions=PositionKind.ROTARY,
         tied_embeddings=r.flag("tie_word_embeddings", False), qkv_bias=bias, out_bias=bias,
-        moe=moe, mla=mla, mtp_layers=mtp if moe is not None else 0)
+        moe=moe, mla=mla, mtp_layers=mtp if moe is not None else 0,
+        attention_dropout=r.dropout("attention_dropout", 0.0))
 
 
 _BUILDERS = {"llama": _llama_family, "mistral": _llama_family, "mixtral": _llama_family,

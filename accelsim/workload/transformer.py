@@ -22,7 +22,7 @@ from enum import StrEnum
 from accelsim.bounds import MAX_MODEL_LAYERS
 from accelsim.errors import InputError
 from accelsim.workload.gpt import PRESETS as GPT_PRESETS
-from accelsim.workload.gpt import GptConfig
+from accelsim.workload.gpt import GptConfig, check_dropout
 # the parts, re-exported: this module is where callers import a model's vocabulary from
 from accelsim.workload.transformer_parts import (_ACT_OP, _NORM_OP, Mla, MlpKind, Moe, NormKind,
                                                  Op, OpKind, PositionKind, _check_int, _enum)
@@ -60,7 +60,10 @@ class TransformerConfig:
     dimensions RoPE rotates (GPT-NeoX ``rotary_pct``). ``mtp_layers``: DeepSeek-V3's
     multi-token-prediction modules, *not* in :attr:`n_params` (see :attr:`mtp_params`).
     With ``mla``, ``head_dim`` defaults to its query/key head dim and ``kv_heads`` plays no
-    part. Defaults are resolved once: ``dataclasses.replace`` keeps the resolved values."""
+    part. ``hidden_dropout`` / ``attention_dropout``: training dropout on the embedding and
+    residual branches / on the attention probabilities (default 0: Llama, Mistral, Mixtral,
+    Qwen2, GPT-NeoX and DeepSeek configs train without; 0 keeps no mask). Defaults are
+    resolved once: ``dataclasses.replace`` keeps the resolved values."""
 
     name: str
     layers: int
@@ -84,6 +87,8 @@ class TransformerConfig:
     moe: Moe | None = None
     mla: Mla | None = None
     mtp_layers: int = 0
+    hidden_dropout: float = 0.0
+    attention_dropout: float = 0.0
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -118,6 +123,8 @@ class TransformerConfig:
                                  f"got {getattr(self, f)!r}")
         if self.sliding_window is not None:
             _check_int("TransformerConfig.sliding_window", self.sliding_window, 1)
+        for f in ("hidden_dropout", "attention_dropout"):
+            check_dropout(f"TransformerConfig.{f}", getattr(self, f))
         rf = self.rotary_fraction
         if isinstance(rf, bool) or not isinstance(rf, (int, float)) or not 0 < rf <= 1:
             raise InputError(f"TransformerConfig.rotary_fraction must be in (0, 1], got {rf!r}")
@@ -137,7 +144,8 @@ class TransformerConfig:
                    vocab=cfg.vocab, seq=cfg.n_positions, ffn_size=cfg.ffn_size,
                    mlp=MlpKind.GELU, norm=NormKind.LAYERNORM, positions=PositionKind.LEARNED,
                    tied_embeddings=cfg.tied_embeddings, qkv_bias=True, out_bias=True,
-                   mlp_bias=True, source="accelsim.workload.gpt")
+                   mlp_bias=True, hidden_dropout=cfg.hidden_dropout,
+                   attention_dropout=cfg.attention_dropout, source="accelsim.workload.gpt")
 
     def as_gpt(self, seq: int | None = None, *, causal: bool = True,
                flash_attention: bool = False) -> GptConfig:
@@ -146,7 +154,8 @@ class TransformerConfig:
         cannot express (GQA, SwiGLU, RMSNorm, rotary, MoE, ...)."""
         gpt = TransformerConfig.from_gpt(GptConfig(
             layers=self.layers, hidden=self.hidden, heads=self.heads, seq=self.seq,
-            vocab=self.vocab, ffn=self.ffn_size, tied_embeddings=self.tied_embeddings))
+            vocab=self.vocab, ffn=self.ffn_size, tied_embeddings=self.tied_embeddings,
+            hidden_dropout=self.hidden_dropout, attention_dropout=self.attention_dropout))
         for f in ("kv_heads", "head_dim", "mlp", "norm", "positions", "qkv_bias", "out_bias",
                   "mlp_bias", "sliding_window", "parallel_residual", "rotary_fraction", "moe",
                   "mla", "mtp_layers"):
@@ -161,7 +170,9 @@ class TransformerConfig:
                          ffn=0 if self.ffn_size == 4 * self.hidden else self.ffn_size,
                          positions=0 if seq == self.seq else self.seq,
                          tied_embeddings=self.tied_embeddings,
-                         causal=causal, flash_attention=flash_attention, name=self.name)
+                         causal=causal, flash_attention=flash_attention, name=self.name,
+                         hidden_dropout=self.hidden_dropout,
+                         attention_dropout=self.attention_dropout)
 
     # ---- structure --------------------------------------------------------------------------
     def is_moe_layer(self, i: int) -> bool:
@@ -369,7 +380,8 @@ PRESETS: dict[str, TransformerConfig] = {
     "gpt2-small": TransformerConfig.from_gpt(GPT_PRESETS["gpt2-small"]),
     "gpt3-175b": TransformerConfig.from_gpt(GPT_PRESETS["gpt3-175b"]),
     # Llama 3 (Grattafiori et al. 2024, Table 3): SwiGLU, RMSNorm, RoPE, GQA with 8 KV heads,
-    # untied, no biases; dimensions from the HF config.json.
+    # untied, no biases; dimensions from the HF config.json (attention_dropout 0.0 and no
+    # hidden dropout: the dropout fields' default 0).
     "llama3-8b": TransformerConfig(
         name="llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_size=14336,
         vocab=128256, seq=8192, mlp=MlpKind.SWIGLU, norm=NormKind.RMSNORM,
