@@ -140,20 +140,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print one JSON object (a list with --rates; the best "
                              "configuration with --search; docs/serve.md)")
     from accelsim.commands import _serve_search
+    from accelsim.commands._common import add_power_arguments
+    from accelsim.commands._hardware import add_hardware_arguments
 
+    add_power_arguments(parser)
+    add_hardware_arguments(parser)
     _serve_search.add_arguments(parser)
 
 
 def _system(args: argparse.Namespace):
     from accelsim.arch import build_system
     from accelsim.arch.schemes import get_scheme
-    from accelsim.commands._common import require_precisions, system_path
+    from accelsim.commands._common import power_system, require_precisions, system_path
+    from accelsim.commands._hardware import hardware_system
 
     path = system_path(args.system)
-    system = build_system(path)
-    require_precisions(system, path, [get_scheme(args.scheme).compute_precision],
-                       f"--scheme {args.scheme}")
-    return system
+    system = hardware_system(build_system(path), args)
+    precision = get_scheme(args.scheme).compute_precision
+    require_precisions(system, path, [precision], f"--scheme {args.scheme}")
+    # the stream's clock: power-limited over the measured window (the default), or fixed
+    return power_system(system, path, args, precision)[0]
 
 
 def _deployment(args: argparse.Namespace):
@@ -310,10 +316,14 @@ def run(args: argparse.Namespace) -> int:
           "replica)")
     from accelsim.commands._common import clock_text
 
+    from accelsim.commands._hardware import hardware_overrides
+
+    clock = (f"clock power-limited over the measured window: {d['clock_MHz']:.0f} MHz "
+             f"({dep.system.chip.power.power_limit_W:g} W limit)" if dep.power_limited
+             else clock_text(dep.system))
     print(f"  {d['requests']} requests, {d['measured_requests']} measured "
-          f"(offered {d['offered_requests_per_s']:.4g}/s); {clock_text(dep.system)} (serve "
-          "times every iteration at the preset's clock: a power-limited clock over a stream "
-          "of mixed iterations is not modelled yet)")
+          f"(offered {d['offered_requests_per_s']:.4g}/s); {clock}"
+          + (f"; overridden: {hardware_overrides(args)}" if hardware_overrides(args) else ""))
     for k in ("requests_per_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
               "goodput_requests_per_s", "time_to_first_token_s_p50",
               "time_to_first_token_s_p90", "time_to_first_token_s_p99",
@@ -322,7 +332,8 @@ def run(args: argparse.Namespace) -> int:
               "request_latency_s_p99", "kv_transfer_s_p50", "kv_transfer_s_p99",
               "mean_running_requests", "kv_cache_utilization", "preemptions",
               *(("recomputed_tokens", "kv_offloads", "kv_offloaded_bytes", "kv_offload_s")
-                if d["preemptions"] else ()), "host_overhead_s", "energy_J_per_output_token", "power_W_per_gpu"):
+                if d["preemptions"] else ()), "host_overhead_s", "energy_J_per_output_token", "power_W_per_gpu",
+              "clock_MHz"):
         if d.get(k) is not None:
             print(f"  {k:<30} {d[k]:.4g}")
     for what, prefix in (("requests", ""), ("TTFT", "time_to_first_token_"),

@@ -89,7 +89,7 @@ def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | N
     tok = float(m["output_tokens"].sum()) / span if span > 0 else None
     d.update(requests_per_s=rps, output_tokens_per_s=tok,
              output_tokens_per_s_per_gpu=None if tok is None else tok / gpus)
-    e = None if energy is None or span <= 0 else energy(span, window_work(log, t0, t0 + span))
+    e = window_energy(log, table, energy)
     d.update(energy_J=None if e is None else e.energy_J,
              power_W_per_gpu=None if e is None else e.power_W,
              energy_J_per_output_token=None if e is None or not m["output_tokens"].sum()
@@ -116,6 +116,17 @@ def summary(log: EventLog, table: pd.DataFrame, gpus: int, slo_ttft_s: float | N
     d["kv_cache_utilization"] = _kv_utilization(log, t0, t_last)
     d["iterations"] = len(log.iterations)
     return d
+
+
+def window_energy(log: EventLog, table: pd.DataFrame,
+                  energy: Callable[[float, Work], StepEnergy | None] | None
+                  ) -> StepEnergy | None:
+    """The energy of the measured window (the first measured arrival to the last measured
+    finish) and its average power per GPU (None: no power model, or an empty window)."""
+    m = table[table["measured"]]
+    t0 = float(m["arrival_s"].min())
+    span = float(m["finish_s"].max()) - t0
+    return None if energy is None or span <= 0 else energy(span, window_work(log, t0, t0 + span))
 
 
 def window_work(log: EventLog, t0: float, t1: float) -> Work:
