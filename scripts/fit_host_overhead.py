@@ -53,7 +53,7 @@ FINE_MS = tuple(1e3 * RESOLUTION_S * k for k in (-3, -2, -1, 1, 2, 3))
 
 def online_cases() -> list[dict]:
     """Every online row of the published table ``serve`` can ask (a ``qps``, lengths, a
-    preset, a TTFT or ITL metric)."""
+    preset, a TTFT, ITL or output-throughput metric)."""
     cases = tomllib.loads(v.DATA.read_text())["case"]
     return [c for c in cases if c.get("qps") and c.get("metric") in v.SERVE_METRIC
             and c.get("arch") in PRESETS and c.get("input_tokens") and c.get("output_tokens")]

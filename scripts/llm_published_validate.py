@@ -14,8 +14,10 @@ How each kind of case is asked (the source's own methodology, from the case's ``
   request-level simulation (``accelsim.serve``, docs/serve.md) of the same stream (500
   requests, seed 0) with every engine setting passed explicitly, its per-request host overhead
   the fitted :data:`~accelsim.serving.policy.REQUEST_OVERHEAD_S`; mean TTFT and mean time per
-  output token against the printed means. The Llama-3.1-8B TTFT rows are that fit's rows
-  (``scripts/fit_host_overhead.py``, label ``fit``); the rest are held out;
+  output token against the printed means, serve's output tokens per second against the
+  printed output throughput (QPS 2 to 32, H100 and H200). The three QPS-2 H100 Llama-3.1-8B
+  TTFT rows are that fit's rows (``scripts/fit_host_overhead.py``, label ``fit``); the rest
+  are held out;
 * maximum load (trtllm-bench throughput): the largest batch whose KV cache fits
   :data:`KV_FREE_FRACTION` of the memory left after the weights (capped at
   :data:`MAX_BATCH`), run as one static batch (in-flight batching does the same work);
@@ -69,9 +71,11 @@ TOLERANCE = 0.25
 TRAIN_SCHEME = {"fp8": "te-fp8", "bf16": "bf16"}
 #: the online rows' stream as the source ran it (500 requests, Poisson at the case's qps), seed 0
 SERVE_REQUESTS, SERVE_SEED = 500, 0
-#: an online row's metric -> serve's ``--json`` key (the source prints means)
+#: an online row's metric -> serve's ``--json`` key (the source prints means, and the whole
+#: run's output tokens per second)
 SERVE_METRIC = {"time_to_first_token": "time_to_first_token_s_mean",
-                "inter_token_latency": "time_per_output_token_s_mean"}
+                "inter_token_latency": "time_per_output_token_s_mean",
+                "output_tokens_per_s": "output_tokens_per_s"}
 
 
 def llama2(m: dict) -> TransformerConfig:

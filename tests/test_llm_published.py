@@ -169,3 +169,40 @@ def test_nim_single_request_numbers_agree(lengths):
     osl = tput["output_tokens"]
     assert osl / (ttft["value"] + (osl - 1) * itl["value"]) == pytest.approx(tput["value"],
                                                                               rel=0.002)
+
+
+def _cells(row: str) -> list[str]:
+    return row.split("|")[1:-1]
+
+
+#: an online table row's columns after the model, GPU, TP and lengths cells
+ONLINE_COLUMNS = ("qps", "requests_per_s", "time_to_first_token", "inter_token_latency",
+                  "total_tokens_per_s", "output_tokens_per_s")
+ONLINE = [c for c in CASES if c["id"].startswith("trtllm014-")]
+
+
+@pytest.mark.parametrize("case", ONLINE, ids=[c["id"] for c in ONLINE])
+def test_online_row_is_the_quoted_table_row(case):
+    """TensorRT-LLM 0.14's online table: the case's QPS, lengths, TP and value are the cells of
+    the row its quote ends with (the lengths and TP from the last rows that print them), and the
+    row's own numbers agree: output and total token throughput are one request rate times the
+    output and input + output lengths, the printed requests/s."""
+    rows = [r for r in case["quote"].split(" ... ") if r.startswith("|")]
+    last = _cells(rows[-1])
+    shape = next(_cells(r) for r in reversed(rows) if _cells(r)[3])
+    model = next((_cells(r) for r in reversed(rows) if _cells(r)[0]), None)
+    if model is not None:  # the first QPS-2 rows quote the lengths' row only
+        assert int(model[2]) == case["tp"]
+    assert (int(shape[3]), int(shape[4])) == (case["input_tokens"], case["output_tokens"])
+    cols = dict(zip(ONLINE_COLUMNS, last[5:11], strict=True))
+    assert float(cols["qps"]) == case["qps"]
+    assert cols[case["metric"]] == case["printed"]
+    # the two token throughputs are one request rate (to the 1.5 % that printing a 2-digit
+    # output throughput such as '32' in whole tokens/s leaves)
+    rate = float(cols["output_tokens_per_s"]) / case["output_tokens"]
+    total = float(cols["total_tokens_per_s"]) / (case["input_tokens"] + case["output_tokens"])
+    assert rate == pytest.approx(total, rel=0.015)
+    # ... and the printed requests/s is that rate in whole req/s: within half a unit, but for
+    # two 202/214 H100 70B rows printing 7 and 11 for 6.495 and 10.49 (the column is rounded
+    # from its own measurement, not from the token columns)
+    assert abs(rate - float(cols["requests_per_s"])) <= 0.51, (rate, cols["requests_per_s"])
