@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
+from dataclasses import replace
 
 import numpy as np
 
 from accelsim.arch import build_system
-from accelsim.engine import Plan, predict
+from accelsim.engine import LlmParams, Plan, predict
 from accelsim.netsim.fabric import Fabric
-from accelsim.netsim.nccl import NCCL_SIMPLE, TREE_BANDWIDTH_FACTOR
+from accelsim.netsim.nccl import NCCL_SIMPLE
 from accelsim.paths import REPO_ROOT
 from accelsim.ring import bus_factor, ring_collective_time
 from accelsim.workload.gpt import GptConfig
@@ -83,18 +83,16 @@ def part1() -> tuple[float, float]:
 
 
 def dp_times(fab: Fabric, kind: str, size: float, nodes: int) -> dict:
-    """Seconds of one DP collective over ``nodes`` nodes, one GPU each: accelsim today, with
-    NCCL's ring latency in place of accelsim's, and the cheaper of NCCL's ring and tree."""
-    today = fab.collective_s(kind, size, nodes, fab.gpus_per_node)
-    f = 2 if kind == "all-reduce" else 1
-    accel_lat = f * (nodes - 1) * fab.inter_latency_s
-    ring = today - accel_lat + NCCL_SIMPLE.ring_s(kind, nodes, nodes)
-    best = ring
-    if kind == "all-reduce":
-        bw_term = today - accel_lat
-        tree = NCCL_SIMPLE.tree_allreduce_s(nodes, nodes) + bw_term / TREE_BANDWIDTH_FACTOR
-        best = min(ring, tree)
-    return {"today": today, "nccl_ring": ring, "nccl_best": best}
+    """Seconds of one DP collective over ``nodes`` nodes, one GPU each: accelsim today (the
+    links' per-step latency), with NCCL's ring latency, and as NCCL's tuner would run it (the
+    cheaper of ring and tree for an all-reduce: ``Fabric(nccl=...)``)."""
+    nccl = replace(fab, nccl=NCCL_SIMPLE)
+    stride = fab.gpus_per_node
+    bw = replace(fab, intra_latency_s=0.0, inter_latency_s=0.0).collective_s(kind, size, nodes,
+                                                                              stride)
+    return {"today": fab.collective_s(kind, size, nodes, stride),
+            "nccl_ring": bw + NCCL_SIMPLE.ring_s(kind, nodes, nodes),
+            "nccl_best": nccl.collective_s(kind, size, nodes, stride)}
 
 
 def part2(h100) -> None:
@@ -119,24 +117,21 @@ def part2(h100) -> None:
 
 def part3(h100) -> None:
     print("\n3. GPT-3 175B, TP 8 PP 8, 1,536 x 2,048 tokens, ZeRO 1, dgx-h100 at the boost "
-          "clock: per-GPU TFLOPS today and with NCCL's DP latency")
+          "clock: per-GPU TFLOPS with the links' latency and with NCCL's (LlmParams.nccl_latency)")
     model = GptConfig(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200,
                       flash_attention=True, name="gpt3-175b")
-    print(f"   {'GPUs':>6} {'DP':>4} {'iter s':>8} {'dp_comm s':>9} {'+latency ms':>11} "
-          f"{'TFLOPS/GPU':>10} {'with NCCL lat':>13} {'change':>7}")
-    for dp in (4, 8, 16, 32, 64, 96, 192):  # micro-batches per pipeline a multiple of pp
-        plan = Plan(tp=8, pp=8, dp=dp, micro_batch=1, global_batch=1536, interleave=12,
-                    sequence_parallel=True, recompute="selective", zero=1)
-        r = predict(model, plan, "bf16", h100)
-        # the DP reduce-scatter and all-gather run once each, exposed after the flush
-        extra = 0.0
-        for kind in ("reduce-scatter", "all-gather"):
-            extra += NCCL_SIMPLE.ring_s(kind, dp, dp) - (dp - 1) * h100.inter_board_link.latency_s
-        t_new = r.iteration_time_s + extra
-        tf_new = r.tflops_per_gpu * r.iteration_time_s / t_new
-        print(f"   {8 * 8 * dp:>6} {dp:>4} {r.iteration_time_s:>8.3f} {r.dp_comm_s:>9.3f} "
-              f"{extra * 1e3:>11.2f} {r.tflops_per_gpu:>10.1f} {tf_new:>13.1f} "
-              f"{tf_new / r.tflops_per_gpu - 1:>+7.2%}")
+    print(f"   {'GPUs':>6} {'DP':>4} {'overlap':>7} {'iter s':>8} {'dp_comm s':>9} "
+          f"{'TFLOPS/GPU':>10} {'NCCL lat':>9} {'change':>7}")
+    for overlap in (False, True):
+        for dp in (4, 8, 16, 32, 64, 96, 192):  # micro-batches per pipeline a multiple of pp
+            plan = Plan(tp=8, pp=8, dp=dp, micro_batch=1, global_batch=1536, interleave=12,
+                        sequence_parallel=True, recompute="selective", zero=1,
+                        overlap_grad_reduce=overlap)
+            old = predict(model, plan, "bf16", h100, LlmParams(nccl_latency=False))
+            new = predict(model, plan, "bf16", h100, LlmParams(nccl_latency=True))
+            print(f"   {8 * 8 * dp:>6} {dp:>4} {str(overlap):>7} {old.iteration_time_s:>8.3f} "
+                  f"{old.dp_comm_s:>9.3f} {old.tflops_per_gpu:>10.1f} "
+                  f"{new.tflops_per_gpu:>9.1f} {new.tflops_per_gpu / old.tflops_per_gpu - 1:>+7.2%}")
 
 
 def main(argv=None) -> int:

@@ -108,3 +108,58 @@ def test_reduce_scatter_bus_bandwidth_falls_with_nodes():
     ratio = busbw(1024, t1024["nccl_ring"]) / busbw(16, t16["nccl_ring"])
     assert ratio < 0.8
     assert ratio == pytest.approx(busbw(1024, closed(1024)) / busbw(16, closed(16)), rel=1e-9)
+
+
+def _h100_fabric(**kw):
+    from accelsim.arch import build_system
+    from accelsim.netsim.fabric import Fabric
+
+    return Fabric.of(build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml"), **kw)
+
+
+def test_fabric_default_keeps_link_latency():
+    """Without ``nccl`` a group is timed as before: the ring term at the links' latency."""
+    from accelsim.ring import ring_collective_time
+
+    fab = _h100_fabric()
+    assert fab.nccl is None
+    assert fab.collective_s("reduce-scatter", 2 ** 30, 16, 8) == ring_collective_time(
+        "reduce-scatter", 16, 2 ** 30, fab.inter_Bps, fab.inter_latency_s)
+
+
+def test_fabric_nccl_latency_across_nodes_only():
+    from dataclasses import replace
+
+    from accelsim.ring import ring_collective_time
+
+    fab = _h100_fabric(nccl=NCCL_SIMPLE)
+    plain = replace(fab, nccl=None)
+    # inside one node: the links' latency, as without nccl
+    assert fab.collective_s("all-reduce", 2 ** 26, 8, 1) == plain.collective_s(
+        "all-reduce", 2 ** 26, 8, 1)
+    # 16 nodes, one GPU each, 1 GiB reduce-scatter: bandwidth term + NCCL's ring latency
+    bw = ring_collective_time("reduce-scatter", 16, 2 ** 30, fab.inter_Bps, 0.0)
+    assert fab.collective_s("reduce-scatter", 2 ** 30, 16, 8) == pytest.approx(
+        bw + 8.4e-6 + 15 * 14e-6, rel=1e-12)
+    # a small all-reduce over 1,024 nodes: NCCL's tree (2 x log2(1024) network steps) wins
+    bw = ring_collective_time("all-reduce", 1024, 2 ** 20, fab.inter_Bps, 0.0)
+    assert fab.collective_s("all-reduce", 2 ** 20, 1024, 8) == pytest.approx(
+        bw / 0.9 + 2 * 10 * 14e-6, rel=1e-12)
+    # 4 nodes x 8 GPUs, hierarchical bandwidth, NCCL's flat-ring latency: 31 steps, 3 of them
+    # across the network
+    t_bw = replace(plain, intra_latency_s=0.0, inter_latency_s=0.0).collective_s(
+        "all-gather", 2 ** 28, 32, 1)
+    assert fab.collective_s("all-gather", 2 ** 28, 32, 1) == pytest.approx(
+        t_bw + 8.4e-6 + 28 * 3.4e-6 + 3 * 14e-6, rel=1e-12)
+
+
+def test_fabric_rejects_bad_nccl():
+    with pytest.raises(InputError, match="NcclLatency"):
+        _h100_fabric(nccl="nccl")
+
+
+def test_llm_params_nccl_latency_is_bool():
+    from accelsim.engine import LlmParams
+
+    with pytest.raises(InputError, match="nccl_latency"):
+        LlmParams(nccl_latency=1)
