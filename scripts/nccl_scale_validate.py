@@ -96,7 +96,7 @@ def dp_times(fab: Fabric, kind: str, size: float, nodes: int) -> dict:
 
 
 def part2(h100) -> None:
-    fab = Fabric.of(h100)
+    fab = Fabric.of(h100, nccl=None)  # the links' latency: accelsim before NCCL's
     print("\n2. DP collectives, one GPU per node, dgx-h100 (bus bandwidth GB/s: today / with "
           "NCCL's latency, best of ring and tree)")
     for kind in ("all-reduce", "reduce-scatter"):
@@ -131,7 +131,8 @@ def part3(h100) -> None:
             new = predict(model, plan, "bf16", h100, LlmParams(nccl_latency=True))
             print(f"   {8 * 8 * dp:>6} {dp:>4} {str(overlap):>7} {old.iteration_time_s:>8.3f} "
                   f"{old.dp_comm_s:>9.3f} {old.tflops_per_gpu:>10.1f} "
-                  f"{new.tflops_per_gpu:>9.1f} {new.tflops_per_gpu / old.tflops_per_gpu - 1:>+7.2%}")
+                  f"{new.tflops_per_gpu:>9.1f} "
+                  f"{new.tflops_per_gpu / old.tflops_per_gpu - 1:>+7.2%}")
 
 
 def main(argv=None) -> int:
