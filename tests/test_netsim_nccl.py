@@ -94,7 +94,7 @@ def test_reduce_scatter_bus_bandwidth_falls_with_nodes():
     from accelsim.arch import build_system
     from accelsim.netsim.fabric import Fabric
 
-    fab = Fabric.of(build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml"))
+    fab = Fabric.of(build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml"), nccl=None)
     t16 = V.dp_times(fab, "reduce-scatter", 2 ** 30, 16)
     t1024 = V.dp_times(fab, "reduce-scatter", 2 ** 30, 1024)
     size, bw, m = 2 ** 30, fab.inter_Bps, NCCL_SIMPLE
@@ -117,12 +117,12 @@ def _h100_fabric(**kw):
     return Fabric.of(build_system(REPO_ROOT / "arch_configs" / "dgx-h100.toml"), **kw)
 
 
-def test_fabric_default_keeps_link_latency():
-    """Without ``nccl`` a group is timed as before: the ring term at the links' latency."""
+def test_fabric_without_nccl_keeps_link_latency():
+    """With ``nccl=None`` a group is timed as before: the ring term at the links' latency."""
     from accelsim.ring import ring_collective_time
 
-    fab = _h100_fabric()
-    assert fab.nccl is None
+    assert _h100_fabric().nccl == NCCL_SIMPLE  # the default
+    fab = _h100_fabric(nccl=None)
     assert fab.collective_s("reduce-scatter", 2 ** 30, 16, 8) == ring_collective_time(
         "reduce-scatter", 16, 2 ** 30, fab.inter_Bps, fab.inter_latency_s)
 

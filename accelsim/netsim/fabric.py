@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from accelsim.arch import System
 from accelsim.errors import InputError
-from accelsim.netsim.nccl import TREE_BANDWIDTH_FACTOR, NcclLatency
+from accelsim.netsim.nccl import NCCL_SIMPLE, TREE_BANDWIDTH_FACTOR, NcclLatency
 from accelsim.ring import ALL_TO_ALL_EFFICIENCY, ring_collective_time
 
 ENGINES = ("analytic", "des")
@@ -79,7 +79,7 @@ class Fabric:
     @classmethod
     def of(cls, system: System, *, engine: str = "analytic",
            all_to_all_efficiency: float = ALL_TO_ALL_EFFICIENCY,
-           nccl: NcclLatency | None = None) -> Fabric:
+           nccl: NcclLatency | None = NCCL_SIMPLE) -> Fabric:
         """The fabric of a node file: the NVSwitch port inside a node, the GPU's NIC across
         nodes, both at ``system.network_efficiency`` of their wire rate (the fabric preset's
         one fitted factor); an all-to-all at ``all_to_all_efficiency`` of the wire rate;

@@ -1,5 +1,5 @@
-"""NCCL's fixed costs of a collective: the latency term its own tuner charges (a check, not a
-default).
+"""NCCL's fixed costs of a collective: the latency term its own tuner charges, which
+:class:`accelsim.netsim.fabric.Fabric` charges for groups spanning nodes.
 
 NCCL picks an algorithm per call from a cost model ``time = latency + size / bandwidth``
 (``src/graph/tuning.cc``, ``ncclTopoTuneModel``; NCCL 2.2x). Its latency for the Simple protocol
@@ -17,7 +17,7 @@ The constants (microseconds) are the table NVIDIA calibrated for its tuner, copi
 holds them. accelsim's own ring (:func:`accelsim.ring.ring_collective_time`) charges the node
 file's link latency per step (1 us NVSwitch, 2 us InfiniBand on dgx-h100) and no base:
 ``scripts/nccl_scale_validate.py`` prints what the difference is worth for data-parallel
-collectives at 16 to 1,536 nodes (under 1 % of a >= 64 MiB collective; see docs/netsim.md).
+collectives at 16 to 1,536 nodes (docs/netsim.md).
 """
 
 from __future__ import annotations
