@@ -48,12 +48,15 @@ if TYPE_CHECKING:  # netsim (networkx, simpy) only when a prediction runs
 def fabric_of(system: System, params: LlmParams, engine: str = "analytic") -> Fabric:
     """The system's fabric (:class:`accelsim.netsim.fabric.Fabric`) for a prediction under
     ``params``: its network efficiency unless ``params`` overrides it (the one place the
-    override applies), all-to-alls at ``params.all_to_all_efficiency``."""
+    override applies), all-to-alls at ``params.all_to_all_efficiency``, NCCL's latency across
+    nodes with ``params.nccl_latency``."""
     from accelsim.netsim.fabric import Fabric
+    from accelsim.netsim.nccl import NCCL_SIMPLE
 
     if params.network_efficiency is not None:
         system = system.with_network_efficiency(params.network_efficiency)
-    return Fabric.of(system, engine=engine, all_to_all_efficiency=params.all_to_all_efficiency)
+    return Fabric.of(system, engine=engine, all_to_all_efficiency=params.all_to_all_efficiency,
+                     nccl=NCCL_SIMPLE if params.nccl_latency else None)
 
 
 def op_s(fabric: Fabric, op: CommOp) -> float:

@@ -301,6 +301,10 @@ class LlmParams:
         scripts/llm_fit.py); a number overrides it for this prediction (a fit's grid).
     all_to_all_efficiency: fraction of a link's bandwidth an expert-parallel all-to-all
         (token dispatch and combine) reaches.
+    nccl_latency: True (the default): collectives whose group spans nodes pay NCCL's own
+        latency (its tuner's base and per-step constants, ring or tree as it picks:
+        :data:`accelsim.netsim.nccl.NCCL_SIMPLE`) instead of the links' per-step latency;
+        groups inside a node keep the links' (scripts/nccl_scale_validate.py, docs/netsim.md).
     stack: the software stack (:mod:`accelsim.engine.stack`; default ``megatron``, the stack
         the model was fitted on): fusion, per-kernel floors, attention kernel, autocast.
     memory_efficiency: fraction of HBM bandwidth that the non-GEMM (element-wise) kernels and
@@ -324,8 +328,12 @@ class LlmParams:
     stack: Stack = MEGATRON
     # the fabric's (accelsim.netsim.fabric.ALL_TO_ALL_EFFICIENCY, DeepEP's measured rates)
     all_to_all_efficiency: float = ALL_TO_ALL_EFFICIENCY
+    nccl_latency: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.nccl_latency, bool):
+            raise InputError(f"LlmParams.nccl_latency must be True or False, got "
+                             f"{self.nccl_latency!r}")
         if not isinstance(self.stack, Stack):
             raise InputError(f"LlmParams.stack must be a Stack, got {self.stack!r}")
         if self.memory_efficiency is None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from accelsim.arch import System
 from accelsim.errors import InputError
+from accelsim.netsim.nccl import NCCL_SIMPLE, TREE_BANDWIDTH_FACTOR, NcclLatency
 from accelsim.ring import ALL_TO_ALL_EFFICIENCY, ring_collective_time
 
 ENGINES = ("analytic", "des")
@@ -56,10 +57,18 @@ class Fabric:
     inter_latency_s: float
     engine: str = "analytic"
     a2a_scale: float = 1.0  # an all-to-all's achievable bandwidth over a ring collective's
+    #: NCCL's latency model for groups that span nodes (:mod:`accelsim.netsim.nccl`): the
+    #: collective's latency is NCCL's (base + per-step, ring or tree, as its tuner picks) in
+    #: place of the links' per-step latency; None: the links' latency (groups inside one node
+    #: always)
+    nccl: NcclLatency | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise InputError(f"unknown engine {self.engine!r}; known: {', '.join(ENGINES)}")
+        if self.nccl is not None and not isinstance(self.nccl, NcclLatency):
+            raise InputError(f"nccl must be an accelsim.netsim.nccl.NcclLatency or None, got "
+                             f"{type(self.nccl).__name__}")
 
     def ring(self, kind: str, ranks: int, size_bytes: float, bandwidth_Bps: float,
              latency_s: float) -> float:
@@ -69,10 +78,12 @@ class Fabric:
 
     @classmethod
     def of(cls, system: System, *, engine: str = "analytic",
-           all_to_all_efficiency: float = ALL_TO_ALL_EFFICIENCY) -> Fabric:
+           all_to_all_efficiency: float = ALL_TO_ALL_EFFICIENCY,
+           nccl: NcclLatency | None = NCCL_SIMPLE) -> Fabric:
         """The fabric of a node file: the NVSwitch port inside a node, the GPU's NIC across
         nodes, both at ``system.network_efficiency`` of their wire rate (the fabric preset's
-        one fitted factor); an all-to-all at ``all_to_all_efficiency`` of the wire rate."""
+        one fitted factor); an all-to-all at ``all_to_all_efficiency`` of the wire rate;
+        ``nccl``: NCCL's latency for groups spanning nodes (None: the links')."""
         if system.boards != 1:
             raise InputError(f"system {system.name!r}: the two-tier fabric is a node file's "
                              f"(boards = 1), got boards = {system.boards} (time a multi-board "
@@ -90,7 +101,7 @@ class Fabric:
                    intra_latency_s=ln.latency_s,
                    inter_Bps=ib.bandwidth_Bps * ib.links_per_chip * e,
                    inter_latency_s=ib.latency_s, engine=engine,
-                   a2a_scale=a2a / e)
+                   a2a_scale=a2a / e, nccl=nccl)
 
     def split(self, size: int, stride: int) -> tuple[int, int]:
         """(members per node, nodes) of a group of ``size`` ranks spaced ``stride`` apart."""
@@ -104,17 +115,32 @@ class Fabric:
         return per_node, -(-size // per_node)
 
     def collective_s(self, kind: str, size_bytes: float, ranks: int, stride: int) -> float:
-        """Time of one ring collective (nccl-tests ``size`` = the whole buffer) in a group."""
+        """Time of one ring collective (nccl-tests ``size`` = the whole buffer) in a group.
+        A group spanning nodes with :attr:`nccl` set: the tiers' bandwidth terms plus NCCL's
+        latency, the cheaper of ring and tree for an all-reduce (NCCL's tuner)."""
         if ranks <= 1 or size_bytes <= 0:
             return 0.0
         kin, kout = self.split(ranks, stride)
-        intra = (self.intra_Bps, self.intra_latency_s)
-        inter = (self.inter_Bps, self.inter_latency_s)
         if kout == 1:
-            return self.ring(kind, kin, size_bytes, *intra)
+            return self.ring(kind, kin, size_bytes, self.intra_Bps, self.intra_latency_s)
+        if self.nccl is None:
+            return self._tiers(kind, size_bytes, kin, kout, self.intra_latency_s,
+                               self.inter_latency_s)
+        bw = self._tiers(kind, size_bytes, kin, kout, 0.0, 0.0)
+        t = bw + self.nccl.ring_s(kind, kin * kout, kout)
+        if kind == "all-reduce":
+            t = min(t, bw / TREE_BANDWIDTH_FACTOR + self.nccl.tree_allreduce_s(kin * kout, kout))
+        return t
+
+    def _tiers(self, kind: str, size_bytes: float, kin: int, kout: int, intra_lat: float,
+               inter_lat: float) -> float:
+        """A group of ``kout`` > 1 nodes, ``kin`` ranks each: one ring across nodes, or
+        hierarchical (node-level reduce-scatter, rail-level collective on 1/kin, node
+        all-gather), each ring step at the given latencies."""
+        intra = (self.intra_Bps, intra_lat)
+        inter = (self.inter_Bps, inter_lat)
         if kin == 1:
             return self.ring(kind, kout, size_bytes, *inter)
-        # hierarchical: node-level reduce-scatter, rail-level collective on 1/kin, node all-gather
         if kind == "all-reduce":
             return (self.ring("reduce-scatter", kin, size_bytes, *intra)
                     + self.ring("all-reduce", kout, size_bytes / kin, *inter)
