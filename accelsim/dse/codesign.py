@@ -82,8 +82,8 @@ def check_steps(t, where: str):
 
 # --------------------------------------------------------------------------- the step
 def step_point(params: Mapping[str, Any]) -> dict[str, Any]:
-    """One training step of ``workload`` on the design ``chip`` (a :attr:`Design.key`) under ``scheme`` (a sweep
-    evaluator): layer workloads data parallel over the system's chips at ``batch`` per chip, a
+    """One training step of ``workload`` on the design ``chip`` (a :attr:`Design.key`) under
+    ``scheme`` (a sweep evaluator): layer workloads data parallel over the system's chips at ``batch`` per chip, a
     transformer under ``tp`` x ``pp`` with dp the rest (micro-batch ``batch``); the power-limited
     clock where the chip's power table prices the scheme's datapath, else its fixed clock."""
     from accelsim.arch.schemes import get_scheme
