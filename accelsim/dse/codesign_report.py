@@ -223,7 +223,9 @@ def report_table(curves_all):
                        format=f.label, formats=",".join(f.formats), cores=chip.cores,
                        peak_TFLOPS=chip.peak_flops(f.formats[-1]) / 1e12,
                        peak_vs_fp16=chip.peak_over(f.formats[-1], fp16, "fp16"),
-                       power_limit_W=power, runs=int(st["n"]), runs_reached=int(st["reached"]))
+                       power_limit_W=power, runs=int(st["n"]), runs_reached=int(st["reached"]),
+                       datapath_unit=(chip.rates[row["datapath"]].host
+                                      if row["datapath"] in chip.rates else ""))
             rows.append(row)
         t = pd.DataFrame(rows)
         base = t[t["recipe"] == BASELINE].iloc[0]
@@ -246,7 +248,7 @@ REPORT_COLUMNS = (
     "peak_TFLOPS", "peak_vs_fp16", "area_mm2", "power_limit_W", "feasible", "reason", "runs",
     "runs_reached",
     "steps_to_target", "steps_ci95_lo", "steps_ci95_hi", "step_time_s", "samples_per_s",
-    "clock_MHz", "power_W", "datapath", "time_to_target_s", "time_to_target_s_ci95_lo",
+    "clock_MHz", "power_W", "datapath", "datapath_unit", "time_to_target_s", "time_to_target_s_ci95_lo",
     "time_to_target_s_ci95_hi", "energy_per_step_J", "energy_to_target_J",
     "energy_to_target_J_ci95_lo", "energy_to_target_J_ci95_hi", "time_vs_fp16_s",
     "time_vs_fp16_s_ci95_lo", "time_vs_fp16_s_ci95_hi", "time_verdict", "energy_vs_fp16_J",

@@ -38,6 +38,12 @@ def _chips(table, meta) -> list[str]:
     return lines
 
 
+def _datapath(r) -> str:
+    """The rate the GEMMs ran at, and the built unit behind it where that is another's."""
+    return r.datapath if r.datapath_unit in ("", r.datapath) else \
+        f"{r.datapath} (on the {r.datapath_unit} unit)"
+
+
 def _results(t) -> list[str]:
     lines = ["| format | runs reaching the target | steps to target [95 % CI] | step (us) | "
              "clock (MHz) | GEMM datapath | time to target (ms) [95 % CI] | time - FP16 "
@@ -55,7 +61,7 @@ def _results(t) -> list[str]:
         lines.append(
             f"| {r.format} | {r.runs_reached} of {r.runs} | {r.steps_to_target:.0f} "
             f"{_ci(r.steps_ci95_lo, r.steps_ci95_hi, fmt='{:.0f}')} | "
-            f"{r.step_time_s * 1e6:.3g} | {r.clock_MHz:.0f} | {r.datapath} | "
+            f"{r.step_time_s * 1e6:.3g} | {r.clock_MHz:.0f} | {_datapath(r)} | "
             f"{_g(r.time_to_target_s, 1e3)} "
             f"{_ci(r.time_to_target_s_ci95_lo, r.time_to_target_s_ci95_hi, 1e3)} | {dt} | "
             f"{r.time_verdict} | {_g(r.energy_to_target_J)} "
@@ -123,8 +129,11 @@ def codesign_markdown(table, claims, meta: Mapping[str, Any]) -> str:
         "A multi-format chip's PE is sized for its narrowest format; wider formats run at the "
         "area ratio (docs/configs.md, \"Building a chip\"), so every chip keeps about the FP16 "
         "chip's FP16 peak and adds its narrow format's. The `GEMM datapath` column below is "
-        "the rate the engine ran the scheme's GEMMs at (a scheme mapped to another format's "
-        "rate shows it there; rerun `accelsim figures` when the engine changes).", ""]
+        "the rate the engine ran the scheme's GEMMs at and, where the chip did not build that "
+        "precision, the built unit that runs it (the builder runs a precision on the fastest "
+        "built unit that holds it, at that unit's rate and energy): e.g. a scheme that "
+        "computes at the fp8 rate runs on an HFP8 or HiF8 chip's own 8-bit unit. Rerun "
+        "`accelsim figures` when the engine changes.", ""]
     for m, s in st.items():
         t = table[table["model"] == m]
         out += [f"## {s['title']}: time and energy to validation loss "
