@@ -102,8 +102,8 @@ def designs_from_chips(specs: list[str] | tuple[str, ...]) -> tuple[Design, ...]
     (a config carries none: give a designs file's area_mm2)."""
     from accelsim.paths import resolve_input
 
-    out = [Design(resolve_input(s, "system").stem, str(resolve_input(s, "system")))
-           for s in specs]
+    paths = [resolve_input(s, "system") for s in specs]
+    out = [Design(p.stem, str(p)) for p in paths]
     return _unique(out, "--chips")
 
 
