@@ -183,6 +183,7 @@ def test_tracked_outputs_carry_no_date_machine_or_run_time(out):
     run = json.loads((out / man["run_record"]).read_text())
     assert iso_date.match(run["date_utc"]) and run["python"] == platform.python_version()
     # shipped inputs are recorded by their shipped name, the same from any folder
-    assert {i["path"] for i in man["inputs"]} == {study.DEFAULT_SYSTEM, study.DEFAULT_WORKLOAD,
-                                                  study.DEFAULT_DGX1}
+    assert {i["path"] for i in man["inputs"]} == {
+        study.DEFAULT_SYSTEM, study.DEFAULT_WORKLOAD, study.DEFAULT_DGX1,  # + the co-design's:
+        "accelsim/data/codesign/curves.csv", "workloads/gpt-char.toml", "workloads/digits-cnn.toml"}
     assert "/reports/run.json" in (REPO / ".gitignore").read_text().split()

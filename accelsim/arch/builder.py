@@ -8,6 +8,7 @@ A pure function for a co-design sweep::
     chip = build_chip(ChipSpec(area_mm2=400, node_nm=14, formats=("fp16", "hfp8"),
                                frequency_GHz=1.5))
     system = system_of(chip)       # a System, read back strictly from toml_text(chip)
+    cluster = place(chip, load_system("hfp8-64chip"))   # that chip in a system's topology
 
 The model lives in :mod:`accelsim.arch.chip_model`, the config text in
 :mod:`accelsim.arch.chip_toml`.
@@ -15,6 +16,7 @@ The model lives in :mod:`accelsim.arch.chip_model`, the config text in
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 
@@ -33,6 +35,15 @@ def system_of(chip: BuiltChip) -> System:
                             source=f"<built chip {chip.spec.name}>")
 
 
+def place(chip: BuiltChip, system: System) -> System:
+    """``system`` with every chip replaced by ``chip`` (as :func:`system_of` reads it): the same
+    chips, boards, topology, links and network efficiency; its name says what it holds."""
+    built = system_of(chip)
+    return dataclasses.replace(
+        system, chip=built.chip, name=f"{system.name}/{chip.spec.name}",
+        description=f"{system.name}'s topology and links, every chip built: {built.description}")
+
+
 def write(chip: BuiltChip, path: str | Path) -> Path:
     """Write ``chip``'s arch config to ``path`` (checked to load first)."""
     system_of(chip)
@@ -43,5 +54,5 @@ def write(chip: BuiltChip, path: str | Path) -> Path:
 
 __all__ = ["DEFAULT_ARRAY", "DEFAULT_MEMORY_GBps", "DEFAULT_MEMORY_GiB", "NON_MAC_SHARE",
            "BuiltChip", "ChipSpec", "PublishedChip", "Rate", "build_chip", "chip_labelled",
-           "datapath_rates", "mac_area_mm2", "published_chips", "sram_mm2_per_MiB", "system_of",
-           "toml_text", "write"]
+           "datapath_rates", "mac_area_mm2", "place", "published_chips", "sram_mm2_per_MiB",
+           "system_of", "toml_text", "write"]

@@ -313,6 +313,11 @@ class BuiltChip:
         """Dense peak FLOP/s of ``precision`` (1 MAC = 2 FLOP)."""
         return 2.0 * self.pes * self.rates[precision].rate * self.spec.frequency_GHz * 1e9
 
+    def peak_over(self, precision: str, other: BuiltChip, other_precision: str) -> float:
+        """This chip's dense peak of ``precision`` over ``other``'s of ``other_precision`` (the
+        packing a format buys in the same area, e.g. HFP8 over an FP16 chip)."""
+        return self.peak_flops(precision) / other.peak_flops(other_precision)
+
 
 def build_chip(spec: ChipSpec) -> BuiltChip:
     """The chip ``spec`` describes (module docstring); an :class:`InputError` naming the flag

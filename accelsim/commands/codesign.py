@@ -24,10 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     d = parser.add_mutually_exclusive_group(required=True)
     d.add_argument("--chips", metavar="A.toml,B.toml",
-                   help="comma-separated arch configs (or shipped names), one design each; "
-                        "area_mm2 from a config's chip.area_mm2 if it has one")
+                   help="comma-separated arch configs (or shipped names), one design each "
+                        "(no area_mm2: give it in a --designs file)")
     d.add_argument("--designs", metavar="TOML",
-                   help="designs file: [[design]] tables with name, config, optional area_mm2")
+                   help="designs file: [[design]] tables with a name and either config "
+                        "(optional area_mm2) or chip-builder keys (area_mm2, node_nm, formats, "
+                        "frequency_GHz, ...; optional system: place the built chip in that "
+                        "system's topology); docs/codesign.md")
     s = parser.add_mutually_exclusive_group(required=True)
     s.add_argument("--study", metavar="DIR",
                    help="a study results folder (accelsim study --out DIR); with --target-loss "
@@ -90,7 +93,6 @@ def _steps(args):
 def run(args: argparse.Namespace) -> int:
     import warnings
 
-    from accelsim.arch.config import load_system
     from accelsim.arch.recipe_schemes import recipe_scheme
     from accelsim.commands._common import (check_distinct_paths, check_figure_path,
                                            check_output_name, exit_interrupted, journal_rows,
@@ -111,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if not designs:
         raise UserError("--chips needs at least one arch config")
     for dsg in designs:  # a bad config is a one-line error before anything runs
-        load_system(dsg.config)
+        dsg.system()
     steps = _steps(args)
     known = steps["recipe"].tolist()
     recipes = known if args.recipes is None else list(dict.fromkeys(
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     spec = SweepSpec(
         base=(("workload", str(wpath)), ("batch", args.batch), ("optimizer", optimizer),
               ("tp", args.tp), ("pp", args.pp)),
-        axes=(("chip", tuple(dict.fromkeys(d.config for d in designs))),
+        axes=(("chip", tuple(dict.fromkeys(d.key for d in designs))),
               ("scheme", tuple(schemes) or ("",))))
     if schemes:
         try:

@@ -1,5 +1,7 @@
 """``accelsim figures``: the main job. Regenerates the HFP8 paper's throughput study (appendix D,
-Figs. 8-9), the compression sweep, the DGX-1 check and a Markdown summary into one folder."""
+Figs. 8-9), the compression sweep, the DGX-1 check, the co-design report (codesign.md/.csv:
+time and energy to a target loss per number format, accelsim.dse.codesign_report) and a
+Markdown summary into one folder."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from pathlib import Path
 from accelsim.commands._common import positive_int
 
 NAME = "figures"
-HELP = ("regenerate the throughput study (paper Figs. 8-9, compression sweep, DGX-1 check) as "
-        "CSV + PNG + summary.md + manifest.json")
+HELP = ("regenerate the throughput study (paper Figs. 8-9, compression sweep, DGX-1 check) and "
+        "the co-design report (codesign.md/.csv, from the shipped study curves) as CSV + PNG + "
+        "summary.md + manifest.json")
 
 
 def add_arguments(parser) -> None:
@@ -77,10 +80,12 @@ def run(args) -> int:
         raise UserError(f"{system_path} with minibatch {params.minibatch}: {exc} "
                         "(try a smaller --minibatch)") from None
     formats_table = _formats_table()
+    codesign, codesign_inputs = _codesign_report()
     files = report.write_study(result, args.out, formats_table=formats_table,
                               calibration=_read_calibration(Path(args.out)),
                               argv=["accelsim", "figures", *_argv(args)],
-                              elapsed_s=time.perf_counter() - t0)
+                              elapsed_s=time.perf_counter() - t0,
+                              extra_outputs=codesign, extra_inputs=codesign_inputs)
     for f in files:
         print(f)
     cmp_ = result.tables["paper_comparison"]
@@ -93,6 +98,26 @@ def run(args) -> int:
                   f"{r.predicted:.0f} img/s ({r.error_pct:+.1f} %)")
     print(f"done in {time.perf_counter() - t0:.1f} s ({args.engine} engine)")
     return 0
+
+
+def _codesign_report():
+    """The co-design report's files (codesign.md, codesign.csv) from the shipped study curves,
+    and its inputs for the manifest (accelsim.dse.codesign_report; docs/codesign.md)."""
+    from accelsim.dse import codesign_report as cr
+    from accelsim.dse.hfp8_study import sha256_file
+    from accelsim.paths import resolve_input
+    from accelsim.report.codesign import codesign_csv, codesign_markdown
+
+    table, claims, meta = cr.build_report(cr.read_curves(cr.CURVES))
+    files = {"codesign.md": codesign_markdown(table, claims, meta),
+             "codesign.csv": codesign_csv(table)}
+    paths = [("codesign curves", cr.CURVES),
+             ("codesign system", resolve_input(cr.SYSTEM, "system"))]
+    paths += [("codesign workload", resolve_input(m.workload, "workload")) for m in cr.MODELS]
+    pkg_root = Path(cr.__file__).resolve().parents[2]  # the curves as accelsim/data/...
+    return files, [{"role": r, "path": (p.relative_to(pkg_root).as_posix()
+                                        if p == cr.CURVES else str(p)),
+                    "sha256": sha256_file(p)} for r, p in paths]
 
 
 #: tables that ``scripts/calibrate.py --out DIR`` leaves in DIR; the summary shows them

@@ -22,12 +22,12 @@ The step times are the expensive, resumable part (:func:`step_point`, a sweep ev
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelsim.dse.codesign_designs import (BUILDER_KEYS, DESIGN_KEYS, Design,  # noqa: F401
+                                           design_system, designs_from_chips, load_designs)
 from accelsim.dse.sweep_spec import Infeasible
 from accelsim.errors import InputError
 
@@ -43,90 +43,6 @@ COLUMNS = ("design", "chip", "recipe", "scheme", "feasible", "reason", "steps_to
 #: Columns of a steps table (``study --target-loss``'s target.csv) that codesign reads.
 STEPS_COLUMNS = ("recipe", "feasible", "mean", "ci95_lo", "ci95_hi", "steps_ratio",
                  "steps_ratio_ci95_lo", "steps_ratio_ci95_hi")
-
-
-@dataclass(frozen=True)
-class Design:
-    """One chip design: a name, its arch config and its die area (None: not given)."""
-
-    name: str
-    config: str
-    area_mm2: float | None = None
-
-
-def _area(value: Any, where: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not (math.isfinite(value) and value > 0):
-        raise InputError(f"{where}: area_mm2 must be a number > 0, got {value!r}")
-    return float(value)
-
-
-def config_area_mm2(path: Path) -> float | None:
-    """A config's ``chip.area_mm2`` (one die) when it gives one, else None."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the arch config ({exc})") from None
-    chip = data.get("chip")
-    return _area(chip.get("area_mm2"), f"{path} chip") if isinstance(chip, dict) else None
-
-
-def designs_from_chips(specs: Sequence[str]) -> tuple[Design, ...]:
-    """Designs from arch configs (paths or shipped names), named by their file stems."""
-    from accelsim.paths import resolve_input
-
-    out = []
-    for spec in specs:
-        path = resolve_input(spec, "system")
-        out.append(Design(path.stem, str(path), config_area_mm2(path)))
-    return _unique(out, "--chips")
-
-
-#: Keys of one ``[[design]]`` of a designs file. A builder entry (chip-builder parameters
-#: instead of ``config``) is the seam for accelsim.arch.builder: not read yet.
-DESIGN_KEYS = ("name", "config", "area_mm2")
-
-
-def load_designs(path: str | Path) -> tuple[Design, ...]:
-    """A designs TOML: ``[[design]]`` tables with ``name``, ``config`` (an arch config, relative
-    to the designs file, or a shipped name) and optional ``area_mm2`` (else the config's)."""
-    from accelsim.paths import resolve_input
-
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the designs file ({exc})") from None
-    extra = sorted(set(data) - {"design"})
-    if extra or not isinstance(data.get("design"), list) or not data["design"]:
-        raise InputError(f"{path}: expected [[design]] tables only (name, config, area_mm2)"
-                         + (f"; unknown key(s) {', '.join(extra)}" if extra else ""))
-    out = []
-    for i, d in enumerate(data["design"]):
-        where = f"{path} design[{i}]"
-        unknown = sorted(set(d) - set(DESIGN_KEYS))
-        if unknown:
-            raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (expected "
-                             f"{', '.join(DESIGN_KEYS)})")
-        for k in ("name", "config"):
-            if not isinstance(d.get(k), str) or not d[k]:
-                raise InputError(f"{where}: {k} must be a non-empty string, got {d.get(k)!r}")
-        cfg = path.parent / d["config"]
-        cfg = cfg if cfg.is_file() else resolve_input(d["config"], "system")
-        area = _area(d.get("area_mm2"), where)
-        out.append(Design(d["name"], str(cfg), area if area is not None else
-                          config_area_mm2(cfg)))
-    return _unique(out, str(path))
-
-
-def _unique(designs: list[Design], where: str) -> tuple[Design, ...]:
-    names = [d.name for d in designs]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise InputError(f"{where}: design name(s) {', '.join(dup)} given more than once")
-    return tuple(designs)
 
 
 def load_steps_csv(path: str | Path):
@@ -166,16 +82,15 @@ def check_steps(t, where: str):
 
 # --------------------------------------------------------------------------- the step
 def step_point(params: Mapping[str, Any]) -> dict[str, Any]:
-    """One training step of ``workload`` on the design ``chip`` under ``scheme`` (a sweep
-    evaluator): layer workloads data parallel over the system's chips at ``batch`` per chip, a
+    """One training step of ``workload`` on the design ``chip`` (a :attr:`Design.key`) under
+    ``scheme`` (a sweep evaluator): layer workloads data parallel over the system's chips at ``batch`` per chip, a
     transformer under ``tp`` x ``pp`` with dp the rest (micro-batch ``batch``); the power-limited
     clock where the chip's power table prices the scheme's datapath, else its fixed clock."""
-    from accelsim.arch.config import load_system
     from accelsim.arch.schemes import get_scheme
     from accelsim.engine import Options, Plan, simulate
     from accelsim.engine.run import WorkloadPrediction, layer_step_energy
 
-    system = load_system(Path(params["chip"]))
+    system = design_system(params["chip"])
     scheme = get_scheme(params["scheme"])
     core, power = system.chip.core, system.chip.power
     for prec in dict.fromkeys((scheme.compute_precision, scheme.high_precision)):
@@ -292,11 +207,11 @@ def codesign_table(steps_table, designs: Sequence[Design], recipes: Sequence[str
         for recipe in recipes:
             m = recipe_scheme(recipe)
             row = dict.fromkeys(COLUMNS, nan)
-            row.update(design=d.name, chip=d.config, recipe=recipe, scheme=m.scheme or "",
+            row.update(design=d.name, chip=d.label, recipe=recipe, scheme=m.scheme or "",
                        feasible=False, reason="", pareto=False,
                        area_mm2=nan if d.area_mm2 is None else d.area_mm2)
             need = recipe_steps_for(steps.loc[recipe], baseline_steps)
-            e = engine.get((d.config, m.scheme)) if m.scheme else None
+            e = engine.get((d.key, m.scheme)) if m.scheme else None
             if m.scheme is None:
                 row["reason"] = f"no engine scheme: {m.note}"
             elif need is None:

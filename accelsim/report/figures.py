@@ -8,7 +8,7 @@ backend, so importing this module is cheap and never needs a display.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from accelsim.paths import display_path
@@ -207,13 +207,16 @@ RUN_RECORD = "run.json"
 
 
 def write_study(result, out_dir: str | Path, *, formats_table=None, calibration=None,
-                argv: Sequence[str] = (), elapsed_s: float | None = None) -> list[Path]:
+                argv: Sequence[str] = (), elapsed_s: float | None = None,
+                extra_outputs: Mapping[str, str] | None = None,
+                extra_inputs: Sequence[Mapping[str, str]] = ()) -> list[Path]:
     """Write a finished study (``tables`` + ``meta``) as CSVs, PNGs, summary.md and
     manifest.json into ``out_dir``, all deterministic (the same inputs give the same bytes), and
     the run's date, machine and time into run.json; returns the files written.
     ``formats_table``: Markdown of the number-format table to include in the summary (None:
     omitted); ``calibration``: the (residuals, ranges) tables of ``scripts/calibrate.py`` (None:
-    that section is omitted)."""
+    that section is omitted); ``extra_outputs``: more text files (name -> text, e.g. the
+    co-design report) written beside them and listed in the manifest with ``extra_inputs``."""
     import datetime
     import json
     import platform
@@ -243,6 +246,10 @@ def write_study(result, out_dir: str | Path, *, formats_table=None, calibration=
         written.append(plot_measured_vs_predicted(
             t["dgx1"], out / FIGURE_FILES["dgx1"],
             title=f"{wl_name} FP16 training, DGX-1 (V100) [{eng['dgx1']}]"))
+    for name, text in (extra_outputs or {}).items():
+        p = out / name
+        p.write_text(text)
+        written.append(p)
     # Tracked outputs are deterministic (rerunning leaves a clean `git status`): the date, the
     # machine and the run time go to run.json, which reports/ ignores.
     summary = out / "summary.md"
@@ -254,7 +261,8 @@ def write_study(result, out_dir: str | Path, *, formats_table=None, calibration=
         "command": list(argv),
         "engine": meta["engine"],
         "figure_engines": eng,
-        "inputs": [{**i, "path": display_path(i["path"])} for i in meta["inputs"]],
+        "inputs": [{**i, "path": display_path(i["path"])}
+                   for i in [*meta["inputs"], *extra_inputs]],
         "params": meta["params"],
         "params_source": meta["params_source"],
         "run_record": RUN_RECORD,
