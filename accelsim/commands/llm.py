@@ -203,12 +203,14 @@ def run(args: argparse.Namespace) -> int:
 
     casts = "" if OPERAND_BYTES[scheme.compute_precision] >= 2 else \
         f" (casts {'fused' if params.stack.fuse_casts else 'unfused'})"
+    casts += f", autocast {'on' if d['autocast'] else 'off'}" if params.stack.autocast else ""
     print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}{casts}, flash "
           f"attention {f'on ({kernel})' if model.flash_attention else 'off'}{variant}, micro-batch "
           f"{plan.micro_batch}, global "
           f"batch {plan.global_batch}, recompute {plan.recompute}, "
           + (f"fsdp (shard group {plan.shard_group}, reshard after forward "
-             f"{'on' if plan.reshard_after_forward else 'off'}, reduce "
+             f"{'on' if plan.reshard_after_forward else 'off'}, param "
+             f"{d['fsdp_param_dtype']}, reduce "
              f"{plan.fsdp_reduce_dtype}), " if plan.fsdp else "") + f"zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
           + ("" if plan.stage_split.even else _split_text(model, plan))
