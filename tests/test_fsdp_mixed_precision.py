@@ -176,7 +176,8 @@ ARGV = ["llm", "--system", "dgx-h100", "--model", "llama3-8b", "--seq", "1024", 
     (["--stack", "pytorch", "--autocast", "off"], "autocast off"),
     (["--fsdp", "--stack", "megatron", "--autocast", "on"], "autocast on"),
     (["--fsdp", "--fsdp-param-dtype", "int8"], "--fsdp-param-dtype"),
-    (["--fsdp", "--autocast", "yes"], "--autocast")])
+    (["--fsdp", "--autocast", "yes"], "--autocast"),
+    (["--search", "--autocast", "on"], "--autocast")])  # the search would drop it
 def test_bad_flags_are_one_line_errors(capsys, extra, word):
     assert main(ARGV + extra) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -359,6 +359,8 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--overlap-moe-comm", args.overlap_moe_comm), ("--engine des", args.engine != "analytic"),
         ("--cp", args.cp != 1), ("--cp-algo", args.cp_algo != "ring"),
         ("--fsdp", args.fsdp or args.hsdp is not None), ("--tp-overlap", args.tp_overlap),
+        ("--fsdp-param-dtype", args.fsdp_param_dtype is not None),
+        ("--autocast", args.autocast is not None),
         ("--pp-comm-overlap", args.pp_comm_overlap),
         *_plan.split_flags(args),
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),
