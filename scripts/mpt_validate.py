@@ -8,7 +8,9 @@ Rows: accelsim/data/mpt/mpt_training_throughput.csv (19 FSDP FULL_SHARD runs, A1
 the MPT block (GPT block, no biases, no position table -- ALiBi's bias costs nothing in the
 triton flash kernel --, tied embeddings, ffn 4h), flash attention, ``--fsdp`` over all GPUs with
 the row's micro-batch and global batch, resharding after forward, ``--fsdp-reduce-dtype`` from
-the row's Composer mixed precision (DEFAULT: fp32 reduce, PURE: bf16), activation
+the row's Composer mixed precision (DEFAULT: fp32 reduce, PURE: bf16), ``--fsdp-param-dtype
+bf16`` with ``--autocast on`` on the pytorch stack (Composer's ``amp_bf16`` enters
+``torch.autocast`` under FSDP too; ``--autocast off`` on megatron, which runs none), activation
 checkpointing as ``--recompute full``; bf16 rows on ``--stack pytorch``, the two FP8 rows
 (Transformer Engine) on ``--stack megatron`` (the stack that runs 8-bit GEMMs); the preset's
 fixed clock (no power model), the analytic collectives. ``before`` is the same question with
@@ -45,9 +47,12 @@ CLOCK = "power"
 DATA = ROOT / "accelsim" / "data" / "mpt" / "mpt_training_throughput.csv"
 #: the scheme each llm-foundry precision runs as (amp_fp8: Transformer Engine's recipe)
 SCHEME = {"amp_bf16": "bf16", "bf16": "bf16", "amp_fp8": "te-fp8"}
-#: Composer's FSDP mixed precision -> MixedPrecisionPolicy reduce_dtype (composer's
-#: get_mixed_precision: DEFAULT = bf16 params, fp32 reduce; PURE = bf16 params and reduce)
+#: Composer's FSDP mixed precision -> MixedPrecisionPolicy reduce_dtype (mosaicml/composer
+#: composer/trainer/mosaic_fsdp_utils.py, get_mixed_precision: DEFAULT = param_dtype the
+#: autocast precision (bf16), reduce_dtype fp32; PURE = param and reduce dtypes bf16)
 REDUCE = {"DEFAULT": "fp32", "PURE": "bf16"}
+#: the param dtype both give (the autocast precision of amp_bf16 / amp_fp8: bf16)
+PARAM = {"DEFAULT": "bf16", "PURE": "bf16"}
 #: the tolerance a row is judged at (the issue's held-out target: within 15 %)
 TOLERANCE = 0.15
 
@@ -76,7 +81,11 @@ def plan_of(r, *, fsdp: bool = True) -> Plan:
                 sequence_parallel=False, zero=0 if fsdp else 3, overlap_grad_reduce=False,
                 grad_accumulation_fusion=True, optimizer="adamw", ep=1,
                 overlap_moe_comm=False, fsdp=fsdp, hsdp=0, reshard_after_forward=True,
-                fsdp_reduce_dtype=REDUCE[r.mixed_precision])
+                fsdp_reduce_dtype=REDUCE[r.mixed_precision],
+                fsdp_param_dtype=PARAM[r.mixed_precision] if fsdp else None,
+                # Composer's amp_* precision runs torch.autocast (the pytorch stack's
+                # kernels); the megatron stack runs none
+                autocast=fsdp and stack_of(r).autocast)
 
 
 def stack_of(r):

@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                   optimizer_default: str, reserve_help: str, stack_default: str | None,
                   stack_help: str) -> None:
     from accelsim.arch.schemes import OPTIMIZERS
-    from accelsim.engine.plan import CP_ALGOS, RECOMPUTE
+    from accelsim.engine.plan import CP_ALGOS, FSDP_PARAM_DTYPES, RECOMPUTE
     from accelsim.engine.attention_kernels import FlashImpl
     from accelsim.engine.stack import STACKS
 
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
                    help="reduce gradients during the last backward pass (PyTorch DDP buckets)")
     p.add_argument("--fsdp", action="store_true",
                    help="PyTorch FSDP (FULL_SHARD) over the data-parallel ranks: each layer's "
-                        "bf16 parameters all-gathered one layer ahead of its forward and "
+                        "parameters all-gathered one layer ahead of its forward and "
                         "backward pass, its gradients reduce-scattered as its backward ends, "
                         "every micro-batch (default stack: pytorch)")
     p.add_argument("--hsdp", type=chip_count, default=None, metavar="N",
@@ -68,6 +68,17 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
     p.add_argument("--fsdp-reduce-dtype", choices=("fp32", "bf16"), default="fp32",
                    help="FSDP's gradient reduction format (MixedPrecisionPolicy reduce_dtype; "
                         "default fp32)")
+    p.add_argument("--fsdp-param-dtype", choices=tuple(FSDP_PARAM_DTYPES), default=None,
+                   help="FSDP's gathered-parameter and compute format (MixedPrecisionPolicy "
+                        "param_dtype; the sharded fp32 parameters stay the optimizer's); "
+                        "default the scheme's compute format (bf16 for bf16 and 8-bit "
+                        "schemes, fp32 for 32-bit ones)")
+    p.add_argument("--autocast", choices=("on", "off"), default=None,
+                   help="whether torch.autocast wraps the forward pass on the pytorch stacks "
+                        "(on: fp32 weights cast per op, fp32 residual stream and norms; off "
+                        "with --fsdp: the whole step in the 16-bit param dtype, as torchtitan "
+                        "runs FSDP2); default off under --fsdp/--hsdp with a 16-bit param "
+                        "dtype, on otherwise (docs/llm.md, FSDP)")
     _overlap_arguments(p)
     p.add_argument("--no-grad-accumulation-fusion", action="store_true",
                    help="accumulate weight gradients in a separate kernel per micro-batch "
@@ -80,8 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, global_batch_required: boo
     p.add_argument("--stack", choices=tuple(STACKS), default=stack_default,
                    help="software stack preset (accelsim/engine/stack.py): megatron = "
                         "Megatron-LM's fused kernels as fitted (element-wise at 45 %% of HBM, "
-                        "11.3 GiB reserve); pytorch = eager PyTorch (bf16 autocast over fp32 "
-                        "weights, fused AdamW, SDPA flash attention, one kernel per element-wise "
+                        "11.3 GiB reserve); pytorch = eager PyTorch (fp32 master weights under "
+                        "bf16 autocast or, with --fsdp, FSDP's bf16 param dtype; fused AdamW, SDPA flash attention, one kernel per element-wise "
                         "op with a per-call floor, 0.4 GiB CUDA context; one GPU, DDP or "
                         "FSDP); pytorch-compile = pytorch under torch.compile (Inductor's fused "
                         "element-wise groups and norms). "
@@ -177,6 +188,7 @@ TRANSFORMER_ONLY = {"tp": None, "pp": None, "ep": 1, "cp": 1, "cp_algo": "ring",
                     "sequence_parallel": False, "zero": 0, "overlap_grad_reduce": False,
                     "no_grad_accumulation_fusion": False, "fsdp": False, "hsdp": None,
                     "no_reshard_after_forward": False, "fsdp_reduce_dtype": "fp32",
+                    "fsdp_param_dtype": None, "autocast": None,
                     "tp_overlap": False, "pp_comm_overlap": False,
                     "first_stage_layers": None, "last_stage_layers": None,
                     "account_for_embedding": False, "account_for_loss": False,
@@ -217,7 +229,10 @@ def build_plan(args: argparse.Namespace, *, tp: int, pp: int, dp: int, micro_bat
                     overlap_moe_comm=args.overlap_moe_comm,
                     fsdp=args.fsdp or args.hsdp is not None, hsdp=args.hsdp or 0,
                     reshard_after_forward=not args.no_reshard_after_forward,
-                    fsdp_reduce_dtype=args.fsdp_reduce_dtype, cp=args.cp,
+                    fsdp_reduce_dtype=args.fsdp_reduce_dtype,
+                    fsdp_param_dtype=args.fsdp_param_dtype,
+                    autocast=None if args.autocast is None else args.autocast == "on",
+                    cp=args.cp,
                     cp_algo=args.cp_algo, tp_comm_overlap=args.tp_overlap,
                     pp_comm_overlap=args.pp_comm_overlap,
                     first_stage_layers=args.first_stage_layers,

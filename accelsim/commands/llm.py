@@ -203,12 +203,14 @@ def run(args: argparse.Namespace) -> int:
 
     casts = "" if OPERAND_BYTES[scheme.compute_precision] >= 2 else \
         f" (casts {'fused' if params.stack.fuse_casts else 'unfused'})"
+    casts += f", autocast {'on' if d['autocast'] else 'off'}" if params.stack.autocast else ""
     print(f"  settings: optimizer {plan.optimizer}, stack {params.stack.name}{casts}, flash "
           f"attention {f'on ({kernel})' if model.flash_attention else 'off'}{variant}, micro-batch "
           f"{plan.micro_batch}, global "
           f"batch {plan.global_batch}, recompute {plan.recompute}, "
           + (f"fsdp (shard group {plan.shard_group}, reshard after forward "
-             f"{'on' if plan.reshard_after_forward else 'off'}, reduce "
+             f"{'on' if plan.reshard_after_forward else 'off'}, param "
+             f"{d['fsdp_param_dtype']}, reduce "
              f"{plan.fsdp_reduce_dtype}), " if plan.fsdp else "") + f"zero {plan.zero}, sequence "
           f"parallel {'on' if plan.sequence_parallel else 'off'}, interleave {plan.interleave}, "
           + ("" if plan.stage_split.even else _split_text(model, plan))
@@ -357,6 +359,8 @@ def _search(args, model, path, params, seq_note: str | None) -> int:
         ("--overlap-moe-comm", args.overlap_moe_comm), ("--engine des", args.engine != "analytic"),
         ("--cp", args.cp != 1), ("--cp-algo", args.cp_algo != "ring"),
         ("--fsdp", args.fsdp or args.hsdp is not None), ("--tp-overlap", args.tp_overlap),
+        ("--fsdp-param-dtype", args.fsdp_param_dtype is not None),
+        ("--autocast", args.autocast is not None),
         ("--pp-comm-overlap", args.pp_comm_overlap),
         *_plan.split_flags(args),
         ("--sequence-parallel", args.sequence_parallel), ("--zero", args.zero != 0),

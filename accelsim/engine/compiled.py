@@ -10,7 +10,7 @@ ASPLOS 2024, section 5: Inductor's scheduler fuses pointwise and reduction nodes
 their iteration space). GEMMs and SDPA stay library calls (cuBLAS, cuDNN/flash), so the groups
 lie between them. Which ops land in one group is this module's assumption, stated per group
 (``T`` tokens, hidden ``h``, ``a`` query and ``kv`` key/value heads of ``d``, FFN ``f``; ``e``
-bytes per 16-bit element, ``r`` per residual element, fp32 under autocast; ``s`` the norm's
+bytes per 16-bit element, ``r`` per residual element, fp32 under autocast (else ``e``); ``s`` the norm's
 saved statistics, 4 T per statistic: RMSNorm 1, LayerNorm 2):
 
 * ``add_norm`` (twice a layer): a residual add with the norm after it (the attention branch's
@@ -84,13 +84,13 @@ def norm_groups(name: str, T: int, h: int, e: int, r: int, stats: int, first: bo
     return fwd, bwd
 
 
-def layer_parts(model: GptConfig | Decoder, micro_batch: int, precision: str) -> list[Kernels]:
+def layer_parts(model: GptConfig | Decoder, micro_batch: int, precision: str,
+                autocast: bool = True) -> list[Kernels]:
     """Each fused group's (forward, backward) kernels of one layer, in order (module
     docstring), with the linear layers' eager kernels (weight casts, bias gradients)."""
     from accelsim.engine.decoder import Decoder
 
-    T, h, f, e, r, c = eager.sizes(model, micro_batch, precision)
-    r = r if c else e  # without autocast the residual stream is the activations' format
+    T, h, f, e, r, c = eager.sizes(model, micro_batch, precision, autocast)
     model = Decoder.of(model)
     a, kv, d, rms, rotary, gated, _ = _shape(model)
     stats = 1 if rms else 2
@@ -112,13 +112,13 @@ def layer_parts(model: GptConfig | Decoder, micro_batch: int, precision: str) ->
     return parts
 
 
-def head_parts(model: GptConfig | Decoder, micro_batch: int, precision: str) -> list[Kernels]:
+def head_parts(model: GptConfig | Decoder, micro_batch: int, precision: str,
+               autocast: bool = True) -> list[Kernels]:
     """The fused groups outside the layers, per micro-batch (module docstring), and the
     embedding table's and LM head's eager kernels."""
     from accelsim.engine.decoder import Decoder
 
-    T, h, f, e, r, c = eager.sizes(model, micro_batch, precision)
-    r = r if c else e
+    T, h, f, e, r, c = eager.sizes(model, micro_batch, precision, autocast)
     model = Decoder.of(model)
     _, _, _, rms, _, _, learned = _shape(model)
     N, tied = T * model.vocab, model.config.tied_embeddings
@@ -134,13 +134,15 @@ def head_parts(model: GptConfig | Decoder, micro_batch: int, precision: str) -> 
     return parts
 
 
-def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
+def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str,
+                  autocast: bool = True
                   ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) fused kernels of one layer and micro-batch."""
-    return eager.flat(layer_parts(model, micro_batch, precision))
+    return eager.flat(layer_parts(model, micro_batch, precision, autocast))
 
 
-def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
+def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str,
+                 autocast: bool = True
                  ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) fused kernels outside the layers, per micro-batch."""
-    return eager.flat(head_parts(model, micro_batch, precision))
+    return eager.flat(head_parts(model, micro_batch, precision, autocast))

@@ -10,7 +10,10 @@ plus a 16-bit one is fp32), every LayerNorm reads and writes fp32 and its output
 bits for the next linear layer, every fp32 weight and bias is cast to 16 bits on each forward
 (and its 16-bit gradient back to fp32). Linear biases run in the cuBLASLt epilogue (no kernel
 of their own forward; their gradient is a reduction over the tokens). Without autocast (fp32 or
-TF32 schemes) everything is 4 bytes and no cast runs.
+TF32 schemes) everything is 4 bytes and no cast runs. A 16-bit run without autocast (FSDP2's
+``param_dtype`` compute, :mod:`accelsim.engine.mixed_precision`) runs every op on 16-bit
+tensors: a 16-bit residual stream and norms, 16-bit weights and their gradients, no weight
+casts; the loss still over ``logits.float()``.
 """
 
 from __future__ import annotations
@@ -34,12 +37,21 @@ if TYPE_CHECKING:
 F32 = 4
 
 
-def sizes(model: GptConfig | Decoder, micro_batch: int, precision: str
-           ) -> tuple[int, int, int, int, int, int]:
-    """(T tokens, h, f, e activation bytes, r residual bytes, c 1 under autocast else 0)."""
+def residual_bytes(e: int, c: int) -> int:
+    """Bytes per element of the residual stream, the norms and the weights (and their
+    gradients) of a run whose activations take ``e``: fp32 under autocast (``c``), else
+    ``e``."""
+    return F32 if c else e
+
+
+def sizes(model: GptConfig | Decoder, micro_batch: int, precision: str, autocast: bool = True
+          ) -> tuple[int, int, int, int, int, int]:
+    """(T tokens, h, f, e activation bytes, r residual bytes, c 1 under autocast else 0):
+    ``autocast`` (the run's, :func:`accelsim.engine.mixed_precision.resolve`) applies to
+    16-bit activations only."""
     e = OPERAND_BYTES[precision]
-    return (model.seq * micro_batch, model.hidden, model.ffn_size, e, F32,
-            1 if e < F32 else 0)
+    c = 1 if autocast and e < F32 else 0
+    return model.seq * micro_batch, model.hidden, model.ffn_size, e, residual_bytes(e, c), c
 
 
 def gpt_block_differences(model: GptConfig | Decoder) -> list[str]:
@@ -84,11 +96,13 @@ Kernels = tuple[list[ElementwiseOp], list[ElementwiseOp]]  # (forward, backward)
 
 
 def norm_kernels(name: str, T: int, h: int, e: int, c: int) -> Kernels:
-    """An fp32 LayerNorm over ``T`` vectors of ``h`` (input and weight gradients backward),
-    its output cast to 16 bits under autocast (``c``) and its gradient back."""
-    fwd = [ElementwiseOp(name, T * h * 2 * F32, kind=K.LAYERNORM)]
-    bwd = [ElementwiseOp(f"{name}_bwd", T * h * 3 * F32, kind=K.LAYERNORM_BWD),
-           ElementwiseOp(f"{name}_bwd_weights", T * h * 2 * F32, kind=K.LAYERNORM_BWD)]
+    """A LayerNorm over ``T`` vectors of ``h`` on the residual stream's format (input and
+    weight gradients backward), its fp32 output cast to 16 bits under autocast (``c``) and
+    its gradient back."""
+    r = residual_bytes(e, c)
+    fwd = [ElementwiseOp(name, T * h * 2 * r, kind=K.LAYERNORM)]
+    bwd = [ElementwiseOp(f"{name}_bwd", T * h * 3 * r, kind=K.LAYERNORM_BWD),
+           ElementwiseOp(f"{name}_bwd_weights", T * h * 2 * r, kind=K.LAYERNORM_BWD)]
     if c:
         fwd.append(ElementwiseOp(f"{name}_cast", T * h * (F32 + e), kind=K.CAST_DOWN))
         bwd.append(ElementwiseOp(f"{name}_cast_bwd", T * h * (F32 + e), kind=K.CAST_UP))
@@ -96,10 +110,11 @@ def norm_kernels(name: str, T: int, h: int, e: int, c: int) -> Kernels:
 
 
 def residual_kernels(name: str, branch: str, T: int, h: int, e: int, c: int) -> Kernels:
-    """The fp32 residual stream plus a ``branch`` output (16-bit under autocast: a mixed add,
-    and the branch's gradient cast back to 16 bits)."""
-    fwd = [ElementwiseOp(name, T * h * (2 * F32 + e), kind=K.ADD_MIXED if c else K.ADD)]
-    bwd = [ElementwiseOp(name.replace("add", "grad_add"), T * h * 3 * F32, kind=K.ADD)]
+    """The residual stream plus a ``branch`` output (fp32 plus 16 bits under autocast: a mixed
+    add, and the branch's gradient cast back to 16 bits)."""
+    r = residual_bytes(e, c)
+    fwd = [ElementwiseOp(name, T * h * (2 * r + e), kind=K.ADD_MIXED if c else K.ADD)]
+    bwd = [ElementwiseOp(name.replace("add", "grad_add"), T * h * 3 * r, kind=K.ADD)]
     if c:
         bwd.append(ElementwiseOp(f"{branch}_cast_bwd", T * h * (F32 + e), kind=K.CAST_UP))
     return fwd, bwd
@@ -144,11 +159,12 @@ def sdpa_kernels(T: int, h: int, e: int) -> Kernels:
     return fwd, bwd
 
 
-def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
+def layer_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str,
+                  autocast: bool = True
                   ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) element-wise kernels of one layer and micro-batch, one op each
     (a block without biases: no bias gradients or casts)."""
-    T, h, f, e, r, c = sizes(model, micro_batch, precision)
+    T, h, f, e, r, c = sizes(model, micro_batch, precision, autocast)
     b = 1 if gpt_block(model)[0] else 0
     parts = [norm_kernels("ln1", T, h, e, c), sdpa_kernels(T, h, e),
              residual_kernels("residual_add1", "proj_out", T, h, e, c),
@@ -166,29 +182,31 @@ def flat(parts: list[Kernels]) -> tuple[tuple[ElementwiseOp, ...], tuple[Element
             tuple(k for _, bwd in parts for k in bwd))
 
 
-def loss_kernels(T: int, N: int, e: int, c: int) -> Kernels:
-    """``cross_entropy(logits.float(), targets)`` over ``N`` logits of ``T`` tokens: the
-    16-bit logits cast to fp32 (autocast), log-softmax, NLL; backward the NLL gradient
-    (zero-filled, then scattered), the log-softmax gradient, the cast back."""
+def loss_kernels(T: int, N: int, e: int) -> Kernels:
+    """``cross_entropy(logits.float(), targets)`` over ``N`` logits of ``T`` tokens: 16-bit
+    logits cast to fp32 (autocast's fp32 op, or the model's own ``.float()`` without it),
+    log-softmax, NLL; backward the NLL gradient (zero-filled, then scattered), the log-softmax
+    gradient, the cast back."""
     fwd = [ElementwiseOp("log_softmax", N * 2 * F32, kind=K.SOFTMAX),
            ElementwiseOp("nll", T * F32)]
     bwd = [ElementwiseOp("nll_bwd_fill", N * F32, kind=K.FILL),
            ElementwiseOp("nll_bwd_scatter", T * F32),
            ElementwiseOp("log_softmax_bwd", N * 3 * F32, kind=K.SOFTMAX_BWD)]
-    if c:
+    if e < F32:
         fwd.append(ElementwiseOp("logits_float", N * (e + F32), kind=K.CAST_UP))
         bwd.append(ElementwiseOp("logits_float_bwd", N * (F32 + e), kind=K.CAST_DOWN))
     return fwd, bwd
 
 
 def table_kernels(T: int, h: int, n_table: int, e: int, c: int, tied: bool) -> Kernels:
-    """The vocabulary table's backward (its gradient zero-filled, then the rows index-added)
-    and, ``tied`` to the LM head, the head's weight cast every forward, its gradient cast back
-    (autocast) and added to the table's."""
+    """The vocabulary table's backward (its gradient zero-filled, then the rows index-added;
+    the weights' format) and, ``tied`` to the LM head, the head's weight cast every forward,
+    its gradient cast back (autocast) and added to the table's."""
+    w = residual_bytes(e, c)
     fwd: list[ElementwiseOp] = []
-    bwd = [ElementwiseOp("embedding_bwd", T * h * F32 + n_table * F32)]
+    bwd = [ElementwiseOp("embedding_bwd", T * h * w + n_table * w)]
     if tied:
-        bwd.append(ElementwiseOp("tied_grad_add", n_table * 3 * F32, kind=K.ADD))
+        bwd.append(ElementwiseOp("tied_grad_add", n_table * 3 * w, kind=K.ADD))
         if c:
             fwd.append(ElementwiseOp("lm_head_weight_cast", n_table * (F32 + e),
                                      kind=K.CAST_DOWN))
@@ -197,38 +215,40 @@ def table_kernels(T: int, h: int, n_table: int, e: int, c: int, tied: bool) -> K
     return fwd, bwd
 
 
-def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str
+def head_kernels(model: GptConfig | Decoder, micro_batch: int, precision: str,
+                 autocast: bool = True
                  ) -> tuple[tuple[ElementwiseOp, ...], tuple[ElementwiseOp, ...]]:
     """(forward, backward) element-wise kernels outside the layers, per micro-batch: the
     embeddings, the final LayerNorm, the tied LM-head weight's cast, and the loss as
     nanoGPT-style code writes it (:func:`loss_kernels`); the embedding gradient accumulated
     with the head's (tied)."""
-    T, h, f, e, r, c = sizes(model, micro_batch, precision)
+    T, h, f, e, r, c = sizes(model, micro_batch, precision, autocast)
     embed = ([ElementwiseOp("embedding", T * h * (2 * r + 2 * r)),  # two gathers, added
               ElementwiseOp("embedding_add", T * h * 3 * r, kind=K.ADD)]
              if gpt_block(model)[1] else [ElementwiseOp("embedding", T * h * 2 * r)])
     parts = [(embed, []),
-             norm_kernels("ln_f", T, h, e, c), loss_kernels(T, T * model.vocab, e, c),
+             norm_kernels("ln_f", T, h, e, c), loss_kernels(T, T * model.vocab, e),
              table_kernels(T, h, model.vocab * h, e, c, tied=True)]
     return flat(parts)
 
 
-def activation_bytes_per_layer(model: GptConfig | Decoder, micro_batch: int, precision: str
-                               ) -> float:
-    """What autograd saves for one layer's backward pass (bytes, one micro-batch): the fp32
-    LayerNorm inputs (2), the 16-bit inputs of the four linear layers, SDPA's Q, K, V, output
-    and fp32 log-sum-exp per head, and GELU's input (FC1's output; its output is FC2's input)."""
-    T, h, f, e, r, _ = sizes(model, micro_batch, precision)
+def activation_bytes_per_layer(model: GptConfig | Decoder, micro_batch: int, precision: str,
+                               autocast: bool = True) -> float:
+    """What autograd saves for one layer's backward pass (bytes, one micro-batch): the
+    LayerNorm inputs (2; on the residual stream's format), the 16-bit inputs of the four linear
+    layers, SDPA's Q, K, V, output and fp32 log-sum-exp per head, and GELU's input (FC1's
+    output; its output is FC2's input)."""
+    T, h, f, e, r, _ = sizes(model, micro_batch, precision, autocast)
     return T * (2 * r * h + 7 * e * h + 2 * e * f + F32 * model.heads)
 
 
-def head_activation_bytes(model: GptConfig | Decoder, micro_batch: int, precision: str
-                          ) -> float:
+def head_activation_bytes(model: GptConfig | Decoder, micro_batch: int, precision: str,
+                          autocast: bool = True) -> float:
     """The rest at the peak (the start of the loss's backward pass), one micro-batch: the final
     LayerNorm's fp32 input and 16-bit output, the head weight's 16-bit copy, and per logit the
     16-bit logits, the saved fp32 log-softmax, the NLL gradient and the log-softmax gradient
     being written (e + 12 bytes)."""
-    T, h, f, e, r, c = sizes(model, micro_batch, precision)
+    T, h, f, e, r, c = sizes(model, micro_batch, precision, autocast)
     return T * h * (r + e) + c * model.vocab * h * e + T * model.vocab * (e + 3 * F32)
 
 
@@ -268,13 +288,15 @@ def check_plan(model: Decoder, plan: Plan, formats: StateFormats, torchao: bool 
                          "Engine (the megatron stack)")
 
 
-def autocast_formats(formats: StateFormats, optimizer: str) -> StateFormats:
-    """The training states of a 16-bit scheme under autocast: the fp32 scheme's (fp32
+def pytorch_formats(formats: StateFormats, optimizer: str, autocast: bool = True
+                    ) -> StateFormats:
+    """The training states of a 16-bit scheme on the pytorch stacks: the fp32 scheme's (fp32
     weights that are the master copy, fp32 gradients and moments, fp32 gradient all-reduce
-    under DDP) with the scheme's GEMM precision, 16-bit activations, and the 16-bit weight
-    copies each forward makes and autograd keeps for the backward pass (2 bytes per linear
-    weight, ``fp8_weight_cache_bytes``). 32-bit schemes, and schemes whose weights are
-    already their fp32 master (torchao.float8's), are unchanged."""
+    under DDP) with the scheme's GEMM precision, 16-bit activations and, under ``autocast``,
+    the 16-bit weight copies each forward makes and autograd keeps for the backward pass (2
+    bytes per linear weight, ``fp8_weight_cache_bytes``; without autocast FSDP's gathered
+    16-bit units are the compute copies, :mod:`accelsim.engine.fsdp`). 32-bit schemes, and
+    schemes whose weights are already their fp32 master (torchao.float8's), are unchanged."""
     if OPERAND_BYTES[formats.gemm_precision] >= F32 or formats.weight_bytes >= F32:
         return formats
     from accelsim.arch.schemes import get_scheme
@@ -282,4 +304,5 @@ def autocast_formats(formats: StateFormats, optimizer: str) -> StateFormats:
     f32 = get_scheme("fp32").formats(optimizer)
     e = OPERAND_BYTES[formats.gemm_precision]
     return replace(f32, gemm_precision=formats.gemm_precision, act_gather_bytes=e,
-                   act_reduce_bytes=e, saved_linear_input_bytes=e, fp8_weight_cache_bytes=e)
+                   act_reduce_bytes=e, saved_linear_input_bytes=e,
+                   fp8_weight_cache_bytes=e if autocast else 0)

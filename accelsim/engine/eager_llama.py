@@ -42,6 +42,11 @@ pow) streams at the measured fp32 add's bandwidth (``add``), a row reduction at 
   GPT block's kernels (:mod:`accelsim.engine.eager`). An untied LM head is a linear layer (its
   weight cast); a tied one the GPT block's.
 
+Without autocast (FSDP's 16-bit param dtype, :mod:`accelsim.engine.mixed_precision`) the stream,
+the weights and every kernel above are 16-bit (``r = e``), no weight casts run, and RMSNorm
+upcasts its input and casts the normalized output back before the weight
+(:func:`rmsnorm_kernels`).
+
 An MoE layer's feed-forward block replaces the MLP's kernels (:mod:`accelsim.engine.eager_moe`);
 multi-head latent attention, a parallel residual and partial rotary are refused
 (:func:`check_block`).
@@ -78,27 +83,40 @@ def check_block(model: Decoder) -> None:
 
 
 def rmsnorm_kernels(name: str, T: int, h: int, e: int, c: int) -> Kernels:
-    """Hugging Face's ``LlamaRMSNorm`` over ``T`` fp32 vectors of ``h``, one op per kernel
-    (module docstring), its output cast to 16 bits under autocast (``c``)."""
-    r = F32
-    fwd = [Op(f"{name}_pow", T * h * 2 * r, kind=K.ADD),
-           Op(f"{name}_mean", T * h * r + T * r, kind=K.LAYERNORM),
-           Op(f"{name}_eps_add", T * 2 * r), Op(f"{name}_rsqrt", T * 2 * r),
-           Op(f"{name}_scale", T * h * 2 * r + T * r, kind=K.ADD),
-           Op(f"{name}_weight", T * h * 2 * r + h * r, kind=K.ADD)]
-    bwd = [Op(f"{name}_weight_bwd", T * h * 2 * r + h * r, kind=K.ADD),
-           Op(f"{name}_weight_grad_mul", T * h * 3 * r, kind=K.ADD),
-           Op(f"{name}_weight_grad_sum", T * h * r + h * r, kind=K.REDUCE),
-           Op(f"{name}_scale_bwd", T * h * 2 * r + T * r, kind=K.ADD),
-           Op(f"{name}_rstd_grad_mul", T * h * 3 * r, kind=K.ADD),
-           Op(f"{name}_rstd_grad_sum", T * h * r + T * r, kind=K.LAYERNORM),
-           Op(f"{name}_rsqrt_bwd_pow", T * 2 * r), Op(f"{name}_rsqrt_bwd_mul", T * 2 * r),
-           Op(f"{name}_rsqrt_bwd_grad", T * 3 * r),
-           Op(f"{name}_mean_bwd", T * r + T * h * r, kind=K.ADD),
-           Op(f"{name}_pow_bwd_copy", T * h * 2 * r),
-           Op(f"{name}_pow_bwd_scale", T * h * 2 * r, kind=K.ADD),
-           Op(f"{name}_pow_bwd_grad", T * h * 3 * r, kind=K.ADD),
-           Op(f"{name}_grad_add", T * h * 3 * r, kind=K.ADD)]
+    """Hugging Face's ``LlamaRMSNorm`` over ``T`` vectors of ``h``, one op per kernel (module
+    docstring): on the fp32 stream, its output cast to 16 bits under autocast (``c``); on a
+    16-bit stream without autocast (FSDP's param dtype) ``hidden_states.to(torch.float32)``
+    first (a cast up), the statistics in fp32, the normalized output cast back to the input's
+    dtype before the 16-bit weight multiplies it (``weight * hidden_states.to(input_dtype)``),
+    each cast's gradient the reverse cast."""
+    r = F32  # the statistics chain
+    pure = not c and e < F32
+    w = e if pure else r  # the weight multiply's elements
+    chain_f = [Op(f"{name}_pow", T * h * 2 * r, kind=K.ADD),
+               Op(f"{name}_mean", T * h * r + T * r, kind=K.LAYERNORM),
+               Op(f"{name}_eps_add", T * 2 * r), Op(f"{name}_rsqrt", T * 2 * r),
+               Op(f"{name}_scale", T * h * 2 * r + T * r, kind=K.ADD)]
+    weight_f = [Op(f"{name}_weight", T * h * 2 * w + h * w, kind=K.ADD)]
+    weight_b = [Op(f"{name}_weight_bwd", T * h * 2 * w + h * w, kind=K.ADD),
+                Op(f"{name}_weight_grad_mul", T * h * 3 * w, kind=K.ADD),
+                Op(f"{name}_weight_grad_sum", T * h * w + h * w, kind=K.REDUCE)]
+    chain_b = [Op(f"{name}_scale_bwd", T * h * 2 * r + T * r, kind=K.ADD),
+               Op(f"{name}_rstd_grad_mul", T * h * 3 * r, kind=K.ADD),
+               Op(f"{name}_rstd_grad_sum", T * h * r + T * r, kind=K.LAYERNORM),
+               Op(f"{name}_rsqrt_bwd_pow", T * 2 * r), Op(f"{name}_rsqrt_bwd_mul", T * 2 * r),
+               Op(f"{name}_rsqrt_bwd_grad", T * 3 * r),
+               Op(f"{name}_mean_bwd", T * r + T * h * r, kind=K.ADD),
+               Op(f"{name}_pow_bwd_copy", T * h * 2 * r),
+               Op(f"{name}_pow_bwd_scale", T * h * 2 * r, kind=K.ADD),
+               Op(f"{name}_pow_bwd_grad", T * h * 3 * r, kind=K.ADD),
+               Op(f"{name}_grad_add", T * h * 3 * r, kind=K.ADD)]
+    if pure:
+        up, down = T * h * (e + r), T * h * (r + e)
+        return ([Op(f"{name}_float", up, kind=K.CAST_UP), *chain_f,
+                 Op(f"{name}_to_input", down, kind=K.CAST_DOWN), *weight_f],
+                [*weight_b, Op(f"{name}_to_input_bwd", up, kind=K.CAST_UP), *chain_b,
+                 Op(f"{name}_float_bwd", down, kind=K.CAST_DOWN)])
+    fwd, bwd = chain_f + weight_f, weight_b + chain_b
     if c:
         fwd.append(Op(f"{name}_cast", T * h * (r + e), kind=K.CAST_DOWN))
         bwd.insert(0, Op(f"{name}_cast_bwd", T * h * (e + r), kind=K.CAST_UP))
@@ -199,21 +217,23 @@ def head_parts(model: Decoder, T: int, e: int, c: int) -> list[Kernels]:
     (a linear layer)."""
     from accelsim.workload.transformer_parts import PositionKind
 
-    h, V, r, tied = model.hidden, model.vocab, F32, model.config.tied_embeddings
+    h, V, r, tied = model.hidden, model.vocab, eager.residual_bytes(e, c), \
+        model.config.tied_embeddings
     embed = ([Op("embedding", T * h * 4 * r), Op("embedding_add", T * h * 3 * r, kind=K.ADD)]
              if model.config.positions is PositionKind.LEARNED
              else [Op("embedding", T * h * 2 * r)])
-    parts = [(embed, []), _norm(model, "norm_f", T, e, c), eager.loss_kernels(T, T * V, e, c),
+    parts = [(embed, []), _norm(model, "norm_f", T, e, c), eager.loss_kernels(T, T * V, e),
              eager.table_kernels(T, h, V * h, e, c, tied=tied)]
     if not tied:
         parts.append(eager.linear_kernels("lm_head", T, V * h, 0, e, c))
     return parts
 
 
-def activation_bytes_per_layer(model: Decoder, T: int, e: int, mlp: float | None = None
-                               ) -> float:
+def activation_bytes_per_layer(model: Decoder, T: int, e: int, c: int,
+                               mlp: float | None = None) -> float:
     """What autograd saves for one layer on ``T`` tokens (bytes): per RMSNorm its fp32 input
-    and normalized output (a LayerNorm its input), the 16-bit inputs of the four linear
+    and its normalized output on the residual stream's format (autocast ``c``: fp32; else the
+    16-bit copy the weight multiplies), a LayerNorm its input (the stream's format), the 16-bit inputs of the four linear
     layers, with rotary the QKV projection's output (Q and K are views of it) and the two
     rotated halves, SDPA's Q, K, V (repeated), output and fp32 log-sum-exp per head, and the
     MLP's activation input (a gated MLP: gate and up, and the activation's output); ``mlp``
@@ -223,7 +243,8 @@ def activation_bytes_per_layer(model: Decoder, T: int, e: int, mlp: float | None
 
     cfg, h, f, d = model.config, model.hidden, model.ffn_size, model.head_dim
     a, kv = model.heads, model.kv_heads
-    norms = 2 * (2 if cfg.norm is NormKind.RMSNORM else 1) * F32 * h
+    r = eager.residual_bytes(e, c)
+    norms = 2 * ((F32 + r) if cfg.norm is NormKind.RMSNORM else r) * h
     linear_in = e * (h + a * d)
     rot = e * ((a + 2 * kv) + (a + kv)) * d if cfg.positions is PositionKind.ROTARY else 0
     sdpa = 4 * a * d * e + a * F32

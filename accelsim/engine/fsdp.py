@@ -6,8 +6,8 @@ Every decoder layer is one FSDP unit; the root unit holds the embedding (tied wi
 head) and the final norm. Per micro-batch (gradient accumulation re-gathers, as FSDP does
 without ``no_sync``: Composer's multi-auto-sync and FSDP2's default):
 
-* forward: each unit's parameters are all-gathered (bf16, MixedPrecisionPolicy's
-  ``param_dtype``) on the gather stream, prefetched one unit ahead: a gather starts once the
+* forward: each unit's parameters are all-gathered (in MixedPrecisionPolicy's ``param_dtype``,
+  :mod:`accelsim.engine.mixed_precision`) on the gather stream, prefetched one unit ahead: a gather starts once the
   unit two places earlier has computed (its buffer freed: at most two gathered units in
   flight, FSDP's rate limiter); the unit computes once its gather is done;
 * the units are resharded after their forward pass (``reshard_after_forward``; off: kept, no
@@ -31,19 +31,6 @@ from accelsim.engine.decoder import Decoder
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.plan import FSDP_REDUCE_DTYPES, Plan
 from accelsim.engine.scheduler import Graph, Schedule, Task, concurrent_s, schedule
-
-#: bytes of a gathered parameter under mixed precision: FSDP2's
-#: MixedPrecisionPolicy(param_dtype=torch.bfloat16) (8-bit GEMMs too: Transformer Engine casts
-#: the gathered bf16 weight per GEMM); a 32-bit run gathers its fp32 parameters
-PARAM_DTYPE_BYTES = 2
-
-
-def param_dtype_bytes(gemm_precision: str) -> int:
-    """Bytes of a gathered parameter for a run whose GEMMs take ``gemm_precision``."""
-    from accelsim.arch.model import OPERAND_BYTES
-
-    return 4 if OPERAND_BYTES[gemm_precision] >= 4 else PARAM_DTYPE_BYTES
-
 
 @dataclass(frozen=True)
 class FsdpComm:
@@ -80,8 +67,7 @@ def unit_params(model: Decoder, plan: Plan) -> tuple[float, float]:
     return layer, root
 
 
-def fsdp_comm(model: Decoder, plan: Plan, fabric, param_bytes: int = PARAM_DTYPE_BYTES
-              ) -> FsdpComm:
+def fsdp_comm(model: Decoder, plan: Plan, fabric, param_bytes: int) -> FsdpComm:
     """The unit collectives on ``fabric`` (:class:`accelsim.netsim.fabric.Fabric`): gathers
     of ``param_bytes`` per parameter and reduce-scatters (the plan's reduce dtype) over the
     shard group (ranks ``tp`` apart), HSDP's all-reduce of the ``1 / shard``-sized gradient
@@ -188,7 +174,7 @@ def fsdp_schedule(layers: int, n_micro: int, fwd_s: float, bwd_s: float, head_fw
 
 
 def fsdp_state_bytes(model: Decoder, plan: Plan, sharded: tuple[float, float],
-                     param_bytes: int = PARAM_DTYPE_BYTES) -> tuple[float, float]:
+                     param_bytes: int) -> tuple[float, float]:
     """(weights, gradients) bytes one GPU holds: its shards (``sharded``: weights and
     gradients over the shard group) plus the gathered parameters (``param_bytes`` each) of two
     units in flight (all layers without resharding after forward) and of the root, and their
@@ -200,7 +186,7 @@ def fsdp_state_bytes(model: Decoder, plan: Plan, sharded: tuple[float, float],
     return w, g
 
 
-def with_fsdp_memory(mem, model: Decoder, plan: Plan, param_bytes: int = PARAM_DTYPE_BYTES):
+def with_fsdp_memory(mem, model: Decoder, plan: Plan, param_bytes: int):
     """``mem`` (:class:`accelsim.engine.memory.Memory`, its states sharded over the shard
     group) with the gathered units added (:func:`fsdp_state_bytes`)."""
     w, g = fsdp_state_bytes(model, plan, (mem.weights_bytes, mem.grads_bytes), param_bytes)

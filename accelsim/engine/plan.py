@@ -26,6 +26,9 @@ CP_ALGOS = ("ring", "allgather", "ulysses")
 ZERO_STAGES = (0, 1, 2, 3)
 #: FSDP2's MixedPrecisionPolicy reduce_dtype choices (the gradient reduce-scatter's format)
 FSDP_REDUCE_DTYPES = {"fp32": 4, "bf16": 2}
+#: FSDP2's MixedPrecisionPolicy param_dtype choices (the gathered parameters' and compute
+#: format), bytes per parameter
+FSDP_PARAM_DTYPES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,11 @@ class Plan:
     hsdp`` replicas. ``reshard_after_forward``: free each unit's gathered parameters after its
     forward pass (FSDP's default; off: keep them for the backward pass, no second gather).
     ``fsdp_reduce_dtype``: the gradient reduction's format (FSDP2's MixedPrecisionPolicy
-    ``reduce_dtype``: ``fp32`` or ``bf16``); parameters are gathered in bf16 (``param_dtype``).
+    ``reduce_dtype``: ``fp32`` or ``bf16``). ``fsdp_param_dtype``: its ``param_dtype``, the
+    gathered parameters' and the compute format (None: the run's compute format).
+    ``autocast``: whether ``torch.autocast`` wraps the forward pass on the pytorch stacks (None:
+    off under FSDP with a 16-bit param dtype, as torchtitan runs it; on otherwise). The one
+    resolution of both: :func:`accelsim.engine.mixed_precision.resolve`.
     ``cp``: context-parallel GPUs (Megatron-core's ``context_parallel_size``): every sequence
     split over ``cp`` ranks placed right after the tensor-parallel ones (rank = t + tp * (c +
     cp * (d + dp * p))); each runs every GEMM and element-wise op on ``seq / cp`` tokens and
@@ -98,6 +105,8 @@ class Plan:
     hsdp: int = 0
     reshard_after_forward: bool = True
     fsdp_reduce_dtype: str = "fp32"
+    fsdp_param_dtype: str | None = None
+    autocast: bool | None = None
     cp: int = 1
     cp_algo: str = "ring"
     tp_comm_overlap: bool = False
@@ -148,7 +157,14 @@ class Plan:
         if self.fsdp_reduce_dtype not in FSDP_REDUCE_DTYPES:
             raise InputError(f"plan fsdp_reduce_dtype must be one of "
                              f"{', '.join(FSDP_REDUCE_DTYPES)}, got {self.fsdp_reduce_dtype!r}")
+        if self.fsdp_param_dtype is not None and self.fsdp_param_dtype not in FSDP_PARAM_DTYPES:
+            raise InputError(f"plan fsdp_param_dtype must be one of "
+                             f"{', '.join(FSDP_PARAM_DTYPES)}, got {self.fsdp_param_dtype!r}")
+        if self.autocast is not None:
+            check_bool("plan autocast", self.autocast)
         if not self.fsdp:
+            if self.fsdp_param_dtype is not None:
+                raise InputError(f"plan fsdp_param_dtype {self.fsdp_param_dtype} needs fsdp")
             if self.hsdp:
                 raise InputError(f"plan hsdp {self.hsdp} needs fsdp (HSDP is FSDP sharded "
                                  "within groups)")

@@ -12,6 +12,7 @@ from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy
 from accelsim.engine.graph import Phase, Stream
 from accelsim.engine.memory import GIB, Memory, memory_fit
+from accelsim.engine.mixed_precision import MixedPrecision
 from accelsim.engine.plan import Plan
 from accelsim.engine.scheduler import Schedule
 from accelsim.engine.trace import TRACE_MICROBATCHES, Row, Timeline
@@ -73,6 +74,8 @@ class Prediction:
     #: the iteration after its micro-batches as scheduled (the pipeline, the data-parallel
     #: collectives, the optimizer step: :func:`accelsim.engine.transformer.step_schedule`)
     step: Schedule | None = None
+    #: the run's precision policy (:func:`accelsim.engine.mixed_precision.resolve`)
+    mixed_precision: MixedPrecision = MixedPrecision(autocast=False)
 
     def work_rows(self) -> list[Row]:
         """The compute rows of :meth:`rows` summed per op over every layer of its kind (the same
@@ -368,6 +371,9 @@ class Prediction:
             "overlap_moe_comm": p.overlap_moe_comm,
             "grad_accumulation_fusion": p.grad_accumulation_fusion, "scheme": self.scheme,
             "fsdp": p.fsdp, "hsdp": p.hsdp,
+            "fsdp_param_dtype": self.mixed_precision.fsdp_param_dtype,
+            "fsdp_reduce_dtype": p.fsdp_reduce_dtype if p.fsdp else None,
+            "autocast": self.mixed_precision.autocast,
             "tp_comm_overlap": p.tp_comm_overlap, "pp_comm_overlap": p.pp_comm_overlap,
             "tp_comm_exposed_s": self.tp_comm_exposed_s,
             "stage_layers": [sum(x) for x in self.model.stage_layers(p.pp, p.interleave,

@@ -57,10 +57,13 @@ def check_plan(model: GptConfig | Decoder, plan: Plan, formats: StateFormats, st
 
 
 def layer_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, precision: str,
-                  recipe: str | None = None, moe: bool = False) -> KernelLists:
+                  recipe: str | None = None, moe: bool = False, *, autocast: bool = True
+                  ) -> KernelLists:
     """(forward, backward) element-wise kernels of one (``moe``: MoE) layer and micro-batch on
-    ``stack``; under a torchao.float8 ``recipe`` (:mod:`accelsim.engine.float8`) the 16-bit
-    layer's kernels less autocast's weight casts, plus each linear layer's float8 kernels."""
+    ``stack``, under ``autocast`` or not (the run's, :func:`accelsim.engine.mixed_precision.
+    resolve`); under a torchao.float8 ``recipe`` (:mod:`accelsim.engine.float8`, autocast
+    only) the 16-bit layer's kernels less autocast's weight casts, plus each linear layer's
+    float8 kernels."""
     if recipe is not None:
         fwd, bwd = float8.without_weight_casts(layer_kernels(stack, model, micro_batch, "bf16"))
         T, _, _, e, _, _ = eager.sizes(model, micro_batch, "bf16")
@@ -68,11 +71,11 @@ def layer_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, pr
         return tuple(fwd) + eager.flat(extra)[0], tuple(bwd) + eager.flat(extra)[1]
     if stack.compiled:
         check_model(model)
-        return compiled.layer_kernels(model, micro_batch, precision)
+        return compiled.layer_kernels(model, micro_batch, precision, autocast)
     if is_gpt_block(model):
-        return eager.layer_kernels(model, micro_batch, precision)
+        return eager.layer_kernels(model, micro_batch, precision, autocast)
     check_model(model)
-    T, _, _, e, _, c = eager.sizes(model, micro_batch, precision)
+    T, _, _, e, _, c = eager.sizes(model, micro_batch, precision, autocast)
     mlp = eager_moe.moe_parts(model, T, e, c) if moe else None
     return eager.flat(eager_llama.layer_parts(model, T, e, c, mlp))
 
@@ -95,43 +98,45 @@ def activation_precision(formats: StateFormats) -> str:
     return "bf16" if float8.recipe_of(formats) else formats.gemm_precision
 
 
-def head_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, precision: str
-                 ) -> KernelLists:
+def head_kernels(stack: Stack, model: GptConfig | Decoder, micro_batch: int, precision: str,
+                 *, autocast: bool = True) -> KernelLists:
     """(forward, backward) element-wise kernels outside the layers, per micro-batch."""
     if stack.compiled:
         check_model(model)
-        return compiled.head_kernels(model, micro_batch, precision)
+        return compiled.head_kernels(model, micro_batch, precision, autocast)
     if is_gpt_block(model):
-        return eager.head_kernels(model, micro_batch, precision)
+        return eager.head_kernels(model, micro_batch, precision, autocast)
     check_model(model)
-    T, _, _, e, _, c = eager.sizes(model, micro_batch, precision)
+    T, _, _, e, _, c = eager.sizes(model, micro_batch, precision, autocast)
     return eager.flat(eager_llama.head_parts(model, T, e, c))
 
 
 def activation_bytes_per_layer(model: GptConfig | Decoder, micro_batch: int, precision: str,
-                               moe: bool = False) -> float:
+                               moe: bool = False, *, autocast: bool = True) -> float:
     """What autograd saves for one (``moe``: MoE) layer's backward pass (bytes, one
     micro-batch)."""
     if is_gpt_block(model):
-        return eager.activation_bytes_per_layer(model, micro_batch, precision)
-    T, _, _, e, _, _ = eager.sizes(model, micro_batch, precision)
+        return eager.activation_bytes_per_layer(model, micro_batch, precision, autocast)
+    T, _, _, e, _, c = eager.sizes(model, micro_batch, precision, autocast)
     mlp = eager_moe.activation_bytes(model, T, e) if moe else None
-    return eager_llama.activation_bytes_per_layer(model, T, e, mlp)
+    return eager_llama.activation_bytes_per_layer(model, T, e, c, mlp)
 
 
-def activation_bytes(model: GptConfig | Decoder, plan: Plan, precision: str) -> float:
+def activation_bytes(model: GptConfig | Decoder, plan: Plan, precision: str, *,
+                     autocast: bool = True) -> float:
     """Saved activations of one GPU at the peak (every layer of every in-flight micro-batch,
     one micro-batch in flight without a pipeline, plus the head and loss). With activation
     checkpointing of every block (``recompute full``: ``checkpoint_wrapper``) each layer keeps
-    its input (the fp32 residual stream under autocast) and the layer being recomputed holds
+    its input (the residual stream: fp32 under autocast) and the layer being recomputed holds
     its saved tensors once. The compiled stack keeps what eager keeps (an upper bound:
     :mod:`accelsim.engine.compiled`)."""
     n_moe = 0 if isinstance(model, GptConfig) else model.config.n_moe_layers
-    per = [activation_bytes_per_layer(model, plan.micro_batch, precision, moe)
+    per = [activation_bytes_per_layer(model, plan.micro_batch, precision, moe,
+                                      autocast=autocast)
            for moe in (False, True)[:1 + bool(n_moe)]]
     if plan.recompute == "full":
-        T, h, _, _, r, _ = eager.sizes(model, plan.micro_batch, precision)
+        T, h, _, _, r, _ = eager.sizes(model, plan.micro_batch, precision, autocast)
         kept = model.layers * T * h * r + max(per)
     else:
         kept = (model.layers - n_moe) * per[0] + n_moe * per[-1]
-    return kept + eager.head_activation_bytes(model, plan.micro_batch, precision)
+    return kept + eager.head_activation_bytes(model, plan.micro_batch, precision, autocast)

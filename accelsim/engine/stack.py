@@ -211,9 +211,11 @@ class Stack:
     attention: the attention kernel (:class:`AttentionKernel`).
     launch_floor_us: per-call floor of each kernel kind (a kernel takes at least this long;
         0: none beyond the chip's own kernel time).
-    autocast: 16-bit schemes run under autocast over fp32 weights: the fp32 weights are the
-        master copy (fp32 gradients and moments), each forward casts them to 16 bits and keeps
-        the copies for the backward pass.
+    autocast: a PyTorch stack: 16-bit schemes keep fp32 weights that are the master copy
+        (fp32 gradients and moments) and run under autocast (each forward casts the weights to
+        16 bits and keeps the copies for the backward pass) or, under FSDP, in its 16-bit
+        param dtype; which of the two is the plan's
+        (:func:`accelsim.engine.mixed_precision.resolve`).
     vocab_multiple: the LM head's vocabulary is padded to a multiple of this times the
         tensor-parallel size (1: as the model states it).
     comm_contention: how much slower compute runs while a collective runs beside it (NCCL's
@@ -337,7 +339,8 @@ PYTORCH = Stack(
     autocast=True,
     comm_contention=COMM_CONTENTION,
     fuse_casts=False,  # eager: every cast its own kernel
-    description="eager PyTorch (bf16 autocast over fp32 weights, fused AdamW, SDPA)")
+    description="eager PyTorch (fp32 master weights under bf16 autocast or FSDP's bf16 "
+                "param dtype, fused AdamW, SDPA)")
 
 #: PyTorch under ``torch.compile`` (TorchInductor's default mode, no CUDA graphs) on one GPU,
 #: DDP or FSDP: the eager stack's numbers with its element-wise ops fused into Inductor's
@@ -349,7 +352,8 @@ PYTORCH = Stack(
 PYTORCH_COMPILE = replace(
     PYTORCH, name="pytorch-compile", compiled=True,
     description="PyTorch under torch.compile (Inductor's fused element-wise kernels and norms, "
-                "bf16 autocast over fp32 weights, fused AdamW, SDPA)")
+                "fp32 master weights under bf16 autocast or FSDP's bf16 param dtype, fused "
+                "AdamW, SDPA)")
 
 STACKS = {s.name: s for s in (MEGATRON, PYTORCH, PYTORCH_COMPILE)}
 

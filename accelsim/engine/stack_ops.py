@@ -98,12 +98,13 @@ def attention_op(op: AttentionLayerOp) -> AttentionOp:
                        precision=attention_precision(op.precision))
 
 
-def stack_formats(scheme: Scheme, optimizer: str, stack: Stack) -> StateFormats:
-    """Every state's format under ``scheme`` and ``optimizer`` as the stack keeps them
-    (autocast: fp32 weights that are the master copy, :func:`accelsim.engine.eager.
-    autocast_formats`)."""
+def stack_formats(scheme: Scheme, optimizer: str, stack: Stack, autocast: bool = True
+                  ) -> StateFormats:
+    """Every state's format under ``scheme`` and ``optimizer`` as the stack keeps them (the
+    pytorch stacks: fp32 weights that are the master copy, and under ``autocast`` its 16-bit
+    weight copies, :func:`accelsim.engine.eager.pytorch_formats`)."""
     formats = scheme.formats(optimizer)
-    return eager.autocast_formats(formats, optimizer) if stack.autocast else formats
+    return eager.pytorch_formats(formats, optimizer, autocast) if stack.autocast else formats
 
 
 def step_scheme(scheme: Scheme, optimizer: str, stack: Stack | None) -> Scheme:
@@ -190,7 +191,7 @@ def eager_kernels(op: LayerOp, rules: Rules) -> eager.Kernels | None:
         return gather + fwd, bwd
     if isinstance(op, LossOp):
         n = b * math.prod(la.shape)
-        return eager.loss_kernels(n // la.shape[-1], n, e, c)
+        return eager.loss_kernels(n // la.shape[-1], n, e)
     n = b * math.prod(la.shape or (0,))
     if op.kind == "layernorm":
         return eager.norm_kernels(op.name, n // la.shape[-1], la.shape[-1], e, c)

@@ -26,6 +26,7 @@ from accelsim.engine.comm import Comm, comm, cp_comm, fabric_of
 from accelsim.engine.decoder import Decoder
 from accelsim.engine.energy import StepEnergy, step_energy
 from accelsim.engine.memory import GIB, Memory, memory
+from accelsim.engine.mixed_precision import MixedPrecision, resolve
 from accelsim.engine.plan import LlmParams, Plan
 from accelsim.engine.graph import (
     AttentionOp,
@@ -67,11 +68,13 @@ def layer_ops(model: GptConfig | Decoder, plan: Plan, formats: StateFormats, moe
 
 
 def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats,
-                   system: System, params: LlmParams, moe: bool = False
+                   system: System, params: LlmParams, moe: bool = False, *, autocast: bool
                    ) -> tuple[list[OpTime], list[OpTime]]:
     """Per-op times of one layer and of the LM head (with its softmax / cross-entropy passes
-    over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch.
-    Under torchao.float8 the LM head stays bf16 (:mod:`accelsim.engine.float8`)."""
+    over the logits: 3 and 2 x 2 bytes per logit forward and backward) on one micro-batch; an
+    eager stack's element-wise kernels under ``autocast`` or not (the run's,
+    :func:`accelsim.engine.mixed_precision.resolve`). Under torchao.float8 the LM head stays
+    bf16 (:mod:`accelsim.engine.float8`)."""
     model = Decoder.of(model)
     stack = params.stack
     linear, attn, ew, head = layer_ops(model, plan, formats, moe, stack.vocab_multiple,
@@ -98,11 +101,13 @@ def layer_op_times(model: GptConfig | Decoder, plan: Plan, formats: StateFormats
     else:  # eager: every element-wise op its own kernel (accelsim.engine.eager), or compiled
         efloor, sm = stack.floor_s(KernelKind.ELEMENTWISE), sm_scale(system.chip)
         for phase, kernels in zip((Phase.FWD, Phase.BWD), pytorch_kernels.layer_kernels(
-                stack, model, plan.micro_batch, formats.gemm_precision, recipe, moe)):
+                stack, model, plan.micro_batch, formats.gemm_precision, recipe, moe,
+                autocast=autocast)):
             t, nbytes = eager.stream_s(kernels, bw, efloor, sm)
             rows.append(OpTime(ew.name, phase, t, 0.0, nbytes, "memory"))
         loss = tuple(eager.stream_s(k, bw, efloor, sm) for k in pytorch_kernels.head_kernels(
-            stack, model, plan.micro_batch, pytorch_kernels.activation_precision(formats)))
+            stack, model, plan.micro_batch, pytorch_kernels.activation_precision(formats),
+            autocast=autocast))
     hf, hb = gemm_fwd_bwd_s(system, head, gfloor)
     hbound = gemm_timed(system, head.m, head.n, head.k, head.precision, head.count).bound
     head_rows = [OpTime("lm_head", Phase.FWD, hf, head.flops, head.bytes, hbound),
@@ -203,9 +208,10 @@ def _at_power_limit(model: Decoder, plan: Plan, scheme: Scheme | str, system: Sy
 
 
 def _resolve(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
-             params: LlmParams) -> tuple[Decoder, StateFormats]:
-    """The plan's checks, and the model and state formats the stack runs (eager PyTorch:
-    autocast's formats; a flash-attention stack: flash attention)."""
+             params: LlmParams) -> tuple[Decoder, StateFormats, MixedPrecision]:
+    """The plan's checks, and the model, state formats and precision policy the stack runs
+    (eager PyTorch: fp32 master weights, autocast's copies or FSDP's param dtype,
+    :mod:`accelsim.engine.mixed_precision`; a flash-attention stack: flash attention)."""
     sc = get_scheme(scheme).formats(plan.optimizer)
     plan.check_model(model)
     plan.check_placement(system.chips)
@@ -217,28 +223,33 @@ def _resolve(model: Decoder, plan: Plan, scheme: Scheme | str, system: System,
     elif float8.recipe_of(sc) is not None:
         raise InputError(f"scheme {sc.name}: torchao.float8 runs on the pytorch stacks "
                          f"(--stack pytorch or pytorch-compile), not stack {params.stack.name}")
-    sc = stack_formats(get_scheme(scheme), plan.optimizer, params.stack)
+    mp = resolve(plan, sc, params.stack)
+    sc = stack_formats(get_scheme(scheme), plan.optimizer, params.stack, mp.autocast)
     if params.stack.attention is AttentionKernel.FLASH:
         model = replace(model, flash_attention=True)
     if not system.chip.core.supports(sc.gemm_precision):
         raise InputError(f"system {system.name!r} has no {sc.gemm_precision} rate "
                          f"(scheme {sc.name})")
-    return model, sc
+    return model, sc, mp
 
 
-def _memory(model: Decoder, plan: Plan, sc: StateFormats, params: LlmParams) -> Memory:
-    """The memory account under the stack (eager PyTorch: its activations; FSDP: the states
-    sharded over the shard group, plus the gathered units, :mod:`accelsim.engine.fsdp`)."""
+def _memory(model: Decoder, plan: Plan, sc: StateFormats, params: LlmParams,
+            mp: MixedPrecision) -> Memory:
+    """The memory account under the stack (eager PyTorch: its activations, under autocast or
+    not; FSDP: the states sharded over the shard group, plus the gathered units in the param
+    dtype, :mod:`accelsim.engine.fsdp`)."""
     if plan.fsdp:
-        sharded = replace(plan, fsdp=False, hsdp=0, zero=3, dp=plan.shard_group)
+        sharded = replace(plan, fsdp=False, hsdp=0, zero=3, dp=plan.shard_group,
+                          fsdp_param_dtype=None)
         mem = fsdp.with_fsdp_memory(memory(model, sharded, sc, params.memory_reserve_GiB * GIB),
-                                    model, plan, fsdp.param_dtype_bytes(sc.gemm_precision))
+                                    model, plan, mp.param_bytes)
     else:
         mem = memory(model, plan, sc, params.memory_reserve_GiB * GIB)
     if params.stack.fused:
         return mem
     return replace(mem, activations_bytes=pytorch_kernels.activation_bytes(
-                       model, plan, pytorch_kernels.activation_precision(sc)),
+                       model, plan, pytorch_kernels.activation_precision(sc),
+                       autocast=mp.autocast),
                    # one GPU, one micro-batch: zero_grad(set_to_none=True) frees them; DDP's
                    # reducer keeps its gradient buckets (a full gradient copy) allocated across
                    # steps, and accumulation keeps the first micro-batch's gradients while the
@@ -346,13 +357,14 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     if power is not None and power.enforced:
         return _at_power_limit(model, plan, scheme, system, params, engine)
     name = get_scheme(scheme).formats(plan.optimizer).name
-    model, sc = _resolve(model, plan, scheme, system, params)
+    model, sc, mp = _resolve(model, plan, scheme, system, params)
     fabric = fabric_of(system, params, engine)
-    mem = _memory(model, plan, sc, params)
+    mem = _memory(model, plan, sc, params, mp)
     cm = _with_tp_overlap(comm(model, plan, sc, fabric, mem), model, plan, sc, system, params)
-    lrows, hrows = layer_op_times(model, plan, sc, system, params)
+    lrows, hrows = layer_op_times(model, plan, sc, system, params, autocast=mp.autocast)
     cm = _with_cp(cm, model, plan, fabric, sc, lrows)
-    mrows = layer_op_times(model, plan, sc, system, params, moe=True)[0] if model.is_moe \
+    mrows = layer_op_times(model, plan, sc, system, params, moe=True,
+                           autocast=mp.autocast)[0] if model.is_moe \
         else []
     f_d, b_d, rec_d = _per_layer(lrows, cm, plan, 0.0, 0.0)
     f_m, b_m, rec_m = _per_layer(mrows, cm, plan, cm.ep_layer_pass_s, cm.ep_layer_bwd_s) \
@@ -380,7 +392,7 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
     opt_s = max(optimizer_step_bytes(mem, plan, sc) / opt_Bps,
                 params.stack.floor_s(KernelKind.OPTIMIZER))
     if plan.fsdp:  # per-unit gathers and reductions beside the layers, every micro-batch
-        fc = fsdp.fsdp_comm(model, plan, fabric, fsdp.param_dtype_bytes(sc.gemm_precision))
+        fc = fsdp.fsdp_comm(model, plan, fabric, mp.param_bytes)
         # per unit: the layer's times (a model with MoE layers: the mean over its layers)
         unit_f, unit_b = (f_d, b_d + rec_d) if not moe else (
             stage_sum(f_d, f_m) / model.layers, stage_sum(b_d + rec_d, b_m + rec_m) / model.layers)
@@ -408,7 +420,8 @@ def predict(model: GptConfig | Decoder, plan: Plan, scheme: Scheme | str, system
         recompute_s=rec_d, grad_accumulation_s=accumulate, moe_layer_ops=tuple(mrows),
         moe_recompute_s=rec_m, critical_stage=critical, head_on_critical=head_on,
         moe_a2a_exposed_s=a2a_exposed,
-        memory_capacity_bytes=float(system.chip.memory_capacity_bytes), step=tail)
+        memory_capacity_bytes=float(system.chip.memory_capacity_bytes), step=tail,
+        mixed_precision=mp)
     if system.chip.power is None:
         return pred
     return replace(pred, energy=step_energy(system, pred.work_rows(), sc.gemm_precision, total,
