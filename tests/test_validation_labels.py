@@ -185,10 +185,12 @@ def test_validate_all_report_carries_the_same_labels():
     meg = llm.source.str.startswith("Narayanan")
     assert va_counts("Megatron") == counts(llm[meg])
     assert va_counts("FP8-LM") == counts(llm[~meg])
-    # leave-one-out values exist exactly for the fit rows of the four refittable fits
+    # leave-one-out values exist exactly for the fit rows of the five refittable fits (MPT:
+    # every row; the ones outside fit_fsdp's rows carry their own error)
     loo = va[va.loo_in_target.notna()]
     assert (loo.label == "fit").all()
-    refittable = va[va.validation.str.startswith(("HFP8", "GPU compute", "Megatron", "FP8-LM"))]
+    refittable = va[va.validation.str.startswith(("HFP8", "GPU compute", "Megatron", "FP8-LM",
+                                                  "MPT FSDP"))]
     assert len(loo) == int((refittable.label == "fit").sum())
 
 
@@ -237,3 +239,20 @@ def test_published_llm_report_labels_the_fit_rows(host_overhead_consumed):
     asked = df[df["accelsim"].notna()]
     assert len(mine) == len(asked)
     assert list(mine["label"]) == list(asked["label"])
+
+
+def test_the_fsdp_leave_one_out_refits_on_the_other_rows():
+    """fit_fsdp's leave-one-out: each row's error at the grid value the *other* rows pick
+    (lowest mean absolute error, the first of equals), computed here by brute force."""
+    import numpy as np
+
+    fit = _script("fit_fsdp")
+    rng = np.random.default_rng(3)
+    errs = rng.normal(0.0, 0.1, size=(len(fit.GRID), 5))
+    for i in range(5):
+        others = np.delete(errs, i, axis=1)
+        mae = [float(np.mean(np.abs(row))) for row in others]
+        k = min(range(len(mae)), key=lambda j: (mae[j], j))
+        assert fit.best_k(others) == k
+    tie = np.zeros((3, 2))
+    assert fit.best_k(tie) == 0  # equals: the first, as the fit's grid walk keeps it
