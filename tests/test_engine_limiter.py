@@ -228,3 +228,27 @@ def test_no_default_output_reports_power_above_the_limit(capsys):
             else:
                 assert max(watts) <= 700 + 1e-6, (argv[0], watts)
     assert over_at_boost  # the what-if is not the default
+
+
+def test_a_data_parallel_layer_step_prices_each_chip_s_own_work():
+    """Eight A100s at 256 images each do the single A100's work eight times over: the layer
+    rows count the FLOPs over the whole minibatch and the bytes of one chip, so the step's
+    dynamic energy is eight single-chip steps' (it counted the FLOPs 8x twice, and the
+    power-limited clock of an 8-GPU node fell to 695 MHz against one GPU's 1375)."""
+    from accelsim.arch import build_system
+    from accelsim.engine.run import layer_step_energy, predict_workload
+    from accelsim.paths import resolve_input
+    from accelsim.workload import load_workload
+
+    wl = load_workload(resolve_input("resnet50", "workload"))
+    one = predict_workload(build_system("a100-sxm").with_boost_clock(), wl, 256, "fp16",
+                           fusion=True)
+    eight = predict_workload(build_system("dgx-a100").with_boost_clock(), wl, 256, "fp16",
+                             fusion=True)
+    e1, e8 = layer_step_energy(one), layer_step_energy(eight)
+    assert e8.dynamic_J == pytest.approx(8 * e1.dynamic_J, rel=1e-9)
+    # the node's step is its compute plus the exposed all-reduce: static power over it
+    assert e8.static_J == pytest.approx(8 * e1.static_J * eight.step.step_s / one.step.step_s)
+    node = predict_workload(build_system("dgx-a100"), wl, 256, "fp16", fusion=True)
+    single = predict_workload(build_system("a100-sxm"), wl, 256, "fp16", fusion=True)
+    assert node.clock_MHz == pytest.approx(single.clock_MHz, rel=0.02)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.bounds import MEMORY_RESERVE_GiB, check_bool, check_number
-from accelsim.engine.energy import StepEnergy, step_energy
+from accelsim.engine.energy import StepEnergy, Work, work_energy
 from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
@@ -248,13 +248,24 @@ def predict_workload(system: System, workload: Workload, batch: int, scheme: str
 
 
 def layer_step_energy(pred: WorkloadPrediction) -> StepEnergy | None:
-    """The energy of a layer workload's step (:func:`accelsim.engine.energy.step_energy`
-    over its compute-stream rows, every chip doing the same work; the communication rows move
-    link bytes, which the power model does not price). None without a power table."""
+    """The energy of a layer workload's step over its compute-stream rows, every chip doing
+    the same work (the communication rows move link bytes, which the power model does not
+    price). A layer row's FLOPs are the whole system's (the minibatch over every chip, as
+    :func:`accelsim.engine.layers.phase_sums` counts them) and its bytes one chip's (its
+    memory stream's time at its bandwidth), so only the bytes are multiplied by the chips.
+    None without a power table."""
     system, st = pred.system, pred.step
-    rows = [r for r in pred.rows() if r.stream == Stream.COMPUTE]
-    return step_energy(system, rows, pred.scheme.compute_precision, st.step_s, system.chips,
-                       system.chips)
+    flops = attn = nbytes = 0.0
+    for r in pred.rows():
+        if r.stream != Stream.COMPUTE:
+            continue
+        if r.op == "attention":
+            attn += r.flops
+        else:
+            flops += r.flops
+        nbytes += r.bytes
+    return work_energy(system, pred.scheme.compute_precision, st.step_s, system.chips,
+                       Work(flops, attn, nbytes * system.chips))
 
 
 def _layers_at_power_limit(system: System, workload: Workload, batch: int, scheme, **kw

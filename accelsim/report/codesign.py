@@ -97,7 +97,8 @@ def codesign_markdown(table, claims, meta: Mapping[str, Any]) -> str:
         "chip's peak power by the builder's rule (its MACs and HBM at full rate, plus static). "
         "Every design runs at the clock the engine's power model allows under it (`clock` "
         "below): that model prices each op's FLOPs and bytes, and where a step's average at "
-        "1.5 GHz is above the limit (the GPT step, even on the FP16 chip) the clock drops. "
+        "1.5 GHz is above the limit the clock drops (a design whose narrow MACs draw more "
+        "than the FP16 chip's at full rate). "
         "MACs and HBM bytes are all that is priced, so energies are lower bounds.",
         f"* **Training step**: data parallel over the 64 chips, {meta['batch']} samples per "
         "chip (the studies' batch), SGD with momentum (the studies' optimizer); workloads "
