@@ -116,13 +116,14 @@ def shipped_files() -> list[Path]:
 
 def display_path(path: str | Path) -> str:
     """``path`` as a report records it: a shipped file as ``arch_configs/<name>.toml`` (the same
-    from any folder, checkout or installed package), any other file as given."""
+    from any folder, checkout or installed package; the current folder's own ``arch_configs/``
+    and ``workloads/`` too, where names resolve first), any other file as given."""
     p = Path(path)
     try:
         resolved = p.resolve()
     except OSError:
         return str(path)
-    for root in data_roots():
+    for root in (*data_roots(), Path.cwd()):
         try:
             rel = resolved.relative_to(root.resolve())
         except ValueError:

@@ -107,3 +107,18 @@ def test_built_package_resolves_names_without_the_checkout(built_package, tmp_pa
                                                       "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["arch_configs", "workloads"]
+
+
+def test_a_file_in_the_current_folder_s_arch_configs_displays_as_shipped(tmp_path, monkeypatch):
+    """Names resolve in the current folder first (a fresh clone with a non-editable install):
+    a report records such a file as arch_configs/<name>.toml, not by its absolute path."""
+    from accelsim.paths import display_path
+
+    (tmp_path / "arch_configs").mkdir()
+    f = tmp_path / "arch_configs" / "mine.toml"
+    f.write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert display_path(f) == "arch_configs/mine.toml"
+    other = tmp_path / "elsewhere.toml"
+    other.write_text("")
+    assert display_path(other) == str(other)

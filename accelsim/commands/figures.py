@@ -105,7 +105,7 @@ def _codesign_report():
     and its inputs for the manifest (accelsim.dse.codesign_report; docs/codesign.md)."""
     from accelsim.dse import codesign_report as cr
     from accelsim.dse.hfp8_study import sha256_file
-    from accelsim.paths import resolve_input
+    from accelsim.paths import display_path, resolve_input
     from accelsim.report.codesign import codesign_csv, codesign_markdown
 
     table, claims, meta = cr.build_report(cr.read_curves(cr.CURVES))
@@ -116,7 +116,7 @@ def _codesign_report():
     paths += [("codesign workload", resolve_input(m.workload, "workload")) for m in cr.MODELS]
     pkg_root = Path(cr.__file__).resolve().parents[2]  # the curves as accelsim/data/...
     return files, [{"role": r, "path": (p.relative_to(pkg_root).as_posix()
-                                        if p == cr.CURVES else str(p)),
+                                        if p == cr.CURVES else display_path(p)),
                     "sha256": sha256_file(p)} for r, p in paths]
 
 
