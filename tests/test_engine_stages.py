@@ -161,7 +161,7 @@ def test_interleaved_with_as_many_micro_batches_as_stages_runs_every_forward_fir
 @pytest.mark.parametrize("model_layers, kw, fragment", [
     (96, dict(pp=8, first_stage_layers=18), "do not split evenly over the 7 other stages"),
     (12, dict(pp=3, first_stage_layers=6, last_stage_layers=6), "a stage with no work"),
-    (12, dict(pp=2, first_stage_layers=13), "do not split evenly"),
+    (12, dict(pp=2, first_stage_layers=13), "more than the model.s 12 layers"),
     (24, dict(pp=4, first_stage_layers=3, interleave=2, global_batch=64),
      "not divisible by interleave 2"),
     (24, dict(pp=4, first_stage_layers=0, interleave=2, global_batch=64),

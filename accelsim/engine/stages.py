@@ -98,7 +98,9 @@ class StageSplit:
         given = (f"--first-stage-layers {self.first}" if self.first is not None else "",
                  f"--last-stage-layers {self.last}" if self.last is not None else "")
         given_s = " and ".join(g for g in given if g)
-        if rest < 0 or (middle == 0 and rest) or (middle and rest % middle):
+        if rest < 0:
+            raise InputError(f"{given_s}: more than the model's {layers} layers")
+        if (middle == 0 and rest) or (middle and rest % middle):
             raise InputError(f"{given_s}: the other {rest} of {layers} layers do not split "
                              f"evenly over the {middle} other stages of pp {pp}")
         if middle and rest == 0:
