@@ -64,6 +64,13 @@ def step_energy(system: System, rows: Iterable[Row], precision: str, time_s: flo
     ``precision``'s datapath -- attention's at :func:`accelsim.engine.graph.attention_precision`
     -- and HBM bytes) are run ``replicas`` times over the system (tp x dp for a transformer
     plan); None when the chip has no power model or it prices no energy for the datapath."""
+    w = rows_work(rows)
+    return work_energy(system, precision, time_s, gpus,
+                       Work(replicas * w.flops, replicas * w.attention_flops, replicas * w.bytes))
+
+
+def rows_work(rows: Iterable[Row]) -> Work:
+    """The FLOPs (attention's apart) and HBM bytes of breakdown ``rows``, as they count them."""
     flops = attn = nbytes = 0.0
     for r in rows:
         if r.op == "attention":
@@ -71,8 +78,7 @@ def step_energy(system: System, rows: Iterable[Row], precision: str, time_s: flo
         else:
             flops += r.flops
         nbytes += r.bytes
-    return work_energy(system, precision, time_s, gpus,
-                       Work(replicas * flops, replicas * attn, replicas * nbytes))
+    return Work(flops, attn, nbytes)
 
 
 def work_energy(system: System, precision: str, time_s: float, gpus: int,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from accelsim.arch import System
 from accelsim.arch.schemes import Scheme, get_scheme
 from accelsim.bounds import MEMORY_RESERVE_GiB, check_bool, check_number
-from accelsim.engine.energy import StepEnergy, Work, work_energy
+from accelsim.engine.energy import StepEnergy, rows_work, work_energy
 from accelsim.engine.graph import CommKind, CommOp, Phase, Stream, UpdateOp
 from accelsim.engine.layers import PhaseSums, phase_sums
 from accelsim.engine.lower import data_parallel_program
@@ -255,17 +255,9 @@ def layer_step_energy(pred: WorkloadPrediction) -> StepEnergy | None:
     memory stream's time at its bandwidth), so only the bytes are multiplied by the chips.
     None without a power table."""
     system, st = pred.system, pred.step
-    flops = attn = nbytes = 0.0
-    for r in pred.rows():
-        if r.stream != Stream.COMPUTE:
-            continue
-        if r.op == "attention":
-            attn += r.flops
-        else:
-            flops += r.flops
-        nbytes += r.bytes
+    w = rows_work(r for r in pred.rows() if r.stream == Stream.COMPUTE)
     return work_energy(system, pred.scheme.compute_precision, st.step_s, system.chips,
-                       Work(flops, attn, nbytes * system.chips))
+                       replace(w, bytes=w.bytes * system.chips))
 
 
 def _layers_at_power_limit(system: System, workload: Workload, batch: int, scheme, **kw
